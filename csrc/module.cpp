@@ -1,0 +1,14 @@
+// benchmint._core: the one compiled module; each source file binds one submodule.
+#include <pybind11/pybind11.h>
+
+namespace py = pybind11;
+
+namespace bm {
+void bind_metrics(py::module_& m);
+}
+
+PYBIND11_MODULE(_core, m) {
+    m.doc() = "Compiled kernels of benchmint. Call them through the Python modules, which check inputs.";
+    auto metrics = m.def_submodule("metrics");
+    bm::bind_metrics(metrics);
+}
