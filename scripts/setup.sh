@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# All set-up on a fresh Debian machine with Python >= 3.11: system packages,
+# a virtualenv in .venv, the compiled build of benchmint, test tools.
+# Safe to run again: it only does what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+for pkg in g++ cmake libjpeg-dev zlib1g-dev; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
+done
+if [ ${#need_apt[@]} -gt 0 ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        echo "setup: installing Debian packages: ${need_apt[*]}"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+    else
+        echo "setup: please install these Debian packages first: ${need_apt[*]}" >&2
+        exit 1
+    fi
+fi
+
+PYTHON=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+PIP=(.venv/bin/python -m pip -q --disable-pip-version-check)
+"${PIP[@]}" install --upgrade pip
+"${PIP[@]}" install "scikit-build-core>=0.10" "pybind11>=2.12" ninja cmake
+"${PIP[@]}" install --no-build-isolation -e ".[test]"
+
+# pillow-simd replaces Pillow where it builds (it needs the libjpeg and zlib
+# headers above); if it does not, plain Pillow stays and everything still works.
+if ! .venv/bin/python - <<'PY' 2>/dev/null
+import importlib.metadata as md, sys
+names = {d.metadata["Name"].lower() for d in md.distributions()}
+sys.exit(0 if "pillow-simd" in names and "pillow" not in names else 1)
+PY
+then
+    "${PIP[@]}" uninstall -y pillow >/dev/null 2>&1 || true
+    if ! "${PIP[@]}" install --no-deps pillow-simd; then
+        echo "setup: pillow-simd did not build; keeping plain Pillow" >&2
+        "${PIP[@]}" install pillow
+    fi
+fi
+.venv/bin/python -c "import benchmint._core, PIL; print('setup: benchmint ready (Pillow', PIL.__version__ + ')')"

@@ -1,0 +1,61 @@
+"""JSONL in and out: line-numbered reading, canonical rows, atomic files."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+
+class InputError(Exception):
+    """A whole input is unusable (missing file, unreadable): the run stops."""
+
+
+def dumps(obj: Any) -> str:
+    """The project's one JSON form: sorted keys, compact, UTF-8 text kept as is."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def open_input(path: str | os.PathLike, what: str) -> IO[bytes]:
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{what} file not found: {p}")
+    if p.is_dir():
+        raise InputError(f"{what} path is a directory, expected a JSONL file: {p}")
+    try:
+        return p.open("rb")
+    except OSError as exc:
+        raise InputError(f"cannot read {what} file {p}: {exc.strerror}") from exc
+
+
+def iter_jsonl(path: str | os.PathLike, what: str) -> Iterator[tuple[int, Any, str | None]]:
+    """Yield (line number, object, None) or (line number, None, error message); blank lines skipped."""
+    with open_input(path, what) as fh:
+        for line_no, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            try:
+                yield line_no, json.loads(raw), None
+            except UnicodeDecodeError as exc:
+                yield line_no, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+            except json.JSONDecodeError as exc:
+                yield line_no, None, f"malformed JSON ({exc.msg} at column {exc.colno})"
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
+    """Write to a temporary file beside ``path`` and rename it into place on success."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp")
+    kwargs = {} if "b" in mode else {"encoding": "utf-8", "newline": "\n"}
+    try:
+        with open(tmp, mode, **kwargs) as fh:
+            yield fh
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            tmp.unlink()

@@ -1,0 +1,111 @@
+"""Per-stratum aggregation and bootstrap confidence intervals.
+
+Every per-item metric is a function of the count triple (tp, |P|, |G|), so a
+group of items is summarised exactly by how many of its items share each
+triple. Macro averages are then count-weighted sums, and the percentile
+bootstrap needs no per-item resampling: drawing n items with replacement puts
+Multinomial(n, c_k / n) of them on triple k, so one multinomial draw over the
+K distinct triples (K is small: tens to hundreds) is one bootstrap resample,
+with exactly the distribution of the classical index bootstrap.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from benchmint import _dispatch
+
+DENSE_LIMIT = 1 << 22  # cells of the dense (group x triple) table before switching to sorting
+
+
+def triple_keys(tp: np.ndarray, n_pred: np.ndarray, n_gold: np.ndarray) -> tuple[np.ndarray, int]:
+    """Pack (tp, |P|, |G|) into one int64 per item; returns (keys, base)."""
+    base = int(max(n_pred.max(initial=0), n_gold.max(initial=0))) + 1
+    keys = (tp.astype(np.int64) * base + n_pred) * base + n_gold
+    return keys, base
+
+
+def unpack_triples(keys: np.ndarray, base: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    n_gold = keys % base
+    n_pred = (keys // base) % base
+    tp = keys // (base * base)
+    return tp.astype(np.int32), n_pred.astype(np.int32), n_gold.astype(np.int32)
+
+
+def _counts_reference(group, key):
+    counter = Counter(zip(group.tolist(), key.tolist()))
+    items = sorted(counter.items())
+    groups = np.array([g for (g, _), _ in items], dtype=np.int64)
+    keys = np.array([k for (_, k), _ in items], dtype=np.int64)
+    counts = np.array([c for _, c in items], dtype=np.int64)
+    return groups, keys, counts
+
+
+_dense_kernel = None
+
+
+def _compiled_dense_kernel():
+    global _dense_kernel
+    if _dense_kernel is None:
+        import numba
+
+        from benchmint._numba import jit
+
+        @jit(parallel=True)
+        def dense_counts(group, key, n_keys, n_cells, n_chunks):
+            # One histogram per chunk, summed after: no shared writes between threads.
+            table = np.zeros((n_chunks, n_cells), np.int64)
+            n = group.shape[0]
+            step = (n + n_chunks - 1) // n_chunks
+            for c in numba.prange(n_chunks):
+                for i in range(c * step, min(n, (c + 1) * step)):
+                    table[c, group[i] * n_keys + key[i]] += 1
+            return table.sum(axis=0)
+
+        _dense_kernel = dense_counts
+    return _dense_kernel
+
+
+def group_counts(group: np.ndarray, key: np.ndarray, n_groups: int, n_keys: int):
+    """Count items per (group, key): returns (groups, keys, counts) sorted by (group, key).
+
+    ``group`` in [0, n_groups), ``key`` in [0, n_keys), both int64.
+    """
+    group = np.ascontiguousarray(group, dtype=np.int64)
+    key = np.ascontiguousarray(key, dtype=np.int64)
+    if len(group) != len(key):
+        raise ValueError(f"group and key have different lengths ({len(group)} vs {len(key)})")
+    if len(group) and (group.min() < 0 or group.max() >= n_groups or key.min() < 0 or key.max() >= n_keys):
+        raise ValueError("group or key out of range")
+    if _dispatch.use_reference():
+        return _counts_reference(group, key)
+    cells = n_groups * n_keys
+    if cells <= DENSE_LIMIT:
+        n_chunks = 1 if len(group) < 100_000 else 8
+        flat = _compiled_dense_kernel()(group, key, n_keys, cells, n_chunks)
+        idx = np.flatnonzero(flat)
+        return idx // n_keys, idx % n_keys, flat[idx]
+    combined, counts = np.unique(group * n_keys + key, return_counts=True)
+    return combined // n_keys, combined % n_keys, counts.astype(np.int64)
+
+
+def bootstrap_ci(counts: np.ndarray, values: np.ndarray, n_boot: int, rng: np.random.Generator,
+                 level: float = 0.95) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Means and percentile bootstrap intervals of per-item values summarised by class counts.
+
+    counts: (K,) items per class; values: (K, M) the M metric values of each class.
+    Returns (mean, low, high), each (M,).
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    n = int(counts.sum())
+    if n == 0:
+        nan = np.full(values.shape[1], np.nan)
+        return nan, nan, nan
+    mean = counts @ values / n
+    draws = rng.multinomial(n, counts / n, size=n_boot)
+    boot = draws @ values / n
+    alpha = (1.0 - level) / 2.0
+    low, high = np.quantile(boot, [alpha, 1.0 - alpha], axis=0)
+    return mean, low, high

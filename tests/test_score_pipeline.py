@@ -1,0 +1,282 @@
+"""benchmint score: files in, scores.jsonl / summary.json / errors.jsonl out."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from benchmint.cli import main
+from benchmint.io import InputError
+from benchmint.metrics import aggregate
+from benchmint.metrics.batch import score_item
+from benchmint.metrics.behaviour import calibration, personality
+from benchmint.metrics.pipeline import MEAN_METRICS, ScoreConfig, score_files
+
+
+def write_jsonl(path: Path, rows) -> Path:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def read_jsonl(path: Path):
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+
+
+GOLD = [
+    {"id": "q1", "answer": ["A", "B"], "meta": {"domain": "STM", "level": 1}},
+    {"id": "q2", "answer": ["C"], "meta": {"domain": "AFM", "level": 2}},
+    {"id": "q3", "answer": ["A", "D"], "meta": {"domain": "STM", "level": 2}},
+    {"id": "q4", "answer": ["B"], "meta": {"domain": "TEM"}},
+]
+
+
+@pytest.fixture
+def gold(tmp_path):
+    return write_jsonl(tmp_path / "gold.jsonl", GOLD)
+
+
+def test_scores_and_summary_single_model(tmp_path, gold):
+    pred = write_jsonl(tmp_path / "pred.jsonl", [
+        {"id": "q1", "answer": ["A"]},                     # conservative: SIP 0.4, SPC 0.5
+        {"id": "q2", "output": "Answer: C"},               # exact
+        {"id": "q3", "answer": ["a", "b", "d"]},           # aggressive: TP 2, FP 1
+        {"id": "q4", "output": "I cannot tell."},          # unparseable -> empty
+    ])
+    res = score_files(pred, gold, tmp_path / "out", ScoreConfig(task="mcq", by=("domain", "level")))
+    rows = read_jsonl(tmp_path / "out" / "scores.jsonl")
+    assert [r["id"] for r in rows] == ["q1", "q2", "q3", "q4"]
+    assert rows[0]["sip_f1"] == pytest.approx(0.4) and rows[0]["spc"] == 0.5 and rows[0]["answer"] == ["A"]
+    assert rows[1]["em"] == 1.0 and rows[1]["status"] == "ok"
+    assert rows[2]["answer"] == ["A", "B", "D"] and rows[2]["sip_f1"] == pytest.approx(0.24)
+    assert rows[3]["parse_ok"] is False and rows[3]["status"] == "unparsed" and rows[3]["jaccard"] == 0.0
+    assert list(rows[0]) == sorted(rows[0])  # sorted keys
+    block = res.summary["models"]["default"]
+    assert block["n"] == 4
+    assert block["metrics"]["sip_f1"]["mean"] == pytest.approx((0.4 + 1 + 0.24 + 0) / 4)
+    assert block["metrics"]["em"]["mean"] == 0.25
+    assert block["parse_success_rate"] == 0.75
+    assert block["mean_pred_size"] == pytest.approx((1 + 1 + 3 + 0) / 4)
+    assert block["over_prediction_rate"] == 0.25
+    assert block["unparsed_ids"] == ["q4"]
+    for m in MEAN_METRICS:
+        lo, hi = block["metrics"][m]["ci95"]
+        assert lo <= block["metrics"][m]["mean"] <= hi
+    stm = block["by"]["domain"]["STM"]
+    assert stm["n"] == 2 and stm["metrics"]["jaccard"]["mean"] == pytest.approx((0.5 + 2 / 3) / 2)
+    assert set(block["by"]["level"]) == {"1", "2", "(missing)"}
+    assert res.exit_code == 0 and res.errors == []
+    assert (tmp_path / "out" / "errors.jsonl").read_text() == ""
+
+
+def test_macro_average_matches_per_item(tmp_path):
+    from benchmint.metrics.synthetic import mcq_dataset
+
+    records = list(mcq_dataset(120, ["bold-model", "wise-model"], seed=3))
+    gold = write_jsonl(tmp_path / "g.jsonl", [r for k, r in records if k == "gold"])
+    pred = write_jsonl(tmp_path / "p.jsonl", [r for k, r in records if k == "pred"])
+    res = score_files(pred, gold, tmp_path / "o", ScoreConfig(task="mcq", by=("domain",)))
+    rows = read_jsonl(tmp_path / "o" / "scores.jsonl")
+    for model, block in res.summary["models"].items():
+        mine = [r for r in rows if r["model"] == model]
+        assert block["n"] == len(mine) == 120
+        for m in MEAN_METRICS:
+            assert block["metrics"][m]["mean"] == pytest.approx(np.mean([r[m] for r in mine]), abs=1e-12)
+        for dom, b in block["by"]["domain"].items():
+            ids = {r["id"] for r in records_gold(records) if r["meta"]["domain"] == dom}
+            sel = [r["sip_f1"] for r in mine if r["id"] in ids]
+            assert b["metrics"]["sip_f1"]["mean"] == pytest.approx(np.mean(sel), abs=1e-12)
+
+
+def records_gold(records):
+    return [r for k, r in records if k == "gold"]
+
+
+def test_errors_are_listed_and_counted(tmp_path, gold):
+    pred = write_jsonl(tmp_path / "pred.jsonl", [
+        {"id": "q1", "answer": ["A", "B"], "model": "m"},
+        '{"id": "q2", "answer": ["C"], "model": "m"',         # line 2: malformed
+        {"id": "nope", "answer": ["A"], "model": "m"},          # line 3: unknown id
+        {"id": "q1", "answer": ["B"], "model": "m"},            # line 4: duplicate
+        {"id": "q2", "answer": [[1, 0, 0]], "model": "m"},      # line 5: wrong kind
+        {"id": "q3", "answer": ["A"], "model": "m", "confidence": 3},  # line 6: bad field, still scored
+        {"answer": ["A"]},                                      # line 7: no id
+    ])
+    res = score_files(pred, gold, tmp_path / "out", ScoreConfig(task="mcq"))
+    errs = read_jsonl(tmp_path / "out" / "errors.jsonl")
+    kinds = [(e["kind"], e.get("line"), e.get("id")) for e in errs]
+    assert kinds == [
+        ("malformed_json", 2, None),
+        ("unknown_id", 3, "nope"),
+        ("duplicate_id", 4, "q1"),
+        ("wrong_kind", 5, "q2"),
+        ("bad_field", 6, "q3"),
+        ("missing_id", 7, None),
+        ("missing_prediction", None, "q2"),
+        ("missing_prediction", None, "q4"),
+    ]
+    assert all(e["file"].endswith(("pred.jsonl", "gold.jsonl")) for e in errs)
+    assert res.exit_code == 1
+    block = res.summary["models"]["m"]
+    assert block["n"] == 4 and block["n_missing"] == 2
+    assert res.summary["errors"]["count"] == 8
+    rows = read_jsonl(tmp_path / "out" / "scores.jsonl")
+    assert [(r["id"], r["status"]) for r in rows] == [("q1", "ok"), ("q3", "ok"), ("q2", "missing"), ("q4", "missing")]
+
+
+def test_gold_errors(tmp_path):
+    gold = write_jsonl(tmp_path / "gold.jsonl", [
+        {"id": "a", "answer": ["A"]},
+        {"id": "a", "answer": ["B"]},
+        {"id": "b", "answer": "A"},
+        {"id": "c"},
+        "not json",
+    ])
+    pred = write_jsonl(tmp_path / "pred.jsonl", [{"id": "a", "answer": ["A"]}])
+    res = score_files(pred, gold, tmp_path / "out", ScoreConfig(task="mcq"))
+    assert [(e["kind"], e["line"]) for e in res.errors] == [
+        ("duplicate_id", 2), ("wrong_kind", 3), ("missing_answer", 4), ("malformed_json", 5)]
+
+
+def test_several_models_and_files(tmp_path, gold):
+    p1 = write_jsonl(tmp_path / "a.jsonl", [{"id": g["id"], "answer": g["answer"], "model": "alpha"} for g in GOLD])
+    p2 = write_jsonl(tmp_path / "b.jsonl", [{"id": g["id"], "answer": ["A", "B", "C", "D"], "model": "beta"} for g in GOLD])
+    res = score_files([p1, p2], gold, tmp_path / "out", ScoreConfig(task="mcq", by=("model", "domain")))
+    models = res.summary["models"]
+    assert list(models) == ["alpha", "beta"]
+    assert models["alpha"]["metrics"]["em"]["mean"] == 1.0
+    assert models["alpha"]["personality"]["label"] == "Wise"
+    assert models["beta"]["personality"]["label"] == "Gambler"
+    assert models["beta"]["over_prediction_rate"] == 1.0
+
+
+def test_deterministic_outputs(tmp_path, gold):
+    pred = write_jsonl(tmp_path / "pred.jsonl", [{"id": g["id"], "answer": ["A"]} for g in GOLD])
+    for name in ("o1", "o2"):
+        score_files(pred, gold, tmp_path / name, ScoreConfig(task="mcq", by=("domain",)))
+    for f in ("scores.jsonl", "summary.json", "errors.jsonl"):
+        assert (tmp_path / "o1" / f).read_bytes() == (tmp_path / "o2" / f).read_bytes()
+
+
+def test_cli_exit_codes(tmp_path, gold, capsys):
+    pred = write_jsonl(tmp_path / "pred.jsonl", [{"id": g["id"], "answer": g["answer"]} for g in GOLD])
+    assert main(["score", str(pred), "--gold", str(gold), "--task", "mcq", "--out", str(tmp_path / "o")]) == 0
+    out = capsys.readouterr().out
+    assert "SIP-F1" in out and "default" in out
+    assert main(["score", str(tmp_path / "missing.jsonl"), "--gold", str(gold), "--task", "mcq", "--out", str(tmp_path / "o")]) == 2
+    assert "missing.jsonl" in capsys.readouterr().err
+    assert main(["score", str(pred), "--gold", str(gold), "--task", "mcq", "--out", str(tmp_path / "o"), "--sip-lambda", "2"]) == 2
+    assert "sip_lambda" in capsys.readouterr().err
+    bad = write_jsonl(tmp_path / "bad.jsonl", ["{oops"])
+    assert main(["score", str(bad), "--gold", str(gold), "--task", "mcq", "--out", str(tmp_path / "o2"), "--quiet"]) == 2
+
+
+def test_missing_gold_file(tmp_path):
+    pred = write_jsonl(tmp_path / "pred.jsonl", [{"id": "a", "answer": ["A"]}])
+    with pytest.raises(InputError, match="gold file not found"):
+        score_files(pred, tmp_path / "nope.jsonl", tmp_path / "o", ScoreConfig(task="mcq"))
+
+
+def test_hkl_task(tmp_path):
+    gold = write_jsonl(tmp_path / "gold.jsonl", [
+        {"id": "x1", "answer": [[1, 1, 0], [2, 0, 0]], "meta": {"db": "MP"}},
+        {"id": "x2", "answer": [[1, 0, -1, 0]], "meta": {"db": "OQMD"}},
+    ])
+    pred = write_jsonl(tmp_path / "pred.jsonl", [
+        {"id": "x1", "output": '{"max_peak_hkls": [[1,1,0],[2,0,0],[0,0,0],[1,1,1]]}'},
+        {"id": "x2", "answer": [[1, 0, -1, 0], [1, 0, -1, 0]]},
+    ])
+    res = score_files(pred, gold, tmp_path / "out", ScoreConfig(task="hkl", by=("db",)))
+    rows = read_jsonl(tmp_path / "out" / "scores.jsonl")
+    assert rows[0]["answer"] == [[1, 1, 0], [1, 1, 1], [2, 0, 0]]  # (000) dropped, sorted
+    assert rows[0]["jaccard"] == pytest.approx(2 / 3) and rows[0]["j_pen"] == pytest.approx(2 / 3 * 2 / 3)
+    assert rows[1]["em"] == 1.0
+    assert res.summary["models"]["default"]["by"]["db"]["MP"]["n"] == 1
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="task"):
+        ScoreConfig(task="open")
+    with pytest.raises(ValueError, match="sip_gamma"):
+        ScoreConfig(task="mcq", sip_gamma=0.5)
+    with pytest.raises(ValueError, match="n_boot"):
+        ScoreConfig(task="mcq", n_boot=10)
+
+
+# ---- aggregation and bootstrap --------------------------------------------
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 30)), max_size=300))
+def test_group_counts_compiled_equals_reference(monkeypatch_rows):
+    group = np.array([g for g, _ in monkeypatch_rows], dtype=np.int64)
+    key = np.array([k for _, k in monkeypatch_rows], dtype=np.int64)
+    ref = aggregate._counts_reference(group, key)
+    comp = aggregate.group_counts(group, key, 6, 31)
+    for a, b in zip(ref, comp):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_group_counts_large_and_sparse_paths():
+    rng = np.random.default_rng(0)
+    group = rng.integers(0, 3, 300_000)
+    key = rng.integers(0, 50, 300_000)
+    ref = aggregate._counts_reference(group, key)
+    for n_keys in (50, aggregate.DENSE_LIMIT):  # dense table, then the sorting path
+        comp = aggregate.group_counts(group, key, 3, n_keys)
+        for a, b in zip(ref, comp):
+            np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="out of range"):
+        aggregate.group_counts(np.array([3]), np.array([0]), 3, 5)
+
+
+def test_multinomial_bootstrap_matches_index_bootstrap():
+    # Same distribution as resampling items: compare interval ends with a naive bootstrap.
+    rng = np.random.default_rng(1)
+    values = rng.choice([0.0, 0.24, 0.4, 1.0], size=2000, p=[0.3, 0.2, 0.2, 0.3])
+    uniq, counts = np.unique(values, return_counts=True)
+    mean, lo, hi = aggregate.bootstrap_ci(counts, uniq[:, None], 4000, np.random.default_rng(2))
+    naive = values[np.random.default_rng(3).integers(0, len(values), (4000, len(values)))].mean(axis=1)
+    nlo, nhi = np.quantile(naive, [0.025, 0.975])
+    assert mean[0] == pytest.approx(values.mean())
+    assert lo[0] == pytest.approx(nlo, abs=0.004) and hi[0] == pytest.approx(nhi, abs=0.004)
+
+
+# ---- personalities and calibration ------------------------------------------
+
+def _counts(pairs):
+    tp = np.array([len(set(p) & set(g)) for p, g in pairs])
+    return tp, np.array([len(p) for p, _ in pairs]), np.array([len(g) for _, g in pairs])
+
+
+@pytest.mark.parametrize("pred, label", [
+    ({"A", "B"}, "Wise"), ({"A"}, "Conservative"), ({"A", "B", "C"}, "Gambler"), ({"A", "B", "C", "D"}, "Gambler")])
+def test_personality_of_table2_strategies(pred, label):
+    pairs = [(pred, {"A", "B"})] * 10
+    rows = [score_item(p, g) for p, g in pairs]
+    mean = lambda k: float(np.mean([r[k] for r in rows]))  # noqa: E731
+    got = personality(*_counts(pairs), mean("spc"), mean("sip_f1"), mean("precision"), mean("recall"))
+    assert got["label"] == label
+
+
+def test_aggressive_label_needs_mixed_behaviour():
+    # Over-selects on 3 of 10 items, exact otherwise: over > under, precision high -> Aggressive.
+    pairs = [({"A", "B", "C"}, {"A", "B"})] * 3 + [({"A", "B"}, {"A", "B"})] * 7
+    rows = [score_item(p, g) for p, g in pairs]
+    mean = lambda k: float(np.mean([r[k] for r in rows]))  # noqa: E731
+    got = personality(*_counts(pairs), mean("spc"), mean("sip_f1"), mean("precision"), mean("recall"))
+    assert got["label"] == "Aggressive" and got["over_selection_rate"] == 0.3
+
+
+def test_calibration_by_hand():
+    score = np.array([1.0, 0.0, 1.0, 0.4])
+    conf = np.array([0.95, 0.9, 0.55, 0.5])
+    nan = np.full(4, np.nan)
+    got = calibration(score, conf, nan, nan)
+    # bins: 9 -> {0.95, 0.9} mean conf 0.925, mean score 0.5; 5 -> {0.55, 0.5} 0.525 vs 0.7
+    assert got["ece"] == pytest.approx(0.5 * 0.425 + 0.5 * 0.175)
+    assert got["brier"] == pytest.approx(np.mean((conf - score) ** 2))
+    # ranks (4,3,2,1) vs (3.5,1,3.5,2): covariance 1, spreads sqrt(5) and sqrt(4.5)
+    assert got["spearman_confidence_score"] == pytest.approx(1 / np.sqrt(22.5))
+    assert calibration(score, nan, nan, nan) is None
