@@ -26,32 +26,41 @@ struct Outputs {
     double *em, *spc, *sip, *jac, *prec, *rec, *f1, *jpen, *f1pen;
     bool* over;
 
-    explicit Outputs(int64_t n) {
-        auto i32 = [&](const char* name) {
-            carray<int32_t> a(n);
-            dict[name] = a;
-            return a.mutable_data();
+    // Fresh arrays, or the caller's (reused buffers skip the page faults of
+    // new memory, which cost more than the metrics themselves).
+    Outputs(int64_t n, const py::object& given) {
+        const bool reuse = !given.is_none();
+        py::dict src = reuse ? py::dict(given) : py::dict();
+        if (reuse) dict = src;
+        auto get = [&](const char* name, auto tag) {
+            using T = decltype(tag);
+            if (!reuse) {
+                carray<T> a(n);
+                dict[name] = a;
+                return a.mutable_data();
+            }
+            if (!src.contains(name)) throw py::value_error(std::string("out is missing the array '") + name + "'");
+            py::array arr = src[name].cast<py::array>();
+            if (!arr.dtype().is(py::dtype::of<T>()) || arr.ndim() != 1 || arr.shape(0) != n ||
+                !(arr.flags() & py::array::c_style) || !arr.writeable())
+                throw py::value_error(std::string("out['") + name + "'] must be a writable contiguous 1-D " +
+                                      std::string(py::str(py::dtype::of<T>())) + " array of length " +
+                                      std::to_string(n));
+            return static_cast<T*>(arr.mutable_data());
         };
-        auto f64 = [&](const char* name) {
-            carray<double> a(n);
-            dict[name] = a;
-            return a.mutable_data();
-        };
-        tp = i32("tp");
-        fp = i32("fp");
-        fn = i32("fn");
-        em = f64("em");
-        spc = f64("spc");
-        sip = f64("sip_f1");
-        jac = f64("jaccard");
-        prec = f64("precision");
-        rec = f64("recall");
-        f1 = f64("f1");
-        jpen = f64("j_pen");
-        f1pen = f64("f1_pen");
-        carray<bool> o(n);
-        dict["over_predicted"] = o;
-        over = o.mutable_data();
+        tp = get("tp", int32_t{});
+        fp = get("fp", int32_t{});
+        fn = get("fn", int32_t{});
+        em = get("em", double{});
+        spc = get("spc", double{});
+        sip = get("sip_f1", double{});
+        jac = get("jaccard", double{});
+        prec = get("precision", double{});
+        rec = get("recall", double{});
+        f1 = get("f1", double{});
+        jpen = get("j_pen", double{});
+        f1pen = get("f1_pen", double{});
+        over = get("over_predicted", bool{});
     }
 
     inline void put(int64_t i, const MetricRow& r) {
@@ -82,12 +91,12 @@ void raise_row(const RowError& err) {
 }
 
 py::dict from_counts(carray<int32_t> tp, carray<int32_t> n_pred, carray<int32_t> n_gold, double lam, double gamma,
-                     int workers) {
+                     int workers, py::object out_arrays) {
     const int64_t n = tp.size();
     check_same_length(n, n_pred.size());
     check_same_length(n, n_gold.size());
     workers = resolve_workers(workers);
-    Outputs out(n);
+    Outputs out(n, out_arrays);
     const MetricParams prm{lam, gamma};
     const int32_t *t = tp.data(), *p = n_pred.data(), *g = n_gold.data();
     RowError err;
@@ -106,11 +115,12 @@ py::dict from_counts(carray<int32_t> tp, carray<int32_t> n_pred, carray<int32_t>
     return out.dict;
 }
 
-py::dict from_bitmasks(carray<uint64_t> pred, carray<uint64_t> gold, double lam, double gamma, int workers) {
+py::dict from_bitmasks(carray<uint64_t> pred, carray<uint64_t> gold, double lam, double gamma, int workers,
+                       py::object out_arrays) {
     const int64_t n = pred.size();
     check_same_length(n, gold.size());
     workers = resolve_workers(workers);
-    Outputs out(n);
+    Outputs out(n, out_arrays);
     const MetricParams prm{lam, gamma};
     const uint64_t *p = pred.data(), *g = gold.data();
     {
@@ -149,7 +159,7 @@ inline bool check_row(const char* side, int64_t i, const int64_t* off, const int
 }
 
 py::dict from_csr(carray<int64_t> pred_offsets, carray<int64_t> pred_keys, carray<int64_t> gold_offsets,
-                  carray<int64_t> gold_keys, double lam, double gamma, int workers) {
+                  carray<int64_t> gold_keys, double lam, double gamma, int workers, py::object out_arrays) {
     if (pred_offsets.size() < 1 || gold_offsets.size() < 1)
         throw py::value_error("offsets must have length n + 1 >= 1");
     const int64_t n = pred_offsets.size() - 1;
@@ -159,7 +169,7 @@ py::dict from_csr(carray<int64_t> pred_offsets, carray<int64_t> pred_keys, carra
     const int64_t *go = gold_offsets.data(), *gk = gold_keys.data();
     check_offsets_ends("pred", po, n, pred_keys.size());
     check_offsets_ends("gold", go, n, gold_keys.size());
-    Outputs out(n);
+    Outputs out(n, out_arrays);
     const MetricParams prm{lam, gamma};
     RowError err;
     {
@@ -191,11 +201,11 @@ py::dict from_csr(carray<int64_t> pred_offsets, carray<int64_t> pred_keys, carra
 void bind_metrics(py::module_& m) {
     m.doc() = "Batch set metrics (EM, SPC, SIP-F1, Jaccard, P/R/F1, penalised) over pre-encoded sets.";
     m.def("from_counts", &from_counts, py::arg("tp"), py::arg("n_pred"), py::arg("n_gold"), py::arg("sip_lambda"),
-          py::arg("sip_gamma"), py::arg("workers") = 1);
+          py::arg("sip_gamma"), py::arg("workers") = 1, py::arg("out") = py::none());
     m.def("from_bitmasks", &from_bitmasks, py::arg("pred"), py::arg("gold"), py::arg("sip_lambda"),
-          py::arg("sip_gamma"), py::arg("workers") = 1);
+          py::arg("sip_gamma"), py::arg("workers") = 1, py::arg("out") = py::none());
     m.def("from_csr", &from_csr, py::arg("pred_offsets"), py::arg("pred_keys"), py::arg("gold_offsets"),
-          py::arg("gold_keys"), py::arg("sip_lambda"), py::arg("sip_gamma"), py::arg("workers") = 1);
+          py::arg("gold_keys"), py::arg("sip_lambda"), py::arg("sip_gamma"), py::arg("workers") = 1, py::arg("out") = py::none());
 }
 
 }  // namespace bm

@@ -242,3 +242,32 @@ def test_batch_input_forms_agree():
         np.testing.assert_array_equal(from_lists[name], generic[name])
     assert from_lists["sip_f1"][0] == pytest.approx(0.6 * 2 / (1 + 6 + 1))
     assert not math.isnan(from_lists["precision"][1])
+
+
+def test_out_buffers_reused_and_checked():
+    p = np.array([3, 1, 0], dtype=np.uint64)
+    g = np.array([1, 1, 0], dtype=np.uint64)
+    for impl in (reference, _core.metrics):
+        fresh = impl.from_bitmasks(p, g, 0.6, 6.0)
+        out = {k: np.full_like(v, 7) for k, v in fresh.items()}
+        again = impl.from_bitmasks(p, g, 0.6, 6.0, 1, out)
+        assert again["jaccard"] is out["jaccard"] or np.shares_memory(again["jaccard"], out["jaccard"])
+        for name in METRIC_NAMES:
+            np.testing.assert_array_equal(out[name], fresh[name])
+    bad_cases = [
+        ({k: v for k, v in fresh.items() if k != "spc"}, "out is missing the array 'spc'"),
+        ({**fresh, "em": np.zeros(3, dtype=np.float32)}, r"out\['em'\] must be a writable contiguous 1-D float64 array of length 3"),
+        ({**fresh, "tp": np.zeros(4, dtype=np.int32)}, r"out\['tp'\] must be .* int32 array of length 3"),
+        ({**fresh, "f1": np.zeros(6)[::2]}, r"out\['f1'\] must be"),
+    ]
+    for bad, message in bad_cases:
+        for impl in (reference, _core.metrics):
+            with pytest.raises(ValueError, match=message):
+                impl.from_bitmasks(p, g, 0.6, 6.0, 1, bad)
+
+
+@pytest.mark.parametrize("workers", [0, -2])
+def test_workers_checked_alike(workers):
+    for impl in (reference, _core.metrics):
+        with pytest.raises(ValueError, match="workers must be"):
+            impl.from_counts(np.zeros(1, np.int32), np.zeros(1, np.int32), np.zeros(1, np.int32), 0.6, 6.0, workers)

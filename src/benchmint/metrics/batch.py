@@ -64,7 +64,8 @@ def _is_csr(x: Any) -> bool:
 
 def score_batch(pred: Sequence | np.ndarray | tuple, gold: Sequence | np.ndarray | tuple, *,
                 task: str | None = None, sip_lambda: float = DEFAULT_SIP_LAMBDA,
-                sip_gamma: float = DEFAULT_SIP_GAMMA, workers: int = 1) -> dict[str, np.ndarray]:
+                sip_gamma: float = DEFAULT_SIP_GAMMA, workers: int = 1,
+                out: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """Every metric for many predictions at once.
 
     ``pred``/``gold`` are either
@@ -74,6 +75,8 @@ def score_batch(pred: Sequence | np.ndarray | tuple, gold: Sequence | np.ndarray
       * ``(offsets, keys)`` int64 pairs: row i is ``keys[offsets[i]:offsets[i+1]]``,
         sorted and unique.
     ``workers``: 1 serial, -1 all cores, n threads.
+    ``out``: the dict of a previous call of the same length, to be overwritten
+    (saves allocating ~85 bytes per item when scoring batch after batch).
     """
     lam, gamma = check_params(sip_lambda, sip_gamma)
     if workers == 0 or workers < -1:
@@ -82,13 +85,13 @@ def score_batch(pred: Sequence | np.ndarray | tuple, gold: Sequence | np.ndarray
     if isinstance(pred, np.ndarray) and isinstance(gold, np.ndarray):
         if pred.dtype != np.uint64 or gold.dtype != np.uint64:
             raise TypeError("array inputs must be uint64 bitmasks; use (offsets, keys) pairs for other encodings")
-        return backend.from_bitmasks(np.ascontiguousarray(pred), np.ascontiguousarray(gold), lam, gamma, workers)
+        return backend.from_bitmasks(np.ascontiguousarray(pred), np.ascontiguousarray(gold), lam, gamma, workers, out)
     if _is_csr(pred) and _is_csr(gold):
         arrays = [np.ascontiguousarray(a, dtype=np.int64) for a in (*pred, *gold)]
-        return backend.from_csr(*arrays, lam, gamma, workers)
+        return backend.from_csr(*arrays, lam, gamma, workers, out)
     if task is not None:
         check_task(task)
     vocabulary: dict | None = None if task is not None else {}
     po, pk = encode_csr(pred, task, vocabulary)
     go, gk = encode_csr(gold, task, vocabulary)
-    return backend.from_csr(po, pk, go, gk, lam, gamma, workers)
+    return backend.from_csr(po, pk, go, gk, lam, gamma, workers, out)

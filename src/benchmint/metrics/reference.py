@@ -42,14 +42,31 @@ def metrics_from_counts(tp: int, n_pred: int, n_gold: int, sip_lambda: float, si
     return row
 
 
-def _collect(rows: list[dict]) -> dict[str, np.ndarray]:
-    out: dict[str, np.ndarray] = {}
-    for name in METRIC_INTS:
-        out[name] = np.array([r[name] for r in rows], dtype=np.int32)
-    for name in METRIC_FLOATS:
-        out[name] = np.array([r[name] for r in rows], dtype=np.float64)
-    out["over_predicted"] = np.array([r["over_predicted"] for r in rows], dtype=bool)
+_DTYPES = {**dict.fromkeys(METRIC_INTS, np.int32), **dict.fromkeys(METRIC_FLOATS, np.float64), "over_predicted": bool}
+
+
+def _check_workers(workers: int) -> None:
+    if workers == 0 or workers < -1:
+        raise ValueError("workers must be -1 (all cores) or >= 1")
+
+
+def _outputs(n: int, out: dict | None) -> dict[str, np.ndarray]:
+    """Fresh output arrays, or the caller's after the same checks as the compiled kernels."""
+    if out is None:
+        return {name: np.empty(n, dtype=dt) for name, dt in _DTYPES.items()}
+    for name, dt in _DTYPES.items():
+        if name not in out:
+            raise ValueError(f"out is missing the array '{name}'")
+        a = out[name]
+        if (not isinstance(a, np.ndarray) or a.dtype != dt or a.ndim != 1 or a.shape[0] != n
+                or not a.flags.c_contiguous or not a.flags.writeable):
+            raise ValueError(f"out['{name}'] must be a writable contiguous 1-D {np.dtype(dt)} array of length {n}")
     return out
+
+
+def _fill(arrays: dict[str, np.ndarray], i: int, row: dict) -> None:
+    for name in METRIC_NAMES:
+        arrays[name][i] = row[name]
 
 
 def _same_length(a: int, b: int) -> None:
@@ -57,26 +74,28 @@ def _same_length(a: int, b: int) -> None:
         raise ValueError(f"pred and gold have different lengths ({a} vs {b})")
 
 
-def from_counts(tp, n_pred, n_gold, sip_lambda, sip_gamma, workers=1):
+def from_counts(tp, n_pred, n_gold, sip_lambda, sip_gamma, workers=1, out=None):
     tp, n_pred, n_gold = (np.asarray(a, dtype=np.int32).ravel() for a in (tp, n_pred, n_gold))
     _same_length(len(tp), len(n_pred))
     _same_length(len(tp), len(n_gold))
-    rows = []
+    _check_workers(workers)
+    arrays = _outputs(len(tp), out)
     for i, (t, p, g) in enumerate(zip(tp.tolist(), n_pred.tolist(), n_gold.tolist())):
         if t < 0 or p < 0 or g < 0 or t > p or t > g:
             raise ValueError(f"row {i}: counts must satisfy 0 <= tp <= min(n_pred, n_gold)")
-        rows.append(metrics_from_counts(t, p, g, sip_lambda, sip_gamma))
-    return _collect(rows)
+        _fill(arrays, i, metrics_from_counts(t, p, g, sip_lambda, sip_gamma))
+    return arrays
 
 
-def from_bitmasks(pred, gold, sip_lambda, sip_gamma, workers=1):
+def from_bitmasks(pred, gold, sip_lambda, sip_gamma, workers=1, out=None):
     pred = np.asarray(pred, dtype=np.uint64).ravel()
     gold = np.asarray(gold, dtype=np.uint64).ravel()
     _same_length(len(pred), len(gold))
-    rows = []
-    for p, g in zip(pred.tolist(), gold.tolist()):
-        rows.append(metrics_from_counts((p & g).bit_count(), p.bit_count(), g.bit_count(), sip_lambda, sip_gamma))
-    return _collect(rows)
+    _check_workers(workers)
+    arrays = _outputs(len(pred), out)
+    for i, (p, g) in enumerate(zip(pred.tolist(), gold.tolist())):
+        _fill(arrays, i, metrics_from_counts((p & g).bit_count(), p.bit_count(), g.bit_count(), sip_lambda, sip_gamma))
+    return arrays
 
 
 def _check_row(side: str, i: int, offsets: list[int], keys: list[int]) -> list[int]:
@@ -89,18 +108,19 @@ def _check_row(side: str, i: int, offsets: list[int], keys: list[int]) -> list[i
     return row
 
 
-def from_csr(pred_offsets, pred_keys, gold_offsets, gold_keys, sip_lambda, sip_gamma, workers=1):
+def from_csr(pred_offsets, pred_keys, gold_offsets, gold_keys, sip_lambda, sip_gamma, workers=1, out=None):
     po, pk, go, gk = (np.asarray(a, dtype=np.int64).ravel().tolist() for a in (pred_offsets, pred_keys, gold_offsets, gold_keys))
     if len(po) < 1 or len(go) < 1:
         raise ValueError("offsets must have length n + 1 >= 1")
     n = len(po) - 1
     _same_length(n, len(go) - 1)
+    _check_workers(workers)
     for side, off, keys in (("pred", po, pk), ("gold", go, gk)):
         if off[0] != 0 or off[n] != len(keys):
             raise ValueError(f"{side} offsets must start at 0 and end at len(keys) = {len(keys)}")
-    rows = []
+    arrays = _outputs(n, out)
     for i in range(n):
         p = _check_row("pred", i, po, pk)
         g = _check_row("gold", i, go, gk)
-        rows.append(metrics_from_counts(len(set(p) & set(g)), len(p), len(g), sip_lambda, sip_gamma))
-    return _collect(rows)
+        _fill(arrays, i, metrics_from_counts(len(set(p) & set(g)), len(p), len(g), sip_lambda, sip_gamma))
+    return arrays

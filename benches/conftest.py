@@ -1,0 +1,20 @@
+import numpy as np
+import pytest
+
+
+def record_throughput(benchmark, n_items: int) -> None:
+    """Store items per second (from the best round) beside the timing, for the README figures."""
+    stats = getattr(benchmark, "stats", None)
+    if stats is not None and getattr(stats, "stats", None) is not None and stats.stats.min > 0:
+        benchmark.extra_info["items_per_second"] = n_items / stats.stats.min
+
+
+@pytest.fixture(scope="session")
+def mcq_masks():
+    """500k multi-select items over 6 options: gold and predicted sets as bitmasks."""
+    rng = np.random.default_rng(0)
+    n = 500_000
+    gold = rng.integers(1, 64, n).astype(np.uint64)
+    noise = rng.integers(0, 64, n).astype(np.uint64) & rng.integers(0, 64, n).astype(np.uint64)
+    pred = gold ^ noise
+    return pred, gold
