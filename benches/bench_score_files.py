@@ -1,0 +1,82 @@
+"""End to end: raw multi-select predictions + gold JSONL -> scores.jsonl + summary.json.
+
+The data (written once per session into a temporary folder) is synthetic:
+realistic raw outputs of four simulated models from benchmint.metrics.synthetic.
+Set BENCHMINT_E2E_ITEMS to change the size (default 20,000 predictions; the
+issue's target size is 1,000,000).
+
+Run: .venv/bin/python -m pytest benches/bench_score_files.py --benchmark-only --benchmark-group-by=group
+"""
+
+import json
+import os
+import re
+
+import pytest
+from conftest import record_throughput
+
+from benchmint.io import dumps
+from benchmint.metrics.pipeline import ScoreConfig, score_files
+from benchmint.metrics.synthetic import mcq_dataset
+
+N_PRED = int(os.environ.get("BENCHMINT_E2E_ITEMS", "20000"))
+MODELS = ["wise-model", "cautious-model", "bold-model", "gambling-model"]
+GROUP = f"score-files-{N_PRED}"
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("e2e")
+    gold, pred = root / "gold.jsonl", root / "pred.jsonl"
+    with open(gold, "w", encoding="utf-8") as g, open(pred, "w", encoding="utf-8") as p:
+        for kind, rec in mcq_dataset(N_PRED // len(MODELS), MODELS, seed=11):
+            (g if kind == "gold" else p).write(dumps(rec) + "\n")
+    return gold, pred, root
+
+
+_LETTER = re.compile(r"\b([A-F])\b")
+
+
+def naive_scorer(pred_path, gold_path):
+    """The straightforward scorer: json + one regex + a loop (takes the last capital letters it sees)."""
+    gold = {}
+    with open(gold_path, encoding="utf-8") as fh:
+        for line in fh:
+            r = json.loads(line)
+            gold[r["id"]] = set(r["answer"])
+    totals, n = [0.0] * 4, 0
+    with open(pred_path, encoding="utf-8") as fh:
+        for line in fh:
+            r = json.loads(line)
+            text = r["output"]
+            tail = text[text.lower().rfind("answer"):] if "answer" in text.lower() else text
+            p = set(_LETTER.findall(tail))
+            g = gold[r["id"]]
+            tp = len(p & g)
+            jac = tp / len(p | g) if p | g else 1.0
+            prec = tp / len(p) if p else 0.0
+            rec = tp / len(g)
+            totals[0] += float(p == g)
+            totals[1] += jac
+            totals[2] += prec
+            totals[3] += rec
+            n += 1
+    return [t / n for t in totals]
+
+
+@pytest.mark.benchmark(group=GROUP)
+def test_benchmint_score_files(benchmark, files):
+    gold, pred, root = files
+    cfg = ScoreConfig(task="mcq", by=("domain", "level"), workers=-1)
+    result = benchmark.pedantic(score_files, args=(pred, gold, root / "out", cfg), rounds=3, iterations=1)
+    record_throughput(benchmark, N_PRED)
+    assert result.exit_code == 0
+    assert sum(b["n"] for b in result.summary["models"].values()) == N_PRED
+
+
+@pytest.mark.benchmark(group=GROUP)
+def test_naive_json_regex_loop(benchmark, files):
+    gold, pred, _ = files
+    means = benchmark.pedantic(naive_scorer, args=(pred, gold), rounds=3, iterations=1)
+    record_throughput(benchmark, N_PRED)
+    assert 0 < means[1] <= 1
