@@ -5,10 +5,16 @@ namespace py = pybind11;
 
 namespace bm {
 void bind_metrics(py::module_& m);
+void bind_extract(py::module_& m);
+void bind_scoring(py::module_& m);
 }
 
 PYBIND11_MODULE(_core, m) {
     m.doc() = "Compiled kernels of benchmint. Call them through the Python modules, which check inputs.";
     auto metrics = m.def_submodule("metrics");
     bm::bind_metrics(metrics);
+    auto ex = m.def_submodule("extract");
+    bm::bind_extract(ex);
+    auto scoring = m.def_submodule("scoring");
+    bm::bind_scoring(scoring);
 }

@@ -72,6 +72,30 @@ def test_non_string_input():
     assert extract_hkls(None) is None  # type: ignore[arg-type]
 
 
+DEGENERATE = {
+    "repeated peak phrase": "The peak is at 28.4 and " * 3000,
+    "repeated hkl lines": "hkl\n" * 8000,
+    "repeated marker lines": "The answer is:\n" * 5000,
+    "repeated Chinese marker": "选项" * 20000,
+    "spaces after a marker": "answer" + " " * 20000 + "x",
+    "unclosed boxes": "\\boxed{" * 20000,
+    "nested boxes": "\\boxed{" * 5000 + "}" * 5000,
+    "wrapper characters": "`" * 100000,
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEGENERATE))
+def test_degenerate_outputs_stay_fast(name):
+    # repetition loops are common in long generations; the extractor must stay near-linear on them
+    import time
+
+    text = DEGENERATE[name]
+    start = time.perf_counter()
+    for task in ("mcq", "hkl"):
+        _check_shape(extract(text, task), task)
+    assert time.perf_counter() - start < 5.0
+
+
 def test_types_of_results():
     assert extract_choices("Answer: b, a") == ["A", "B"]
     got = extract_hkls('{"hkl": [[1, 1, 0], [1.0, 0, 0]]}')

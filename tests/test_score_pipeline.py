@@ -280,3 +280,18 @@ def test_calibration_by_hand():
     # ranks (4,3,2,1) vs (3.5,1,3.5,2): covariance 1, spreads sqrt(5) and sqrt(4.5)
     assert got["spearman_confidence_score"] == pytest.approx(1 / np.sqrt(22.5))
     assert calibration(score, nan, nan, nan) is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 0.24, 0.4, 0.5, 1.0, 0.1]), min_size=1, max_size=60))
+def test_rank_helpers_equal_scipy(values):
+    from scipy.stats import rankdata
+
+    from benchmint.metrics.behaviour import average_ranks, class_average_ranks
+
+    x = np.array(values)
+    np.testing.assert_array_equal(average_ranks(x), rankdata(x))
+    class_values = np.array([0.0, 0.24, 0.4, 0.5, 1.0, 0.1, 0.4])  # two classes share 0.4
+    cls = np.array([[0.0, 0.24, 0.4, 0.5, 1.0, 0.1].index(v) for v in values])
+    cls[::3] = np.where(cls[::3] == 2, 6, cls[::3])
+    np.testing.assert_array_equal(class_average_ranks(cls, class_values), rankdata(class_values[cls]))

@@ -1,6 +1,7 @@
 """Typed stubs of the compiled module benchmint._core (call it through benchmint's Python modules)."""
 
-from typing import TypedDict
+from collections.abc import Callable
+from typing import Any, Literal, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -53,3 +54,51 @@ class _Metrics:
     ) -> MetricArrays: ...
 
 metrics: _Metrics
+
+class _GoldIndex:
+    @property
+    def n_items(self) -> int: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def errors(self) -> list[dict]: ...
+    def ids_of(self, indices: list[int]) -> list[str]: ...
+    def strata(self) -> dict[str, tuple[npt.NDArray[np.int64], list[str]]]: ...
+
+class _Scoring:
+    GoldIndex: type[_GoldIndex]
+    @staticmethod
+    def float_repr(v: float) -> str: ...
+    @staticmethod
+    def json_string(v: str) -> str: ...
+    @staticmethod
+    def load_gold(
+        path: str,
+        task: str,
+        by: list[str],
+        workers: int,
+        fallback: Callable[[bytes, int], tuple[str | None, tuple | None, list[str] | None, dict | None]],
+        make_error: Callable[[str, str, int | None, str, str | None], dict],
+    ) -> _GoldIndex: ...
+    @staticmethod
+    def score_stream(
+        pred_paths: list[str],
+        gold: _GoldIndex,
+        sip_lambda: float,
+        sip_gamma: float,
+        workers: int,
+        out_path: str,
+        fallback: Callable[[bytes, str, int], tuple[list[dict], tuple | None]],
+        make_error: Callable[[str, str, int | None, str, str | None], dict],
+        progress: Callable[[int], object],
+        errors: list[dict],
+    ) -> dict[str, Any]: ...
+
+class _Extract:
+    @staticmethod
+    def choices(text: str) -> list[str] | None | Literal["undecided"]: ...
+    @staticmethod
+    def hkls(text: str) -> list[tuple[int, ...]] | None | Literal["undecided"]: ...
+
+scoring: _Scoring
+extract: _Extract

@@ -103,9 +103,10 @@ def bootstrap_ci(counts: np.ndarray, values: np.ndarray, n_boot: int, rng: np.ra
     if n == 0:
         nan = np.full(values.shape[1], np.nan)
         return nan, nan, nan
-    mean = counts @ values / n
+    # einsum, not BLAS: tiny products, and no BLAS thread pool left spinning on the cores.
+    mean = np.einsum("k,km->m", counts.astype(np.float64), values) / n
     draws = rng.multinomial(n, counts / n, size=n_boot)
-    boot = draws @ values / n
+    boot = np.einsum("bk,km->bm", draws.astype(np.float64), values) / n
     alpha = (1.0 - level) / 2.0
     low, high = np.quantile(boot, [alpha, 1.0 - alpha], axis=0)
     return mean, low, high

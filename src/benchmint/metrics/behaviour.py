@@ -59,23 +59,66 @@ def personality(tp: np.ndarray, n_pred: np.ndarray, n_gold: np.ndarray, spc_mean
     }
 
 
-def _spearman(a: np.ndarray, b: np.ndarray) -> float | None:
-    from scipy.stats import rankdata
+def average_ranks(x: np.ndarray) -> np.ndarray:
+    """1-based ranks with ties given their average rank (as scipy.stats.rankdata's default)."""
+    order = np.argsort(x)
+    xs = x[order]
+    new = np.empty(len(x), dtype=bool)
+    new[:1] = True
+    np.not_equal(xs[1:], xs[:-1], out=new[1:])
+    starts = np.flatnonzero(new)
+    counts = np.diff(np.append(starts, len(x)))
+    ranks = np.empty(len(x))
+    ranks[order] = np.repeat(starts + (counts + 1) / 2, counts)
+    return ranks
 
-    if len(a) < 2:
-        return None
-    ra, rb = rankdata(a), rankdata(b)
-    if ra.std() == 0 or rb.std() == 0:
+
+def class_average_ranks(cls: np.ndarray, class_values: np.ndarray) -> np.ndarray:
+    """average_ranks(class_values[cls]) in O(n + K log K): items of a class share one value."""
+    counts = np.bincount(cls, minlength=len(class_values)).astype(np.float64)
+    order = np.argsort(class_values)
+    vals, cnt = class_values[order], counts[order]
+    first = np.ones(len(vals), dtype=bool)
+    np.not_equal(vals[1:], vals[:-1], out=first[1:])
+    group = np.cumsum(first) - 1
+    group_count = np.bincount(group, weights=cnt)
+    group_start = np.concatenate([[0.0], np.cumsum(group_count)[:-1]])
+    rank = np.empty(len(vals))
+    rank[order] = (group_start + (group_count + 1) / 2)[group]
+    return rank[cls]
+
+
+def _pearson(a: np.ndarray, b: np.ndarray) -> float | None:
+    if len(a) < 2 or a.std() == 0 or b.std() == 0:
         return None  # undefined for a constant column
-    return float(np.corrcoef(ra, rb)[0, 1])
+    da, db = a - a.mean(), b - b.mean()
+    return float(np.sum(da * db) / np.sqrt(np.sum(da * da) * np.sum(db * db)))
+
+
+class _Ranks:
+    """Average ranks of a column on a subset of items, computed once per subset."""
+
+    def __init__(self, values: np.ndarray, classes: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        self.values, self.classes, self.cache = values, classes, {}
+
+    def on(self, mask: np.ndarray) -> np.ndarray:
+        key = mask.tobytes()
+        if key not in self.cache:
+            if self.classes is not None:
+                cls, class_values = self.classes
+                self.cache[key] = class_average_ranks(cls[mask], class_values)
+            else:
+                self.cache[key] = average_ranks(self.values[mask])
+        return self.cache[key]
 
 
 def calibration(score: np.ndarray, confidence: np.ndarray, difficulty: np.ndarray, tokens: np.ndarray,
-                n_bins: int = 10) -> dict | None:
-    """Stated confidence against the per-item score; None when no item carries a confidence.
+                n_bins: int = 10, score_classes: tuple[np.ndarray, np.ndarray] | None = None) -> dict | None:
+    """Stated confidence against the per-item score; None when no item carries a confidence, difficulty or tokens.
 
     ECE uses ``n_bins`` equal-width bins on [0, 1] (confidence 1.0 in the top bin).
     Spearman correlations use average ranks for ties and are null when a column is constant.
+    ``score_classes`` = (class per item, value per class) lets score ranks skip a sort.
     """
     out: dict = {}
     has_conf = ~np.isnan(confidence)
@@ -83,28 +126,31 @@ def calibration(score: np.ndarray, confidence: np.ndarray, difficulty: np.ndarra
     has_tok = ~np.isnan(tokens)
     if not (has_conf.any() or has_diff.any() or has_tok.any()):
         return None
+    r_score, r_conf, r_diff = _Ranks(score, score_classes), _Ranks(confidence), _Ranks(difficulty)
+
+    def spearman(ra: _Ranks, rb: _Ranks, mask: np.ndarray) -> float | None:
+        return _pearson(ra.on(mask), rb.on(mask)) if mask.sum() >= 2 else None
+
     if has_conf.any():
         c, s = confidence[has_conf], score[has_conf]
         bins = np.minimum((c * n_bins).astype(np.int64), n_bins - 1)
-        ece = 0.0
-        for b in range(n_bins):
-            sel = bins == b
-            if sel.any():
-                ece += sel.sum() / len(c) * abs(c[sel].mean() - s[sel].mean())
+        n_b = np.bincount(bins, minlength=n_bins)
+        used = n_b > 0
+        gap = np.abs(np.bincount(bins, c, n_bins)[used] - np.bincount(bins, s, n_bins)[used]) / n_b[used]
         out.update(
             n_with_confidence=int(has_conf.sum()),
             mean_confidence=float(c.mean()),
             mean_score=float(s.mean()),
-            ece=float(ece),
+            ece=float(np.sum(n_b[used] / len(c) * gap)),
             brier=float(np.mean((c - s) ** 2)),
-            spearman_confidence_score=_spearman(c, s),
+            spearman_confidence_score=spearman(r_conf, r_score, has_conf),
         )
     if has_diff.any():
+        both = has_conf & has_diff
         out["n_with_difficulty"] = int(has_diff.sum())
         out["mean_difficulty"] = float(difficulty[has_diff].mean())
-        out["spearman_difficulty_score"] = _spearman(difficulty[has_diff], score[has_diff])
-        both = has_conf & has_diff
-        out["spearman_difficulty_confidence"] = _spearman(difficulty[both], confidence[both]) if both.any() else None
+        out["spearman_difficulty_score"] = spearman(r_diff, r_score, has_diff)
+        out["spearman_difficulty_confidence"] = spearman(r_diff, r_conf, both) if both.any() else None
     if has_tok.any():
         out["mean_tokens"] = float(tokens[has_tok].mean())
     return out

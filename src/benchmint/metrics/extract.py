@@ -54,8 +54,10 @@ J1. Candidates, each a span [start, end) of the text:
        ``"`` opens a JSON string; inside a string ``\\`` escapes the next
        character and ``"`` closes it; braces inside strings are ignored.  At
        depth 0 quotes mean nothing.  Unmatched braces produce nothing.
-J2. A candidate's text is stripped of SPACE and given to ``json.loads`` (a
-    failure, including nesting too deep, means "not a candidate").  For
+J2. A candidate's text is stripped of SPACE; it must start with ``{`` or
+    ``[`` and is given to Python's ``json.loads`` (a failure, including
+    nesting too deep, means "not a candidate"; note that it also accepts
+    ``NaN``/``Infinity`` and keeps the last of exactly repeated keys).  For
     type c the text must contain ``"`` (a dict with a key always does).
     * A dict QUALIFIES when one of its keys, mapped by LOWER and compared
       exactly, is in the task's key list; the first key of that list present
@@ -99,31 +101,33 @@ LIST grammar (read at position i of the original text):
       increasing letters (``AC``, ``ABD``); it stands for each letter.  Items
       written with CLOSE are BRACKETED.
   L2. SEP := HSPACE* P? HSPACE* W? HSPACE*, where P is one of
-      ``, ， 、 ; ； / & +`` and W is ``and`` (not followed by a LETTER),
+      ``, ， 、 ; ； / & +`` and W is ``and`` (LETTER-bounded),
       ``以及``, ``和`` or ``及``; a SEP must contain P, W or at least one HSPACE.
       Line breaks never separate items.  ``or`` is not a separator.
   L3. LIST := ITEM (SEP ITEM)*, read greedily: after each item a SEP followed
       by an ITEM extends the list, otherwise the list ends there.
   L4. TERMINATOR at the end position p of the list (the last item's end):
       a. fail if, after HSPACE*, an optional one of ``, ， ; ；`` and
-         HSPACE*, the text continues with ``or`` (not followed by a LETTER),
-         ``或`` or ``还是`` (ambiguous: "A or C", "A, or C");
+         HSPACE*, the text continues with ``or`` or ``and/or`` (not followed
+         by a LETTER), ``或`` or ``还是`` (ambiguous: "A or C", "A, or C");
       b. accept at the end of the text, also after HSPACE*;
       c. accept if, after HSPACE*, the next character is one of
-         ``. , ; ! ? 。 ， ； ！ ？ 、 … ) ] } （ ） * " ' $ ` <`` or a line break,
+         ``. , ; ! ? 。 ， ； ！ ？ 、 … ) ] } （ ） * " ' $ ` <`` or a line break
+         (not ``:``, so "A: correct, B: wrong" style lines are never read),
          or is a CJK ideograph (U+4E00-U+9FFF; Chinese text has no spaces);
       d. otherwise at least one HSPACE is required, and then accept if the
          last item is BRACKETED (``(B) 3.2 nm``: the rest is option text), or
          the next character is one of ``( - – —``, or the next WORD is one of
          because since as is are was were which that for based given due
-         with; after is/are/was/were the list fails when the following WORD
-         is not, incorrect, wrong, false or invalid;
+         with and but so while whereas only; after is/are/was/were the list
+         fails when the following WORD is not, incorrect, wrong, false or
+         invalid;
       e. fail otherwise.
 SKIP (after a marker, at i): repeatedly skip SPACE, the decorations
   ``* _ ` " ' $ : ：``, the LaTeX openers ``\\text{ \\textbf{ \\textrm{
   \\mathrm{ \\mathbf{``, ``选项``, and (when not preceded by a LETTER) the
   WORDs option options choice choices letter letters statement statements
-  the therefore thus hence.
+  the therefore thus hence clearly likely probably definitely most.
 EXACT-LIST(s): s2 = STRIP-WRAPPERS(s); SKIP at 0; read a LIST there; it must
   end exactly at the end of s2.  Letters are returned uppercase, unique,
   sorted.
@@ -132,31 +136,44 @@ Order of the stages:
 C1. JSON stage with the MCQ keys.
 C2. Markers.  Every regex below is run with ``finditer`` over LOWER(text)
     (H = ``[ \\t\\u00a0\\u3000]``, CONN = ``H*[:：=] | H+(is|are) |
-    H+(would|should|will|must)H+be``); each letter-bounded match gives a
-    candidate whose position is the match end:
-      ANSWER    ``answers?(\\(s\\))?(H+(choice|option|letter)s?)?H*(\\*\\*|__)?CONN``
-      HEADING   ``answers?H*(\\*\\*|__)?H*(\\r|\\n)``
-      CORRECT   ``(correct|right|true|best)H+(option|choice|statement|answer)s?(\\(s\\))?H*(\\*\\*|__)?CONN``
+    H+(would|should|will|must)H+be``, BOLD = ``(H*(\\*\\*|__))?``; the
+    patterns never put two quantified H next to each other, so matching is
+    linear); each letter-bounded match gives a candidate whose position is
+    the match end:
+      ANSWER    ``answers?(\\(s\\))?(H+(choice|option|letter)s?)?BOLD CONN``
+      HEADING   ``answers?BOLD H*(\\r|\\n)``
+      CORRECT   ``(correct|right|true|best)H+(option|choice|statement|answer)s?(\\(s\\))?BOLD CONN``
       CHOOSE    ``i(H+(would|will)|'d|’d|'ll|’ll)?H+(choose|select|pick|goH+with)``
                 ``| myH+(finalH+)?(choice|selection|pick)s?CONN``
       CHINESE   ``(答案|正确的?选项|正确的是|选择|选)(应该是|应该为|应为|应是|是|为)?``
       TAG       ``<answer>``
       BOXED     ``\\\\(boxed|fbox)H*{``: position after the ``{``; the content
-                runs to the matching ``}`` (plain depth count); candidates
-                without a matching brace are dropped.
+                runs to the matching ``}`` (plain depth count over the whole
+                text: one pass with a stack of open-brace positions);
+                candidates without a matching brace, or whose content is
+                longer than SPAN_MAX = 1000 characters, are dropped.
       REVERSE   ``(option|choice|statement)s?H+``
     (``final``/``correct`` before ``answer`` needs no pattern of its own: the
     list starts at the same place.  ``故选``/``应选`` are covered by ``选``.)
     Candidates are tried by position, largest first (ties: the order of the
     table).  The first that yields a list wins:
-      ANSWER, HEADING, CORRECT, CHOOSE, CHINESE, TAG: SKIP, read a LIST,
-        check its TERMINATOR;
+      ANSWER, HEADING, CORRECT, CHOOSE, CHINESE, TAG: first BULLETS; when
+        that does not apply, SKIP, read a LIST, check its TERMINATOR;
       BOXED: the content with every ``\\\\`` + LETTERs command removed, ``\\\\``
         + one other character and ``~`` replaced by a space, and ``{ }``
         removed, read as EXACT-LIST;
       REVERSE: read a LIST right at the position, check its TERMINATOR, then
         require ``H+(is|are)H+(theH+)?(bothH+|allH+|alsoH+)?(correct|right|true)``
         not followed by a LETTER ("Options A and C are correct").
+    BULLETS (after a forward marker at p): applies when the rest of the
+      marker's line holds only HSPACE and ``* _ : ：`` (for HEADING, whose
+      match ends with the line break, it is empty) and, after any blank
+      lines, the next line starts with HSPACE* BULLET HSPACE+ (BULLET is
+      ``-``, ``*`` or ``•``).  Then every such bullet line (blank lines
+      between them allowed, the first other line ends the run) must give a
+      list: SKIP after the bullet without leaving the line, read a LIST,
+      check its TERMINATOR.  The answer is the union; one failing bullet
+      line makes the candidate fail (no fall-back to SKIP + LIST).
 C3. Bare answer: the whole text as EXACT-LIST; else, if the text has two or
     more non-blank lines, the union over all of them when every non-blank
     line is an EXACT-LIST; else the last non-blank line as EXACT-LIST.
@@ -197,13 +214,21 @@ Order of the stages:
 H1. JSON stage with the HKL keys.
 H2. Markers: ANSWER, HEADING, CORRECT, CHOOSE, CHINESE, TAG and BOXED as for
     MCQ, plus HKLMARK ``hk(i)?ls?|millerH+ind(ices|ex|exes)|(peak|reflection)s?``
-    ``(CONN|H+correspond(s|ing)?H+to)``.
-    Candidates by position, largest first; the span of a BOXED candidate is
-    its content; for the others it is the rest of the line, CUT at the first
-    sentence end.  If the rest of the line has no token and holds only SPACE
-    and ``* _ # : ： ` $``, the span is instead the next paragraph (blank lines
-    skipped, then lines up to the next blank line), also CUT.  The first
-    candidate whose span SCAN is non-empty wins.
+    ``(CONN|H+correspond(s|ing)?H+to)`` ``|SUPERLATIVE H+((diffraction|xrd|bragg)H+)?``
+    ``(peak|reflection)s?`` with SUPERLATIVE ``strongest|mostH+intense|``
+    ``highest(H+intensity)?|maximum(H+intensity)?|tallest|dominant``.
+    Candidates by position, largest first (ties: the order just listed,
+    HKLMARK after TAG, BOXED last), and only the first
+    MAX_HKL_CANDIDATES = 64 of them are tried.  All span computations for a
+    candidate at position p treat the text as ending at p + SPAN_MAX (the
+    line end, paragraph and CUT are looked for only up to there; the
+    neighbour checks of bare tokens still see the real text).  The span of a
+    BOXED candidate is its content; for the others it is the rest of the
+    line, CUT at the first sentence end.  If that span has no token and the
+    rest of the line holds only SPACE and ``* _ # : ： ` $``, the span is
+    instead the next paragraph (blank lines skipped, then lines up to the
+    next blank line), also CUT.  The first candidate whose span SCAN is
+    non-empty wins.
     CUT(a, b): the first k in [a, b) where text[k] is ``。 ！ ？``, or where
     text[k] is ``. ! ?`` followed by one or more SPACE and then an uppercase
     LETTER ("(111). The (200) peak is weaker" keeps only (111)); else b.
@@ -286,8 +311,8 @@ def _letter_bounded(lo: str, start: int, end: int) -> bool:
     return True
 
 
-def _line_end(s: str, i: int) -> int:
-    n = len(s)
+def _line_end(s: str, i: int, n: int) -> int:
+    """First line break at or after i, or n (an upper bound <= len(s))."""
     while i < n and s[i] not in _LINE_BREAK:
         i += 1
     return i
@@ -313,34 +338,60 @@ _WRAPPER_PAIRS = (("**", "**"), ("__", "__"), ("`", "`"), ("$", "$"), ('"', '"')
 
 
 def _strip_wrappers(s: str) -> str:
-    s = _strip_space(s)
+    """STRIP-WRAPPERS, on indices so that long runs of wrapper characters stay linear."""
+    a, b = 0, len(s)
+    while a < b and s[a] in _SPACE:
+        a += 1
+    while b > a and s[b - 1] in _SPACE:
+        b -= 1
     changed = True
-    while changed and s:
+    while changed and a < b:
         changed = False
-        if s[-1] in ".\u3002":
-            s = _strip_space(s[:-1])
+        if s[b - 1] in ".\u3002":
+            b -= 1
             changed = True
-            continue
-        for a, b in _WRAPPER_PAIRS:
-            if len(s) >= len(a) + len(b) and s.startswith(a) and s.endswith(b):
-                s = _strip_space(s[len(a):len(s) - len(b)])
-                changed = True
-                break
-    return s
+        else:
+            for left, right in _WRAPPER_PAIRS:
+                if b - a >= len(left) + len(right) and s.startswith(left, a) and s.startswith(right, b - len(right)):
+                    a += len(left)
+                    b -= len(right)
+                    changed = True
+                    break
+        if changed:
+            while a < b and s[a] in _SPACE:
+                a += 1
+            while b > a and s[b - 1] in _SPACE:
+                b -= 1
+    return s[a:b]
 
 
-def _match_brace(s: str, open_idx: int) -> int | None:
-    """Index of the ``}`` matching the ``{`` at open_idx (plain depth count)."""
-    depth = 0
-    for i in range(open_idx, len(s)):
-        c = s[i]
+SPAN_MAX = 1000
+MAX_HKL_CANDIDATES = 64
+
+
+def _brace_pairs(s: str) -> dict[int, int]:
+    """Position of each ``{`` -> position of its matching ``}`` (plain depth count, one pass)."""
+    pairs = {}
+    stack: list[int] = []
+    for i, c in enumerate(s):
         if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return i
-    return None
+            stack.append(i)
+        elif c == "}" and stack:
+            pairs[stack.pop()] = i
+    return pairs
+
+
+def _boxed_candidates(s: str, lo: str) -> list[tuple[int, int]]:
+    """(content start, content end) of every BOXED marker kept by the rules."""
+    out = []
+    pairs = None
+    for m in _RE_BOXED.finditer(lo):
+        if pairs is None:
+            pairs = _brace_pairs(s)
+        close = pairs.get(m.end() - 1)
+        if close is not None and close - m.end() <= SPAN_MAX:
+            out.append((m.end(), close))
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -349,10 +400,11 @@ def _match_brace(s: str, open_idx: int) -> int | None:
 _H = "[ \t\u00a0\u3000]"
 _CONN = rf"(?:{_H}*[:\uff1a=]|{_H}+(?:is|are)|{_H}+(?:would|should|will|must){_H}+be)"
 
-_RE_ANSWER = re.compile(rf"answers?(?:\(s\))?(?:{_H}+(?:choice|option|letter)s?)?{_H}*(?:\*\*|__)?{_CONN}")
-_RE_HEADING = re.compile(rf"answers?{_H}*(?:\*\*|__)?{_H}*[\r\n]")
+_BOLD = rf"(?:{_H}*(?:\*\*|__))?"
+_RE_ANSWER = re.compile(rf"answers?(?:\(s\))?(?:{_H}+(?:choice|option|letter)s?)?{_BOLD}{_CONN}")
+_RE_HEADING = re.compile(rf"answers?{_BOLD}{_H}*[\r\n]")
 _RE_CORRECT = re.compile(
-    rf"(?:correct|right|true|best){_H}+(?:option|choice|statement|answer)s?(?:\(s\))?{_H}*(?:\*\*|__)?{_CONN}")
+    rf"(?:correct|right|true|best){_H}+(?:option|choice|statement|answer)s?(?:\(s\))?{_BOLD}{_CONN}")
 _RE_CHOOSE = re.compile(
     rf"i(?:{_H}+(?:would|will)|'d|\u2019d|'ll|\u2019ll)?{_H}+(?:choose|select|pick|go{_H}+with)"
     rf"|my{_H}+(?:final{_H}+)?(?:choice|selection|pick)s?{_CONN}")
@@ -364,7 +416,9 @@ _RE_REVERSE_TAIL = re.compile(
     rf"{_H}+(?:is|are){_H}+(?:the{_H}+)?(?:both{_H}+|all{_H}+|also{_H}+)?(?:correct|right|true)")
 _RE_HKL_MARK = re.compile(
     rf"hki?ls?|miller{_H}+ind(?:ices|ex|exes)"
-    rf"|(?:peak|reflection)s?(?:{_CONN}|{_H}+correspond(?:s|ing)?{_H}+to)")
+    rf"|(?:peak|reflection)s?(?:{_CONN}|{_H}+correspond(?:s|ing)?{_H}+to)"
+    rf"|(?:strongest|most{_H}+intense|highest(?:{_H}+intensity)?|maximum(?:{_H}+intensity)?|tallest|dominant)"
+    rf"{_H}+(?:(?:diffraction|xrd|bragg){_H}+)?(?:peak|reflection)s?")
 _RE_LATEX_CMD = re.compile(r"\\[A-Za-z]+")
 _RE_LATEX_OTHER = re.compile(r"\\[^A-Za-z]")
 
@@ -474,11 +528,12 @@ def _json_stage(text: str, keys: tuple[str, ...], read_value):
 _OPEN_CLOSE = {"(": ")\uff09", "\uff08": "\uff09)", "[": "]"}
 _SEP_PUNCT = ",\uff0c\u3001;\uff1b/&+"
 _TERM_CHARS = ".,;!?\u3002\uff0c\uff1b\uff01\uff1f\u3001\u2026)]}\uff08\uff09*\"'$`<\n\r"
-_TERM_WORDS = frozenset("because since as is are was were which that for based given due with".split())
+_TERM_WORDS = frozenset("because since as is are was were which that for based given due with and but so while whereas "
+                        "only".split())
 _COPULAS = frozenset(("is", "are", "was", "were"))
 _NEGATIONS = frozenset(("not", "incorrect", "wrong", "false", "invalid"))
-_SKIP_WORDS = frozenset("option options choice choices letter letters statement statements the therefore thus hence"
-                        .split())
+_SKIP_WORDS = frozenset("option options choice choices letter letters statement statements the therefore thus hence "
+                        "clearly likely probably definitely most".split())
 _SKIP_DECOR = "*_`\"'$:\uff1a"
 _LATEX_OPENERS = ("\\text{", "\\textbf{", "\\textrm{", "\\mathrm{", "\\mathbf{")
 
@@ -568,6 +623,8 @@ def _read_list(t: str, lo: str, i: int):
 
 
 def _or_word(lo: str, i: int) -> bool:
+    if lo.startswith("and/or", i) and not _letter_at(lo, i + 6):
+        return True
     if lo.startswith("or", i) and not _letter_at(lo, i + 2):
         return True
     return lo.startswith("或", i) or lo.startswith("还是", i)
@@ -665,15 +722,42 @@ _KIND_FORWARD, _KIND_BOXED, _KIND_REVERSE = 0, 1, 2
 
 def _choice_candidates(t: str, lo: str) -> list[tuple[int, int, int]]:
     cands = [(pos, _KIND_FORWARD, -1) for pos in _marker_positions(lo, _FORWARD_MARKERS)]
-    for m in _RE_BOXED.finditer(lo):
-        close = _match_brace(t, m.end() - 1)
-        if close is not None:
-            cands.append((m.end(), _KIND_BOXED, close))
+    for pos, close in _boxed_candidates(t, lo):
+        cands.append((pos, _KIND_BOXED, close))
     for m in _RE_REVERSE.finditer(lo):
         if _letter_bounded(lo, m.start(), m.end()):
             cands.append((m.end(), _KIND_REVERSE, -1))
     cands.sort(key=lambda c: (-c[0], c[1]))
     return cands
+
+
+_BULLETS = "-*\u2022"
+_NOT_BULLETS = "not bullets"
+
+
+def _bullet_list(t: str, lo: str, pos: int):
+    """BULLETS after a forward marker: letters, None (a bullet line failed) or _NOT_BULLETS."""
+    n = len(t)
+    if pos > 0 and t[pos - 1] in _LINE_BREAK:  # HEADING: the match already ended the line
+        pos -= 1
+    k = _skip(t, pos, _HSPACE + "*_:\uff1a")
+    if k >= n or t[k] not in _LINE_BREAK:
+        return _NOT_BULLETS
+    letters: set[str] = set()
+    count = 0
+    while True:
+        j = _skip(t, k, _SPACE)
+        if j + 1 >= n or t[j] not in _BULLETS or t[j + 1] not in _HSPACE:
+            break
+        le = _line_end(t, j, n)
+        i = _skip_after_marker(t, lo, j + 1)
+        lst = _read_list(t, lo, i) if i < le else None
+        if lst is None or not _terminated(t, lo, lst[1], lst[2]):
+            return None
+        letters.update(lst[0])
+        count += 1
+        k = le
+    return sorted(letters) if count else _NOT_BULLETS
 
 
 def _choices_from_markers(t: str, lo: str) -> list[str] | None:
@@ -683,6 +767,12 @@ def _choices_from_markers(t: str, lo: str) -> list[str] | None:
             if r is not None:
                 return r
             continue
+        if kind == _KIND_FORWARD:
+            bullets = _bullet_list(t, lo, pos)
+            if bullets is None:
+                continue
+            if bullets is not _NOT_BULLETS:
+                return bullets
         start = _skip_after_marker(t, lo, pos) if kind == _KIND_FORWARD else pos
         lst = _read_list(t, lo, start)
         if lst is None or not _terminated(t, lo, lst[1], lst[2]):
@@ -1004,15 +1094,17 @@ def _sentence_cut(s: str, a: int, b: int) -> int:
         if c in "\u3002\uff01\uff1f":
             return k
         if c in ".!?":
-            j = _skip(s, k + 1, _SPACE)
+            j = k + 1
+            while j < b and s[j] in _SPACE:
+                j += 1
             if k + 1 < j < b and _is_upper(s[j]):
                 return k
     return b
 
 
 def _hkl_marker_span(s: str, pos: int) -> list[tuple[int, ...]]:
-    n = len(s)
-    le = _line_end(s, pos)
+    n = min(len(s), pos + SPAN_MAX)
+    le = _line_end(s, pos, n)
     toks = _scan_hkls(s, pos, _sentence_cut(s, pos, le))
     if toks or any(c not in _HKL_SPAN_FILLER for c in s[pos:le]):
         return toks
@@ -1020,7 +1112,7 @@ def _hkl_marker_span(s: str, pos: int) -> list[tuple[int, ...]]:
     para_start = para_end = -1
     while k < n:
         k += 2 if (s[k] == "\r" and k + 1 < n and s[k + 1] == "\n") else 1
-        e = _line_end(s, k)
+        e = _line_end(s, k, n)
         if not _strip_space(s[k:e]):
             if para_start >= 0:
                 break
@@ -1036,12 +1128,10 @@ def _hkl_marker_span(s: str, pos: int) -> list[tuple[int, ...]]:
 
 def _hkls_from_markers(s: str, lo: str) -> list[tuple[int, ...]] | None:
     cands = [(pos, 0, -1) for pos in _marker_positions(lo, _FORWARD_MARKERS + (_RE_HKL_MARK,))]
-    for m in _RE_BOXED.finditer(lo):
-        close = _match_brace(s, m.end() - 1)
-        if close is not None:
-            cands.append((m.end(), 1, close))
+    for pos, close in _boxed_candidates(s, lo):
+        cands.append((pos, 1, close))
     cands.sort(key=lambda c: (-c[0], c[1]))
-    for pos, kind, close in cands:
+    for pos, kind, close in cands[:MAX_HKL_CANDIDATES]:
         toks = _scan_hkls(s, pos, close) if kind == 1 else _hkl_marker_span(s, pos)
         if toks:
             return sorted(set(toks))

@@ -13,12 +13,15 @@ import json
 import math
 import os
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
-from benchmint.io import InputError, atomic_write, dumps, iter_jsonl
+from benchmint import _dispatch
+from benchmint.io import InputError, atomic_path, atomic_write, decode_line, dumps, iter_jsonl, open_input
 from benchmint.metrics import reference
 from benchmint.metrics.aggregate import bootstrap_ci, group_counts, triple_keys, unpack_triples
 from benchmint.metrics.batch import DEFAULT_SIP_GAMMA, DEFAULT_SIP_LAMBDA, check_params, score_counts
@@ -58,12 +61,20 @@ class ScoreConfig:
 
 @dataclass
 class Gold:
+    """The gold items; ``native`` is the compiled index when the compiled path loaded it."""
+
     path: str
-    ids: list[str]
-    index: dict[str, int]
-    answers: list[tuple]
-    strata: dict[str, tuple[np.ndarray, list[str]]]  # field -> (code per item, values)
+    n_items: int
+    strata: dict[str, tuple[np.ndarray, list[str]]]  # field -> (code per item, values in sorted order)
     errors: list[dict]
+    ids: list[str] | None = None  # reference form only
+    index: dict[str, int] | None = None
+    answers: list[tuple] | None = None
+    native: object = None
+
+    def ids_of(self, indices) -> list[str]:
+        indices = [int(i) for i in indices]
+        return [self.ids[i] for i in indices] if self.native is None else self.native.ids_of(indices)
 
 
 @dataclass
@@ -94,52 +105,94 @@ def _stratum_value(value) -> str:
     return value if isinstance(value, str) else dumps(value)
 
 
-def load_gold(path: str | os.PathLike, task: str, by: tuple[str, ...] = ()) -> Gold:
-    path = str(path)
+def event_error(kind: str, path: str, line: int | None, rid: str, model: str | None) -> dict:
+    """Problems found by the order-dependent pass (shared by the reference and compiled streams)."""
+    if kind == "duplicate_gold":
+        return _error("duplicate_id", f"id {rid!r} already seen on an earlier line; first kept", path, line, id=rid)
+    if kind == "unknown_id":
+        return _error("unknown_id", f"id {rid!r} is not in the gold file", path, line, id=rid, model=model)
+    if kind == "duplicate_prediction":
+        return _error("duplicate_id", f"second prediction for id {rid!r} of model {model!r}; first kept",
+                      path, line, id=rid, model=model)
+    if kind == "missing_prediction":
+        return _error("missing_prediction", f"model {model!r} has no prediction for id {rid!r}; scored as empty",
+                      path, line, id=rid, model=model)
+    raise ValueError(f"unknown event {kind!r}")
+
+
+def parse_gold_record(obj, path: str, line: int, task: str, fields: tuple[str, ...]):
+    """One decoded gold line -> (id, answer, strata values, problem).
+
+    ``answer`` None means the record is unusable and ``problem`` says why;
+    otherwise ``problem`` is a warning (or None) and the record is kept.
+    """
+    if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):
+        return None, None, None, _error("missing_id", 'a gold record needs a string "id"', path, line)
+    rid = obj["id"]
+    if "answer" not in obj:
+        return rid, None, None, _error("missing_answer", f'gold record {rid!r} has no "answer"', path, line, id=rid)
+    try:
+        answer = normalize(obj["answer"], task)
+    except AnswerError as exc:
+        return rid, None, None, _error("wrong_kind", f"gold answer of {rid!r} is not a {task} answer: {exc}", path,
+                                       line, id=rid)
+    meta, warning = obj.get("meta", {}), None
+    if not isinstance(meta, dict):
+        warning = _error("bad_field", f'"meta" of {rid!r} must be an object; ignored', path, line, id=rid)
+        meta = {}
+    strata = [_stratum_value(meta[f]) if f in meta else MISSING_STRATUM for f in fields]
+    return rid, answer, strata, warning
+
+
+def _gold_line(raw: bytes, line: int, path: str, task: str, fields: tuple[str, ...]):
+    obj, err = decode_line(raw)
+    if err:
+        return None, None, None, _error("malformed_json", err, path, line)
+    return parse_gold_record(obj, path, line, task, fields)
+
+
+def _strata_fields(by: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(f for f in by if f != "model")  # every model gets its own block anyway
+
+
+def load_gold(path: str | os.PathLike, task: str, by: tuple[str, ...] = (), workers: int = 1) -> Gold:
+    path, fields = str(path), _strata_fields(by)
+    if not _dispatch.use_reference():
+        with open_input(path, "gold"):
+            pass  # the same missing-file error as the reference
+        native = _dispatch.core().scoring.load_gold(path, task, list(fields), workers,
+                                                     partial(_gold_line, path=path, task=task, fields=fields),
+                                                     event_error)
+        return Gold(path, native.n_items, native.strata(), list(native.errors), native=native)
     ids: list[str] = []
     index: dict[str, int] = {}
     answers: list[tuple] = []
-    metas: list[dict] = []
+    values_per_item: list[list[str]] = []
     errors: list[dict] = []
     for line, obj, err in iter_jsonl(path, "gold"):
         if err:
             errors.append(_error("malformed_json", err, path, line))
             continue
-        if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):
-            errors.append(_error("missing_id", 'a gold record needs a string "id"', path, line))
-            continue
-        rid = obj["id"]
-        if rid in index:
-            errors.append(_error("duplicate_id", f"id {rid!r} already seen on an earlier line; first kept", path, line, id=rid))
-            continue
-        if "answer" not in obj:
-            errors.append(_error("missing_answer", f'gold record {rid!r} has no "answer"', path, line, id=rid))
-            continue
-        try:
-            answer = normalize(obj["answer"], task)
-        except AnswerError as exc:
-            errors.append(_error("wrong_kind", f"gold answer of {rid!r} is not a {task} answer: {exc}", path, line, id=rid))
-            continue
-        meta = obj.get("meta", {})
-        if not isinstance(meta, dict):
-            errors.append(_error("bad_field", f'"meta" of {rid!r} must be an object; ignored', path, line, id=rid))
-            meta = {}
-        index[rid] = len(ids)
-        ids.append(rid)
-        answers.append(answer)
-        metas.append(meta)
-    strata = {}
-    for name in by:
-        if name == "model":
-            continue  # every model gets its own block anyway
-        values: dict[str, int] = {}
-        codes = np.array([values.setdefault(_stratum_value(m[name]) if name in m else MISSING_STRATUM, len(values))
-                          for m in metas], dtype=np.int64)
-        # Recode so value codes follow sorted value order (deterministic output order).
-        order = sorted(values, key=str)
-        remap = np.array([order.index(v) for v in values], dtype=np.int64)
-        strata[name] = (remap[codes] if len(codes) else codes, order)
-    return Gold(path, ids, index, answers, strata, errors)
+        rid, answer, strata, problem = parse_gold_record(obj, path, line, task, fields)
+        if rid is None:
+            errors.append(problem)
+        elif rid in index:
+            errors.append(event_error("duplicate_gold", path, line, rid, None))
+        elif answer is None:
+            errors.append(problem)
+        else:
+            if problem:
+                errors.append(problem)
+            index[rid] = len(ids)
+            ids.append(rid)
+            answers.append(answer)
+            values_per_item.append(strata)
+    strata_codes = {}
+    for f, name in enumerate(fields):
+        order = sorted({v[f] for v in values_per_item})
+        code = {v: i for i, v in enumerate(order)}
+        strata_codes[name] = (np.array([code[v[f]] for v in values_per_item], dtype=np.int64), order)
+    return Gold(path, len(ids), strata_codes, errors, ids=ids, index=index, answers=answers)
 
 
 def answer_json(answer: tuple, task: str) -> list:
@@ -157,9 +210,16 @@ def _optional_number(obj: dict, key: str, lo: float, hi: float) -> tuple[float, 
     if key not in obj or obj[key] is None:
         return math.nan, None
     v = obj[key]
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (lo <= v <= hi):
-        return math.nan, f'"{key}" must be a number in [{lo}, {hi}], got {v!r}; ignored'
-    return float(v), None
+    problem = f'"{key}" must be a finite number in [{lo}, {hi}], got {v!r}; ignored'
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return math.nan, problem
+    try:
+        f = float(v)
+    except OverflowError:
+        return math.nan, problem
+    if not (math.isfinite(f) and lo <= f <= hi):
+        return math.nan, problem
+    return f, None
 
 
 class _ColumnBuilder:
@@ -249,14 +309,13 @@ def _stream_reference(pred_paths, gold: Gold, cfg: ScoreConfig, out, errors: lis
                 continue
             gi = gold.index.get(p.rid)
             if gi is None:
-                errors.append(_error("unknown_id", f"id {p.rid!r} is not in the gold file", path, line, id=p.rid, model=p.model))
+                errors.append(event_error("unknown_id", path, line, p.rid, p.model))
                 continue
             m = builder.model_code(p.model)
             if m == len(seen):
                 seen.append(set())
             if gi in seen[m]:
-                errors.append(_error("duplicate_id", f"second prediction for id {p.rid!r} of model {p.model!r}; first kept",
-                                     path, line, id=p.rid, model=p.model))
+                errors.append(event_error("duplicate_prediction", path, line, p.rid, p.model))
                 continue
             errors.extend(line_errors)
             seen[m].add(gi)
@@ -269,6 +328,25 @@ def _stream_reference(pred_paths, gold: Gold, cfg: ScoreConfig, out, errors: lis
     return builder.build(), seen
 
 
+def _pred_line(raw: bytes, path: str, line: int, task: str):
+    """The reference's reading of one line the compiled stream did not decide: (problems, parsed or None)."""
+    obj, err = decode_line(raw)
+    if err:
+        return [_error("malformed_json", err, path, line)], None
+    problems: list[dict] = []
+    p = parse_prediction(obj, task, path, line, problems)
+    if p is None:
+        return problems, None
+    return problems, (p.rid, p.model, p.answer, p.status, p.confidence, p.difficulty, p.tokens)
+
+
+def _stream_compiled(pred_paths, gold: Gold, cfg: ScoreConfig, out_path: Path, errors: list[dict], progress) -> Columns:
+    res = _dispatch.core().scoring.score_stream(
+        [str(p) for p in pred_paths], gold.native, cfg.sip_lambda, cfg.sip_gamma, cfg.workers, str(out_path),
+        partial(_pred_line, task=cfg.task), event_error, progress, errors)
+    return Columns(**res)
+
+
 def _append_missing(cols: Columns, seen: list[set], gold: Gold, cfg: ScoreConfig, out, errors: list[dict]) -> Columns:
     extra: dict[str, list] = {k: [] for k in ("model", "gold_idx", "n_gold")}
     for m, name in enumerate(cols.models):
@@ -278,8 +356,7 @@ def _append_missing(cols: Columns, seen: list[set], gold: Gold, cfg: ScoreConfig
             g = gold.answers[gi]
             metrics = reference.metrics_from_counts(0, 0, len(g), cfg.sip_lambda, cfg.sip_gamma)
             out.write(format_row(rid, name, (), cfg.task, MISSING, metrics) + "\n")
-            errors.append(_error("missing_prediction", f"model {name!r} has no prediction for id {rid!r}; scored as empty",
-                                 gold.path, id=rid, model=name))
+            errors.append(event_error("missing_prediction", gold.path, None, rid, name))
             extra["model"].append(m)
             extra["gold_idx"].append(gi)
             extra["n_gold"].append(len(g))
@@ -335,8 +412,8 @@ def _blocks(group: np.ndarray, n_groups: int, cols: Columns, keys: np.ndarray, b
             "metrics": {m: {"mean": float(mean[i]), "ci95": [float(low[i]), float(high[i])]} for i, m in enumerate(MEAN_METRICS)},
             "parse_success_rate": float(n_ok[gid] / n),
             "n_missing": int(n_missing[gid]),
-            "mean_pred_size": float(counts @ vals[:, -2] / n),
-            "over_prediction_rate": float(counts @ vals[:, -1] / n),
+            "mean_pred_size": float(np.sum(counts * vals[:, -2]) / n),
+            "over_prediction_rate": float(np.sum(counts * vals[:, -1]) / n),
         })
     return out
 
@@ -351,8 +428,11 @@ def summarize(cols: Columns, gold: Gold, cfg: ScoreConfig) -> dict:
         group = model * len(values) + codes[cols.gold_idx]
         labels = [f"model={m}/{name}={v}" for m in models for v in values]
         by_blocks[name] = (_blocks(group, len(models) * len(values), cols, keys, base, cfg, labels), values)
-    result = {}
-    for m, name in enumerate(models):
+    # The distinct triples (few) and the primary score of each: per-item scores are lookups.
+    uniq_keys = np.unique(group_counts(model, keys, len(models), base ** 3)[1])
+    class_score = score_counts(*unpack_triples(uniq_keys, base), sip_lambda=cfg.sip_lambda,
+                               sip_gamma=cfg.sip_gamma)[PRIMARY_METRIC[cfg.task]]
+    def model_block(m: int) -> dict:
         block = dict(overall[m])
         sel = cols.model == m
         block["by"] = {
@@ -363,15 +443,19 @@ def summarize(cols: Columns, gold: Gold, cfg: ScoreConfig) -> dict:
         block["personality"] = personality(
             cols.tp[sel], cols.n_pred[sel], cols.n_gold[sel], metrics["spc"]["mean"], metrics["sip_f1"]["mean"],
             metrics["precision"]["mean"], metrics["recall"]["mean"], cfg.personality_rules)
-        score = score_counts(cols.tp[sel], cols.n_pred[sel], cols.n_gold[sel], sip_lambda=cfg.sip_lambda,
-                             sip_gamma=cfg.sip_gamma)[PRIMARY_METRIC[cfg.task]]
-        calib = calibration(score, cols.confidence[sel], cols.difficulty[sel], cols.tokens[sel])
+        # Per-item scores through the item's triple class: one metric evaluation per class.
+        cls = np.searchsorted(uniq_keys, keys[sel])
+        calib = calibration(class_score[cls], cols.confidence[sel], cols.difficulty[sel], cols.tokens[sel],
+                            score_classes=(cls, class_score))
         if calib is not None:
             calib["score_metric"] = PRIMARY_METRIC[cfg.task]
             block["calibration"] = calib
-        block["unparsed_ids"] = [gold.ids[i] for i in cols.gold_idx[sel & (cols.status == UNPARSED)].tolist()]
-        result[name] = block
-    return result
+        block["unparsed_ids"] = gold.ids_of(cols.gold_idx[sel & (cols.status == UNPARSED)])
+        return block
+
+    # Models are independent and their sorts release the GIL: one thread each.
+    with ThreadPoolExecutor(max_workers=max(1, min(len(models), os.cpu_count() or 1))) as pool:
+        return dict(zip(models, pool.map(model_block, range(len(models)))))
 
 
 @dataclass
@@ -409,17 +493,20 @@ def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult
     for p in pred_paths:
         if not Path(p).is_file():
             raise InputError(f"predictions file not found: {p}")
-    gold = load_gold(gold_path, cfg.task, cfg.by)
-    if not gold.ids:
+    gold = load_gold(gold_path, cfg.task, cfg.by, cfg.workers)
+    if not gold.n_items:
         raise InputError(f"gold file {gold_path} has no usable records ({len(gold.errors)} errors)")
     out_dir = Path(out_dir)
     errors = list(gold.errors)
-    stream = _stream_reference
     progress = _Progress(cfg.progress, pred_paths)
     try:
-        with atomic_write(out_dir / "scores.jsonl") as out:
-            cols, seen = stream(pred_paths, gold, cfg, out, errors, progress)
-            cols = _append_missing(cols, seen, gold, cfg, out, errors)
+        with atomic_path(out_dir / "scores.jsonl") as tmp:
+            if gold.native is None:
+                with open(tmp, "w", encoding="utf-8", newline="\n") as out:
+                    cols, seen = _stream_reference(pred_paths, gold, cfg, out, errors, progress)
+                    cols = _append_missing(cols, seen, gold, cfg, out, errors)
+            else:
+                cols = _stream_compiled(pred_paths, gold, cfg, tmp, errors, progress)
     finally:
         progress.close()
     if not cols.models:
@@ -432,7 +519,7 @@ def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult
         "task": cfg.task,
         "params": {"sip_lambda": cfg.sip_lambda, "sip_gamma": cfg.sip_gamma, "bootstrap_resamples": cfg.n_boot,
                    "seed": cfg.seed, "by": list(cfg.by)},
-        "gold": {"file": str(gold_path), "n_items": len(gold.ids)},
+        "gold": {"file": str(gold_path), "n_items": gold.n_items},
         "predictions": [str(p) for p in pred_paths],
         "errors": {"count": len(errors), "by_kind": counts, "file": "errors.jsonl"},
         "models": models,

@@ -1,0 +1,192 @@
+"""The compiled streaming path writes exactly what the reference path writes."""
+
+import json
+import math
+import random
+import string
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from benchmint import _core
+from benchmint.io import dumps
+from benchmint.metrics.pipeline import ScoreConfig, score_files
+from benchmint.metrics.synthetic import hkl_dataset, mcq_dataset
+
+OUTPUTS = ("scores.jsonl", "summary.json", "errors.jsonl")
+
+
+def run_both(monkeypatch, tmp_path, preds, gold, cfg):
+    results = {}
+    for impl in ("reference", "compiled"):
+        monkeypatch.setenv("BENCHMINT_IMPL", impl)
+        res = score_files(preds, gold, tmp_path / impl, cfg)
+        results[impl] = (res.exit_code, {f: (tmp_path / impl / f).read_bytes() for f in OUTPUTS})
+    return results
+
+
+def assert_same(results):
+    ref, comp = results["reference"], results["compiled"]
+    assert ref[0] == comp[0]
+    for f in OUTPUTS:
+        assert comp[1][f] == ref[1][f], f
+
+
+def write_dataset(tmp_path, records, name="d"):
+    gold, pred = tmp_path / f"{name}_gold.jsonl", tmp_path / f"{name}_pred.jsonl"
+    with open(gold, "w", encoding="utf-8") as g, open(pred, "w", encoding="utf-8") as p:
+        for kind, rec in records:
+            (g if kind == "gold" else p).write(dumps(rec) + "\n")
+    return gold, pred
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_mcq_dataset(monkeypatch, tmp_path, workers):
+    gold, pred = write_dataset(tmp_path, mcq_dataset(400, ["wise-model", "gambling-model", "bold-model"], seed=9))
+    cfg = ScoreConfig(task="mcq", by=("domain", "level", "n_options"), workers=workers)
+    assert_same(run_both(monkeypatch, tmp_path, pred, gold, cfg))
+
+
+def test_hkl_dataset(monkeypatch, tmp_path):
+    gold, pred = write_dataset(tmp_path, hkl_dataset(300, ["wise-model", "bold-model"], seed=4))
+    cfg = ScoreConfig(task="hkl", by=("db", "union_size", "angle_range", "two_theta_star"))
+    assert_same(run_both(monkeypatch, tmp_path, pred, gold, cfg))
+
+
+def test_awkward_lines(monkeypatch, tmp_path):
+    gold = tmp_path / "gold.jsonl"
+    gold.write_bytes("\n".join([
+        '{"id": "a", "answer": ["A"], "meta": {"domain": "STM", "x": [1, {"y": 2}]}}',
+        '{"id": "b\\u00e9\\n\\"q\\"", "answer": ["b", "C"], "meta": {"domain": {"nested": true}}}',
+        '{"id": "c", "answer": ["A"], "meta": null}',
+        '  ',
+        '{"id": "a", "answer": ["B"]}',
+        '{"id": "d", "answer": ["A"], "meta": {"domain": 3}}',
+        '{"id": "e", "answer": ["A"], "meta": {"domain": -0}}',
+        '{"id": "f", "answer": ["A"], "meta": {"domain": 2.50, "domain": "last wins"}}',
+        '\ufeff{"id": "g", "answer": ["A"]}',
+        '{"id": "h", "answer": ["A", "AB"]}',
+        '{"id": "i", "answer": []}\r',
+        '{"id": "\\ud83d\\ude00", "answer": ["D"]}',
+        '[1, 2]',
+        '{"id": "j", "answer": ["A"]} trailing',
+    ]).encode("utf-8") + b"\n")
+    pred = tmp_path / "pred.jsonl"
+    pred.write_bytes("\n".join([
+        '{"id": "a", "output": "Answer: A", "confidence": 0.5, "tokens": 12}',
+        '{"id": "b\\u00e9\\n\\"q\\"", "answer": ["C", "b", "c"], "model": "m\\t1"}',
+        '{"id": "c", "answer": ["A"], "confidence": 1.5}',
+        '{"id": "c", "answer": ["A"], "confidence": true, "model": "m\\t1"}',
+        '{"id": "d", "answer": null}',
+        '{"id": "d", "output": 5}',
+        '{"id": "e", "answer": ["E"], "difficulty": NaN}',
+        '{"id": "\\ud83d\\ude00", "output": "\\u7b54\\u6848\\uff1aD", "model": "\u00fcber"}',
+        '{"id": "i", "output": "I cannot tell", "tokens": 1e400}',
+        '{"id": "zz", "answer": ["A"]}',
+        '{"id": "a", "answer": ["A"]}',
+        '\xff\xfe garbage'.encode("latin-1").decode("latin-1"),
+        '',
+        '{"id": "f", "answer": ["A"], "id": "d"}',
+        '{"id": "d", "answer": ["A"], "tokens": 123456789012345678901234567890}',
+    ]).encode("utf-8") + b"\n\xff\xfe{}\n")
+    cfg = ScoreConfig(task="mcq", by=("domain", "model"))
+    assert_same(run_both(monkeypatch, tmp_path, pred, gold, cfg))
+
+
+def test_hkl_awkward(monkeypatch, tmp_path):
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text("\n".join([
+        '{"id": "a", "answer": [[1, 1, 0], [0, 0, 0], [1, 1, 0]]}',
+        '{"id": "b", "answer": [[1, 1, -2, 0]]}',
+        '{"id": "c", "answer": [[1, 0]]}',
+        '{"id": "d", "answer": [[1.0, 0, 0]]}',
+        '{"id": "e", "answer": [[3000, 0, 0]]}',
+        '{"id": "f", "answer": [[2, 0, 0], [1, 0, 0, 0], [1, 0, 0]]}',
+    ]) + "\n", encoding="utf-8")
+    pred = tmp_path / "pred.jsonl"
+    pred.write_text("\n".join([
+        '{"id": "a", "output": "{\\"max_peak_hkls\\": [[1,1,0],[0,0,0]]}"}',
+        '{"id": "b", "answer": [[1, 1, -2, 0], [1, 1, -2, 0]]}',
+        '{"id": "f", "answer": [[1, 0, 0, 0], [2, 0, 0], [1, 0, 0], [0, 0, 0, 0]]}',
+        '{"id": "a", "model": "x", "output": "Answer: (9999 0 0)"}',
+        '{"id": "b", "model": "x", "answer": [[1, 1, -2, 0, 5]]}',
+    ]) + "\n", encoding="utf-8")
+    assert_same(run_both(monkeypatch, tmp_path, pred, gold, ScoreConfig(task="hkl")))
+
+
+def test_lines_across_chunks(monkeypatch, tmp_path):
+    # More than one 4 MiB read, and one line longer than a read.
+    rng = random.Random(3)
+    gold_rows, pred_rows = [], []
+    for i in range(30_000):
+        ans = sorted(rng.sample("ABCDE", rng.randint(1, 3)))
+        gold_rows.append({"id": f"q{i}", "answer": ans})
+        pred_rows.append({"id": f"q{i}", "output": "x" * rng.randint(0, 300) + "\nAnswer: " + ", ".join(ans[:2])})
+    pred_rows[12_345]["output"] = "y" * (5 << 20) + "\nAnswer: A"
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text("".join(json.dumps(r) + "\n" for r in gold_rows), encoding="utf-8")
+    pred = tmp_path / "pred.jsonl"
+    pred.write_text("".join(json.dumps(r) + "\n" for r in pred_rows), encoding="utf-8")
+    assert_same(run_both(monkeypatch, tmp_path, pred, gold, ScoreConfig(task="mcq", workers=2)))
+
+
+ids = st.text(alphabet=string.ascii_letters + "é\"\\\n\t😀 ", min_size=0, max_size=4)
+letters = st.lists(st.sampled_from(list("ABCDEab") + ["AB", "", 1]), max_size=4)
+pred_record = st.fixed_dictionaries(
+    {"id": ids},
+    optional={
+        "model": st.sampled_from(["m1", "m2", "m\u00fc", 3]),
+        "answer": letters,
+        "output": st.sampled_from(["Answer: A, C", "**Answer:** (B)", "答案：BD", '{"answer": ["A"]}', "no idea", "A or B"]),
+        "confidence": st.one_of(st.floats(-0.5, 1.5), st.none(), st.booleans()),
+        "tokens": st.one_of(st.integers(-5, 10**6), st.none()),
+    },
+)
+gold_record = st.fixed_dictionaries(
+    {"id": ids, "answer": letters},
+    optional={"meta": st.one_of(st.none(), st.fixed_dictionaries({}, optional={
+        "domain": st.one_of(st.sampled_from(["STM", "AFM"]), st.integers(-2, 2), st.booleans(), st.none(),
+                            st.floats(allow_nan=False, allow_infinity=False), st.lists(st.integers(), max_size=2))}))},
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(gold_record, min_size=1, max_size=12), st.lists(pred_record, max_size=20))
+def test_random_records(tmp_path_factory, gold_rows, pred_rows):
+    tmp_path = tmp_path_factory.mktemp("rand")
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text("".join(json.dumps(r, ensure_ascii=bool(i % 2)) + "\n" for i, r in enumerate(gold_rows)), encoding="utf-8")
+    pred = tmp_path / "pred.jsonl"
+    pred.write_text("".join(json.dumps(r) + "\n" for r in pred_rows), encoding="utf-8")
+    outcomes = []
+    with pytest.MonkeyPatch.context() as mp:
+        for impl in ("reference", "compiled"):
+            mp.setenv("BENCHMINT_IMPL", impl)
+            try:
+                res = score_files(pred, gold, tmp_path / impl, ScoreConfig(task="mcq", by=("domain",)))
+                outcomes.append(("ok", res.exit_code, *((tmp_path / impl / f).read_bytes() for f in OUTPUTS)))
+            except Exception as exc:  # both paths must fail alike
+                outcomes.append(("error", type(exc).__name__, str(exc)))
+    assert outcomes[0] == outcomes[1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(allow_nan=False, allow_infinity=False))
+def test_float_repr(x):
+    assert _core.scoring.float_repr(x) == repr(x)
+
+
+@pytest.mark.parametrize("x", [0.0, -0.0, 1.0, 0.24, 1e-5, 1e-4, 1e16, 1e15, 123456789.0, 2 / 3, 5e-324, 1.7976931348623157e308])
+def test_float_repr_edges(x):
+    assert _core.scoring.float_repr(x) == repr(x)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_json_string(s):
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return  # lone surrogates cannot reach the compiled path
+    assert _core.scoring.json_string(s) == json.dumps(s, ensure_ascii=False)
