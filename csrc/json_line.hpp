@@ -201,6 +201,19 @@ inline bool literal(Cursor& c, const char* word) {
     return false;
 }
 
+// Calls member(key) at each member of the object at the cursor; member reads
+// the value and returns false to give up.
+template <class Fn>
+bool read_object(Cursor& c, Fn&& member) {
+    if (!c.eat('{')) return c.fail();
+    if (c.eat('}')) return true;
+    std::string key;
+    do {
+        if (!read_string(c, key) || !c.eat(':') || !member(key)) return c.fail();
+    } while (c.eat(','));
+    return c.eat('}') || c.fail();
+}
+
 // Skips any value, checking its syntax; NaN/Infinity and deep nesting are refused (handed to Python).
 inline bool skip_value(Cursor& c, int depth = 0) {
     if (depth > 64) return c.fail();
@@ -209,15 +222,7 @@ inline bool skip_value(Cursor& c, int depth = 0) {
         std::string tmp;
         return read_string(c, tmp);
     }
-    if (ch == '{') {
-        ++c.p;
-        if (c.eat('}')) return true;
-        std::string key;
-        do {
-            if (!read_string(c, key) || !c.eat(':') || !skip_value(c, depth + 1)) return c.fail();
-        } while (c.eat(','));
-        return c.eat('}') || c.fail();
-    }
+    if (ch == '{') return read_object(c, [&](const std::string&) { return skip_value(c, depth + 1); });
     if (ch == '[') {
         ++c.p;
         if (c.eat(']')) return true;

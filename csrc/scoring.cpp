@@ -278,60 +278,38 @@ void parse_gold_line(std::string_view line, const GoldIndex& g, GoldLine& out) {
     if ((out.blank = is_blank(line))) return;
     if (!plain_line(line)) return;
     json::Cursor c(line);
-    if (!c.eat('{')) return;
     bool has_id = false, has_answer = false, has_meta = false;
     out.strata.assign(g.by.size(), "(missing)");
-    std::string key;
-    if (!c.eat('}')) {
-        do {
-            if (!json::read_string(c, key) || !c.eat(':')) return;
-            if (key == "id") {
-                if (has_id || !json::read_string(c, out.rid)) return;
-                has_id = true;
-            } else if (key == "answer") {
-                if (has_answer || !read_answer(c, g.task, out.answer)) return;
-                has_answer = true;
-            } else if (key == "meta") {
-                if (has_meta || !c.eat('{')) return;
-                has_meta = true;
-                std::vector<bool> seen(g.by.size(), false);
-                if (!c.eat('}')) {
-                    std::string mkey;
-                    do {
-                        if (!json::read_string(c, mkey) || !c.eat(':')) return;
-                        auto it = std::find(g.by.begin(), g.by.end(), mkey);
-                        if (it == g.by.end()) {
-                            if (!json::skip_value(c)) return;
-                            continue;
-                        }
-                        size_t f = size_t(it - g.by.begin());
-                        if (seen[f]) return;
-                        seen[f] = true;
-                        char ch = c.peek();
-                        if (ch == '"') {
-                            if (!json::read_string(c, out.strata[f])) return;
-                        } else if (ch == '-' || (ch >= '0' && ch <= '9')) {
-                            json::Number num;
-                            if (!json::read_number(c, num) || !num.is_int || num.text == "-0") return;
-                            out.strata[f] = std::string(num.text);
-                        } else if (json::literal(c, "true")) {
-                            out.strata[f] = "true";
-                        } else if (json::literal(c, "false")) {
-                            out.strata[f] = "false";
-                        } else if (json::literal(c, "null")) {
-                            out.strata[f] = "null";
-                        } else {
-                            return;  // objects, arrays: their JSON text comes from the reference
-                        }
-                    } while (c.eat(','));
-                    if (!c.eat('}')) return;
-                }
-            } else if (!json::skip_value(c)) {
-                return;
+    std::vector<bool> seen(g.by.size(), false);
+    auto meta_member = [&](const std::string& key) {
+        auto it = std::find(g.by.begin(), g.by.end(), key);
+        if (it == g.by.end()) return json::skip_value(c);
+        const size_t f = size_t(it - g.by.begin());
+        if (seen[f]) return false;  // a repeated key: the reference keeps the last
+        seen[f] = true;
+        std::string& value = out.strata[f];
+        const char ch = c.peek();
+        if (ch == '"') return json::read_string(c, value);
+        if (ch == '-' || (ch >= '0' && ch <= '9')) {
+            json::Number num;
+            if (!json::read_number(c, num) || !num.is_int || num.text == "-0") return false;
+            value.assign(num.text);
+            return true;
+        }
+        for (const char* word : {"true", "false", "null"})
+            if (json::literal(c, word)) {
+                value = word;
+                return true;
             }
-        } while (c.eat(','));
-        if (!c.eat('}')) return;
-    }
+        return false;  // objects, arrays, floats: their JSON text comes from the reference
+    };
+    auto member = [&](const std::string& key) {
+        if (key == "id") return !has_id && (has_id = json::read_string(c, out.rid));
+        if (key == "answer") return !has_answer && (has_answer = read_answer(c, g.task, out.answer));
+        if (key == "meta") return !has_meta && (has_meta = json::read_object(c, meta_member));
+        return json::skip_value(c);
+    };
+    if (!json::read_object(c, member)) return;
     c.ws();
     out.decided = c.ok && c.p == c.end && has_id && has_answer;
     if (out.decided) out.hash = hash_bytes(out.rid);
@@ -575,42 +553,24 @@ void parse_pred_line(std::string_view line, int task, PredLine& out) {
     if ((out.blank = is_blank(line))) return;
     if (!plain_line(line)) return;
     json::Cursor c(line);
-    if (!c.eat('{')) return;
     out.model = "default";
     out.confidence = out.difficulty = out.tokens = NaN;
     bool has_id = false, has_model = false, has_answer = false, has_output = false;
     bool has_conf = false, has_diff = false, has_tok = false;
-    std::string key, output;
-    if (!c.eat('}')) {
-        do {
-            if (!json::read_string(c, key) || !c.eat(':')) return;
-            if (key == "id") {
-                if (has_id || !json::read_string(c, out.rid)) return;
-                has_id = true;
-            } else if (key == "model") {
-                if (has_model || !json::read_string(c, out.model)) return;
-                has_model = true;
-            } else if (key == "answer") {
-                if (has_answer || !read_answer(c, task, out.answer)) return;
-                has_answer = true;
-            } else if (key == "output") {
-                if (has_output || !json::read_string(c, output)) return;
-                has_output = true;
-            } else if (key == "confidence") {
-                if (has_conf || !read_optional(c, 1.0, out.confidence)) return;
-                has_conf = true;
-            } else if (key == "difficulty") {
-                if (has_diff || !read_optional(c, 1.0, out.difficulty)) return;
-                has_diff = true;
-            } else if (key == "tokens") {
-                if (has_tok || !read_optional(c, std::numeric_limits<double>::infinity(), out.tokens)) return;
-                has_tok = true;
-            } else if (!json::skip_value(c)) {
-                return;
-            }
-        } while (c.eat(','));
-        if (!c.eat('}')) return;
-    }
+    std::string output;
+    constexpr double unbounded = std::numeric_limits<double>::infinity();
+    auto member = [&](const std::string& key) {
+        // A repeated key is left to the reference (json.loads keeps the last).
+        if (key == "id") return !has_id && (has_id = json::read_string(c, out.rid));
+        if (key == "model") return !has_model && (has_model = json::read_string(c, out.model));
+        if (key == "answer") return !has_answer && (has_answer = read_answer(c, task, out.answer));
+        if (key == "output") return !has_output && (has_output = json::read_string(c, output));
+        if (key == "confidence") return !has_conf && (has_conf = read_optional(c, 1.0, out.confidence));
+        if (key == "difficulty") return !has_diff && (has_diff = read_optional(c, 1.0, out.difficulty));
+        if (key == "tokens") return !has_tok && (has_tok = read_optional(c, unbounded, out.tokens));
+        return json::skip_value(c);
+    };
+    if (!json::read_object(c, member)) return;
     c.ws();
     if (!c.ok || c.p != c.end || !has_id || !(has_answer || has_output)) return;
     out.status = ST_OK;
