@@ -484,39 +484,44 @@ std::shared_ptr<GoldIndex> load_gold(const std::string& path, const std::string&
         g->key_offsets.push_back(int64_t(g->keys.size()));
         for (size_t f = 0; f < g->by.size(); ++f) g->codes[f].push_back(g->value_code(f, r.strata[f]));
     };
+    auto by_reference = [&](GoldLine& r, int64_t line, std::string_view raw) {
+        py::gil_scoped_acquire gil;
+        // The reference decides this line: (rid, answer, strata, problem).
+        py::tuple res = fallback(py::bytes(raw.data(), raw.size()), line);
+        py::object rid = res[0], answer = res[1], strata = res[2], problem = res[3];
+        if (rid.is_none()) {
+            g->errors.append(problem);
+            return;
+        }
+        r.rid = rid.cast<std::string>();
+        r.hash = hash_bytes(r.rid);
+        if (g->index.find(g->ids, r.rid, r.hash) >= 0) {
+            g->errors.append(make_error("duplicate_gold", path, line, r.rid, py::none()));
+            return;
+        }
+        if (answer.is_none()) {
+            g->errors.append(problem);
+            return;
+        }
+        if (!problem.is_none()) g->errors.append(problem);
+        answer_from_python(answer, g->task, r.answer);
+        r.strata = strata.cast<std::vector<std::string>>();
+        insert(r);
+    };
     auto merge = [&](Chunk<GoldLine>& chunk) {
+        py::gil_scoped_release nogil;
         for (size_t i = 0; i < chunk.lines.size(); ++i) {
             GoldLine& r = chunk.parsed[i];
             const int64_t line = chunk.first_line + int64_t(i);
             if (r.blank) continue;
             if (!r.decided) {
-                // The reference decides this line: (rid, answer, strata, problem).
-                py::tuple res = fallback(py::bytes(chunk.lines[i].data(), chunk.lines[i].size()), line);
-                py::object rid = res[0], answer = res[1], strata = res[2], problem = res[3];
-                if (rid.is_none()) {
-                    g->errors.append(problem);
-                    continue;
-                }
-                r.rid = rid.cast<std::string>();
-                r.hash = hash_bytes(r.rid);
-                if (g->index.find(g->ids, r.rid, r.hash) >= 0) {
-                    g->errors.append(make_error("duplicate_gold", path, line, r.rid, py::none()));
-                    continue;
-                }
-                if (answer.is_none()) {
-                    g->errors.append(problem);
-                    continue;
-                }
-                if (!problem.is_none()) g->errors.append(problem);
-                answer_from_python(answer, g->task, r.answer);
-                r.strata = strata.cast<std::vector<std::string>>();
-                insert(r);
-                continue;
-            }
-            if (g->index.find(g->ids, r.rid, r.hash) >= 0)
+                by_reference(r, line, chunk.lines[i]);
+            } else if (g->index.find(g->ids, r.rid, r.hash) >= 0) {
+                py::gil_scoped_acquire gil;
                 g->errors.append(make_error("duplicate_gold", path, line, r.rid, py::none()));
-            else
+            } else {
                 insert(r);
+            }
         }
     };
     stream_file<GoldLine>(path, workers, parse, merge);
@@ -714,53 +719,67 @@ py::dict score_stream(const std::vector<std::string>& pred_paths, std::shared_pt
         cols.difficulty.push_back(diff);
         cols.tokens.push_back(tok);
     };
-    auto handle = [&](PredLine& r, const std::string& path, int64_t line, std::string_view raw) {
-        py::object warnings;
-        if (!r.decided) {
-            // (problems, None) or (problems, (rid, model, answer, status, confidence, difficulty, tokens))
-            py::tuple res = fallback(py::bytes(raw.data(), raw.size()), path, line);
-            warnings = res[0];
-            if (res[1].is_none()) {
-                for (auto e : warnings) errors.append(e);
-                return;
-            }
-            py::tuple p = res[1];
-            r.rid = p[0].cast<std::string>();
-            r.model = p[1].cast<std::string>();
-            answer_from_python(p[2], g.task, r.answer);
-            r.status = p[3].cast<int>();
-            r.confidence = p[4].cast<double>();
-            r.difficulty = p[5].cast<double>();
-            r.tokens = p[6].cast<double>();
-            r.hash = hash_bytes(r.rid);
-        }
+    // Order-dependent checks, then the row. Runs without the GIL; Python is
+    // entered only for lines the reference decides and for problems to report.
+    auto keep = [&](PredLine& r, const std::string& path, int64_t line, const py::object* warnings) {
         const int32_t gi = g.index.find(g.ids, r.rid, r.hash);
         if (gi < 0) {
+            py::gil_scoped_acquire gil;
             errors.append(make_error("unknown_id", path, line, r.rid, r.model));
             return;
         }
         const int32_t m = model_code(r.model);
         if (seen[size_t(m)][size_t(gi)]) {
+            py::gil_scoped_acquire gil;
             errors.append(make_error("duplicate_prediction", path, line, r.rid, r.model));
             return;
         }
-        if (warnings)
-            for (auto e : warnings) errors.append(e);
+        if (warnings) {
+            py::gil_scoped_acquire gil;
+            for (auto e : *warnings) errors.append(e);
+        }
         seen[size_t(m)][size_t(gi)] = 1;
         emit(r.rid, m, gi, r.answer, r.status, r.confidence, r.difficulty, r.tokens);
+    };
+    auto handle_by_reference = [&](PredLine& r, const std::string& path, int64_t line, std::string_view raw) {
+        py::gil_scoped_acquire gil;
+        // (problems, None) or (problems, (rid, model, answer, status, confidence, difficulty, tokens))
+        py::tuple res = fallback(py::bytes(raw.data(), raw.size()), path, line);
+        py::object warnings = res[0];
+        if (res[1].is_none()) {
+            for (auto e : warnings) errors.append(e);
+            return;
+        }
+        py::tuple p = res[1];
+        r.rid = p[0].cast<std::string>();
+        r.model = p[1].cast<std::string>();
+        answer_from_python(p[2], g.task, r.answer);
+        r.status = p[3].cast<int>();
+        r.confidence = p[4].cast<double>();
+        r.difficulty = p[5].cast<double>();
+        r.tokens = p[6].cast<double>();
+        r.hash = hash_bytes(r.rid);
+        keep(r, path, line, &warnings);  // re-entering the GIL from its holder is allowed
     };
 
     for (const std::string& path : pred_paths) {
         auto parse = [&](std::string_view line, PredLine& out) { parse_pred_line(line, g.task, out); };
         auto merge = [&](Chunk<PredLine>& chunk) {
             int64_t n_records = 0;
-            for (size_t i = 0; i < chunk.lines.size(); ++i) {
-                PredLine& r = chunk.parsed[i];
-                if (r.blank) continue;
-                ++n_records;
-                handle(r, path, chunk.first_line + int64_t(i), chunk.lines[i]);
+            {
+                py::gil_scoped_release nogil;
+                for (size_t i = 0; i < chunk.lines.size(); ++i) {
+                    PredLine& r = chunk.parsed[i];
+                    if (r.blank) continue;
+                    ++n_records;
+                    const int64_t line = chunk.first_line + int64_t(i);
+                    if (r.decided)
+                        keep(r, path, line, nullptr);
+                    else
+                        handle_by_reference(r, path, line, chunk.lines[i]);
+                }
+                out.write(rows);
             }
-            out.write(rows);
             progress(n_records);
         };
         stream_file<PredLine>(path, workers, parse, merge);
