@@ -78,6 +78,18 @@ struct Str {
     }
 };
 
+// First index >= from holding c, or -1 (memchr on the ASCII path).
+inline int find_char(const Str<unsigned char>& s, int from, u32 c) {
+    if (from >= s.n) return -1;
+    const void* hit = std::memchr(s.p + from, int(c), size_t(s.n - from));
+    return hit ? int(static_cast<const unsigned char*>(hit) - s.p) : -1;
+}
+inline int find_char(const Str<char32_t>& s, int from, u32 c) {
+    for (int i = from; i < s.n; ++i)
+        if (u32(s.p[i]) == c) return i;
+    return -1;
+}
+
 template <class C>
 inline bool letter_at(const Str<C>& s, int i) {
     return is_letter(s.at(i));
@@ -352,7 +364,7 @@ const auto RX_REVERSE_TAIL =
         alt(L(U"correct"), L(U"right"), L(U"true")));
 const auto RX_HKL_MARK =
     alt(seq(L(U"hk"), opt(L(U"i")), L(U"l"), opt(L(U"s"))),
-        seq(L(U"miller"), Hp, L(U"ind"), alt(L(U"ices"), L(U"ex"), L(U"exes"))),
+        seq(L(U"miller"), Hp, L(U"ind"), alt(L(U"ices"), L(U"exes"), L(U"ex"))),
         seq(alt(L(U"peak"), L(U"reflection")), opt(L(U"s")),
             alt(RX_CONN, seq(Hp, L(U"correspond"), opt(alt(L(U"s"), L(U"ing"))), Hp, L(U"to")))),
         seq(alt(L(U"strongest"), seq(L(U"most"), Hp, L(U"intense")), seq(L(U"highest"), opt(seq(Hp, L(U"intensity")))),
@@ -397,8 +409,9 @@ constexpr TrigramSet kMarkerTrigrams = [] {
 enum Pat { P_ANSWER, P_HEADING, P_CORRECT, P_CHOOSE, P_CHINESE, P_TAG, P_HKL, P_BOXED, P_REVERSE, P_COUNT };
 enum Kind { K_FORWARD = 0, K_BOXED = 1, K_REVERSE = 2 };
 
-// All marker candidates of one task (rule C2 / H2), unsorted.  One left-to-right
-// pass; each pattern keeps its own finditer resume position.
+// All marker candidates of one task (rule C2 / H2), sorted as the reference
+// tries them.  One left-to-right pass; each pattern keeps its own finditer
+// resume position.
 template <class C>
 void marker_candidates(const Str<C>& t, bool hkl, std::vector<Cand>& out) {
     out.clear();
@@ -1652,18 +1665,15 @@ template <class C, class Read>
 Extracted json_stage(const Str<C>& t, const Keys& keys, const Read& read, bool& qualified) {
     qualified = false;
     const int n = t.n;
-    {
-        bool any = false;  // every candidate must start with '{' or '['
-        for (int i = 0; i < n && !any; ++i) any = t[i] == '{' || t[i] == '[';
-        if (!any) return Extracted::None;
-    }
+    const int first_brace = find_char(t, 0, '{');
+    if (first_brace < 0 && find_char(t, 0, '[') < 0) return Extracted::None;  // every candidate starts with one
     Scratch& sc = scratch();
     auto& spans = sc.spans;
     spans.clear();
     int seq = 0;
     auto find3 = [&](int from) {
-        for (int i = from; i + 3 <= n; ++i)
-            if (t[i] == '`' && t[i + 1] == '`' && t[i + 2] == '`') return i;
+        for (int i = find_char(t, from, '`'); i >= 0 && i + 3 <= n; i = find_char(t, i + 1, '`'))
+            if (t[i + 1] == '`' && t[i + 2] == '`') return i;
         return -1;
     };
     for (int i = 0;;) {  // a. fenced blocks
@@ -1680,7 +1690,7 @@ Extracted json_stage(const Str<C>& t, const Keys& keys, const Read& read, bool& 
     auto& stack = sc.stack;                // c. balanced braces
     stack.clear();
     bool in_str = false, esc = false;
-    for (int i = 0; i < n; ++i) {
+    for (int i = first_brace < 0 ? n : first_brace; i < n; ++i) {  // nothing happens before the first '{'
         const u32 c = t[i];
         if (in_str) {
             if (esc) esc = false;

@@ -213,7 +213,7 @@ EXACT-HKLS(s): s2 = STRIP-WRAPPERS(s); s2 must be TOKEN (HSEP TOKEN)* HSEP?
 Order of the stages:
 H1. JSON stage with the HKL keys.
 H2. Markers: ANSWER, HEADING, CORRECT, CHOOSE, CHINESE, TAG and BOXED as for
-    MCQ, plus HKLMARK ``hk(i)?ls?|millerH+ind(ices|ex|exes)|(peak|reflection)s?``
+    MCQ, plus HKLMARK ``hk(i)?ls?|millerH+ind(ices|exes|ex)|(peak|reflection)s?``
     ``(CONN|H+correspond(s|ing)?H+to)`` ``|SUPERLATIVE H+((diffraction|xrd|bragg)H+)?``
     ``(peak|reflection)s?`` with SUPERLATIVE ``strongest|mostH+intense|``
     ``highest(H+intensity)?|maximum(H+intensity)?|tallest|dominant``.
@@ -415,7 +415,7 @@ _RE_REVERSE = re.compile(rf"(?:option|choice|statement)s?{_H}+")
 _RE_REVERSE_TAIL = re.compile(
     rf"{_H}+(?:is|are){_H}+(?:the{_H}+)?(?:both{_H}+|all{_H}+|also{_H}+)?(?:correct|right|true)")
 _RE_HKL_MARK = re.compile(
-    rf"hki?ls?|miller{_H}+ind(?:ices|ex|exes)"
+    rf"hki?ls?|miller{_H}+ind(?:ices|exes|ex)"
     rf"|(?:peak|reflection)s?(?:{_CONN}|{_H}+correspond(?:s|ing)?{_H}+to)"
     rf"|(?:strongest|most{_H}+intense|highest(?:{_H}+intensity)?|maximum(?:{_H}+intensity)?|tallest|dominant)"
     rf"{_H}+(?:(?:diffraction|xrd|bragg){_H}+)?(?:peak|reflection)s?")
