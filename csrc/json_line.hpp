@@ -102,6 +102,19 @@ inline bool read_string(Cursor& c, std::string& out) {
     const char* p = c.p;
     while (true) {
         const char* start = p;
+        // Eight bytes at a time: stop at the first '"', '\\' or control byte.
+        constexpr uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+        while (c.end - p >= 8) {
+            uint64_t w;
+            std::memcpy(&w, p, 8);
+            const uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
+            const uint64_t hit = (((q - ones) & ~q) | ((b - ones) & ~b) | ((w - ones * 0x20) & ~w)) & highs;
+            if (hit) {
+                p += __builtin_ctzll(hit) / 8;
+                break;
+            }
+            p += 8;
+        }
         while (p < c.end && *p != '"' && *p != '\\' && static_cast<unsigned char>(*p) >= 0x20) ++p;
         out.append(start, p);
         if (p >= c.end || static_cast<unsigned char>(*p) < 0x20) return c.fail();
@@ -191,10 +204,10 @@ inline bool to_double(const Number& n, double& v) {
     return r.ec == std::errc() && r.ptr == n.text.data() + n.text.size();
 }
 
-inline bool literal(Cursor& c, const char* word) {
+inline bool literal(Cursor& c, std::string_view word) {
     c.ws();
-    size_t n = std::strlen(word);
-    if (size_t(c.end - c.p) >= n && std::memcmp(c.p, word, n) == 0) {
+    const size_t n = word.size();
+    if (size_t(c.end - c.p) >= n && std::memcmp(c.p, word.data(), n) == 0) {
         c.p += n;
         return true;
     }
@@ -222,7 +235,7 @@ inline bool skip_value(Cursor& c, int depth = 0) {
         std::string tmp;
         return read_string(c, tmp);
     }
-    if (ch == '{') return read_object(c, [&](const std::string&) { return skip_value(c, depth + 1); });
+    if (ch == '{') return read_object(c, [&](std::string_view) { return skip_value(c, depth + 1); });
     if (ch == '[') {
         ++c.p;
         if (c.eat(']')) return true;

@@ -34,6 +34,7 @@
 #include "pyrepr.hpp"
 
 namespace py = pybind11;
+using namespace std::string_view_literals;
 
 namespace bm {
 namespace {
@@ -281,7 +282,7 @@ void parse_gold_line(std::string_view line, const GoldIndex& g, GoldLine& out) {
     bool has_id = false, has_answer = false, has_meta = false;
     out.strata.assign(g.by.size(), "(missing)");
     std::vector<bool> seen(g.by.size(), false);
-    auto meta_member = [&](const std::string& key) {
+    auto meta_member = [&](std::string_view key) {
         auto it = std::find(g.by.begin(), g.by.end(), key);
         if (it == g.by.end()) return json::skip_value(c);
         const size_t f = size_t(it - g.by.begin());
@@ -303,10 +304,10 @@ void parse_gold_line(std::string_view line, const GoldIndex& g, GoldLine& out) {
             }
         return false;  // objects, arrays, floats: their JSON text comes from the reference
     };
-    auto member = [&](const std::string& key) {
-        if (key == "id") return !has_id && (has_id = json::read_string(c, out.rid));
-        if (key == "answer") return !has_answer && (has_answer = read_answer(c, g.task, out.answer));
-        if (key == "meta") return !has_meta && (has_meta = json::read_object(c, meta_member));
+    auto member = [&](std::string_view key) {
+        if (key == "id"sv) return !has_id && (has_id = json::read_string(c, out.rid));
+        if (key == "answer"sv) return !has_answer && (has_answer = read_answer(c, g.task, out.answer));
+        if (key == "meta"sv) return !has_meta && (has_meta = json::read_object(c, meta_member));
         return json::skip_value(c);
     };
     if (!json::read_object(c, member)) return;
@@ -558,21 +559,21 @@ void parse_pred_line(std::string_view line, int task, PredLine& out) {
     if ((out.blank = is_blank(line))) return;
     if (!plain_line(line)) return;
     json::Cursor c(line);
-    out.model = "default";
+    out.model.assign("default"sv);
     out.confidence = out.difficulty = out.tokens = NaN;
     bool has_id = false, has_model = false, has_answer = false, has_output = false;
     bool has_conf = false, has_diff = false, has_tok = false;
     std::string output;
     constexpr double unbounded = std::numeric_limits<double>::infinity();
-    auto member = [&](const std::string& key) {
+    auto member = [&](std::string_view key) {
         // A repeated key is left to the reference (json.loads keeps the last).
-        if (key == "id") return !has_id && (has_id = json::read_string(c, out.rid));
-        if (key == "model") return !has_model && (has_model = json::read_string(c, out.model));
-        if (key == "answer") return !has_answer && (has_answer = read_answer(c, task, out.answer));
-        if (key == "output") return !has_output && (has_output = json::read_string(c, output));
-        if (key == "confidence") return !has_conf && (has_conf = read_optional(c, 1.0, out.confidence));
-        if (key == "difficulty") return !has_diff && (has_diff = read_optional(c, 1.0, out.difficulty));
-        if (key == "tokens") return !has_tok && (has_tok = read_optional(c, unbounded, out.tokens));
+        if (key == "id"sv) return !has_id && (has_id = json::read_string(c, out.rid));
+        if (key == "model"sv) return !has_model && (has_model = json::read_string(c, out.model));
+        if (key == "answer"sv) return !has_answer && (has_answer = read_answer(c, task, out.answer));
+        if (key == "output"sv) return !has_output && (has_output = json::read_string(c, output));
+        if (key == "confidence"sv) return !has_conf && (has_conf = read_optional(c, 1.0, out.confidence));
+        if (key == "difficulty"sv) return !has_diff && (has_diff = read_optional(c, 1.0, out.difficulty));
+        if (key == "tokens"sv) return !has_tok && (has_tok = read_optional(c, unbounded, out.tokens));
         return json::skip_value(c);
     };
     if (!json::read_object(c, member)) return;

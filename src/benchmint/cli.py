@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+
+# benchmint does no large matrix products; idle BLAS worker threads would only
+# compete with its own threads for the cores. Set before numpy is imported.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def _score(args: argparse.Namespace) -> int:
