@@ -21,8 +21,11 @@ from benchmint.metrics.pipeline import ScoreConfig, score_files
 from benchmint.metrics.synthetic import mcq_dataset
 
 N_PRED = int(os.environ.get("BENCHMINT_E2E_ITEMS", "20000"))
+# Predictions as {id, model, output} (1M: ~150 MB with gold, the size the goal is set for);
+# BENCHMINT_E2E_FULL=1 adds confidence, difficulty and tokens to every line (~200 MB).
+FULL = os.environ.get("BENCHMINT_E2E_FULL", "") == "1"
 MODELS = ["wise-model", "cautious-model", "bold-model", "gambling-model"]
-GROUP = f"score-files-{N_PRED}"
+GROUP = f"score-files-{N_PRED}{'-full' if FULL else ''}"
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +33,7 @@ def files(tmp_path_factory):
     root = tmp_path_factory.mktemp("e2e")
     gold, pred = root / "gold.jsonl", root / "pred.jsonl"
     with open(gold, "w", encoding="utf-8") as g, open(pred, "w", encoding="utf-8") as p:
-        for kind, rec in mcq_dataset(N_PRED // len(MODELS), MODELS, seed=11):
+        for kind, rec in mcq_dataset(N_PRED // len(MODELS), MODELS, seed=11, behaviour_fields=FULL):
             (g if kind == "gold" else p).write(dumps(rec) + "\n")
     return gold, pred, root
 

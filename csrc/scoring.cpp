@@ -244,8 +244,19 @@ struct GoldIndex {
     int32_t n_items() const { return int32_t(ids.size()); }
 
     int32_t value_code(size_t field, const std::string& v) {
-        auto [it, fresh] = value_codes[field].emplace(v, int32_t(values[field].size()));
-        if (fresh) values[field].push_back(v);
+        std::vector<std::string>& vals = values[field];
+        if (vals.size() <= 16) {  // strata usually have a handful of values: a scan beats hashing
+            for (size_t k = 0; k < vals.size(); ++k)
+                if (vals[k] == v) return int32_t(k);
+            if (vals.size() == 16)  // growing past the scan: index what we have
+                for (size_t k = 0; k < vals.size(); ++k) value_codes[field].emplace(vals[k], int32_t(k));
+            else {
+                vals.push_back(v);
+                return int32_t(vals.size()) - 1;
+            }
+        }
+        auto [it, fresh] = value_codes[field].emplace(v, int32_t(vals.size()));
+        if (fresh) vals.push_back(v);
         return it->second;
     }
 

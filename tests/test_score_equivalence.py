@@ -194,3 +194,17 @@ def test_json_string(s):
     except UnicodeEncodeError:
         return  # lone surrogates cannot reach the compiled path
     assert _core.scoring.json_string(s) == json.dumps(s, ensure_ascii=False)
+
+
+def test_many_stratum_values(monkeypatch, tmp_path):
+    # More distinct values than the compiled loader's linear scan holds, in a shuffled order.
+    rng = random.Random(8)
+    papers = [f"paper-{k:02d}" for k in range(40)]
+    gold_rows = [{"id": f"q{i}", "answer": ["A"], "meta": {"paper": rng.choice(papers), "year": rng.randint(1990, 2030)}}
+                 for i in range(600)]
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text("".join(json.dumps(r) + "\n" for r in gold_rows), encoding="utf-8")
+    pred = tmp_path / "pred.jsonl"
+    pred.write_text("".join(json.dumps({"id": r["id"], "answer": [rng.choice("AB")]}) + "\n" for r in gold_rows),
+                    encoding="utf-8")
+    assert_same(run_both(monkeypatch, tmp_path, pred, gold, ScoreConfig(task="mcq", by=("paper", "year"))))

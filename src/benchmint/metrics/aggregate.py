@@ -43,35 +43,13 @@ def _counts_reference(group, key):
     return groups, keys, counts
 
 
-_dense_kernel = None
-
-
-def _compiled_dense_kernel():
-    global _dense_kernel
-    if _dense_kernel is None:
-        import numba
-
-        from benchmint._numba import jit
-
-        @jit(parallel=True)
-        def dense_counts(group, key, n_keys, n_cells, n_chunks):
-            # One histogram per chunk, summed after: no shared writes between threads.
-            table = np.zeros((n_chunks, n_cells), np.int64)
-            n = group.shape[0]
-            step = (n + n_chunks - 1) // n_chunks
-            for c in numba.prange(n_chunks):
-                for i in range(c * step, min(n, (c + 1) * step)):
-                    table[c, group[i] * n_keys + key[i]] += 1
-            return table.sum(axis=0)
-
-        _dense_kernel = dense_counts
-    return _dense_kernel
-
-
 def group_counts(group: np.ndarray, key: np.ndarray, n_groups: int, n_keys: int):
     """Count items per (group, key): returns (groups, keys, counts) sorted by (group, key).
 
-    ``group`` in [0, n_groups), ``key`` in [0, n_keys), both int64.
+    ``group`` in [0, n_groups), ``key`` in [0, n_keys), both int64. One
+    np.bincount pass over the combined cell index when the table is small
+    (the usual case: a few models and strata, triples of small sets), a sort
+    otherwise.
     """
     group = np.ascontiguousarray(group, dtype=np.int64)
     key = np.ascontiguousarray(key, dtype=np.int64)
@@ -81,13 +59,13 @@ def group_counts(group: np.ndarray, key: np.ndarray, n_groups: int, n_keys: int)
         raise ValueError("group or key out of range")
     if _dispatch.use_reference():
         return _counts_reference(group, key)
+    cell = group * n_keys + key
     cells = n_groups * n_keys
     if cells <= DENSE_LIMIT:
-        n_chunks = 1 if len(group) < 100_000 else 8
-        flat = _compiled_dense_kernel()(group, key, n_keys, cells, n_chunks)
+        flat = np.bincount(cell, minlength=cells)
         idx = np.flatnonzero(flat)
-        return idx // n_keys, idx % n_keys, flat[idx]
-    combined, counts = np.unique(group * n_keys + key, return_counts=True)
+        return idx // n_keys, idx % n_keys, flat[idx].astype(np.int64)
+    combined, counts = np.unique(cell, return_counts=True)
     return combined // n_keys, combined % n_keys, counts.astype(np.int64)
 
 

@@ -86,8 +86,11 @@ def simulate_choice(gold: list[str], n_options: int, persona: tuple, rng: random
     return options
 
 
-def mcq_dataset(n_items: int, models: list[str], seed: int = 0):
-    """Yield ("gold", record) for every item, then ("pred", record) for every model and item."""
+def mcq_dataset(n_items: int, models: list[str], seed: int = 0, behaviour_fields: bool = True):
+    """Yield ("gold", record) for every item, then ("pred", record) for every model and item.
+
+    ``behaviour_fields``: predictions carry confidence, difficulty and tokens.
+    """
     rng = random.Random(seed)
     golds = []
     for i in range(n_items):
@@ -102,15 +105,12 @@ def mcq_dataset(n_items: int, models: list[str], seed: int = 0):
         for rid, answer, n_options in golds:
             choice = simulate_choice(answer, n_options, persona, rng)
             text = render_unparseable(rng) if choice is None else render_choices(choice, rng)
-            exact = choice == answer
-            yield "pred", {
-                "id": rid,
-                "model": model,
-                "output": text,
-                "confidence": round(min(1.0, max(0.0, rng.gauss(0.85 if exact else 0.7, 0.1))), 3),
-                "difficulty": round(rng.random(), 3),
-                "tokens": rng.randint(200, 5000),
-            }
+            record = {"id": rid, "model": model, "output": text}
+            confidence = round(min(1.0, max(0.0, rng.gauss(0.85 if choice == answer else 0.7, 0.1))), 3)
+            difficulty, tokens = round(rng.random(), 3), rng.randint(200, 5000)
+            if behaviour_fields:
+                record.update(confidence=confidence, difficulty=difficulty, tokens=tokens)
+            yield "pred", record
 
 
 _HKL_POOL = [(1, 0, 0), (1, 1, 0), (1, 1, 1), (2, 0, 0), (2, 1, 0), (2, 1, 1), (2, 2, 0), (3, 1, 0), (3, 1, 1),
