@@ -3,6 +3,7 @@
 // caller can raise the error of the lowest index, as a serial loop would.
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <thread>
@@ -41,6 +42,26 @@ RowError parallel_for(int64_t n, int workers, Fn&& fn) {
     for (auto& err : errors)
         if (err.row >= 0) return err;  // chunks are ordered: the first error is the lowest row
     return {};
+}
+
+// Dynamic scheduling for uneven work (lines of very different lengths):
+// threads take blocks of `block` items from a shared counter. fn(begin, end).
+template <class Fn>
+void parallel_blocks(int64_t n, int workers, int64_t block, Fn&& fn) {
+    const int nthreads = static_cast<int>(std::min<int64_t>(std::max(1, workers), (n + block - 1) / block));
+    if (nthreads <= 1) {
+        if (n > 0) fn(int64_t(0), n);
+        return;
+    }
+    std::atomic<int64_t> next{0};
+    auto run = [&] {
+        for (int64_t b; (b = next.fetch_add(block)) < n;) fn(b, std::min(n, b + block));
+    };
+    std::vector<std::thread> threads;
+    threads.reserve(nthreads - 1);
+    for (int t = 1; t < nthreads; ++t) threads.emplace_back(run);
+    run();
+    for (auto& th : threads) th.join();
 }
 
 }  // namespace bm

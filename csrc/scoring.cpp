@@ -419,9 +419,8 @@ void stream_file(const std::string& path, int workers, Parse&& parse, Merge&& me
     auto load = [&](Chunk<Line>& c) -> bool {
         if (!reader.next(c.buf, c.lines, c.first_line)) return false;
         c.parsed.resize(c.lines.size());
-        parallel_for(int64_t(c.lines.size()), workers, [&](int64_t b, int64_t e) -> RowError {
+        parallel_blocks(int64_t(c.lines.size()), workers, 256, [&](int64_t b, int64_t e) {
             for (int64_t i = b; i < e; ++i) parse(c.lines[size_t(i)], c.parsed[size_t(i)]);
-            return {};
         });
         return true;
     };
