@@ -63,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--gold", required=True, help="gold JSONL: {id, answer, meta}")
     score.add_argument("--task", required=True, choices=["mcq", "hkl"], help="option letters or Miller indices")
     score.add_argument("--out", required=True, help="output directory")
-    score.add_argument("--by", nargs="+", default=[], metavar="FIELD", help="strata: keys of the gold meta (or 'model')")
+    score.add_argument("--by", nargs="+", default=[], metavar="FIELD",
+                       help="strata: keys of the gold meta (each model always gets its own block, so 'model' adds nothing)")
     score.add_argument("--sip-lambda", type=float, default=0.6, help="SIP-F1 cutoff λ in [0, 1] (default 0.6)")
     score.add_argument("--sip-gamma", type=float, default=6.0, help="SIP-F1 false-positive weight Γ >= 1 (default 6)")
     score.add_argument("--workers", type=int, default=-1, help="threads: -1 all cores (default), 1 serial")
