@@ -3,9 +3,10 @@
 //   load_gold     GOLD.jsonl -> GoldIndex (ids, answer keys, strata codes)
 //   score_stream  PRED.jsonl files -> scores.jsonl rows + per-row columns
 //
-// Lines are parsed and answers extracted in parallel, chunk by chunk; then
-// one sequential pass per chunk does what depends on order (model codes,
-// duplicates, first-kept rules) and formats the rows. A line this reader does
+// Lines are parsed and answers extracted in parallel, chunk by chunk, while
+// the previous chunk goes through one sequential pass for what depends on
+// order (model codes, duplicates, first-kept rules) and row formatting, and a
+// writer thread writes the chunk before. A line this reader does
 // not fully decide (malformed JSON, unusual values, an output the compiled
 // extractor leaves undecided, any problem to report) goes to the Python
 // reference for that one line, so rows and errors equal the reference path.
@@ -14,16 +15,14 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
-#include <array>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <exception>
-#include <thread>
 #include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
