@@ -1,0 +1,1 @@
+"""PDF side: page triage, geometry of figure boxes, crops."""
