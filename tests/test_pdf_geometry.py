@@ -117,3 +117,31 @@ def test_vectorised_transform_equals_pymupdf(rows, matrix):
     for box, row in zip(boxes, got):
         want = pymupdf.Rect(*box) * pymupdf.Matrix(*matrix)
         np.testing.assert_allclose(row, list(want), rtol=1e-6, atol=1e-4)  # PyMuPDF's Rect is float32
+
+
+def test_crop_cli_and_errors(tmp_path, capsys):
+    import json
+
+    from benchmint.cli import main
+
+    doc, page = make_page(90, (40, 60, 560, 760))
+    pdf = tmp_path / "paper.pdf"
+    doc.save(pdf)
+    thumb = render_thumbnail(page)
+    x0, y0, x1, y1 = red_bbox(thumb)
+    box = [x0 / thumb.width * 1000, y0 / thumb.height * 1000, x1 / thumb.width * 1000, y1 / thumb.height * 1000]
+    out = tmp_path / "crops" / "fig1.png"
+    assert main(["crop", str(pdf), "--page", "1", "--box", *map(str, box), "--label", "micrograph", "--out", str(out)]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["label"] == "micrograph" and record["dpi"] == 300
+    crop = pymupdf.Pixmap(str(out))
+    assert (crop.width, crop.height) == (record["width_px"], record["height_px"])
+    a = np.frombuffer(crop.samples, dtype=np.uint8).reshape(crop.height, crop.width, crop.n)
+    assert ((a[:, :, 0] > 200) & (a[:, :, 1] < 60)).mean() > 0.9  # the crop is the figure
+    assert main(["crop", str(pdf), "--page", "3", "--box", "0", "0", "10", "10", "--out", str(out)]) == 2
+    assert "has 1 pages; page 3" in capsys.readouterr().err
+    assert main(["crop", str(tmp_path / "nope.pdf"), "--page", "1", "--box", "0", "0", "9", "9", "--out", str(out)]) == 2
+    (tmp_path / "bad.pdf").write_bytes(b"%PDF-1.7 garbage")
+    assert main(["crop", str(tmp_path / "bad.pdf"), "--page", "1", "--box", "0", "0", "9", "9", "--out", str(out)]) == 2
+    assert main(["crop", str(pdf), "--page", "1", "--box", "9", "0", "1", "9", "--out", str(out)]) == 2
+    assert "not ordered" in capsys.readouterr().err

@@ -1,0 +1,52 @@
+"""From a VLM's box on a page thumbnail to a 300-DPI PNG of just that region."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from benchmint.io import InputError
+from benchmint.pdf.geometry import CROP_DPI, THUMB_LONGEST, PageFrame, render_crop, thumbnail_to_page
+
+
+def open_page(pdf_path: str | os.PathLike, page_number: int):
+    """(document, page) for a 1-based page number, with clear errors for unusable files."""
+    import pymupdf
+
+    path = Path(pdf_path)
+    if not path.is_file():
+        raise InputError(f"PDF not found: {path}")
+    try:
+        doc = pymupdf.open(path)
+    except Exception as exc:  # PyMuPDF raises its own types for damaged files
+        raise InputError(f"cannot open {path} as a PDF: {exc}") from exc
+    if doc.needs_pass:
+        doc.close()
+        raise InputError(f"{path} is encrypted")
+    if not 1 <= page_number <= doc.page_count:
+        count = doc.page_count
+        doc.close()
+        raise InputError(f"{path} has {count} pages; page {page_number} does not exist")
+    return doc, doc[page_number - 1]
+
+
+def crop_figure(pdf_path: str | os.PathLike, page_number: int, box, out_png: str | os.PathLike,
+                units: str = "norm1000", label: str | None = None, dpi: int = CROP_DPI,
+                longest: int = THUMB_LONGEST) -> dict:
+    """Map a thumbnail box back to the page and write only that clip, rendered at ``dpi``, to ``out_png``.
+
+    Returns the record of the crop: page box in points (unrotated, crop-box
+    relative), pixel size, dpi, label.
+    """
+    doc, page = open_page(pdf_path, page_number)
+    try:
+        page_box = thumbnail_to_page(box, PageFrame.from_page(page), units=units, longest=longest)[0]
+        pix = render_crop(page, page_box, dpi=dpi)
+        out = Path(out_png)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        pix.save(out)
+        return {"pdf": Path(pdf_path).name, "page": page_number, "label": label, "units": units,
+                "thumb_box": [float(x) for x in box], "page_box": [round(float(x), 3) for x in page_box],
+                "dpi": dpi, "width_px": pix.width, "height_px": pix.height, "png": str(out)}
+    finally:
+        doc.close()

@@ -1,0 +1,15 @@
+"""The README's main job on the bundled samples."""
+
+import json
+
+from benchmint.cli import main
+
+
+def test_demo_runs_every_capability(tmp_path, capsys):
+    assert main(["demo", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "personality" in out and "jaccard by db" in out and "300-DPI" in out
+    for task in ("mcq", "hkl"):
+        summary = json.loads((tmp_path / f"score-{task}" / "summary.json").read_text())
+        assert summary["errors"]["count"] == 0 and len(summary["models"]) >= 3
+    assert (tmp_path / "crops" / "figure1.png").stat().st_size > 10_000
