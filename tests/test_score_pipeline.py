@@ -295,3 +295,11 @@ def test_rank_helpers_equal_scipy(values):
     cls = np.array([[0.0, 0.24, 0.4, 0.5, 1.0, 0.1].index(v) for v in values])
     cls[::3] = np.where(cls[::3] == 2, 6, cls[::3])
     np.testing.assert_array_equal(class_average_ranks(cls, class_values), rankdata(class_values[cls]))
+
+
+def test_no_usable_prediction_still_lists_the_problems(tmp_path, gold, capsys):
+    pred = write_jsonl(tmp_path / "pred.jsonl", ["{broken", {"id": "zz", "answer": ["A"]}])
+    assert main(["score", str(pred), "--gold", str(gold), "--task", "mcq", "--out", str(tmp_path / "o")]) == 2
+    assert "errors.jsonl" in capsys.readouterr().err
+    kinds = [e["kind"] for e in read_jsonl(tmp_path / "o" / "errors.jsonl")]
+    assert kinds == ["malformed_json", "unknown_id"]

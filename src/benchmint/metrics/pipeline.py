@@ -509,8 +509,12 @@ def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult
                 cols = _stream_compiled(pred_paths, gold, cfg, tmp, errors, progress)
     finally:
         progress.close()
+    with atomic_write(out_dir / "errors.jsonl") as fh:
+        for e in errors:
+            fh.write(dumps(e) + "\n")
     if not cols.models:
-        raise InputError(f"no usable predictions in {', '.join(map(str, pred_paths))} ({len(errors)} errors)")
+        raise InputError(f"no usable predictions in {', '.join(map(str, pred_paths))}: "
+                         f"{len(errors)} problems, listed in {out_dir / 'errors.jsonl'}")
     models = summarize(cols, gold, cfg)
     counts: dict[str, int] = {}
     for e in errors:
@@ -524,9 +528,6 @@ def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult
         "errors": {"count": len(errors), "by_kind": counts, "file": "errors.jsonl"},
         "models": models,
     }
-    with atomic_write(out_dir / "errors.jsonl") as fh:
-        for e in errors:
-            fh.write(dumps(e) + "\n")
     with atomic_write(out_dir / "summary.json") as fh:
         json.dump(summary, fh, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
         fh.write("\n")
