@@ -303,3 +303,11 @@ def test_no_usable_prediction_still_lists_the_problems(tmp_path, gold, capsys):
     assert "errors.jsonl" in capsys.readouterr().err
     kinds = [e["kind"] for e in read_jsonl(tmp_path / "o" / "errors.jsonl")]
     assert kinds == ["malformed_json", "unknown_id"]
+
+
+def test_unusable_gold_lists_the_problems(tmp_path):
+    gold = write_jsonl(tmp_path / "gold.jsonl", ["nope", {"id": "a", "answer": "A"}])
+    pred = write_jsonl(tmp_path / "pred.jsonl", [{"id": "a", "answer": ["A"]}])
+    with pytest.raises(InputError, match="no usable records"):
+        score_files(pred, gold, tmp_path / "o", ScoreConfig(task="mcq"))
+    assert [e["line"] for e in read_jsonl(tmp_path / "o" / "errors.jsonl")] == [1, 2]

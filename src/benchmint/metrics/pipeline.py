@@ -486,6 +486,12 @@ class _Progress:
             self.bar.close()
 
 
+def _write_errors(out_dir: Path, errors: list[dict]) -> None:
+    with atomic_write(out_dir / "errors.jsonl") as fh:
+        for e in errors:
+            fh.write(dumps(e) + "\n")
+
+
 def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult:
     """Score one or more prediction files; writes scores.jsonl, summary.json and errors.jsonl into ``out_dir``."""
     if isinstance(pred_paths, (str, os.PathLike)):
@@ -494,10 +500,12 @@ def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult
         if not Path(p).is_file():
             raise InputError(f"predictions file not found: {p}")
     gold = load_gold(gold_path, cfg.task, cfg.by, cfg.workers)
-    if not gold.n_items:
-        raise InputError(f"gold file {gold_path} has no usable records ({len(gold.errors)} errors)")
     out_dir = Path(out_dir)
     errors = list(gold.errors)
+    if not gold.n_items:
+        _write_errors(out_dir, errors)
+        raise InputError(f"gold file {gold_path} has no usable records: {len(errors)} problems, "
+                         f"listed in {out_dir / 'errors.jsonl'}")
     progress = _Progress(cfg.progress, pred_paths)
     try:
         with atomic_path(out_dir / "scores.jsonl") as tmp:
@@ -509,9 +517,7 @@ def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult
                 cols = _stream_compiled(pred_paths, gold, cfg, tmp, errors, progress)
     finally:
         progress.close()
-    with atomic_write(out_dir / "errors.jsonl") as fh:
-        for e in errors:
-            fh.write(dumps(e) + "\n")
+    _write_errors(out_dir, errors)
     if not cols.models:
         raise InputError(f"no usable predictions in {', '.join(map(str, pred_paths))}: "
                          f"{len(errors)} problems, listed in {out_dir / 'errors.jsonl'}")
