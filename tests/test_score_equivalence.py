@@ -170,8 +170,10 @@ def test_random_records(tmp_path_factory, gold_rows, pred_rows):
             try:
                 res = score_files(pred, gold, tmp_path / impl, ScoreConfig(task="mcq", by=("domain",)))
                 outcomes.append(("ok", res.exit_code, *((tmp_path / impl / f).read_bytes() for f in OUTPUTS)))
-            except Exception as exc:  # both paths must fail alike
-                outcomes.append(("error", type(exc).__name__, str(exc)))
+            except Exception as exc:  # both paths must fail alike, and list the same problems
+                errors = tmp_path / impl / "errors.jsonl"
+                outcomes.append(("error", type(exc).__name__, str(exc).replace(str(tmp_path / impl), "OUT"),
+                                 errors.read_bytes() if errors.exists() else None))
     assert outcomes[0] == outcomes[1]
 
 
