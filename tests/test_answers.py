@@ -1,14 +1,12 @@
 """extract_answer (compiled where it decides) returns what the reference returns."""
 
-import json
-from pathlib import Path
-
 import pytest
+from golden import load_corpus
 
 from benchmint.metrics import extract_answer, extract_answers
 from benchmint.metrics.extract import extract
 
-CORPUS = [json.loads(line) for line in (Path(__file__).parent / "data" / "extract_golden.jsonl").read_text("utf-8").splitlines()]
+CORPUS = [case for _, case in load_corpus()]
 
 
 @pytest.mark.parametrize("impl", ["compiled", "reference"])

@@ -3,27 +3,16 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from golden import load_corpus
+
 from benchmint.metrics.extract import extract, extract_choices, extract_hkls
 
-CORPUS = Path(__file__).parent / "data" / "extract_golden.jsonl"
-
-
-def _load_corpus() -> list[tuple[int, dict]]:
-    rows = []
-    with CORPUS.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if line.strip():
-                rows.append((lineno, json.loads(line)))
-    return rows
-
-
-_ROWS = _load_corpus()
+_ROWS = load_corpus()
 
 
 def _case_id(lineno: int, row: dict) -> str:

@@ -7,31 +7,20 @@ runs the reference) or exactly what benchmint.metrics.extract returns.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from golden import load_corpus
 
 from benchmint import _core
 from benchmint.metrics.extract import extract_choices, extract_hkls
 from benchmint.metrics.synthetic import PERSONAS, hkl_dataset, mcq_dataset
 
 UNDECIDED = "undecided"
-CORPUS = Path(__file__).parent / "data" / "extract_golden.jsonl"
 PAIRS = ((extract_choices, _core.extract.choices), (extract_hkls, _core.extract.hkls))
-
-
-def _load_corpus() -> list[tuple[int, dict]]:
-    rows = []
-    with CORPUS.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if line.strip():
-                rows.append((lineno, json.loads(line)))
-    return rows
-
-
-_ROWS = _load_corpus()
+_ROWS = load_corpus()
 
 
 def _agrees(text: str) -> int:
