@@ -1,0 +1,77 @@
+"""Figure-caption anchors: the "anchor" of the Anchor-Gated Sieve (spm-bench §2.1-2.2).
+
+A text block anchors a figure when it *starts* with a figure header:
+``Figure 1.``, ``Fig. 1:``, ``FIG. 1.``, ``Figure 1 |``, ``Figure 1 — ...``,
+``Extended Data Fig. 1``, ``Supplementary Figure S1``, ``Figura 1``, numbers
+with a letter suffix (``Figure 2a.``), or a header followed directly by a
+capitalised caption (``Figure 3 Schematic of ...``). It does not fire on
+in-text references (``as seen in Fig. 1``, ``Fig. 1 shows``, ``Figs. 2 and
+3``), table captions, or list-of-figures entries (dot leaders and a page
+number).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_PREFIX = r"(?:(?:Extended\s+Data|Supplementary|Supplemental|Suppl\.)\s+)?"
+_WORD = r"(?:Figure|FIGURE|Fig\.|FIG\.|Fig|FIG|Figura|FIGURA)"
+_NUMBER = r"(?P<label>S?\d{1,3}[a-z]?)"
+# After the number: a delimiter, or a space and then a capital letter / opening bracket (the caption itself).
+_AFTER = r"(?:\s*[.:|—–]|\s+-\s|\s+(?=[A-Z(\[]))"
+HEADER = re.compile(rf"^\s*{_PREFIX}{_WORD}\s*{_NUMBER}{_AFTER}")
+# List-of-figures lines: "Figure 3. Title ........ 12"
+_LEADERS = re.compile(r"(?:\.\s*){4,}\d+\s*$|\s\d+\s*$(?<=\.{2}\s\d)")
+
+
+@dataclass(frozen=True)
+class Caption:
+    label: str  # "1", "2a", "S3"
+    text: str  # the whole block, whitespace collapsed
+    bbox: tuple[float, float, float, float]  # page points
+
+
+def caption_label(block_text: str) -> str | None:
+    """The figure label when ``block_text`` starts with a figure-caption header, else None."""
+    m = HEADER.match(block_text)
+    if not m:
+        return None
+    first_line = block_text.strip().splitlines()[0]
+    if _LEADERS.search(first_line):
+        return None  # a list-of-figures entry, not a caption
+    return m.group("label")
+
+
+def _segments(block: dict):
+    """A text block's lines split where MuPDF merged side-by-side columns or separate paragraphs.
+
+    Yields (text, bbox). A line that starts to the right of the previous line's end
+    sits in another column; a vertical gap of more than one line height starts a
+    new paragraph.
+    """
+    text, box, prev = [], None, None
+    for line in block["lines"]:
+        x0, y0, x1, y1 = line["bbox"]
+        line_text = "".join(span["text"] for span in line["spans"])
+        if prev is not None and (x0 > prev[2] + 5 or y0 > prev[3] + (prev[3] - prev[1])):
+            yield "\n".join(text), box
+            text, box = [], None
+        text.append(line_text)
+        box = (x0, y0, x1, y1) if box is None else (min(box[0], x0), min(box[1], y0), max(box[2], x1), max(box[3], y1))
+        prev = (x0, y0, x1, y1)
+    if text:
+        yield "\n".join(text), box
+
+
+def page_captions(page) -> list[Caption]:
+    """Caption anchors among the page's text blocks, in reading order (top to bottom, left to right)."""
+    out = []
+    for block in page.get_text("dict", sort=True)["blocks"]:
+        if block.get("type") != 0:  # image blocks carry no text
+            continue
+        for text, bbox in _segments(block):
+            label = caption_label(text)
+            if label is not None:
+                out.append(Caption(label, " ".join(text.split()), tuple(float(v) for v in bbox)))
+    return sorted(out, key=lambda c: (round(c.bbox[1]), c.bbox[0]))
