@@ -72,3 +72,18 @@ def test_bundled_sample_article():
     assert [[c.label for c in page_captions(page)] for page in doc] == [["1"], ["2"]]
     caption = page_captions(doc[0])[0]
     assert caption.text.startswith("Figure 1. (a) Line profile") and caption.bbox[0] > 300  # right column
+
+
+@pytest.mark.parametrize("caption, body, panels", [
+    ("Figure 1. (a) Topography. (b) dI/dV map. (c) Histogram. (d) Model.", [], 4),
+    ("Figure 2. (a-f) Six STM images at increasing bias.", [], 6),
+    ("Figure 3. (a)–(c) Spectra; (d,e) maps.", [], 5),
+    ("Fig. 4 | a, STM image. b, Line profile. c, FFT.", [], 3),
+    ("Figure 5. Overview of the setup.", [], 1),
+    ("Figure 6. Panels as labelled.", ["(a)", "(b)", "c", "(d)", "Bias (V)"], 4),
+    ("Figure 7. Single image (scale bar 5 nm).", ["A", "x"], 1),
+])
+def test_estimate_panels(caption, body, panels):
+    from benchmint.pdf.captions import estimate_panels
+
+    assert estimate_panels(caption, body) == panels

@@ -75,3 +75,37 @@ def page_captions(page) -> list[Caption]:
             if label is not None:
                 out.append(Caption(label, " ".join(text.split()), tuple(float(v) for v in bbox)))
     return sorted(out, key=lambda c: (round(c.bbox[1]), c.bbox[0]))
+
+
+# Panel letters: "(a)", "(b,c)", "(a-d)", "(a)–(d)", and Nature-style "a, ..." / "b | ..." at sentence starts.
+_PANEL_PAREN = re.compile(r"\(\s*([a-h])\s*(?:([-–—,])\s*\(?\s*([a-h])\s*\)?)?\s*\)(?:\s*[-–—]\s*\(\s*([a-h])\s*\))?")
+_PANEL_SENTENCE = re.compile(r"(?:^|[.;]\s+|\|\s*)([a-h])\s*[,|:]\s+(?=[A-Z(])")
+_PANEL_TOKEN = re.compile(r"^\(?([a-hA-H])\)?$")
+
+
+def _letters_in(text: str) -> set[int]:
+    found: set[int] = set()
+    for m in _PANEL_PAREN.finditer(text):
+        first, sep, second, range_end = m.groups()
+        last = range_end or second
+        if last and (range_end or sep in "-–—"):
+            found.update(range(ord(first) - 97, ord(last) - 96))
+        else:
+            found.update(ord(c) - 97 for c in (first, second) if c)
+    found.update(ord(m.group(1)) - 97 for m in _PANEL_SENTENCE.finditer(text))
+    return found
+
+
+def estimate_panels(caption_text: str, body_tokens: list[str] = ()) -> int:
+    """Number of sub-panels (spm-bench §2.2 keeps figures with >= 4): the highest panel letter seen.
+
+    Letters come from the caption ("(a)", "(a-d)", "a, ...") and from short text
+    tokens drawn inside the figure body ("(c)", "d"). A figure with no panel
+    letters counts as one panel.
+    """
+    letters = _letters_in(caption_text)
+    for token in body_tokens:
+        m = _PANEL_TOKEN.match(token.strip())
+        if m:
+            letters.add(ord(m.group(1).lower()) - 97)
+    return max(letters) + 1 if letters else 1
