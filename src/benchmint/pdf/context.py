@@ -1,0 +1,62 @@
+"""Discussion paragraphs of a figure (csmbench §III-A.2): the body text that explains it.
+
+Paragraphs citing the figure are kept when they cite no other figure and hold
+no table data; the fragments kept for one figure are merged into one
+paragraph, which is kept when it has 100-300 tokens (configurable).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+
+from benchmint.pdf.captions import caption_label
+
+# "Fig. 2", "Figure 2(b)", "Figs. 2 and 3", "Figures 2-4", "Fig. S1", "Figs. 2b, 3c"
+_REF = re.compile(
+    r"\b(?:Fig(?:ure)?s?\.?|FIGS?\.?)\s*"
+    r"(?P<list>S?\d{1,3}[a-z]?(?:\s*\([a-z](?:[-–,][a-z])?\))?"
+    r"(?:\s*(?:,|and|&|[-–])\s*S?\d{1,3}[a-z]?(?:\s*\([a-z](?:[-–,][a-z])?\))?)*)")
+_NUM = re.compile(r"(S?)(\d{1,3})")
+_TABLE = re.compile(r"\bTable\s+(?:S?\d+|[IVX]+)\b")
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+def figure_refs(text: str) -> set[str]:
+    """Figure numbers a paragraph cites, ranges expanded ("Figs. 2-4" -> {"2", "3", "4"})."""
+    refs: set[str] = set()
+    for m in _REF.finditer(text):
+        items = re.split(r"\s*(?:,|and|&)\s*", m.group("list"))
+        for item in items:
+            bounds = [(s, int(n)) for s, n in _NUM.findall(item)]
+            if len(bounds) == 2 and bounds[0][0] == bounds[1][0] and bounds[0][1] <= bounds[1][1] <= bounds[0][1] + 20:
+                refs.update(f"{bounds[0][0]}{k}" for k in range(bounds[0][1], bounds[1][1] + 1))
+            else:
+                refs.update(f"{s}{n}" for s, n in bounds)
+    return refs
+
+
+def holds_table_data(text: str, numeric_share: float = 0.3) -> bool:
+    """Cites a table, or reads like one (a large share of its words are numbers)."""
+    if _TABLE.search(text):
+        return True
+    words = text.split()
+    numbers = sum(1 for w in words if re.fullmatch(r"[-+±]?\d[\d.,]*%?", w.strip("()[];:")))
+    return len(words) >= 10 and numbers / len(words) >= numeric_share
+
+
+def count_tokens(text: str) -> int:
+    """Words and punctuation marks; close to subword counts on scientific English."""
+    return len(_TOKEN.findall(text))
+
+
+def discussion(paragraphs: Iterable[str], label: str, min_tokens: int = 100, max_tokens: int = 300,
+               counter: Callable[[str], int] = count_tokens) -> str | None:
+    """The merged discussion of figure ``label`` ("2", "S1"; a letter suffix is ignored), or None."""
+    number = re.match(r"S?\d+", label).group(0)
+    kept = [" ".join(p.split()) for p in paragraphs
+            if caption_label(p) is None and figure_refs(p) == {number} and not holds_table_data(p)]
+    if not kept:
+        return None
+    merged = " ".join(kept)
+    return merged if min_tokens <= counter(merged) <= max_tokens else None
