@@ -1,0 +1,59 @@
+"""Caption-body pairing on generated one- and two-column pages."""
+
+from importlib.resources import files
+
+import pymupdf
+import pytest
+
+from benchmint.pdf.captions import page_captions
+from benchmint.pdf.pairing import page_figures
+
+
+def near(box, want, tol=3.0):
+    return box is not None and all(abs(a - b) <= tol for a, b in zip(box, want))
+
+
+def plot(page, rect):
+    page.draw_rect(rect, color=(0, 0, 0), width=0.5)
+    page.draw_line((rect.x0 + 5, rect.y1 - 5), (rect.x1 - 5, rect.y0 + 5), color=(0, 0, 1))
+
+
+def test_bundled_article():
+    doc = pymupdf.open(str(files("benchmint") / "samples" / "sample_paper.pdf"))
+    [fig1] = page_figures(doc[0], page_captions(doc[0]))
+    assert near(fig1.body, (324, 116, 552, 344), tol=4)  # the four panel frames of Figure 1
+    [fig2] = page_figures(doc[1], page_captions(doc[1]))
+    assert near(fig2.body, (150, 100, 462, 412))  # the micrograph
+
+
+def test_two_columns_two_figures_side_by_side_and_stacked():
+    doc = pymupdf.open()
+    page = doc.new_page(width=612, height=792)
+    plot(page, pymupdf.Rect(60, 80, 290, 240))
+    page.insert_textbox(pymupdf.Rect(60, 246, 290, 280), "Figure 1. Left figure.", fontsize=8)
+    plot(page, pymupdf.Rect(320, 80, 550, 240))
+    page.insert_textbox(pymupdf.Rect(320, 246, 550, 280), "Figure 2. Right figure.", fontsize=8)
+    plot(page, pymupdf.Rect(60, 300, 290, 420))
+    page.insert_textbox(pymupdf.Rect(60, 426, 290, 460), "Figure 3. Below figure 1.", fontsize=8)
+    figs = {f.caption.label: f.body for f in page_figures(page, page_captions(page))}
+    assert near(figs["1"], (60, 80, 290, 240), tol=2)
+    assert near(figs["2"], (320, 80, 550, 240), tol=2)
+    assert near(figs["3"], (60, 300, 290, 420), tol=2)  # not merged with Figure 1 above its caption
+
+
+def test_full_width_figure_and_caption_above_body():
+    doc = pymupdf.open()
+    page = doc.new_page(width=612, height=792)
+    page.insert_textbox(pymupdf.Rect(54, 60, 558, 80), "Figure 4. A full-width figure whose caption sits above "
+                        "the plot, spanning both columns of the page layout.", fontsize=8)
+    plot(page, pymupdf.Rect(54, 90, 558, 300))
+    [fig] = page_figures(page, page_captions(page))
+    assert near(fig.body, (54, 90, 558, 300), tol=2)
+
+
+def test_caption_without_graphics():
+    doc = pymupdf.open()
+    page = doc.new_page(width=612, height=792)
+    page.insert_textbox(pymupdf.Rect(54, 300, 290, 330), "Figure 5. Its body is on another page.", fontsize=8)
+    [fig] = page_figures(page, page_captions(page))
+    assert fig.body is None
