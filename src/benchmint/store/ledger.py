@@ -1,0 +1,96 @@
+"""The run ledger: one SQLite file per output directory, so a killed run resumes.
+
+Every unit of work (a PDF, a CIF) is keyed by the hash of its content and of
+the settings that shape its result. A finished unit's result is committed to
+the ledger before it counts as done; a rerun skips every key already there.
+Output files are written from the ledger at the end of a run, in a stable
+order, so a run killed half way and rerun produces the same files as one
+uninterrupted run, with no duplicates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS units (
+    key      TEXT PRIMARY KEY,
+    ok       INTEGER NOT NULL,
+    result   TEXT NOT NULL,
+    recorded REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+def content_key(data: bytes, settings: dict | None = None) -> str:
+    """SHA-256 of the content and of the settings that shape its result."""
+    h = hashlib.sha256(data)
+    if settings:
+        h.update(json.dumps(settings, sort_keys=True, separators=(",", ":")).encode("utf-8"))
+    return h.hexdigest()
+
+
+class Ledger:
+    """Results by key in ``path`` (SQLite, WAL journal); one writer, the calling process."""
+
+    def __init__(self, path: str | os.PathLike, kind: str, batch: int = 64) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")  # a committed unit survives a killed process
+        self._db.executescript(SCHEMA)
+        stored = self._db.execute("SELECT value FROM meta WHERE name = 'kind'").fetchone()
+        if stored is None:
+            self._db.execute("INSERT INTO meta VALUES ('kind', ?)", (kind,))
+        elif stored[0] != kind:
+            raise ValueError(f"{self.path} is the ledger of a {stored[0]!r} run, not {kind!r}; use another output directory")
+        self._batch, self._pending = batch, 0
+        self._db.execute("BEGIN")
+
+    def done(self, key: str) -> bool:
+        return self._db.execute("SELECT 1 FROM units WHERE key = ?", (key,)).fetchone() is not None
+
+    def record(self, key: str, result: dict, ok: bool = True) -> None:
+        """Store a unit's result (a JSON-able dict); committed in batches and at ``flush``."""
+        self._db.execute("INSERT OR REPLACE INTO units VALUES (?, ?, ?, ?)",
+                         (key, int(ok), json.dumps(result, sort_keys=True, ensure_ascii=False), time.time()))
+        self._pending += 1
+        if self._pending >= self._batch:
+            self.flush()
+
+    def flush(self) -> None:
+        self._db.execute("COMMIT")
+        self._db.execute("BEGIN")
+        self._pending = 0
+
+    def get(self, key: str) -> tuple[bool, dict] | None:
+        row = self._db.execute("SELECT ok, result FROM units WHERE key = ?", (key,)).fetchone()
+        return None if row is None else (bool(row[0]), json.loads(row[1]))
+
+    def results(self) -> Iterator[tuple[str, bool, dict]]:
+        """Every recorded unit, ordered by key (callers re-order by their inputs)."""
+        for key, ok, result in self._db.execute("SELECT key, ok, result FROM units ORDER BY key"):
+            yield key, bool(ok), json.loads(result)
+
+    def __len__(self) -> int:
+        return self._db.execute("SELECT COUNT(*) FROM units").fetchone()[0]
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.execute("COMMIT")
+            self._db.close()
+            self._db = None
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
