@@ -7,6 +7,7 @@ namespace bm {
 void bind_metrics(py::module_& m);
 void bind_extract(py::module_& m);
 void bind_scoring(py::module_& m);
+void bind_pdf(py::module_& m);
 }
 
 PYBIND11_MODULE(_core, m) {
@@ -17,4 +18,6 @@ PYBIND11_MODULE(_core, m) {
     bm::bind_extract(ex);
     auto scoring = m.def_submodule("scoring");
     bm::bind_scoring(scoring);
+    auto pdf = m.def_submodule("pdf");
+    bm::bind_pdf(pdf);
 }

@@ -13,3 +13,5 @@ def test_demo_runs_every_capability(tmp_path, capsys):
         summary = json.loads((tmp_path / f"score-{task}" / "summary.json").read_text())
         assert summary["errors"]["count"] == 0 and len(summary["models"]) >= 3
     assert (tmp_path / "crops" / "figure1.png").stat().st_size > 10_000
+    figures = (tmp_path / "harvest" / "figures.jsonl").read_text().splitlines()
+    assert [json.loads(f)["label"] for f in figures] == ["1", "2"]

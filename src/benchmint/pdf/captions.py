@@ -64,16 +64,22 @@ def _segments(block: dict):
         yield "\n".join(text), box
 
 
-def page_captions(page) -> list[Caption]:
-    """Caption anchors among the page's text blocks, in reading order (top to bottom, left to right)."""
+def text_segments(page) -> list[tuple[str, tuple[float, float, float, float]]]:
+    """The page's text as (text, bbox) segments: MuPDF blocks, split at columns and paragraph gaps."""
     out = []
     for block in page.get_text("dict", sort=True)["blocks"]:
-        if block.get("type") != 0:  # image blocks carry no text
-            continue
-        for text, bbox in _segments(block):
-            label = caption_label(text)
-            if label is not None:
-                out.append(Caption(label, " ".join(text.split()), tuple(float(v) for v in bbox)))
+        if block.get("type") == 0:  # image blocks carry no text
+            out.extend((text, tuple(float(v) for v in bbox)) for text, bbox in _segments(block))
+    return out
+
+
+def page_captions(page, segments=None) -> list[Caption]:
+    """Caption anchors among the page's text segments, in reading order (top to bottom, left to right)."""
+    out = []
+    for text, bbox in segments if segments is not None else text_segments(page):
+        label = caption_label(text)
+        if label is not None:
+            out.append(Caption(label, " ".join(text.split()), bbox))
     return sorted(out, key=lambda c: (round(c.bbox[1]), c.bbox[0]))
 
 

@@ -1,0 +1,198 @@
+"""benchmint harvest: PDFs -> page verdicts, figure records and thumbnails (spm-bench §2.1-2.3).
+
+One PDF is one unit of work: a worker process opens it, triages every page
+without rendering (placed images, painted paths, caption anchors: the
+Anchor-Gated Sieve), and on candidate pages pairs captions with figure
+bodies, estimates panel counts, finds discussion paragraphs and renders the
+thumbnail a VLM will see (written by a small thread pool). The parent records
+each finished unit in the run's SQLite ledger, and writes pages.jsonl,
+figures.jsonl and errors.jsonl from the ledger in input order at the end, so
+a killed run resumes where it stopped and its files equal an uninterrupted
+run's; a rerun of a finished run recomputes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from benchmint.io import InputError, atomic_write, dumps
+from benchmint.store import Ledger, content_key
+
+LEDGER_NAME = "ledger.sqlite"
+
+
+@dataclass(frozen=True)
+class HarvestConfig:
+    min_paths: int = 12
+    min_panels: int = 1
+    triage_only: bool = False
+    max_pages: int = 5000
+    thumb_longest: int = 1024
+    discussion_tokens: tuple[int, int] = (100, 300)
+
+    def __post_init__(self) -> None:
+        if self.min_paths < 0 or self.min_panels < 1 or self.max_pages < 1:
+            raise ValueError("min_paths must be >= 0, min_panels and max_pages >= 1")
+
+
+def find_pdfs(inputs: list[str | os.PathLike]) -> list[Path]:
+    """The PDF files named or found (recursively, *.pdf) in the given paths, in a stable order."""
+    found: list[Path] = []
+    for item in inputs:
+        p = Path(item)
+        if p.is_dir():
+            found.extend(sorted(q for q in p.rglob("*") if q.is_file() and q.suffix.lower() == ".pdf"))
+        elif p.is_file():
+            found.append(p)
+        else:
+            raise InputError(f"no such file or directory: {p}")
+    return list(dict.fromkeys(found))
+
+
+def _verdict(images: int, paths: int, labels: list[str], cfg: HarvestConfig) -> tuple[bool, str]:
+    graphic = images >= 1 or paths >= cfg.min_paths
+    if graphic and labels:
+        return True, "graphic and caption anchor"
+    if not labels:
+        return False, "no figure-caption anchor" if graphic else "no graphic and no caption anchor"
+    return False, f"no graphic ({images} images, {paths} paths < {cfg.min_paths})"
+
+
+def _harvest_pdf(path: str, key: str, out_dir: str, cfg: HarvestConfig) -> dict:
+    """Everything the run keeps about one PDF; problems become {"error": ...}. Runs in a worker process."""
+    import pymupdf
+
+    from benchmint.pdf.captions import estimate_panels, page_captions, text_segments
+    from benchmint.pdf.context import discussion
+    from benchmint.pdf.geometry import render_thumbnail
+    from benchmint.pdf.pairing import page_figures
+    from benchmint.pdf.triage import page_counts
+
+    name = Path(path).name
+    try:
+        doc = pymupdf.open(path)
+    except Exception as exc:  # PyMuPDF raises several types for unreadable files
+        return {"error": f"cannot open as a PDF: {exc}"}
+    with doc:
+        if doc.needs_pass:
+            return {"error": "encrypted (password required)"}
+        if doc.page_count == 0:
+            return {"error": "the document has no pages"}
+        if doc.page_count > cfg.max_pages:
+            return {"error": f"{doc.page_count} pages exceed --max-pages {cfg.max_pages}"}
+        paper = key[:16]
+        pages, candidates, segments_by_page = [], [], []
+        for number, page in enumerate(doc, 1):
+            try:
+                images, paths = page_counts(page)
+                segments = text_segments(page)
+            except Exception as exc:  # a damaged page is reported, the document goes on
+                pages.append({"pdf": name, "page": number, "images": None, "paths": None, "captions": [],
+                              "candidate": False, "reason": f"unreadable page: {exc}"})
+                segments_by_page.append([])
+                continue
+            captions = page_captions(page, segments)
+            labels = [c.label for c in captions]
+            ok, reason = _verdict(images, paths, labels, cfg)
+            if ok and not any(text.strip() for text, _ in segments):
+                reason += " (image-only page)"
+            pages.append({"pdf": name, "page": number, "images": images, "paths": paths, "captions": labels,
+                          "candidate": ok, "reason": reason})
+            segments_by_page.append(segments)
+            if ok:
+                candidates.append((number, captions))
+        if cfg.triage_only:
+            return {"paper": paper, "pages": pages, "figures": []}
+        paragraphs = [text for segs in segments_by_page for text, _ in segs]
+        figures, thumbs = [], []
+        thumb_dir = Path(out_dir) / "thumbs"
+        for number, captions in candidates:
+            page = doc[number - 1]
+            thumb = thumb_dir / f"{paper}-p{number:04d}.png"
+            thumbs.append((render_thumbnail(page, cfg.thumb_longest), thumb))
+            words = page.get_text("words")
+            for fig in page_figures(page, captions):
+                body = fig.body
+                tokens = [w[4] for w in words if body and w[0] >= body[0] - 1 and w[2] <= body[2] + 1
+                          and w[1] >= body[1] - 1 and w[3] <= body[3] + 1]
+                panels = estimate_panels(fig.caption.text, tokens)
+                if panels < cfg.min_panels:
+                    continue
+                lo, hi = cfg.discussion_tokens
+                figures.append({
+                    "paper": paper, "pdf": name, "page": number, "label": fig.caption.label,
+                    "caption": fig.caption.text, "caption_box": [round(v, 2) for v in fig.caption.bbox],
+                    "body_box": [round(v, 2) for v in body] if body else None, "panels": panels,
+                    "discussion": discussion(paragraphs, fig.caption.label, lo, hi),
+                    "thumb": str(thumb.relative_to(out_dir)),
+                })
+        thumb_dir.mkdir(parents=True, exist_ok=True)
+        with ThreadPoolExecutor(max_workers=4) as pool:  # PNG encoding and writing overlap
+            list(pool.map(lambda t: t[0].save(t[1]), thumbs))
+        return {"paper": paper, "pages": pages, "figures": figures}
+
+
+@dataclass
+class HarvestResult:
+    pdfs: int
+    pages: int
+    candidates: int
+    figures: int
+    errors: list[dict]
+    skipped: int  # units already in the ledger
+
+
+def harvest(inputs, out_dir, cfg: HarvestConfig = HarvestConfig(), workers: int = 1, progress: bool = False):
+    pdfs = find_pdfs(inputs)
+    if not pdfs:
+        raise InputError("no PDF files found in " + ", ".join(map(str, inputs)))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    settings = {k: v for k, v in asdict(cfg).items()}
+    keys = [content_key(p.read_bytes(), settings) for p in pdfs]
+    if workers == 0 or workers < -1:
+        raise ValueError("workers must be -1 (all cores) or >= 1")
+    n_workers = (os.cpu_count() or 1) if workers == -1 else workers
+    with Ledger(out / LEDGER_NAME, "harvest") as ledger:
+        todo = [(p, k) for p, k in zip(pdfs, keys) if not ledger.done(k)]
+        bar = None
+        if progress and todo:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(todo), desc="harvest", unit=" pdf")
+        with ProcessPoolExecutor(max_workers=n_workers) as pool:
+            futures = [(p, k, pool.submit(_harvest_pdf, str(p), k, str(out), cfg)) for p, k in todo]
+            for p, k, fut in futures:
+                try:
+                    result = fut.result()
+                except BrokenProcessPool as exc:  # a worker died (e.g. a crash inside MuPDF)
+                    raise InputError(f"a worker process died while reading PDFs (at {p} or a file beside it); "
+                                     f"finished files are kept in {out / LEDGER_NAME}: rerun to go on") from exc
+                except Exception as exc:  # an unexpected failure on one file is that file's error
+                    result = {"error": f"{type(exc).__name__}: {exc}"}
+                ledger.record(k, result, ok="error" not in result)
+                if bar is not None:
+                    bar.update(1)
+        if bar is not None:
+            bar.close()
+        ledger.flush()
+        results = [(p, ledger.get(k)[1]) for p, k in zip(pdfs, keys)]
+    errors = [{"pdf": str(p), "error": r["error"]} for p, r in results if "error" in r]
+    with atomic_write(out / "pages.jsonl") as fh:
+        for _, r in results:
+            for row in r.get("pages", []):
+                fh.write(dumps(row) + "\n")
+    with atomic_write(out / "figures.jsonl") as fh:
+        for _, r in results:
+            for row in r.get("figures", []):
+                fh.write(dumps(row) + "\n")
+    with atomic_write(out / "errors.jsonl") as fh:
+        for e in errors:
+            fh.write(dumps(e) + "\n")
+    pages = [row for _, r in results for row in r.get("pages", [])]
+    return HarvestResult(len(pdfs), len(pages), sum(row["candidate"] for row in pages),
+                         sum(len(r.get("figures", [])) for _, r in results), errors, len(pdfs) - len(todo))

@@ -1,0 +1,93 @@
+"""benchmint harvest: verdicts, figure records, thumbnails, bad files, resumable runs."""
+
+import json
+import shutil
+from importlib.resources import files
+
+import pymupdf
+import pytest
+
+from benchmint.cli import main
+from benchmint.pdf.harvest import HarvestConfig, harvest
+
+SAMPLE = files("benchmint") / "samples" / "sample_paper.pdf"
+
+
+def read(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pdfs")
+    shutil.copy(SAMPLE, root / "a_article.pdf")
+    text_only = pymupdf.open()
+    page = text_only.new_page()
+    page.insert_textbox(pymupdf.Rect(72, 72, 540, 700), "As seen in Fig. 1, nothing is drawn here. " * 20)
+    text_only.save(root / "b_text_only.pdf")
+    scanned = pymupdf.open()  # an image-only page: a raster and no text layer
+    page = scanned.new_page()
+    pix = pymupdf.Pixmap(pymupdf.csGRAY, pymupdf.IRect(0, 0, 64, 64), False)
+    pix.set_rect(pix.irect, (180,))
+    page.insert_image(pymupdf.Rect(72, 72, 400, 400), pixmap=pix)
+    scanned.save(root / "c_scanned.pdf")
+    (root / "d_corrupt.pdf").write_bytes(b"%PDF-1.7\n1 0 obj << /Type /Catalog >> garbage" + bytes(range(256)))
+    locked = pymupdf.open(root / "a_article.pdf")
+    locked.save(root / "e_encrypted.pdf", encryption=pymupdf.PDF_ENCRYPT_AES_256, user_pw="u", owner_pw="o")
+    (root / "f_zero_pages.pdf").write_bytes(
+        b"%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n2 0 obj<</Type/Pages/Kids[]/Count 0>>endobj\n"
+        b"trailer<</Root 1 0 R>>\n%%EOF\n")
+    return root
+
+
+def test_harvest_corpus(corpus, tmp_path):
+    res = harvest([corpus], tmp_path / "out", HarvestConfig(), workers=2)
+    out = tmp_path / "out"
+    pages = read(out / "pages.jsonl")
+    by_pdf = {}
+    for row in pages:
+        by_pdf.setdefault(row["pdf"], []).append(row)
+    assert [r["candidate"] for r in by_pdf["a_article.pdf"]] == [True, True]
+    assert by_pdf["a_article.pdf"][0]["captions"] == ["1"] and by_pdf["a_article.pdf"][0]["paths"] >= 12
+    assert by_pdf["b_text_only.pdf"][0]["reason"] == "no graphic and no caption anchor"
+    assert by_pdf["c_scanned.pdf"][0] == {"pdf": "c_scanned.pdf", "page": 1, "images": 1, "paths": 0, "captions": [],
+                                          "candidate": False, "reason": "no figure-caption anchor"}
+    errors = {e["pdf"].rsplit("/", 1)[-1]: e["error"] for e in read(out / "errors.jsonl")}
+    assert set(errors) == {"d_corrupt.pdf", "e_encrypted.pdf", "f_zero_pages.pdf"}
+    assert "encrypted" in errors["e_encrypted.pdf"] and "no pages" in errors["f_zero_pages.pdf"]
+    figures = read(out / "figures.jsonl")
+    assert [(f["label"], f["panels"]) for f in figures] == [("1", 4), ("2", 1)]
+    assert figures[0]["discussion"].startswith("Scanning tunnelling microscopy")
+    assert figures[1]["discussion"].startswith("The transmission electron micrograph")
+    thumb = pymupdf.Pixmap(str(out / figures[0]["thumb"]))
+    assert max(thumb.width, thumb.height) == 1024
+    assert (res.pdfs, res.candidates, res.figures, len(res.errors)) == (6, 2, 2, 3)
+
+
+def test_rerun_and_interrupted_run_give_the_same_files(corpus, tmp_path):
+    full = tmp_path / "full"
+    harvest([corpus], full, workers=1)
+    again = harvest([corpus], full, workers=1)
+    assert again.skipped == 6  # nothing recomputed
+    # An interrupted run: only some files finished before it stopped, then the whole run again.
+    part = tmp_path / "part"
+    harvest(sorted(corpus.glob("[ac]*.pdf")), part, workers=1)
+    resumed = harvest([corpus], part, workers=2)
+    assert resumed.skipped == 2
+    for name in ("pages.jsonl", "figures.jsonl"):
+        assert (part / name).read_bytes() == (full / name).read_bytes()
+
+
+def test_triage_only_and_min_panels(corpus, tmp_path):
+    harvest([corpus / "a_article.pdf"], tmp_path / "t", HarvestConfig(triage_only=True))
+    assert len(read(tmp_path / "t" / "pages.jsonl")) == 2 and read(tmp_path / "t" / "figures.jsonl") == []
+    assert not (tmp_path / "t" / "thumbs").exists()
+    harvest([corpus / "a_article.pdf"], tmp_path / "p", HarvestConfig(min_panels=4))
+    assert [f["label"] for f in read(tmp_path / "p" / "figures.jsonl")] == ["1"]
+
+
+def test_cli(corpus, tmp_path, capsys):
+    assert main(["harvest", str(corpus / "a_article.pdf"), "--out", str(tmp_path / "o")]) == 0
+    assert "2 candidate pages, 2 figures" in capsys.readouterr().out
+    assert main(["harvest", str(corpus), "--out", str(tmp_path / "o2"), "--workers", "1"]) == 1  # unreadable files
+    assert main(["harvest", str(tmp_path / "missing"), "--out", str(tmp_path / "o3")]) == 2
