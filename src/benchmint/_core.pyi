@@ -100,5 +100,12 @@ class _Extract:
     @staticmethod
     def hkls(text: str) -> list[tuple[int, ...]] | None | Literal["undecided"]: ...
 
+class _Pdf:
+    @staticmethod
+    def count_paths(content: bytes, resources: dict[str, Any] | None = None) -> tuple[int, int, bool]: ...
+    @staticmethod
+    def count_pages(pages: list[tuple[bytes, dict[str, Any] | None]], workers: int = 1) -> dict[str, npt.NDArray[Any]]: ...
+
 scoring: _Scoring
 extract: _Extract
+pdf: _Pdf

@@ -70,7 +70,7 @@ def _harvest_pdf(path: str, key: str, out_dir: str, cfg: HarvestConfig) -> dict:
     from benchmint.pdf.context import discussion
     from benchmint.pdf.geometry import render_thumbnail
     from benchmint.pdf.pairing import page_figures
-    from benchmint.pdf.triage import page_counts
+    from benchmint.pdf.triage import open_document_counts
 
     name = Path(path).name
     try:
@@ -86,9 +86,13 @@ def _harvest_pdf(path: str, key: str, out_dir: str, cfg: HarvestConfig) -> dict:
             return {"error": f"{doc.page_count} pages exceed --max-pages {cfg.max_pages}"}
         paper = key[:16]
         pages, candidates, segments_by_page = [], [], []
+        try:
+            counts = open_document_counts(doc)  # one pass over the shared resources for all pages
+        except Exception as exc:  # resources PyMuPDF cannot resolve: the file is unusable here
+            return {"error": f"cannot read the page contents: {exc}"}
         for number, page in enumerate(doc, 1):
             try:
-                images, paths = page_counts(page)
+                images, paths, _damaged = counts[number - 1]
                 segments = text_segments(page)
             except Exception as exc:  # a damaged page is reported, the document goes on
                 pages.append({"pdf": name, "page": number, "images": None, "paths": None, "captions": [],

@@ -231,8 +231,8 @@ def page_counts(page: pymupdf.Page) -> tuple[int, int]:
     return images, paths
 
 
-def document_counts(path: str, workers: int = 1) -> list[dict]:
-    """Per-page ``{"page", "images", "paths", "damaged"}`` of a PDF file.
+def open_document_counts(doc: pymupdf.Document, workers: int = 1) -> list[tuple[int, int, bool]]:
+    """(images, paths, damaged) for every page of an open document; resources are read once for all pages.
 
     ``workers`` threads count pages in parallel (1 = serial, -1 = all cores);
     stream extraction runs first, in this thread. ``damaged`` says a content
@@ -240,16 +240,15 @@ def document_counts(path: str, workers: int = 1) -> list[dict]:
     """
     if workers == 0 or workers < -1:
         raise ValueError("workers must be -1 (all cores) or >= 1")
+    if _dispatch.use_reference():
+        return [(*reference_counts(page), False) for page in doc]
+    ex = _Extractor(doc)
+    got = _dispatch.core().pdf.count_pages([ex.page_input(page) for page in doc], workers)
+    return [(int(im), int(pa), bool(da)) for im, pa, da in zip(got["images"], got["paths"], got["damaged"])]
+
+
+def document_counts(path: str, workers: int = 1) -> list[dict]:
+    """Per-page ``{"page", "images", "paths", "damaged"}`` of a PDF file (pages numbered from 0)."""
     with pymupdf.open(path) as doc:
-        if _dispatch.use_reference():
-            return [
-                {"page": i, "images": im, "paths": pa, "damaged": False}
-                for i, (im, pa) in enumerate(reference_counts(page) for page in doc)
-            ]
-        ex = _Extractor(doc)
-        inputs = [ex.page_input(page) for page in doc]
-    got = _dispatch.core().pdf.count_pages(inputs, workers)
-    return [
-        {"page": i, "images": int(im), "paths": int(pa), "damaged": bool(da)}
-        for i, (im, pa, da) in enumerate(zip(got["images"], got["paths"], got["damaged"]))
-    ]
+        counts = open_document_counts(doc, workers)
+    return [{"page": i, "images": im, "paths": pa, "damaged": da} for i, (im, pa, da) in enumerate(counts)]
