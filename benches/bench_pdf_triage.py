@@ -59,3 +59,49 @@ def test_reference_get_drawings(benchmark, scatter_doc):
     doc, expected = scatter_doc
     got = benchmark(lambda: [len(page.get_drawings()) for page in doc])
     assert got == expected
+
+
+@pytest.fixture(scope="module")
+def mixed_doc():
+    """A mixed set: article pages, dense text pages, raster pages and two 5,000-marker scatter plots."""
+    from importlib.resources import files
+
+    doc = pymupdf.open()
+    sample = pymupdf.open(str(files("benchmint") / "samples" / "sample_paper.pdf"))
+    for _ in range(5):
+        doc.insert_pdf(sample)
+    text = ("As seen in Fig. 2, the lattice relaxes near the step edge, and the spectra of Fig. 3 "
+            "change accordingly. ") * 40
+    for k in range(10):
+        page = doc.new_page()
+        page.insert_textbox(pymupdf.Rect(54, 54, 558, 738), f"Figure {k + 1}. " + text, fontsize=8)
+    for seed in range(2):
+        doc.insert_pdf(pdf_factory.scatter_pdf(5000, seed=seed))
+    return pymupdf.open("pdf", doc.tobytes())
+
+
+def plain_triage(doc):
+    """The plain PyMuPDF way: image info, drawings and text blocks of every page."""
+    from benchmint.pdf.captions import caption_label
+
+    rows = []
+    for page in doc:
+        labels = [b[4] for b in page.get_text("blocks") if b[6] == 0 and caption_label(b[4])]
+        rows.append((len(page.get_image_info()), len(page.get_drawings()), len(labels)))
+    return rows
+
+
+@pytest.mark.benchmark(group="pdf-triage-mixed-22-pages")
+def test_triage_pages(benchmark, mixed_doc):
+    from benchmint.pdf.harvest import HarvestConfig, triage_pages
+
+    pages, _, _ = benchmark(triage_pages, mixed_doc, "mixed.pdf", HarvestConfig())
+    plain = plain_triage(mixed_doc)
+    assert [(p["images"], p["paths"]) for p in pages] == [(im, pa) for im, pa, _ in plain]
+    assert sum(p["candidate"] for p in pages) == 10  # both pages of the five sample articles
+
+
+@pytest.mark.benchmark(group="pdf-triage-mixed-22-pages")
+def test_plain_pymupdf_triage(benchmark, mixed_doc):
+    rows = benchmark.pedantic(plain_triage, args=(mixed_doc,), rounds=3, iterations=1)
+    assert len(rows) == 22

@@ -7,6 +7,7 @@ namespace bm {
 void bind_metrics(py::module_& m);
 void bind_extract(py::module_& m);
 void bind_scoring(py::module_& m);
+void bind_xrd(py::module_& m);
 void bind_pdf(py::module_& m);
 }
 
@@ -18,6 +19,8 @@ PYBIND11_MODULE(_core, m) {
     bm::bind_extract(ex);
     auto scoring = m.def_submodule("scoring");
     bm::bind_scoring(scoring);
+    auto xrd = m.def_submodule("xrd");
+    bm::bind_xrd(xrd);
     auto pdf = m.def_submodule("pdf");
     bm::bind_pdf(pdf);
 }

@@ -106,6 +106,22 @@ class _Pdf:
     @staticmethod
     def count_pages(pages: list[tuple[bytes, dict[str, Any] | None]], workers: int = 1) -> dict[str, npt.NDArray[Any]]: ...
 
+class _Xrd:
+    @staticmethod
+    def broaden(
+        two_theta: npt.NDArray[np.float64], intensity: npt.NDArray[np.float64], fwhm: float, eta: float,
+        ka2_ratio: float, wavelength_ka1: float, wavelength_ka2: float, grid_start: float, grid_step: float,
+        n_grid: int, caglioti: tuple[float, float, float] | None, window_deg: float, gt_window: float,
+    ) -> tuple[npt.NDArray[np.float64], int, float, npt.NDArray[np.int64]]: ...
+    @staticmethod
+    def broaden_batch(
+        two_thetas: list[npt.NDArray[np.float64]], intensities: list[npt.NDArray[np.float64]], fwhm: float,
+        eta: float, ka2_ratio: float, wavelength_ka1: float, wavelength_ka2: float, grid_start: float,
+        grid_step: float, n_grid: int, caglioti: tuple[float, float, float] | None, window_deg: float,
+        gt_window: float, workers: int = 1,
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.float64], list[npt.NDArray[np.int64]]]: ...
+
 scoring: _Scoring
 extract: _Extract
 pdf: _Pdf
+xrd: _Xrd

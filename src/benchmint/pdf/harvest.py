@@ -62,15 +62,44 @@ def _verdict(images: int, paths: int, labels: list[str], cfg: HarvestConfig) -> 
     return False, f"no graphic ({images} images, {paths} paths < {cfg.min_paths})"
 
 
+def triage_pages(doc, name: str, cfg: HarvestConfig):
+    """The Anchor-Gated Sieve over an open document, without rendering.
+
+    Returns (page rows, [(page number, captions)] of candidate pages, text segments per page).
+    """
+    from benchmint.pdf.captions import page_captions, text_segments
+    from benchmint.pdf.triage import open_document_counts
+
+    pages, candidates, segments_by_page = [], [], []
+    counts = open_document_counts(doc)  # one pass over the shared resources for all pages
+    for number, page in enumerate(doc, 1):
+        images, paths, _damaged = counts[number - 1]
+        try:
+            segments = text_segments(page)
+        except Exception as exc:  # a damaged text layer is reported, the document goes on
+            pages.append({"pdf": name, "page": number, "images": images, "paths": paths, "captions": [],
+                          "candidate": False, "reason": f"unreadable text layer: {exc}"})
+            segments_by_page.append([])
+            continue
+        captions = page_captions(page, segments)
+        labels = [c.label for c in captions]
+        ok, reason = _verdict(images, paths, labels, cfg)
+        pages.append({"pdf": name, "page": number, "images": images, "paths": paths, "captions": labels,
+                      "candidate": ok, "reason": reason})
+        segments_by_page.append(segments)
+        if ok:
+            candidates.append((number, captions))
+    return pages, candidates, segments_by_page
+
+
 def _harvest_pdf(path: str, key: str, out_dir: str, cfg: HarvestConfig) -> dict:
     """Everything the run keeps about one PDF; problems become {"error": ...}. Runs in a worker process."""
     import pymupdf
 
-    from benchmint.pdf.captions import estimate_panels, page_captions, text_segments
+    from benchmint.pdf.captions import estimate_panels
     from benchmint.pdf.context import discussion
     from benchmint.pdf.geometry import render_thumbnail
     from benchmint.pdf.pairing import page_figures
-    from benchmint.pdf.triage import open_document_counts
 
     name = Path(path).name
     try:
@@ -85,30 +114,10 @@ def _harvest_pdf(path: str, key: str, out_dir: str, cfg: HarvestConfig) -> dict:
         if doc.page_count > cfg.max_pages:
             return {"error": f"{doc.page_count} pages exceed --max-pages {cfg.max_pages}"}
         paper = key[:16]
-        pages, candidates, segments_by_page = [], [], []
         try:
-            counts = open_document_counts(doc)  # one pass over the shared resources for all pages
+            pages, candidates, segments_by_page = triage_pages(doc, name, cfg)
         except Exception as exc:  # resources PyMuPDF cannot resolve: the file is unusable here
             return {"error": f"cannot read the page contents: {exc}"}
-        for number, page in enumerate(doc, 1):
-            try:
-                images, paths, _damaged = counts[number - 1]
-                segments = text_segments(page)
-            except Exception as exc:  # a damaged page is reported, the document goes on
-                pages.append({"pdf": name, "page": number, "images": None, "paths": None, "captions": [],
-                              "candidate": False, "reason": f"unreadable page: {exc}"})
-                segments_by_page.append([])
-                continue
-            captions = page_captions(page, segments)
-            labels = [c.label for c in captions]
-            ok, reason = _verdict(images, paths, labels, cfg)
-            if ok and not any(text.strip() for text, _ in segments):
-                reason += " (image-only page)"
-            pages.append({"pdf": name, "page": number, "images": images, "paths": paths, "captions": labels,
-                          "candidate": ok, "reason": reason})
-            segments_by_page.append(segments)
-            if ok:
-                candidates.append((number, captions))
         if cfg.triage_only:
             return {"paper": paper, "pages": pages, "figures": []}
         paragraphs = [text for segs in segments_by_page for text, _ in segs]
