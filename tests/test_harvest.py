@@ -49,9 +49,10 @@ def test_harvest_corpus(corpus, tmp_path):
         by_pdf.setdefault(row["pdf"], []).append(row)
     assert [r["candidate"] for r in by_pdf["a_article.pdf"]] == [True, True]
     assert by_pdf["a_article.pdf"][0]["captions"] == ["1"] and by_pdf["a_article.pdf"][0]["paths"] >= 12
-    assert by_pdf["b_text_only.pdf"][0]["reason"] == "no graphic and no caption anchor"
+    assert by_pdf["b_text_only.pdf"][0]["reason"] == "no graphic (0 images, 0 paths < 12)"
+    assert by_pdf["b_text_only.pdf"][0]["captions"] is None  # text not read: the gate cannot pass
     assert by_pdf["c_scanned.pdf"][0] == {"pdf": "c_scanned.pdf", "page": 1, "images": 1, "paths": 0, "captions": [],
-                                          "candidate": False, "reason": "no figure-caption anchor"}
+                                          "candidate": False, "reason": "graphic but no figure-caption anchor"}
     errors = {e["pdf"].rsplit("/", 1)[-1]: e["error"] for e in read(out / "errors.jsonl")}
     assert set(errors) == {"d_corrupt.pdf", "e_encrypted.pdf", "f_zero_pages.pdf"}
     assert "encrypted" in errors["e_encrypted.pdf"] and "no pages" in errors["f_zero_pages.pdf"]

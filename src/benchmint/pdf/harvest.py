@@ -53,19 +53,18 @@ def find_pdfs(inputs: list[str | os.PathLike]) -> list[Path]:
     return list(dict.fromkeys(found))
 
 
-def _verdict(images: int, paths: int, labels: list[str], cfg: HarvestConfig) -> tuple[bool, str]:
-    graphic = images >= 1 or paths >= cfg.min_paths
-    if graphic and labels:
-        return True, "graphic and caption anchor"
-    if not labels:
-        return False, "no figure-caption anchor" if graphic else "no graphic and no caption anchor"
-    return False, f"no graphic ({images} images, {paths} paths < {cfg.min_paths})"
+def _graphic(images: int, paths: int, cfg: HarvestConfig) -> bool:
+    return images >= 1 or paths >= cfg.min_paths
 
 
 def triage_pages(doc, name: str, cfg: HarvestConfig):
     """The Anchor-Gated Sieve over an open document, without rendering.
 
-    Returns (page rows, [(page number, captions)] of candidate pages, text segments per page).
+    The graphic test comes first, from the compiled content-stream counts; only
+    pages that pass it have their text read for caption anchors (a page with
+    no graphic cannot be a candidate, and text extraction is the costly part),
+    so their ``captions`` are null. Returns (page rows, [(page number,
+    captions)] of candidate pages, text segments per page or None where unread).
     """
     from benchmint.pdf.captions import page_captions, text_segments
     from benchmint.pdf.triage import open_document_counts
@@ -74,21 +73,24 @@ def triage_pages(doc, name: str, cfg: HarvestConfig):
     counts = open_document_counts(doc)  # one pass over the shared resources for all pages
     for number, page in enumerate(doc, 1):
         images, paths, _damaged = counts[number - 1]
-        try:
-            segments = text_segments(page)
-        except Exception as exc:  # a damaged text layer is reported, the document goes on
-            pages.append({"pdf": name, "page": number, "images": images, "paths": paths, "captions": [],
-                          "candidate": False, "reason": f"unreadable text layer: {exc}"})
-            segments_by_page.append([])
-            continue
-        captions = page_captions(page, segments)
-        labels = [c.label for c in captions]
-        ok, reason = _verdict(images, paths, labels, cfg)
-        pages.append({"pdf": name, "page": number, "images": images, "paths": paths, "captions": labels,
-                      "candidate": ok, "reason": reason})
+        row = {"pdf": name, "page": number, "images": images, "paths": paths, "captions": None}
+        segments = None
+        if not _graphic(images, paths, cfg):
+            row.update(candidate=False, reason=f"no graphic ({images} images, {paths} paths < {cfg.min_paths})")
+        else:
+            try:
+                segments = text_segments(page)
+            except Exception as exc:  # a damaged text layer is reported, the document goes on
+                row.update(candidate=False, reason=f"unreadable text layer: {exc}")
+            else:
+                captions = page_captions(page, segments)
+                row["captions"] = [c.label for c in captions]
+                row.update(candidate=bool(captions), reason="graphic and caption anchor" if captions
+                           else "graphic but no figure-caption anchor")
+                if captions:
+                    candidates.append((number, captions))
+        pages.append(row)
         segments_by_page.append(segments)
-        if ok:
-            candidates.append((number, captions))
     return pages, candidates, segments_by_page
 
 
@@ -120,7 +122,13 @@ def _harvest_pdf(path: str, key: str, out_dir: str, cfg: HarvestConfig) -> dict:
             return {"error": f"cannot read the page contents: {exc}"}
         if cfg.triage_only:
             return {"paper": paper, "pages": pages, "figures": []}
-        paragraphs = [text for segs in segments_by_page for text, _ in segs]
+        if not candidates:
+            return {"paper": paper, "pages": pages, "figures": []}
+        from benchmint.pdf.captions import text_segments
+
+        # Discussion paragraphs may sit on any page: read the pages the sieve skipped.
+        paragraphs = [text for number, segs in enumerate(segments_by_page)
+                      for text, _ in (segs if segs is not None else text_segments(doc[number]))]
         figures, thumbs = [], []
         thumb_dir = Path(out_dir) / "thumbs"
         for number, captions in candidates:
