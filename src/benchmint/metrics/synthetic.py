@@ -171,3 +171,27 @@ def hkl_dataset(n_items: int, models: list[str], seed: int = 0):
                     pred = [rng.choice(extra)]
                 text = render_hkls(pred, rng)
             yield "pred", {"id": rid, "model": model, "output": text}
+
+
+def hkl_predictions(items: list[dict], models: list[str], seed: int = 0):
+    """Raw outputs of simulated models for built XRD items (their "answer" lists), as prediction records."""
+    rng = random.Random(seed)
+    pool = sorted({tuple(h) for it in items for h in it["answer"]})
+    for model in models:
+        p_exact, p_drop, p_add, p_all, p_bad = PERSONAS[model]
+        for it in items:
+            answer = [tuple(h) for h in it["answer"]]
+            if rng.random() < p_bad:
+                text = render_unparseable(rng)
+            else:
+                pred = list(answer)
+                extra = [h for h in pool if h not in answer and len(h) == len(answer[0])] if answer else []
+                r = rng.random()
+                if r < p_drop and len(pred) > 1:
+                    pred.pop(rng.randrange(len(pred)))
+                elif r < p_drop + p_add and extra:
+                    pred.append(rng.choice(extra))
+                elif r > p_exact + p_drop + p_add and extra:
+                    pred = [rng.choice(extra)]
+                text = render_hkls(pred, rng)
+            yield {"id": it["id"], "model": model, "output": text}

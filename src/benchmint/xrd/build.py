@@ -1,0 +1,236 @@
+"""benchmint xrd build: CIFs -> XRD benchmark items (crystalxrd-bench §2.1-2.3).
+
+One CIF is one unit of work: a worker process reads the structure
+(pymatgen, ``primitive=False`` so Miller indices refer to the CIF's cell),
+computes the Cu Kα1 sticks, broadens them into the Kα1 + Kα2 curve on the
+0.01° grid (benchmint.xrd.profile), takes 2θ* and the HKL ground truth, and
+draws the pattern the way the benchmark's models see it. The parent records
+each unit in the run's SQLite ledger; items.jsonl, errors.jsonl and the KMeans
+selection are written from the ledger at the end in input order, so reruns
+and resumed runs give identical files.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from benchmint.io import InputError, atomic_write, dumps
+from benchmint.store import Ledger, content_key
+
+LEDGER_NAME = "ledger.sqlite"
+CRYSTAL_SYSTEMS = ("triclinic", "monoclinic", "orthorhombic", "tetragonal", "trigonal", "hexagonal", "cubic")
+FEATURES = ("two_theta_star", "peak_intensity", "n_peaks", "union_size", "crystal_system_code", "spacegroup_number")
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    per_db: int = 25
+    db_from_dirname: bool = False
+    two_theta_range: tuple[float, float] = (2.0, 90.0)
+    image_size: tuple[int, int] = (800, 450)  # pixels of the rendered pattern
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.per_db < 1:
+            raise ValueError(f"per_db must be >= 1, got {self.per_db}")
+
+
+def find_cifs(inputs: list[str | os.PathLike]) -> list[Path]:
+    found: list[Path] = []
+    for item in inputs:
+        p = Path(item)
+        if p.is_dir():
+            found.extend(sorted(q for q in p.rglob("*") if q.is_file() and q.suffix.lower() == ".cif"))
+        elif p.is_file():
+            found.append(p)
+        else:
+            raise InputError(f"no such file or directory: {p}")
+    return list(dict.fromkeys(found))
+
+
+def union_group(size: int) -> str:
+    return "Single" if size == 1 else "Double" if size == 2 else "Triple+"
+
+
+def angle_range(two_theta: float) -> str:
+    return "low" if two_theta < 20 else "mid" if two_theta < 40 else "high"
+
+
+def render_pattern(grid, curve, path: Path, size: tuple[int, int]) -> None:
+    """Intensity vs 2θ with labelled axes, a fixed size: the image the benchmark's models read."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    dpi = 100
+    fig, ax = plt.subplots(figsize=(size[0] / dpi, size[1] / dpi), dpi=dpi)
+    ax.plot(grid, curve / curve.max() * 100.0, color="black", linewidth=0.8)
+    ax.set_xlabel("2θ (degrees)")
+    ax.set_ylabel("Intensity (a.u.)")
+    ax.set_xlim(grid[0], grid[-1])
+    ax.set_ylim(0, 105)
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi, metadata={"Software": None})
+    plt.close(fig)
+
+
+def _sticks(structure, two_theta_range):
+    """Cu Kα1 sticks of the structure: (2θ, intensity, hkl labels per stick)."""
+    from pymatgen.analysis.diffraction.xrd import XRDCalculator
+
+    pat = XRDCalculator(wavelength="CuKa1", symprec=0).get_pattern(structure, two_theta_range=two_theta_range)
+    return pat.x, pat.y, pat.hkls
+
+
+def _build_one(path: str, key: str, out_dir: str, db: str, cfg: BuildConfig) -> dict:
+    """One CIF -> its item, or {"error": ...}. Runs in a worker process."""
+    import warnings
+
+    from pymatgen.io.cif import CifParser
+    from pymatgen.symmetry.analyzer import SpacegroupAnalyzer
+
+    from benchmint.xrd.profile import pattern
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # pymatgen warns on many harmless CIF quirks
+            structures = CifParser.from_str(Path(path).read_text(encoding="utf-8", errors="replace")).parse_structures(
+                primitive=False)
+    except Exception as exc:  # pymatgen raises several types for unreadable CIFs
+        return {"error": f"unreadable CIF: {type(exc).__name__}: {exc}"}
+    if not structures:
+        return {"error": "the CIF holds no structure"}
+    structure = structures[0]
+    if len(structure) == 0:
+        return {"error": "the structure has no sites"}
+    if structure.volume <= 1e-6 or not all(x > 1e-6 for x in structure.lattice.abc):
+        return {"error": f"degenerate cell (volume {structure.volume:.3g} Å^3)"}
+    try:
+        two_theta, intensity, hkls = _sticks(structure, cfg.two_theta_range)
+    except Exception as exc:  # e.g. an element without scattering factors
+        return {"error": f"no XRD pattern: {type(exc).__name__}: {exc}"}
+    if len(two_theta) == 0:
+        return {"error": f"no reflection in 2θ {cfg.two_theta_range[0]}-{cfg.two_theta_range[1]}°"}
+    result = pattern(two_theta, intensity, hkls)
+    sga = SpacegroupAnalyzer(structure)
+    system = sga.get_crystal_system()
+    item_id = Path(path).stem
+    image = Path(out_dir) / "images" / f"{key[:12]}.png"
+    image.parent.mkdir(parents=True, exist_ok=True)
+    render_pattern(result.grid, result.curve, image, cfg.image_size)
+    answer = [list(h) for h in result.ground_truth]
+    return {
+        "id": item_id,
+        "db": db,
+        "formula": structure.composition.reduced_formula,
+        "crystal_system": system,
+        "spacegroup": sga.get_space_group_symbol(),
+        "spacegroup_number": sga.get_space_group_number(),
+        "lattice_type": sga.get_lattice_type(),
+        "two_theta_star": round(result.two_theta_star, 2),
+        "peak_intensity": float(result.peak_intensity),
+        "n_peaks": int(len(two_theta)),
+        "union_size": len(answer),
+        "answer": answer,
+        "image": str(image.relative_to(out_dir)),
+        "meta": {"db": db, "union_size": union_group(len(answer)), "angle_range": angle_range(result.two_theta_star),
+                 "crystal_system": system, "spacegroup_number": sga.get_space_group_number()},
+    }
+
+
+def select(items: list[dict], per_db: int, seed: int = 0) -> tuple[list[dict], dict[str, float | None]]:
+    """KMeans per database on standardised features; the item nearest each centroid (crystalxrd-bench §2.2, App. D)."""
+    import numpy as np
+    from sklearn.cluster import KMeans
+    from sklearn.metrics import silhouette_score
+    from sklearn.preprocessing import StandardScaler
+
+    rows, silhouettes = [], {}
+    for db in sorted({it["db"] for it in items}):
+        group = [it for it in items if it["db"] == db]
+        feats = np.array([[it["two_theta_star"], it["peak_intensity"], it["n_peaks"], it["union_size"],
+                           CRYSTAL_SYSTEMS.index(it["crystal_system"]), it["spacegroup_number"]] for it in group],
+                         dtype=np.float64)
+        k = min(per_db, len(group))
+        scaled = StandardScaler().fit_transform(feats)
+        km = KMeans(n_clusters=k, random_state=seed, n_init=10).fit(scaled)
+        silhouettes[db] = float(silhouette_score(scaled, km.labels_)) if 2 <= k < len(group) else None
+        for c, centre in enumerate(km.cluster_centers_):
+            members = np.flatnonzero(km.labels_ == c)
+            nearest = members[np.argmin(np.linalg.norm(scaled[members] - centre, axis=1))]
+            rows.append({"db": db, "cluster": c, "id": group[nearest]["id"],
+                         "features": dict(zip(FEATURES, feats[nearest].tolist())),
+                         "standardized": [round(v, 6) for v in scaled[nearest].tolist()]})
+    return rows, silhouettes
+
+
+@dataclass
+class BuildResult:
+    cifs: int
+    items: int
+    selected: int
+    errors: list[dict]
+    skipped: int
+    silhouettes: dict
+
+
+def build(inputs, out_dir, cfg: BuildConfig = BuildConfig(), workers: int = 1, progress: bool = False) -> BuildResult:
+    cifs = find_cifs(inputs)
+    if not cifs:
+        raise InputError("no CIF files found in " + ", ".join(map(str, inputs)))
+    if workers == 0 or workers < -1:
+        raise ValueError("workers must be -1 (all cores) or >= 1")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    settings = asdict(cfg)
+    dbs = [p.parent.name if cfg.db_from_dirname else "default" for p in cifs]
+    keys = [content_key(p.read_bytes(), {**settings, "db": db}) for p, db in zip(cifs, dbs)]
+    n_workers = (os.cpu_count() or 1) if workers == -1 else workers
+    with Ledger(out / LEDGER_NAME, "xrd-build") as ledger:
+        todo = [(p, k, db) for p, k, db in zip(cifs, keys, dbs) if not ledger.done(k)]
+        bar = None
+        if progress and todo:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(todo), desc="xrd build", unit=" cif")
+        with ProcessPoolExecutor(max_workers=n_workers) as pool:
+            futures = [(p, k, pool.submit(_build_one, str(p), k, str(out), db, cfg)) for p, k, db in todo]
+            for p, k, fut in futures:
+                try:
+                    result = fut.result()
+                except BrokenProcessPool as exc:
+                    raise InputError(f"a worker process died while reading CIFs (at {p} or a file beside it); "
+                                     f"finished files are kept in {out / LEDGER_NAME}: rerun to go on") from exc
+                except Exception as exc:  # an unexpected failure on one file is that file's error
+                    result = {"error": f"{type(exc).__name__}: {exc}"}
+                ledger.record(k, result, ok="error" not in result)
+                if bar is not None:
+                    bar.update(1)
+        if bar is not None:
+            bar.close()
+        ledger.flush()
+        results = [(p, ledger.get(k)[1]) for p, k in zip(cifs, keys)]
+    items = [r for _, r in results if "error" not in r]
+    errors = [{"cif": str(p), "error": r["error"]} for p, r in results if "error" in r]
+    seen: dict[str, str] = {}
+    for p, r in results:  # ids are file stems: two files with one stem would make the gold ambiguous
+        if "error" not in r:
+            if r["id"] in seen:
+                raise InputError(f"two CIFs share the id {r['id']!r}: {seen[r['id']]} and {p}; rename one")
+            seen[r["id"]] = str(p)
+    selection, silhouettes = select(items, cfg.per_db, cfg.seed) if items else ([], {})
+    with atomic_write(out / "items.jsonl") as fh:
+        for it in items:
+            fh.write(dumps(it) + "\n")
+    with atomic_write(out / "errors.jsonl") as fh:
+        for e in errors:
+            fh.write(dumps(e) + "\n")
+    with atomic_write(out / "selection.jsonl") as fh:
+        for row in selection:
+            fh.write(dumps({**row, "silhouette": silhouettes[row["db"]]}) + "\n")
+    return BuildResult(len(cifs), len(items), len(selection), errors, len(cifs) - len(todo), silhouettes)

@@ -1,0 +1,84 @@
+"""benchmint xrd build: items, images, KMeans selection, bad CIFs, resumable runs."""
+
+import json
+
+import pytest
+from pymatgen.core import Lattice, Structure
+from pymatgen.io.cif import CifWriter
+
+from benchmint.cli import main
+from benchmint.xrd.build import BuildConfig, build
+
+
+def read(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def cif_dirs(tmp_path_factory):
+    from pymatgen.analysis.prototypes import AFLOW_PROTOTYPE_LIBRARY
+
+    root = tmp_path_factory.mktemp("cifs")
+    for i, entry in enumerate(AFLOW_PROTOTYPE_LIBRARY[:12]):
+        db = root / ("dbA", "dbB")[i % 2]
+        db.mkdir(exist_ok=True)
+        CifWriter(entry["snl"].structure).write_file(db / f"p{i:02d}.cif")
+    nacl = Structure.from_spacegroup("Fm-3m", Lattice.cubic(5.64), ["Na", "Cl"], [[0, 0, 0], [0.5, 0.5, 0.5]])
+    CifWriter(nacl).write_file(root / "dbA" / "nacl.cif")
+    bad = root / "bad"
+    bad.mkdir()
+    (bad / "garbage.cif").write_text("this is not a CIF at all\n")
+    (bad / "empty_cell.cif").write_text("data_x\n_cell_length_a 5\n_cell_length_b 5\n_cell_length_c 5\n"
+                                        "_cell_angle_alpha 90\n_cell_angle_beta 90\n_cell_angle_gamma 90\n")
+    return root
+
+
+def test_build_items_images_selection(cif_dirs, tmp_path):
+    out = tmp_path / "bench"
+    res = build([cif_dirs], out, BuildConfig(per_db=2, db_from_dirname=True), workers=2)
+    items = {it["id"]: it for it in read(out / "items.jsonl")}
+    assert len(items) == 13 and res.items == 13
+    nacl = items["nacl"]
+    assert nacl["answer"] == [[2, 0, 0]] and abs(nacl["two_theta_star"] - 31.7) < 0.1  # rock salt's (200)
+    assert nacl["crystal_system"] == "cubic" and nacl["spacegroup_number"] == 225 and nacl["db"] == "dbA"
+    assert nacl["meta"] == {"db": "dbA", "union_size": "Single", "angle_range": "mid", "crystal_system": "cubic",
+                            "spacegroup_number": 225}
+    for it in items.values():
+        assert it["answer"] == sorted(it["answer"]) and it["union_size"] == len(it["answer"]) >= 1
+        assert it["meta"]["union_size"] == ("Single", "Double", "Triple+")[min(it["union_size"], 3) - 1]
+    from PIL import Image
+
+    with Image.open(out / nacl["image"]) as img:
+        assert img.size == (800, 450)
+    errors = {e["cif"].rsplit("/", 1)[-1]: e["error"] for e in read(out / "errors.jsonl")}
+    assert set(errors) == {"garbage.cif", "empty_cell.cif"}
+    selection = read(out / "selection.jsonl")
+    assert [(r["db"], r["cluster"]) for r in selection] == [("dbA", 0), ("dbA", 1), ("dbB", 0), ("dbB", 1)]
+    assert all(r["id"] in items and items[r["id"]]["db"] == r["db"] for r in selection)
+    assert set(res.silhouettes) == {"dbA", "dbB"} and all(-1 <= v <= 1 for v in res.silhouettes.values())
+
+
+def test_rerun_and_resume_give_identical_files(cif_dirs, tmp_path):
+    full = tmp_path / "full"
+    cfg = BuildConfig(per_db=3, db_from_dirname=True)
+    build([cif_dirs], full, cfg)
+    assert build([cif_dirs], full, cfg).skipped == 15
+    part = tmp_path / "part"
+    build([cif_dirs / "dbB"], part, cfg)  # a run that stopped after one folder
+    assert build([cif_dirs], part, cfg).skipped == 6
+    for name in ("items.jsonl", "selection.jsonl", "errors.jsonl"):
+        assert (part / name).read_text() == (full / name).read_text().replace(str(full), str(part)), name
+
+
+def test_items_are_gold_for_scoring(cif_dirs, tmp_path, capsys):
+    assert main(["xrd", "build", str(cif_dirs / "dbA"), "--out", str(tmp_path / "b"), "--per-db", "2"]) == 0
+    items = read(tmp_path / "b" / "items.jsonl")
+    pred = tmp_path / "pred.jsonl"
+    pred.write_text("".join(json.dumps({"id": it["id"], "answer": it["answer"]}) + "\n" for it in items))
+    assert main(["score", str(pred), "--gold", str(tmp_path / "b" / "items.jsonl"), "--task", "hkl",
+                 "--out", str(tmp_path / "s"), "--by", "union_size", "--quiet"]) == 0
+    summary = json.loads((tmp_path / "s" / "summary.json").read_text())
+    assert summary["models"]["default"]["metrics"]["em"]["mean"] == 1.0
+    assert main(["xrd", "build", str(cif_dirs / "bad"), "--out", str(tmp_path / "x")]) == 1  # every CIF failed
+    assert len(read(tmp_path / "x" / "errors.jsonl")) == 2 and read(tmp_path / "x" / "items.jsonl") == []
+    assert main(["xrd", "build", str(tmp_path / "nope"), "--out", str(tmp_path / "y")]) == 2
