@@ -15,5 +15,6 @@ def test_demo_runs_every_capability(tmp_path, capsys):
     assert (tmp_path / "crops" / "figure1.png").stat().st_size > 10_000
     assert len((tmp_path / "xrd" / "bench" / "items.jsonl").read_text().splitlines()) == 36
     assert json.loads((tmp_path / "xrd" / "scores" / "summary.json").read_text())["task"] == "hkl"
+    assert json.loads((tmp_path / "xrd" / "scores-symmetry" / "summary.json").read_text())["params"]["symmetry"]
     figures = (tmp_path / "harvest" / "figures.jsonl").read_text().splitlines()
     assert [json.loads(f)["label"] for f in figures] == ["1", "2"]

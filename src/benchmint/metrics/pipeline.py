@@ -28,6 +28,7 @@ from benchmint.metrics.batch import DEFAULT_SIP_GAMMA, DEFAULT_SIP_LAMBDA, check
 from benchmint.metrics.behaviour import PersonalityRules, calibration, personality
 from benchmint.metrics.encode import AnswerError, check_task, normalize
 from benchmint.metrics.extract import extract
+from benchmint.xrd.symmetry import check_rotations, fold
 
 MEAN_METRICS = ("em", "spc", "sip_f1", "jaccard", "precision", "recall", "f1", "j_pen", "f1_pen")
 PRIMARY_METRIC = {"mcq": "sip_f1", "hkl": "jaccard"}
@@ -47,6 +48,7 @@ class ScoreConfig:
     n_boot: int = 1000
     seed: int = 0
     progress: bool = False
+    symmetry: bool = False  # hkl only: compare reflections after folding by each item's Laue group
     personality_rules: PersonalityRules = field(default_factory=PersonalityRules)
 
     def __post_init__(self) -> None:
@@ -57,6 +59,8 @@ class ScoreConfig:
         if self.workers == 0 or self.workers < -1:
             raise ValueError("workers must be -1 (all cores) or >= 1")
         self.by = tuple(dict.fromkeys(self.by))
+        if self.symmetry and self.task != "hkl":
+            raise ValueError("symmetry folding applies to --task hkl only")
 
 
 @dataclass
@@ -70,6 +74,7 @@ class Gold:
     ids: list[str] | None = None  # reference form only
     index: dict[str, int] | None = None
     answers: list[tuple] | None = None
+    rotations: list | None = None  # per item, with symmetry folding
     native: object = None
 
     def ids_of(self, indices) -> list[str]:
@@ -155,9 +160,11 @@ def _strata_fields(by: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(f for f in by if f != "model")  # every model gets its own block anyway
 
 
-def load_gold(path: str | os.PathLike, task: str, by: tuple[str, ...] = (), workers: int = 1) -> Gold:
+def load_gold(path: str | os.PathLike, task: str, by: tuple[str, ...] = (), workers: int = 1,
+              symmetry: bool = False) -> Gold:
+    """The gold items. With ``symmetry`` (always the reference path) answers are folded by each item's Laue group."""
     path, fields = str(path), _strata_fields(by)
-    if not _dispatch.use_reference():
+    if not _dispatch.use_reference() and not symmetry:
         with open_input(path, "gold"):
             pass  # the same missing-file error as the reference
         native = _dispatch.core().scoring.load_gold(path, task, list(fields), workers,
@@ -168,6 +175,7 @@ def load_gold(path: str | os.PathLike, task: str, by: tuple[str, ...] = (), work
     index: dict[str, int] = {}
     answers: list[tuple] = []
     values_per_item: list[list[str]] = []
+    rotations: list = []
     errors: list[dict] = []
     for line, obj, err in iter_jsonl(path, "gold"):
         if err:
@@ -181,6 +189,14 @@ def load_gold(path: str | os.PathLike, task: str, by: tuple[str, ...] = (), work
         elif answer is None:
             errors.append(problem)
         else:
+            if symmetry:
+                try:
+                    rot = check_rotations(obj.get("laue_rotations"), rid)
+                except ValueError as exc:
+                    errors.append(_error("missing_symmetry", str(exc), path, line, id=rid))
+                    continue
+                answer = fold(answer, rot)
+                rotations.append(rot)
             if problem:
                 errors.append(problem)
             index[rid] = len(ids)
@@ -192,7 +208,8 @@ def load_gold(path: str | os.PathLike, task: str, by: tuple[str, ...] = (), work
         order = sorted({v[f] for v in values_per_item})
         code = {v: i for i, v in enumerate(order)}
         strata_codes[name] = (np.array([code[v[f]] for v in values_per_item], dtype=np.int64), order)
-    return Gold(path, len(ids), strata_codes, errors, ids=ids, index=index, answers=answers)
+    return Gold(path, len(ids), strata_codes, errors, ids=ids, index=index, answers=answers,
+                rotations=rotations if symmetry else None)
 
 
 def answer_json(answer: tuple, task: str) -> list:
@@ -320,10 +337,12 @@ def _stream_reference(pred_paths, gold: Gold, cfg: ScoreConfig, out, errors: lis
             errors.extend(line_errors)
             seen[m].add(gi)
             g = gold.answers[gi]
-            tp = len(set(p.answer) & set(g))
-            metrics = reference.metrics_from_counts(tp, len(p.answer), len(g), cfg.sip_lambda, cfg.sip_gamma)
+            # The row shows the answer as read; with symmetry, it is compared after folding.
+            compared = fold(p.answer, gold.rotations[gi]) if gold.rotations is not None else p.answer
+            tp = len(set(compared) & set(g))
+            metrics = reference.metrics_from_counts(tp, len(compared), len(g), cfg.sip_lambda, cfg.sip_gamma)
             out.write(format_row(p.rid, p.model, p.answer, cfg.task, p.status, metrics) + "\n")
-            builder.add(model=m, gold_idx=gi, tp=tp, n_pred=len(p.answer), n_gold=len(g), status=p.status,
+            builder.add(model=m, gold_idx=gi, tp=tp, n_pred=len(compared), n_gold=len(g), status=p.status,
                         confidence=p.confidence, difficulty=p.difficulty, tokens=p.tokens)
     return builder.build(), seen
 
@@ -499,7 +518,7 @@ def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult
     for p in pred_paths:
         if not Path(p).is_file():
             raise InputError(f"predictions file not found: {p}")
-    gold = load_gold(gold_path, cfg.task, cfg.by, cfg.workers)
+    gold = load_gold(gold_path, cfg.task, cfg.by, cfg.workers, symmetry=cfg.symmetry)
     out_dir = Path(out_dir)
     errors = list(gold.errors)
     if not gold.n_items:
@@ -528,7 +547,7 @@ def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult
     summary = {
         "task": cfg.task,
         "params": {"sip_lambda": cfg.sip_lambda, "sip_gamma": cfg.sip_gamma, "bootstrap_resamples": cfg.n_boot,
-                   "seed": cfg.seed, "by": list(cfg.by)},
+                   "seed": cfg.seed, "by": list(cfg.by), "symmetry": cfg.symmetry},
         "gold": {"file": str(gold_path), "n_items": gold.n_items},
         "predictions": [str(p) for p in pred_paths],
         "errors": {"count": len(errors), "by_kind": counts, "file": "errors.jsonl"},

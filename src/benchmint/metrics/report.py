@@ -25,7 +25,8 @@ def render(summary: dict) -> str:
     for name, block in summary["models"].items():
         rows.append([name, *_cells(block), block["personality"]["label"] or "-"])
     parts = [f"task {summary['task']}  ·  gold {summary['gold']['n_items']} items  ·  "
-             f"95% CI from {summary['params']['bootstrap_resamples']} bootstrap resamples (in summary.json)",
+             f"95% CI from {summary['params']['bootstrap_resamples']} bootstrap resamples (in summary.json)"
+             + ("  ·  reflections folded by each item's Laue group" if summary["params"].get("symmetry") else ""),
              _table(header, rows)]
     primary = "sip_f1" if summary["task"] == "mcq" else "jaccard"
     names = list(summary["models"])

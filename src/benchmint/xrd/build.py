@@ -119,6 +119,7 @@ def _build_one(path: str, key: str, out_dir: str, db: str, cfg: BuildConfig) -> 
     result = pattern(two_theta, intensity, hkls)
     sga = SpacegroupAnalyzer(structure)
     system = sga.get_crystal_system()
+    from benchmint.xrd.symmetry import laue_rotations
     item_id = Path(path).stem
     image = Path(out_dir) / "images" / f"{key[:12]}.png"
     image.parent.mkdir(parents=True, exist_ok=True)
@@ -132,6 +133,7 @@ def _build_one(path: str, key: str, out_dir: str, db: str, cfg: BuildConfig) -> 
         "spacegroup": sga.get_space_group_symbol(),
         "spacegroup_number": sga.get_space_group_number(),
         "lattice_type": sga.get_lattice_type(),
+        "laue_rotations": laue_rotations(structure),
         "two_theta_star": round(result.two_theta_star, 2),
         "peak_intensity": float(result.peak_intensity),
         "n_peaks": int(len(two_theta)),
