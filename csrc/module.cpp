@@ -9,6 +9,7 @@ void bind_extract(py::module_& m);
 void bind_scoring(py::module_& m);
 void bind_xrd(py::module_& m);
 void bind_pdf(py::module_& m);
+void bind_sticks(py::module_& m);
 }
 
 PYBIND11_MODULE(_core, m) {
@@ -23,4 +24,6 @@ PYBIND11_MODULE(_core, m) {
     bm::bind_xrd(xrd);
     auto pdf = m.def_submodule("pdf");
     bm::bind_pdf(pdf);
+    auto sticks = m.def_submodule("sticks");
+    bm::bind_sticks(sticks);
 }

@@ -121,7 +121,18 @@ class _Xrd:
         gt_window: float, workers: int = 1,
     ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.float64], list[npt.NDArray[np.int64]]]: ...
 
+class _Sticks:
+    @staticmethod
+    def reflections(recip: npt.NDArray[np.float64], real: npt.NDArray[np.float64], max_r: float, min_r: float
+                    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]: ...
+    @staticmethod
+    def intensities(hkl: npt.NDArray[np.int64], g: npt.NDArray[np.float64], theta: npt.NDArray[np.float64],
+                    frac: npt.NDArray[np.float64], occu: npt.NDArray[np.float64], atom_group: npt.NDArray[np.int64],
+                    z: npt.NDArray[np.float64], coeff: npt.NDArray[np.float64], dw: npt.NDArray[np.float64],
+                    ustar: npt.NDArray[np.float64] | None = None, workers: int = 1) -> npt.NDArray[np.float64]: ...
+
 scoring: _Scoring
 extract: _Extract
 pdf: _Pdf
 xrd: _Xrd
+sticks: _Sticks

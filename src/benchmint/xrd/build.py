@@ -80,11 +80,11 @@ def render_pattern(grid, curve, path: Path, size: tuple[int, int]) -> None:
 
 
 def _sticks(structure, two_theta_range):
-    """Cu Kα1 sticks of the structure: (2θ, intensity, hkl labels per stick)."""
-    from pymatgen.analysis.diffraction.xrd import XRDCalculator
+    """Cu Kα1 sticks of the structure: (2θ, intensity, hkl labels per stick), as pymatgen's XRDCalculator."""
+    from benchmint.xrd.sticks import compute_sticks
 
-    pat = XRDCalculator(wavelength="CuKa1", symprec=0).get_pattern(structure, two_theta_range=two_theta_range)
-    return pat.x, pat.y, pat.hkls
+    sticks = compute_sticks(structure, two_theta_range)
+    return sticks.two_theta, sticks.intensity, sticks.hkls
 
 
 def _build_one(path: str, key: str, out_dir: str, db: str, cfg: BuildConfig) -> dict:

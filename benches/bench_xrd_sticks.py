@@ -1,0 +1,100 @@
+"""XRD sticks (structure -> 2θ, intensity, hkl families, multiplicities, d): compiled path vs pymatgen.
+
+Run: .venv/bin/python -m pytest benches/bench_xrd_sticks.py --benchmark-only --benchmark-group-by=group
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+
+import numpy as np
+import pytest
+from pymatgen.core import Lattice, Structure
+
+from benchmint.xrd.sticks import compute_sticks, compute_sticks_many, reference_sticks
+
+N_AFLOW = 40
+
+
+def same(got, want) -> None:
+    assert len(got) == len(want)
+    np.testing.assert_allclose(got.two_theta, want.two_theta, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(got.intensity, want.intensity, rtol=1e-6, atol=0)
+    np.testing.assert_allclose(got.d_spacing, want.d_spacing, rtol=1e-9, atol=0)
+    assert got.hkls == want.hkls and got.multiplicities == want.multiplicities
+
+
+@pytest.fixture(scope="module")
+def aflow():
+    from pymatgen.analysis.prototypes import AFLOW_PROTOTYPE_LIBRARY
+
+    idx = sorted(random.Random(20261121).sample(range(len(AFLOW_PROTOTYPE_LIBRARY)), N_AFLOW))
+    structures = [AFLOW_PROTOTYPE_LIBRARY[i]["snl"].structure for i in idx]
+    return structures, [reference_sticks(s) for s in structures]
+
+
+@pytest.fixture(scope="module")
+def big():
+    nacl = Structure.from_spacegroup("Fm-3m", Lattice.cubic(5.64), ["Na", "Cl"], [[0, 0, 0], [0.5, 0.5, 0.5]])
+    zro2 = Structure.from_spacegroup("P2_1/c", Lattice.monoclinic(5.150, 5.212, 5.317, 99.23), ["Zr", "O", "O"],
+                                     [[0.2754, 0.0395, 0.2083], [0.0700, 0.3317, 0.3447],
+                                      [0.4496, 0.7569, 0.4792]])
+    cells = {"NaCl-3x3x3": nacl * (3, 3, 3), "ZrO2-3x3x2": zro2 * (3, 3, 2)}
+    return {k: (s, reference_sticks(s)) for k, s in cells.items()}
+
+
+def _best(fn, s, repeats=5):
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn(s)
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def test_aflow_compiled(benchmark, aflow):
+    structures, want = aflow
+    benchmark.group = f"xrd-sticks-aflow-{N_AFLOW}"
+    got = benchmark(lambda: [compute_sticks(s) for s in structures])
+    for g, w in zip(got, want):
+        same(g, w)
+    # per-structure medians (best of 5 each), for the README
+    comp = [_best(compute_sticks, s) for s in structures]
+    ref = [_best(reference_sticks, s, 3) for s in structures]
+    benchmark.extra_info["median_ms_compiled"] = 1e3 * statistics.median(comp)
+    benchmark.extra_info["median_ms_pymatgen"] = 1e3 * statistics.median(ref)
+    benchmark.extra_info["median_speedup"] = statistics.median(r / c for r, c in zip(ref, comp))
+
+
+def test_aflow_compiled_batch(benchmark, aflow):
+    structures, want = aflow
+    benchmark.group = f"xrd-sticks-aflow-{N_AFLOW}"
+    got = benchmark(compute_sticks_many, structures, -1)
+    for g, w in zip(got, want):
+        same(g, w)
+
+
+def test_aflow_pymatgen(benchmark, aflow):
+    structures, want = aflow
+    benchmark.group = f"xrd-sticks-aflow-{N_AFLOW}"
+    got = benchmark.pedantic(lambda: [reference_sticks(s) for s in structures], rounds=5)
+    for g, w in zip(got, want):
+        same(g, w)
+
+
+@pytest.mark.parametrize("name", ["NaCl-3x3x3", "ZrO2-3x3x2"])
+@pytest.mark.parametrize("workers", [1, -1])
+def test_big_cell_compiled(benchmark, big, name, workers):
+    s, want = big[name]
+    assert len(s) >= 200
+    benchmark.group = f"xrd-sticks-{name}-{len(s)}-atoms"
+    same(benchmark(compute_sticks, s, workers=workers), want)
+
+
+@pytest.mark.parametrize("name", ["NaCl-3x3x3", "ZrO2-3x3x2"])
+def test_big_cell_pymatgen(benchmark, big, name):
+    s, want = big[name]
+    benchmark.group = f"xrd-sticks-{name}-{len(s)}-atoms"
+    same(benchmark.pedantic(reference_sticks, args=(s,), rounds=3), want)
