@@ -10,15 +10,13 @@
 #include <string>
 
 #include "metrics.hpp"
+#include "arrays.hpp"
 #include "parallel.hpp"
 
 namespace py = pybind11;
 
 namespace bm {
 namespace {
-
-template <class T>
-using carray = py::array_t<T, py::array::c_style | py::array::forcecast>;
 
 struct Outputs {
     py::dict dict;

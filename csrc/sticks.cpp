@@ -40,6 +40,7 @@
 #include <thread>
 #include <vector>
 
+#include "arrays.hpp"
 #include "parallel.hpp"
 
 namespace py = pybind11;
@@ -47,10 +48,6 @@ namespace py = pybind11;
 namespace bm {
 namespace {
 
-template <class T>
-using carray = py::array_t<T, py::array::c_style | py::array::forcecast>;
-
-constexpr double kPi = 3.14159265358979323846;
 constexpr double kSearchTol = 1e-8;  // tolerance of the neighbour search
 constexpr double kSearchMinR = 1.0;  // below this radius it searches with 1 + tol and filters
 

@@ -47,6 +47,7 @@
 #include <string>
 #include <vector>
 
+#include "arrays.hpp"
 #include "parallel.hpp"
 #include "pyrepr.hpp"
 
@@ -55,10 +56,6 @@ namespace py = pybind11;
 namespace bm {
 namespace {
 
-template <class T>
-using carray = py::array_t<T, py::array::c_style | py::array::forcecast>;
-
-constexpr double kPi = 3.14159265358979323846;
 constexpr double kLn2 = 0.69314718055994530942;
 // The constants of Python's math.radians / math.degrees, so that angles
 // match the reference bit for bit.
