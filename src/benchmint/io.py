@@ -71,3 +71,10 @@ def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
     kwargs = {} if "b" in mode else {"encoding": "utf-8", "newline": "\n"}
     with atomic_path(path) as tmp, open(tmp, mode, **kwargs) as fh:
         yield fh
+
+
+def write_jsonl(path: str | os.PathLike, rows) -> None:
+    """``rows`` as JSONL in the project's form, written atomically."""
+    with atomic_write(path) as fh:
+        for row in rows:
+            fh.write(dumps(row) + "\n")

@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from benchmint import _dispatch
-from benchmint.io import InputError, atomic_path, atomic_write, decode_line, dumps, iter_jsonl, open_input
+from benchmint.io import (InputError, atomic_path, atomic_write, decode_line, dumps, iter_jsonl, open_input,
+                          write_jsonl)
 from benchmint.metrics import reference
 from benchmint.metrics.aggregate import bootstrap_ci, group_counts, triple_keys, unpack_triples
 from benchmint.metrics.batch import DEFAULT_SIP_GAMMA, DEFAULT_SIP_LAMBDA, check_params, score_counts
@@ -505,12 +506,6 @@ class _Progress:
             self.bar.close()
 
 
-def _write_errors(out_dir: Path, errors: list[dict]) -> None:
-    with atomic_write(out_dir / "errors.jsonl") as fh:
-        for e in errors:
-            fh.write(dumps(e) + "\n")
-
-
 def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult:
     """Score one or more prediction files; writes scores.jsonl, summary.json and errors.jsonl into ``out_dir``."""
     if isinstance(pred_paths, (str, os.PathLike)):
@@ -522,7 +517,7 @@ def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult
     out_dir = Path(out_dir)
     errors = list(gold.errors)
     if not gold.n_items:
-        _write_errors(out_dir, errors)
+        write_jsonl(out_dir / "errors.jsonl", errors)
         raise InputError(f"gold file {gold_path} has no usable records: {len(errors)} problems, "
                          f"listed in {out_dir / 'errors.jsonl'}")
     progress = _Progress(cfg.progress, pred_paths)
@@ -536,7 +531,7 @@ def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult
                 cols = _stream_compiled(pred_paths, gold, cfg, tmp, errors, progress)
     finally:
         progress.close()
-    _write_errors(out_dir, errors)
+    write_jsonl(out_dir / "errors.jsonl", errors)
     if not cols.models:
         raise InputError(f"no usable predictions in {', '.join(map(str, pred_paths))}: "
                          f"{len(errors)} problems, listed in {out_dir / 'errors.jsonl'}")

@@ -13,14 +13,13 @@ run's; a rerun of a finished run recomputes nothing.
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from benchmint.io import InputError, atomic_write, dumps
+from benchmint.io import InputError, write_jsonl
 from benchmint.store import Ledger, content_key
+from benchmint.store.runner import find_files, resolve_workers, run_pending
 
 LEDGER_NAME = "ledger.sqlite"
 
@@ -37,20 +36,6 @@ class HarvestConfig:
     def __post_init__(self) -> None:
         if self.min_paths < 0 or self.min_panels < 1 or self.max_pages < 1:
             raise ValueError("min_paths must be >= 0, min_panels and max_pages >= 1")
-
-
-def find_pdfs(inputs: list[str | os.PathLike]) -> list[Path]:
-    """The PDF files named or found (recursively, *.pdf) in the given paths, in a stable order."""
-    found: list[Path] = []
-    for item in inputs:
-        p = Path(item)
-        if p.is_dir():
-            found.extend(sorted(q for q in p.rglob("*") if q.is_file() and q.suffix.lower() == ".pdf"))
-        elif p.is_file():
-            found.append(p)
-        else:
-            raise InputError(f"no such file or directory: {p}")
-    return list(dict.fromkeys(found))
 
 
 def _graphic(images: int, paths: int, cfg: HarvestConfig) -> bool:
@@ -168,52 +153,22 @@ class HarvestResult:
 
 
 def harvest(inputs, out_dir, cfg: HarvestConfig = HarvestConfig(), workers: int = 1, progress: bool = False):
-    pdfs = find_pdfs(inputs)
+    pdfs = find_files(inputs, ".pdf")
     if not pdfs:
         raise InputError("no PDF files found in " + ", ".join(map(str, inputs)))
+    resolve_workers(workers)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    settings = {k: v for k, v in asdict(cfg).items()}
+    settings = asdict(cfg)
     keys = [content_key(p.read_bytes(), settings) for p in pdfs]
-    if workers == 0 or workers < -1:
-        raise ValueError("workers must be -1 (all cores) or >= 1")
-    n_workers = (os.cpu_count() or 1) if workers == -1 else workers
     with Ledger(out / LEDGER_NAME, "harvest") as ledger:
-        todo = [(p, k) for p, k in zip(pdfs, keys) if not ledger.done(k)]
-        bar = None
-        if progress and todo:
-            from tqdm import tqdm
-
-            bar = tqdm(total=len(todo), desc="harvest", unit=" pdf")
-        with ProcessPoolExecutor(max_workers=n_workers) as pool:
-            futures = [(p, k, pool.submit(_harvest_pdf, str(p), k, str(out), cfg)) for p, k in todo]
-            for p, k, fut in futures:
-                try:
-                    result = fut.result()
-                except BrokenProcessPool as exc:  # a worker died (e.g. a crash inside MuPDF)
-                    raise InputError(f"a worker process died while reading PDFs (at {p} or a file beside it); "
-                                     f"finished files are kept in {out / LEDGER_NAME}: rerun to go on") from exc
-                except Exception as exc:  # an unexpected failure on one file is that file's error
-                    result = {"error": f"{type(exc).__name__}: {exc}"}
-                ledger.record(k, result, ok="error" not in result)
-                if bar is not None:
-                    bar.update(1)
-        if bar is not None:
-            bar.close()
-        ledger.flush()
+        skipped = run_pending(ledger, [(str(p), k, str(out), cfg) for p, k in zip(pdfs, keys)], _harvest_pdf,
+                              workers, "harvest", progress)
         results = [(p, ledger.get(k)[1]) for p, k in zip(pdfs, keys)]
     errors = [{"pdf": str(p), "error": r["error"]} for p, r in results if "error" in r]
-    with atomic_write(out / "pages.jsonl") as fh:
-        for _, r in results:
-            for row in r.get("pages", []):
-                fh.write(dumps(row) + "\n")
-    with atomic_write(out / "figures.jsonl") as fh:
-        for _, r in results:
-            for row in r.get("figures", []):
-                fh.write(dumps(row) + "\n")
-    with atomic_write(out / "errors.jsonl") as fh:
-        for e in errors:
-            fh.write(dumps(e) + "\n")
     pages = [row for _, r in results for row in r.get("pages", [])]
+    write_jsonl(out / "pages.jsonl", pages)
+    write_jsonl(out / "figures.jsonl", (row for _, r in results for row in r.get("figures", [])))
+    write_jsonl(out / "errors.jsonl", errors)
     return HarvestResult(len(pdfs), len(pages), sum(row["candidate"] for row in pages),
-                         sum(len(r.get("figures", [])) for _, r in results), errors, len(pdfs) - len(todo))
+                         sum(len(r.get("figures", [])) for _, r in results), errors, skipped)
