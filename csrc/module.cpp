@@ -10,6 +10,7 @@ void bind_scoring(py::module_& m);
 void bind_xrd(py::module_& m);
 void bind_pdf(py::module_& m);
 void bind_sticks(py::module_& m);
+void bind_geometry(py::module_& m);
 }
 
 PYBIND11_MODULE(_core, m) {
@@ -26,4 +27,6 @@ PYBIND11_MODULE(_core, m) {
     bm::bind_pdf(pdf);
     auto sticks = m.def_submodule("sticks");
     bm::bind_sticks(sticks);
+    auto geometry = m.def_submodule("geometry");
+    bm::bind_geometry(geometry);
 }

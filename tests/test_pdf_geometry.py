@@ -145,3 +145,34 @@ def test_crop_cli_and_errors(tmp_path, capsys):
     assert main(["crop", str(tmp_path / "bad.pdf"), "--page", "1", "--box", "0", "0", "9", "9", "--out", str(out)]) == 2
     assert main(["crop", str(pdf), "--page", "1", "--box", "9", "0", "1", "9", "--out", str(out)]) == 2
     assert "not ordered" in capsys.readouterr().err
+
+
+finite = st.floats(-1e6, 1e6, allow_nan=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(finite, finite, finite, finite), max_size=40),
+       st.tuples(finite, finite, finite, finite, finite, finite), st.sampled_from([1, 2, -1]))
+def test_compiled_transform_equals_reference(rows, matrix, workers):
+    from benchmint import _core
+    from benchmint.pdf.geometry import transform_reference
+
+    boxes = np.array(rows, dtype=np.float64).reshape(-1, 4)
+    np.testing.assert_array_equal(_core.geometry.transform_boxes(boxes, list(matrix), workers),
+                                  transform_reference(boxes, matrix))
+
+
+def test_compiled_transform_errors_and_large_batch(monkeypatch):
+    from benchmint import _core
+    from benchmint.pdf.geometry import transform_reference
+
+    with pytest.raises(ValueError, match="rows"):
+        _core.geometry.transform_boxes(np.zeros((3, 3)), [1, 0, 0, 1, 0, 0])
+    with pytest.raises(ValueError, match="6 numbers"):
+        _core.geometry.transform_boxes(np.zeros((3, 4)), [1, 0, 0, 1])
+    boxes = np.random.default_rng(0).uniform(0, 1000, (200_000, 4))
+    matrix = (0, -1, 1, 0, 0, 612)
+    np.testing.assert_array_equal(_core.geometry.transform_boxes(boxes, list(matrix), -1),
+                                  transform_reference(boxes, matrix))
+    monkeypatch.setenv("BENCHMINT_IMPL", "reference")
+    np.testing.assert_array_equal(transform(boxes[:10], matrix), transform_reference(boxes[:10], matrix))

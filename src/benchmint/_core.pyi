@@ -131,8 +131,14 @@ class _Sticks:
                     z: npt.NDArray[np.float64], coeff: npt.NDArray[np.float64], dw: npt.NDArray[np.float64],
                     ustar: npt.NDArray[np.float64] | None = None, workers: int = 1) -> npt.NDArray[np.float64]: ...
 
+class _Geometry:
+    @staticmethod
+    def transform_boxes(boxes: npt.NDArray[np.float64], matrix: list[float], workers: int = 1
+                        ) -> npt.NDArray[np.float64]: ...
+
 scoring: _Scoring
 extract: _Extract
 pdf: _Pdf
 xrd: _Xrd
 sticks: _Sticks
+geometry: _Geometry

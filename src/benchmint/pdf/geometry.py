@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from benchmint import _dispatch
+
 THUMB_LONGEST = 1024
 CROP_DPI = 300
 NORM_SCALE = 1000.0
@@ -64,8 +66,8 @@ def _as_boxes(boxes) -> np.ndarray:
     return a
 
 
-def transform(boxes, matrix) -> np.ndarray:
-    """The bounding boxes of ``boxes`` under an affine (a, b, c, d, e, f) map (x' = a·x + c·y + e, y' = b·x + d·y + f)."""
+def transform_reference(boxes, matrix) -> np.ndarray:
+    """Plain NumPy form of ``transform`` (the compiled kernel must equal it bit for bit)."""
     a, b, c, d, e, f = matrix
     boxes = _as_boxes(boxes)
     xs = boxes[:, [0, 2, 0, 2]]
@@ -73,6 +75,13 @@ def transform(boxes, matrix) -> np.ndarray:
     tx = a * xs + c * ys + e
     ty = b * xs + d * ys + f
     return np.column_stack([tx.min(axis=1), ty.min(axis=1), tx.max(axis=1), ty.max(axis=1)])
+
+
+def transform(boxes, matrix, workers: int = 1) -> np.ndarray:
+    """The bounding boxes of ``boxes`` under an affine (a, b, c, d, e, f) map (x' = a·x + c·y + e, y' = b·x + d·y + f)."""
+    if _dispatch.use_reference():
+        return transform_reference(boxes, matrix)
+    return _dispatch.core().geometry.transform_boxes(_as_boxes(boxes), [float(v) for v in matrix], workers)
 
 
 def _first_bad(mask: np.ndarray) -> int | None:
