@@ -105,3 +105,31 @@ def test_triage_pages(benchmark, mixed_doc):
 def test_plain_pymupdf_triage(benchmark, mixed_doc):
     rows = benchmark.pedantic(plain_triage, args=(mixed_doc,), rounds=3, iterations=1)
     assert len(rows) == 22
+
+
+@pytest.fixture(scope="module")
+def pdf_folder(tmp_path_factory, mixed_doc):
+    """40 PDFs of 22 mixed pages each (880 pages)."""
+    root = tmp_path_factory.mktemp("dump")
+    data = mixed_doc.tobytes()
+    for i in range(40):
+        (root / f"paper{i:02d}.pdf").write_bytes(data + f"%{i}\n".encode())  # distinct content keys
+    return root
+
+
+@pytest.mark.benchmark(group="harvest-triage-880-pages")
+@pytest.mark.parametrize("workers", [1, -1])
+def test_harvest_triage_only(benchmark, pdf_folder, tmp_path, workers):
+    import shutil
+
+    from benchmint.pdf.harvest import HarvestConfig, harvest
+
+    out = tmp_path / "out"
+
+    def fresh():
+        shutil.rmtree(out, ignore_errors=True)
+        return (pdf_folder, out, HarvestConfig(triage_only=True), workers), {}
+
+    res = benchmark.pedantic(lambda *a: harvest([a[0]], *a[1:]), setup=fresh, rounds=2, iterations=1)
+    assert res.pages == 880 and res.skipped == 0
+    benchmark.extra_info["pages_per_second"] = 880 / benchmark.stats.stats.min
