@@ -3,7 +3,6 @@
 from importlib.resources import files
 
 import pymupdf
-import pytest
 
 from benchmint.pdf.captions import page_captions
 from benchmint.pdf.pairing import page_figures

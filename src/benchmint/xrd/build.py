@@ -12,14 +12,12 @@ and resumed runs give identical files.
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from benchmint.io import InputError, atomic_write, dumps
+from benchmint.io import InputError, write_jsonl
 from benchmint.store import Ledger, content_key
+from benchmint.store.runner import find_files, resolve_workers, run_pending
 
 LEDGER_NAME = "ledger.sqlite"
 CRYSTAL_SYSTEMS = ("triclinic", "monoclinic", "orthorhombic", "tetragonal", "trigonal", "hexagonal", "cubic")
@@ -37,19 +35,6 @@ class BuildConfig:
     def __post_init__(self) -> None:
         if self.per_db < 1:
             raise ValueError(f"per_db must be >= 1, got {self.per_db}")
-
-
-def find_cifs(inputs: list[str | os.PathLike]) -> list[Path]:
-    found: list[Path] = []
-    for item in inputs:
-        p = Path(item)
-        if p.is_dir():
-            found.extend(sorted(q for q in p.rglob("*") if q.is_file() and q.suffix.lower() == ".cif"))
-        elif p.is_file():
-            found.append(p)
-        else:
-            raise InputError(f"no such file or directory: {p}")
-    return list(dict.fromkeys(found))
 
 
 def union_group(size: int) -> str:
@@ -91,21 +76,18 @@ def _build_one(path: str, key: str, out_dir: str, db: str, cfg: BuildConfig) -> 
     """One CIF -> its item, or {"error": ...}. Runs in a worker process."""
     import warnings
 
-    from pymatgen.io.cif import CifParser
     from pymatgen.symmetry.analyzer import SpacegroupAnalyzer
 
+    from benchmint.xrd.cifread import read_structure
     from benchmint.xrd.profile import pattern
 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # pymatgen warns on many harmless CIF quirks
-            structures = CifParser.from_str(Path(path).read_text(encoding="utf-8", errors="replace")).parse_structures(
-                primitive=False)
+            # gemmi where it provably gives pymatgen's structure, else CifParser(...).parse_structures()[0]
+            structure, cif_route = read_structure(Path(path).read_text(encoding="utf-8", errors="replace"))
     except Exception as exc:  # pymatgen raises several types for unreadable CIFs
         return {"error": f"unreadable CIF: {type(exc).__name__}: {exc}"}
-    if not structures:
-        return {"error": "the CIF holds no structure"}
-    structure = structures[0]
     if len(structure) == 0:
         return {"error": "the structure has no sites"}
     if structure.volume <= 1e-6 or not all(x > 1e-6 for x in structure.lattice.abc):
@@ -140,6 +122,7 @@ def _build_one(path: str, key: str, out_dir: str, db: str, cfg: BuildConfig) -> 
         "union_size": len(answer),
         "answer": answer,
         "image": str(image.relative_to(out_dir)),
+        "cif_route": cif_route,
         "meta": {"db": db, "union_size": union_group(len(answer)), "angle_range": angle_range(result.two_theta_star),
                  "crystal_system": system, "spacegroup_number": sga.get_space_group_number()},
     }
@@ -182,40 +165,18 @@ class BuildResult:
 
 
 def build(inputs, out_dir, cfg: BuildConfig = BuildConfig(), workers: int = 1, progress: bool = False) -> BuildResult:
-    cifs = find_cifs(inputs)
+    cifs = find_files(inputs, ".cif")
     if not cifs:
         raise InputError("no CIF files found in " + ", ".join(map(str, inputs)))
-    if workers == 0 or workers < -1:
-        raise ValueError("workers must be -1 (all cores) or >= 1")
+    resolve_workers(workers)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     settings = asdict(cfg)
     dbs = [p.parent.name if cfg.db_from_dirname else "default" for p in cifs]
     keys = [content_key(p.read_bytes(), {**settings, "db": db}) for p, db in zip(cifs, dbs)]
-    n_workers = (os.cpu_count() or 1) if workers == -1 else workers
     with Ledger(out / LEDGER_NAME, "xrd-build") as ledger:
-        todo = [(p, k, db) for p, k, db in zip(cifs, keys, dbs) if not ledger.done(k)]
-        bar = None
-        if progress and todo:
-            from tqdm import tqdm
-
-            bar = tqdm(total=len(todo), desc="xrd build", unit=" cif")
-        with ProcessPoolExecutor(max_workers=n_workers) as pool:
-            futures = [(p, k, pool.submit(_build_one, str(p), k, str(out), db, cfg)) for p, k, db in todo]
-            for p, k, fut in futures:
-                try:
-                    result = fut.result()
-                except BrokenProcessPool as exc:
-                    raise InputError(f"a worker process died while reading CIFs (at {p} or a file beside it); "
-                                     f"finished files are kept in {out / LEDGER_NAME}: rerun to go on") from exc
-                except Exception as exc:  # an unexpected failure on one file is that file's error
-                    result = {"error": f"{type(exc).__name__}: {exc}"}
-                ledger.record(k, result, ok="error" not in result)
-                if bar is not None:
-                    bar.update(1)
-        if bar is not None:
-            bar.close()
-        ledger.flush()
+        skipped = run_pending(ledger, [(str(p), k, str(out), db, cfg) for p, k, db in zip(cifs, keys, dbs)],
+                              _build_one, workers, "xrd build", progress)
         results = [(p, ledger.get(k)[1]) for p, k in zip(cifs, keys)]
     items = [r for _, r in results if "error" not in r]
     errors = [{"cif": str(p), "error": r["error"]} for p, r in results if "error" in r]
@@ -226,13 +187,7 @@ def build(inputs, out_dir, cfg: BuildConfig = BuildConfig(), workers: int = 1, p
                 raise InputError(f"two CIFs share the id {r['id']!r}: {seen[r['id']]} and {p}; rename one")
             seen[r["id"]] = str(p)
     selection, silhouettes = select(items, cfg.per_db, cfg.seed) if items else ([], {})
-    with atomic_write(out / "items.jsonl") as fh:
-        for it in items:
-            fh.write(dumps(it) + "\n")
-    with atomic_write(out / "errors.jsonl") as fh:
-        for e in errors:
-            fh.write(dumps(e) + "\n")
-    with atomic_write(out / "selection.jsonl") as fh:
-        for row in selection:
-            fh.write(dumps({**row, "silhouette": silhouettes[row["db"]]}) + "\n")
-    return BuildResult(len(cifs), len(items), len(selection), errors, len(cifs) - len(todo), silhouettes)
+    write_jsonl(out / "items.jsonl", items)
+    write_jsonl(out / "errors.jsonl", errors)
+    write_jsonl(out / "selection.jsonl", ({**row, "silhouette": silhouettes[row["db"]]} for row in selection))
+    return BuildResult(len(cifs), len(items), len(selection), errors, skipped, silhouettes)

@@ -1,0 +1,320 @@
+"""CIF text -> pymatgen Structure, fast where provably identical to pymatgen's parser.
+
+``pymatgen_structure`` is the reference route: ``CifParser.from_str(text)
+.parse_structures(primitive=False)[0]`` with warnings silenced (~12 ms for an
+ordinary CIF, mostly Python tokenising, per-operation ``SymmOp`` parsing,
+per-image ``in_coord_list_pbc`` calls and the composition check).
+
+``read_structure`` tokenises the CIF with gemmi (C++), checks the space group
+with gemmi, and rebuilds the unit cell with NumPy following pymatgen's
+``CifParser._get_structure`` step by step:
+
+* numbers are read from the same raw strings with pymatgen's ``str2float``, and
+  coordinates within 1e-4 (relative) of 1/3 or 2/3 are snapped as
+  ``CifParser._sanitize_data`` does;
+* rows are merged into positions in row order (a row joins the first position
+  that one of its symmetry images lies within 1e-4, per component, modulo 1);
+  rows sharing a position become one disordered site (pymatgen ``Composition``
+  objects built exactly as pymatgen builds them);
+* positions are grouped by composition (pymatgen's sort and ``groupby``), and
+  each group's images are kept in pymatgen's order (position by position,
+  operation by operation, wrapped with ``x - floor(x)``), dropping an image
+  within 1e-4 of an earlier kept one of its group;
+* the ``Structure`` is built from the same species list and sorted with
+  ``get_sorted_structure`` as pymatgen does.
+
+The fast route is taken only when the CIF stays inside conditions under which
+each of those steps is pymatgen's: one data block; the lattice given by all
+six parameters; an explicit ``_symmetry_equiv_pos_as_xyz`` or
+``_space_group_symop_operation_xyz`` loop of plain ``x,y,z`` operations
+(coefficients ±1, at most one rational translation per component) that gemmi
+recognises as a space group; atom sites in a loop with plain element type
+symbols (no oxidation-state suffix, no label fallback, no Pauling-file
+``0.8Nb + 0.2Zr`` symbols); occupancies in (0, 1] and at most 1 per position;
+no magnetic (magCIF), implicit-hydrogen or oxidation-number data; every
+closeness decision at least 1e-9 away from pymatgen's 1e-4 threshold (so
+rounding-order differences cannot flip it), and the closeness relation among
+each group's images is an equivalence (so the vectorised "first of each
+class" equals pymatgen's greedy loop). Anything else goes to pymatgen.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+import warnings
+from itertools import groupby
+
+import numpy as np
+
+__all__ = ["pymatgen_structure", "read_structure"]
+
+SITE_TOL = 1e-4  # CifParser's default site_tolerance
+FRAC_TOL = 1e-4  # CifParser's default frac_tolerance
+MARGIN = 1e-9  # closeness decisions must be this far from SITE_TOL
+MAX_IMAGES = 6000  # per composition group; larger groups go to pymatgen (N^2 memory)
+
+_SYMOP_TAGS = ("_symmetry_equiv_pos_as_xyz", "_symmetry_equiv_pos_as_xyz_",
+               "_space_group_symop_operation_xyz", "_space_group_symop_operation_xyz_")
+_REJECT = ("_space_group_magn", "_atom_site_moment", "_space_group_symop_magn", "_atom_site_attached_hydrogens",
+           "_atom_type_oxidation_number", "_cell_modulation", "_cell_wave_vector")
+_NEEDED = ("_cell_length_a", "_cell_length_b", "_cell_length_c", "_cell_angle_alpha", "_cell_angle_beta",
+           "_cell_angle_gamma", "_atom_site_label", "_atom_site_type_symbol", "_atom_site_fract_x",
+           "_atom_site_fract_y", "_atom_site_fract_z")
+_TERM = re.compile(r"([+-]?)(?:([xyz])|(\d+)(?:/(\d+))?)")
+_COMPONENT = re.compile(r"[+-]?(?:[xyz]|\d+(?:/\d+)?)(?:[+-](?:[xyz]|\d+(?:/\d+)?))*")
+_TAG = re.compile(r"^[ \t]*(_\S+)", re.MULTILINE)
+_ELEMENT = re.compile(r"[A-Z][a-z]?")
+_SPECIAL = re.compile("Hw|Ow|Wat|wat|OH|OH2|NO3")  # CifParser._parse_symbol's special symbols
+
+
+class _Fallback(Exception):
+    """The CIF is outside the conditions of the fast route."""
+
+
+class _SiteOrder:
+    """Sort key comparing exactly as pymatgen's Site.__lt__ (NaN electronegativities included)."""
+
+    __slots__ = ("en", "ss")
+
+    def __init__(self, en: float, ss: str) -> None:
+        self.en, self.ss = en, ss
+
+    def __lt__(self, other: _SiteOrder) -> bool:
+        if self.en < other.en:
+            return True
+        if self.en > other.en:
+            return False
+        return self.ss < other.ss
+
+
+def pymatgen_structure(text: str):
+    """The reference route: pymatgen's CifParser, the cell as written (``primitive=False``)."""
+    from pymatgen.io.cif import CifParser
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pymatgen warns on many harmless CIF quirks
+        return CifParser.from_str(text).parse_structures(primitive=False)[0]
+
+
+def read_structure(text: str):
+    """(structure, route): route is "gemmi" when the fast route applies, else "pymatgen"."""
+    try:
+        return _fast(text), "gemmi"
+    except Exception:  # noqa: BLE001 - _Fallback, or anything unforeseen: pymatgen decides, exactly as before
+        return pymatgen_structure(text), "pymatgen"
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_op(s: str) -> tuple[np.ndarray, np.ndarray]:
+    """A plain xyz operation as pymatgen's SymmOp.from_xyz_str reads it (rotation, translation)."""
+    tokens = s.strip().replace(" ", "").lower().split(",")
+    if len(tokens) != 3:
+        raise _Fallback
+    rot = np.zeros((3, 3))
+    trans = np.zeros(3)
+    for i, tok in enumerate(tokens):
+        if not _COMPONENT.fullmatch(tok):
+            raise _Fallback
+        seen_var, seen_t = set(), False
+        for m in _TERM.finditer(tok):
+            sign = -1.0 if m[1] == "-" else 1.0
+            if m[2]:
+                if m[2] in seen_var:
+                    raise _Fallback
+                seen_var.add(m[2])
+                rot[i, ord(m[2]) - 120] = sign
+            else:
+                if seen_t:
+                    raise _Fallback
+                seen_t = True
+                trans[i] = (float(m[3]) / float(m[4]) if m[4] else float(m[3])) * sign
+    return rot, trans
+
+
+def _pbc_max(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """max_k |a_k - b_k - round(a_k - b_k)| for all pairs (a: n x 3, b: m x 3) -> n x m."""
+    d = a[:, None, :] - b[None, :, :]
+    d -= np.round(d)
+    np.abs(d, out=d)
+    return np.maximum(np.maximum(d[..., 0], d[..., 1]), d[..., 2])
+
+
+def _close(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    m = _pbc_max(a, b)
+    if np.any(np.abs(m - SITE_TOL) <= MARGIN):
+        raise _Fallback
+    return m < SITE_TOL
+
+
+def _fast(text: str):
+    import gemmi
+    from pymatgen.core import Composition, Element, Lattice, Structure
+    from pymatgen.core.periodic_table import get_el_sp
+    from pymatgen.core.sites import Site
+    from pymatgen.io.cif import str2float
+
+    low = text.lower()
+    if any(tag in low for tag in _REJECT):
+        raise _Fallback
+    written = set(_TAG.findall(text))
+    if not written.issuperset(_NEEDED):  # pymatgen's keys are case-sensitive: require them as written
+        raise _Fallback
+    try:
+        doc = gemmi.cif.read_string(text)
+    except Exception as exc:
+        raise _Fallback from exc
+    if len(doc) != 1:
+        raise _Fallback
+    block = doc[0]
+
+    def one(tag: str) -> float:
+        v = block.find_value(tag)
+        if v is None:
+            raise _Fallback
+        try:
+            return str2float(gemmi.cif.as_string(v))
+        except Exception as exc:
+            raise _Fallback from exc
+
+    lengths = [one(f"_cell_length_{x}") for x in "abc"]
+    angles = [one(f"_cell_angle_{x}") for x in ("alpha", "beta", "gamma")]
+    if not all(math.isfinite(v) for v in lengths + angles):
+        raise _Fallback
+    lattice = Lattice.from_parameters(*lengths, *angles)
+    with np.errstate(all="ignore"):
+        thickness = (1.0 / np.linalg.norm(np.linalg.inv(lattice.matrix), axis=0)).tolist()  # d(100), d(010), d(001)
+    if not all(math.isfinite(t) and t > 0.02 for t in thickness):  # pymatgen rejects < 0.01 Å
+        raise _Fallback
+
+    # symmetry operations: the first tag pymatgen would use
+    xyz = None
+    for tag in _SYMOP_TAGS:
+        col = block.find_values(tag)  # gemmi matches tags case-insensitively, pymatgen does not
+        if len(col) > 0 and tag not in written:
+            raise _Fallback
+        if len(col) > 0:
+            if not col.get_loop():
+                raise _Fallback  # a one-line op list: pymatgen's special case
+            xyz = [gemmi.cif.as_string(v) for v in col]
+            break
+    if not xyz:
+        raise _Fallback
+    parsed = [_parse_op(s) for s in xyz]
+    try:
+        gops = gemmi.GroupOps([gemmi.Op(s.strip().replace(" ", "").lower()) for s in xyz])
+        sg = gemmi.find_spacegroup_by_ops(gops)
+    except Exception as exc:
+        raise _Fallback from exc
+    if sg is None or len(gops) != len(xyz):
+        raise _Fallback
+    rots = np.array([r for r, _ in parsed])
+    trans = np.array([t for _, t in parsed])
+
+    table = block.find("_atom_site_", ["label", "type_symbol", "fract_x", "fract_y", "fract_z", "?occupancy"])
+    if len(table) == 0 or table.loop is None:
+        raise _Fallback
+    has_occ = table.has_column(5)
+    if has_occ and "_atom_site_occupancy" not in written:
+        raise _Fallback
+    rows = []
+    for row in table:
+        sym = gemmi.cif.as_string(row[1])
+        if not _ELEMENT.fullmatch(sym) or _SPECIAL.match(sym) or not Element.is_valid_symbol(sym):
+            raise _Fallback
+        try:
+            coord = [str2float(gemmi.cif.as_string(row[k])) for k in (2, 3, 4)]
+            occ = str2float(gemmi.cif.as_string(row[5])) if has_occ else 1.0
+        except Exception as exc:
+            raise _Fallback from exc
+        if not (0.0 < occ <= 1.0) or not all(math.isfinite(c) for c in coord):
+            raise _Fallback
+        for k, c in enumerate(coord):  # CifParser._sanitize_data's snapping to 1/3 and 2/3
+            for ideal in (1 / 3, 2 / 3):
+                if math.isclose(c / ideal, 1, abs_tol=FRAC_TOL, rel_tol=0):
+                    coord[k] = float(str(ideal))
+        rows.append((gemmi.cif.as_string(row[0]), sym, tuple(coord), occ))
+
+    # rows -> positions (CifParser's get_matching_coord, in row order)
+    comps: dict = {}  # one Composition per (symbol, occupancy); "+=" below rebinds, never mutates
+    for _, sym, _, occ in rows:
+        if (sym, occ) not in comps:
+            comps[sym, occ] = Composition({get_el_sp(sym): max(occ, 1e-8)})
+    coord_to_species: dict = {}
+    labels: dict = {}
+    n_rows = len(rows)
+    merges = True
+    if n_rows * n_rows * len(rots) <= 1_000_000:
+        # the common case decided at once: no image of a row lies near an earlier row
+        base = np.array([r[2] for r in rows])
+        images = np.einsum("oij,nj->noi", rots, base).reshape(-1, 3) + np.tile(trans, (n_rows, 1))
+        near = _close(images, base).reshape(n_rows, len(rots), n_rows).any(axis=1)
+        merges = bool(np.tril(near, -1).any())
+    if not merges:
+        for label, sym, coord, occ in rows:
+            if coord in coord_to_species:
+                raise _Fallback
+            coord_to_species[coord] = comps[sym, occ]
+            labels[coord] = label
+    else:
+        keys: list = []
+        for label, sym, coord, occ in rows:
+            comp = comps[sym, occ]
+            match = None
+            if keys:
+                images = np.asarray(coord) @ rots.transpose(0, 2, 1) + trans  # n_ops x 3
+                close = _close(images, np.array(keys))
+                hit = np.flatnonzero(close.any(axis=1))
+                if len(hit):
+                    match = keys[int(np.flatnonzero(close[hit[0]])[0])]
+            if match is None:
+                coord_to_species[coord] = comp
+                labels[coord] = label
+                keys.append(coord)
+            else:
+                coord_to_species[match] += comp
+                labels[match] = label
+
+    all_species, all_coords, all_labels = [], [], []
+    for comp, group in groupby(sorted(coord_to_species.items(), key=lambda x: x[1]), key=lambda x: x[1]):
+        tmp = [c for c, _ in group]
+        if set(comp.elements) == {Element("O"), Element("H")}:
+            raise _Fallback
+        base = np.array(tmp)
+        cand = np.einsum("oij,nj->noi", rots, base) + trans[None, :, :]  # position-major, then op
+        cand = cand.reshape(-1, 3)
+        cand = cand - np.floor(cand)
+        n = len(cand)
+        if n > MAX_IMAGES:
+            raise _Fallback
+        close = np.empty((n, n), dtype=bool)
+        step = max(1, 2_000_000 // max(n, 1))
+        for s in range(0, n, step):
+            close[s:s + step] = _close(cand[s:s + step], cand)
+        root = np.argmax(close, axis=0)
+        if not np.array_equal(close, root[:, None] == root[None, :]):
+            raise _Fallback  # not an equivalence: pymatgen's greedy order would matter
+        keep = np.flatnonzero(root == np.arange(n))
+        src = keep // len(rots)
+        all_coords.extend(cand[keep])
+        all_labels.extend(labels.get(tmp[i], "no_label") for i in src)
+        all_species.extend([comp] * len(keep))
+    if any(sum(comp.values()) > 1 for comp in set(coord_to_species.values())):
+        raise _Fallback  # pymatgen raises or rescales
+    if not all_species:
+        raise _Fallback
+
+    small = gemmi.make_small_structure_from_block(block)  # gemmi's own unit-cell expansion, as a cross-check
+    if len(coord_to_species) == n_rows and len(small.get_all_unit_cell_sites()) != len(all_coords):
+        raise _Fallback
+    # get_sorted_structure(): a stable sort with Site.__lt__ (electronegativity, then species string),
+    # done on the lists so the Structure is built once
+    keys_of = {}
+    for comp in all_species:
+        if comp not in keys_of:
+            site = Site(comp, (0.0, 0.0, 0.0))
+            keys_of[comp] = (site.species.average_electroneg, site.species_string)
+    order = sorted(range(len(all_species)), key=lambda i: _SiteOrder(*keys_of[all_species[i]]))
+    return Structure(lattice, [all_species[i] for i in order], [all_coords[i] for i in order],
+                     labels=[all_labels[i] for i in order])

@@ -1,0 +1,213 @@
+"""benchmint.xrd.cifread: the gemmi route gives pymatgen's CifParser structure, site for site."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchmint.xrd.cifread import pymatgen_structure, read_structure
+from benchmint.xrd.sticks import compute_sticks
+
+
+def species_of(site) -> dict[str, float]:
+    return {str(sp): float(x) for sp, x in site.species.items()}
+
+
+def assert_same_structure(got, want) -> None:
+    np.testing.assert_allclose(got.lattice.parameters, want.lattice.parameters, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(got.lattice.matrix, want.lattice.matrix, rtol=0, atol=1e-9)
+    assert len(got) == len(want)
+    fa = np.array([s.frac_coords for s in got])
+    fb = np.array([s.frac_coords for s in want])
+    d = fa[:, None, :] - fb[None, :, :]
+    d -= np.round(d)
+    close = np.all(np.abs(d) < 1e-6, axis=2)
+    # one-to-one: every site has exactly one partner at its position modulo 1
+    assert np.all(close.sum(axis=0) == 1) and np.all(close.sum(axis=1) == 1)
+    for i, j in zip(*np.nonzero(close)):
+        assert species_of(got[i]) == species_of(want[j]), (i, j)
+
+
+def assert_same_sticks(got, want) -> None:
+    a, b = compute_sticks(got), compute_sticks(want)
+    assert len(a) == len(b)
+    np.testing.assert_allclose(a.two_theta, b.two_theta, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(a.intensity, b.intensity, rtol=1e-9, atol=0)
+    assert a.hkls == b.hkls
+
+
+def check(text: str, route: str | None = "gemmi"):
+    got, used = read_structure(text)
+    want = pymatgen_structure(text)
+    if route is not None:
+        assert used == route
+    assert_same_structure(got, want)
+    assert_same_sticks(got, want)
+    return used
+
+
+@pytest.fixture(scope="module")
+def prototypes():
+    from pymatgen.analysis.prototypes import AFLOW_PROTOTYPE_LIBRARY
+
+    return [entry["snl"].structure for entry in AFLOW_PROTOTYPE_LIBRARY]
+
+
+@pytest.mark.parametrize("symprec", [0.01, None])
+def test_aflow_prototypes(prototypes, symprec):
+    from pymatgen.io.cif import CifWriter
+
+    assert len(prototypes) == 288
+    routes = [check(str(CifWriter(s, symprec=symprec)), route=None) for s in prototypes]
+    share = routes.count("gemmi") / len(routes)
+    print(f"symprec={symprec}: {routes.count('gemmi')}/{len(routes)} prototypes on the gemmi route")
+    assert share >= 0.95
+
+
+def round_atom_sites(text: str, decimals: int) -> str:
+    """CifWriter's atom rows (symbol label multiplicity x y z occupancy) with coordinates rounded,
+    as real CIFs print them: symmetry images of rounded special positions then differ by ~1e-4."""
+    out = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 7 and parts[0].isalpha():
+            parts[3:6] = [f"{float(v):.{decimals}f}" for v in parts[3:6]]
+            line = "  " + "  ".join(parts)
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def test_aflow_prototypes_rounded_coordinates(prototypes):
+    from pymatgen.io.cif import CifWriter
+
+    routes = [check(round_atom_sites(str(CifWriter(s, symprec=0.01)), 4), route=None) for s in prototypes]
+    print(f"4-decimal coordinates: {routes.count('gemmi')}/{len(routes)} prototypes on the gemmi route")
+    assert routes.count("gemmi") >= 0.9 * len(routes)
+
+
+def cif(cell, ops, rows, occupancy=True, extra="") -> str:
+    """A small-molecule CIF: cell (a, b, c, α, β, γ), xyz operations, rows (label, symbol, x, y, z[, occ])."""
+    a, b, c, al, be, ga = cell
+    lines = ["data_test", f"_cell_length_a {a}", f"_cell_length_b {b}", f"_cell_length_c {c}",
+             f"_cell_angle_alpha {al}", f"_cell_angle_beta {be}", f"_cell_angle_gamma {ga}", extra,
+             "loop_", "_symmetry_equiv_pos_site_id", "_symmetry_equiv_pos_as_xyz"]
+    lines += [f"{i + 1} '{op}'" for i, op in enumerate(ops)]
+    lines += ["loop_", "_atom_site_label", "_atom_site_type_symbol", "_atom_site_fract_x", "_atom_site_fract_y",
+              "_atom_site_fract_z"] + (["_atom_site_occupancy"] if occupancy else [])
+    for r in rows:
+        label, sym, x, y, z, *occ = r
+        lines.append(f"{label} {sym} {x} {y} {z}" + (f" {occ[0] if occ else 1}" if occupancy else ""))
+    return "\n".join(lines) + "\n"
+
+
+def ops_of(hm: str) -> list[str]:
+    import gemmi
+
+    return [op.triplet() for op in gemmi.SpaceGroup(hm).operations()]
+
+
+def test_partial_occupancy():
+    text = cif((3.75,) * 3 + (90,) * 3, ops_of("P m -3 m"),
+               [("Au1", "Au", 0, 0, 0, 0.7), ("Cu1", "Cu", 0, 0.5, 0.5, 0.9)])
+    check(text)
+
+
+def test_mixed_site():
+    text = cif((3.6,) * 3 + (90,) * 3, ops_of("F m -3 m"),
+               [("Fe1", "Fe", 0, 0, 0, 0.6), ("Ni1", "Ni", 0, 0, 0, 0.3), ("O1", "O", 0.5, 0.5, 0.5, 1)])
+    got, route = read_structure(text)
+    assert route == "gemmi" and len(got) == 8
+    assert sorted(species_of(s) == {"Fe": 0.6, "Ni": 0.3} for s in got).count(True) == 4
+    check(text)
+
+
+def test_hexagonal_with_rounded_thirds():
+    # 0.3333 / 0.6667 are snapped to 1/3, 2/3 by pymatgen; the gemmi route must do the same
+    text = cif((3.21, 3.21, 5.21, 90, 90, 120), ops_of("P 63/m m c"),
+               [("Mg1", "Mg", 0.3333, 0.6667, 0.25), ("Zn1", "Zn", 0, 0, 0, 0.5)])
+    got, _ = read_structure(text)
+    assert len(got) == 4
+    check(text)
+
+
+def test_rhombohedral_hexagonal_setting():
+    text = cif((4.38, 4.38, 30.5, 90, 90, 120), ops_of("R -3 m:H"),
+               [("Bi1", "Bi", 0, 0, 0.4, 1), ("Te1", "Te", 0, 0, 0, 1), ("Te2", "Te", 0, 0, 0.21, 1)])
+    got, _ = read_structure(text)
+    assert len(got) == 15
+    check(text)
+
+
+def test_rhombohedral_axes():
+    text = cif((5.43, 5.43, 5.43, 55.3, 55.3, 55.3), ops_of("R -3 c:R"),
+               [("Fe1", "Fe", 0.3553, 0.3553, 0.3553), ("O1", "O", 0.5528, -0.0528, 0.25)], occupancy=False)
+    check(text)
+
+
+def test_near_special_position_merged_like_pymatgen():
+    # y written as 0.24999 on a mirror: the image at 0.25001 lies within 1e-4 and is merged into the first
+    text = cif((5.0, 6.0, 7.0, 90, 90, 90), ops_of("P n m a"),
+               [("Ca1", "Ca", 0.0136, 0.24999, 0.9483), ("O1", "O", 0.1, 0.2, 0.3)])
+    check(text)
+
+
+def test_p1_many_atoms():
+    from pymatgen.core import Lattice, Structure
+    from pymatgen.io.cif import CifWriter
+
+    nacl = Structure.from_spacegroup("Fm-3m", Lattice.cubic(5.64), ["Na", "Cl"], [[0, 0, 0], [0.5, 0.5, 0.5]])
+    check(str(CifWriter(nacl * (3, 3, 3))))
+
+
+def test_oxidation_state_labels_fall_back():
+    text = cif((4.3,) * 3 + (90,) * 3, ops_of("F m -3 m"),
+               [("Fe1", "Fe2+", 0, 0, 0), ("O1", "O2-", 0.5, 0.5, 0.5)],
+               extra="loop_\n_atom_type_symbol\n_atom_type_oxidation_number\nFe2+ 2\nO2- -2")
+    got, route = read_structure(text)
+    assert route == "pymatgen"
+    want = pymatgen_structure(text)
+    assert got == want and [s.species for s in got] == [s.species for s in want]
+    assert_same_sticks(got, want)
+
+
+def test_oxidation_state_symbols_without_type_loop_fall_back():
+    text = cif((4.3,) * 3 + (90,) * 3, ops_of("F m -3 m"), [("Fe1", "Fe2+", 0, 0, 0), ("O1", "O2-", 0.5, 0.5, 0.5)])
+    assert read_structure(text)[1] == "pymatgen"
+    check(text, route="pymatgen")
+
+
+@pytest.mark.parametrize("text", [
+    # only a space-group symbol, no operations
+    ("data_x\n_cell_length_a 4\n_cell_length_b 4\n_cell_length_c 4\n_cell_angle_alpha 90\n_cell_angle_beta 90\n"
+    "_cell_angle_gamma 90\n_symmetry_space_group_name_H-M 'P m -3 m'\nloop_\n_atom_site_label\n"
+    "_atom_site_type_symbol\n_atom_site_fract_x\n_atom_site_fract_y\n_atom_site_fract_z\nCs1 Cs 0 0 0\n"
+    "Cl1 Cl 0.5 0.5 0.5\n"),
+    # occupancies over 1 on a shared position (pymatgen rescales within tolerance or raises)
+    cif((4.0,) * 3 + (90,) * 3, ["x,y,z"], [("Fe1", "Fe", 0, 0, 0, 0.7), ("Ni1", "Ni", 0, 0, 0, 0.7)]),
+    # no type symbols: pymatgen guesses elements from the labels
+    ("data_x\n_cell_length_a 4\n_cell_length_b 4\n_cell_length_c 4\n_cell_angle_alpha 90\n_cell_angle_beta 90\n"
+    "_cell_angle_gamma 90\nloop_\n_symmetry_equiv_pos_as_xyz\n'x,y,z'\nloop_\n_atom_site_label\n"
+    "_atom_site_fract_x\n_atom_site_fract_y\n_atom_site_fract_z\nCs1 0 0 0\nCl1 0.5 0.5 0.5\n"),
+])
+def test_outside_conditions_fall_back(text):
+    try:
+        want = pymatgen_structure(text)
+    except Exception as exc:  # noqa: BLE001 - then read_structure raises the same
+        with pytest.raises(type(exc)) as fast:
+            read_structure(text)
+        assert str(fast.value) == str(exc)
+        return
+    got, route = read_structure(text)
+    assert route == "pymatgen"
+    assert got == want and [s.species for s in got] == [s.species for s in want]
+
+
+def test_unreadable_cif_raises_like_pymatgen():
+    for text in ("this is not a CIF at all\n",
+                 ("data_x\n_cell_length_a 5\n_cell_length_b 5\n_cell_length_c 5\n"
+                 "_cell_angle_alpha 90\n_cell_angle_beta 90\n_cell_angle_gamma 90\n")):
+        with pytest.raises(Exception) as fast:
+            read_structure(text)
+        with pytest.raises(Exception) as ref:
+            pymatgen_structure(text)
+        assert type(fast.value) is type(ref.value) and str(fast.value) == str(ref.value)
