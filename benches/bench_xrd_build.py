@@ -111,3 +111,28 @@ def test_big_reference(benchmark, big):
     benchmark.group = "xrd-build-nacl-3x3x3-216-atoms"
     got = benchmark.pedantic(reference_path, args=(text,), rounds=3, iterations=1)
     assert outcome(got) == want
+
+
+@pytest.mark.benchmark(group="xrd-build-command-40-cifs")
+@pytest.mark.parametrize("workers", [1, -1])
+def test_build_command(benchmark, aflow, tmp_path, workers):
+    """The whole `benchmint xrd build` (images, KMeans selection, ledger) in worker processes: structures/s."""
+    import shutil
+
+    from conftest import record_throughput
+
+    from benchmint.xrd.build import BuildConfig, build
+
+    cifs = tmp_path / "cifs"
+    cifs.mkdir()
+    for i, text in enumerate(aflow[0]):  # (texts, reference outcomes)
+        (cifs / f"c{i:02d}.cif").write_text(text)
+    out = tmp_path / "out"
+
+    def fresh():
+        shutil.rmtree(out, ignore_errors=True)
+        return (cifs, out, BuildConfig(per_db=5), workers), {}
+
+    res = benchmark.pedantic(lambda *a: build([a[0]], *a[1:]), setup=fresh, rounds=2, iterations=1)
+    assert res.items == N_AFLOW and not res.errors
+    record_throughput(benchmark, N_AFLOW)  # structures per second
