@@ -153,24 +153,25 @@ def hkl_dataset(n_items: int, models: list[str], seed: int = 0):
         meta = {"db": rng.choice(DATABASES), "union_size": group, "angle_range": angle, "two_theta_star": two_theta}
         yield "gold", {"id": f"x{i:05d}", "answer": [list(h) for h in answer], "meta": meta}
     for model in models:
-        persona = PERSONAS[model]
         for rid, answer, pool in golds:
-            p_exact, p_drop, p_add, p_all, p_bad = persona
-            r = rng.random()
-            if r < p_bad:
-                text = render_unparseable(rng)
-            else:
-                pred = list(answer)
-                r = rng.random()
-                extra = [h for h in pool if h not in answer]
-                if r < p_drop and len(pred) > 1:
-                    pred.pop(rng.randrange(len(pred)))
-                elif r < p_drop + p_add and extra:
-                    pred.append(rng.choice(extra))
-                elif r > p_exact + p_drop + p_add and extra:
-                    pred = [rng.choice(extra)]
-                text = render_hkls(pred, rng)
-            yield "pred", {"id": rid, "model": model, "output": text}
+            extra = [h for h in pool if h not in answer]
+            yield "pred", {"id": rid, "model": model, "output": _hkl_output(answer, extra, PERSONAS[model], rng)}
+
+
+def _hkl_output(answer: list[tuple], extra: list[tuple], persona: tuple, rng: random.Random) -> str:
+    """A simulated model's raw output for an HKL item: a refusal, or the answer with a persona's slip."""
+    p_exact, p_drop, p_add, _p_all, p_bad = persona
+    if rng.random() < p_bad:
+        return render_unparseable(rng)
+    pred = list(answer)
+    r = rng.random()
+    if r < p_drop and len(pred) > 1:
+        pred.pop(rng.randrange(len(pred)))
+    elif r < p_drop + p_add and extra:
+        pred.append(rng.choice(extra))
+    elif r > p_exact + p_drop + p_add and extra:
+        pred = [rng.choice(extra)]
+    return render_hkls(pred, rng)
 
 
 def hkl_predictions(items: list[dict], models: list[str], seed: int = 0):
@@ -178,20 +179,7 @@ def hkl_predictions(items: list[dict], models: list[str], seed: int = 0):
     rng = random.Random(seed)
     pool = sorted({tuple(h) for it in items for h in it["answer"]})
     for model in models:
-        p_exact, p_drop, p_add, p_all, p_bad = PERSONAS[model]
         for it in items:
             answer = [tuple(h) for h in it["answer"]]
-            if rng.random() < p_bad:
-                text = render_unparseable(rng)
-            else:
-                pred = list(answer)
-                extra = [h for h in pool if h not in answer and len(h) == len(answer[0])] if answer else []
-                r = rng.random()
-                if r < p_drop and len(pred) > 1:
-                    pred.pop(rng.randrange(len(pred)))
-                elif r < p_drop + p_add and extra:
-                    pred.append(rng.choice(extra))
-                elif r > p_exact + p_drop + p_add and extra:
-                    pred = [rng.choice(extra)]
-                text = render_hkls(pred, rng)
-            yield {"id": it["id"], "model": model, "output": text}
+            extra = [h for h in pool if h not in answer and len(h) == len(answer[0])] if answer else []
+            yield {"id": it["id"], "model": model, "output": _hkl_output(answer, extra, PERSONAS[model], rng)}
