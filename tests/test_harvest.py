@@ -92,3 +92,42 @@ def test_cli(corpus, tmp_path, capsys):
     assert "2 candidate pages, 2 figures" in capsys.readouterr().out
     assert main(["harvest", str(corpus), "--out", str(tmp_path / "o2"), "--workers", "1"]) == 1  # unreadable files
     assert main(["harvest", str(tmp_path / "missing"), "--out", str(tmp_path / "o3")]) == 2
+
+
+def test_killed_harvest_resumes_to_the_same_files(corpus, tmp_path):
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    from benchmint.store import Ledger
+
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    for i in range(150):  # distinct files (content keys) of the sample article
+        (dump / f"paper{i:02d}.pdf").write_bytes(SAMPLE.read_bytes() + f"%{i}\n".encode())
+    run = [sys.executable, "-m", "benchmint.cli", "harvest", str(dump), "--workers", "1", "--out"]
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen([*run, str(killed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ledger_file = killed / "ledger.sqlite"
+    deadline = time.time() + 60
+    while time.time() < deadline:  # kill it once some PDFs are recorded, long before the end
+        try:
+            with sqlite3.connect(f"file:{ledger_file}?mode=ro", uri=True) as db:
+                if db.execute("SELECT COUNT(*) FROM units").fetchone()[0] >= 3:
+                    break
+        except sqlite3.Error:  # not created yet
+            pass
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with Ledger(ledger_file, "harvest") as ledger:
+        assert 3 <= len(ledger) < 150
+    assert subprocess.run([*run, str(killed)], capture_output=True).returncode == 0
+    clean = tmp_path / "clean"
+    assert subprocess.run([*run, str(clean)], capture_output=True).returncode == 0
+    for name in ("pages.jsonl", "figures.jsonl", "errors.jsonl"):
+        assert (killed / name).read_bytes() == (clean / name).read_bytes(), name
+    assert sorted(p.name for p in (killed / "thumbs").iterdir()) == sorted(p.name for p in (clean / "thumbs").iterdir())
