@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import random
 import statistics
-import time
 
 import pytest
+from conftest import best_time
 
 from benchmint.xrd import reference
 from benchmint.xrd.cifread import pymatgen_structure, read_structure
@@ -44,15 +44,6 @@ def outcome(result):
     return result[1], result[2]
 
 
-def _best(fn, arg, repeats):
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn(arg)
-        best = min(best, time.perf_counter() - t)
-    return best
-
-
 @pytest.fixture(scope="module")
 def aflow():
     from pymatgen.analysis.prototypes import AFLOW_PROTOTYPE_LIBRARY
@@ -79,14 +70,14 @@ def test_aflow_fast(benchmark, aflow):
     got = benchmark(lambda: [fast_path(t) for t in texts])
     assert [outcome(g) for g in got] == want
     routes = [read_structure(t)[1] for t in texts]
-    fast = [_best(fast_path, t, 5) for t in texts]
-    ref = [_best(reference_path, t, 3) for t in texts]
+    fast = [best_time(fast_path, t, 5) for t in texts]
+    ref = [best_time(reference_path, t, 3) for t in texts]
     benchmark.extra_info["gemmi_route"] = routes.count("gemmi")
     benchmark.extra_info["median_ms_fast"] = 1e3 * statistics.median(fast)
     benchmark.extra_info["median_ms_reference"] = 1e3 * statistics.median(ref)
     benchmark.extra_info["median_speedup"] = statistics.median(r / f for r, f in zip(ref, fast))
-    read_fast = [_best(lambda x: read_structure(x), t, 5) for t in texts]
-    read_ref = [_best(pymatgen_structure, t, 3) for t in texts]
+    read_fast = [best_time(lambda x: read_structure(x), t, 5) for t in texts]
+    read_ref = [best_time(pymatgen_structure, t, 3) for t in texts]
     benchmark.extra_info["median_ms_read_fast"] = 1e3 * statistics.median(read_fast)
     benchmark.extra_info["median_ms_read_pymatgen"] = 1e3 * statistics.median(read_ref)
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import random
 import statistics
-import time
 
 import numpy as np
 import pytest
+from conftest import best_time
 from pymatgen.core import Lattice, Structure
 
 from benchmint.xrd.sticks import compute_sticks, compute_sticks_many, reference_sticks
@@ -45,15 +45,6 @@ def big():
     return {k: (s, reference_sticks(s)) for k, s in cells.items()}
 
 
-def _best(fn, s, repeats=5):
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn(s)
-        best = min(best, time.perf_counter() - t)
-    return best
-
-
 def test_aflow_compiled(benchmark, aflow):
     structures, want = aflow
     benchmark.group = f"xrd-sticks-aflow-{N_AFLOW}"
@@ -61,8 +52,8 @@ def test_aflow_compiled(benchmark, aflow):
     for g, w in zip(got, want):
         same(g, w)
     # per-structure medians (best of 5 each), for the README
-    comp = [_best(compute_sticks, s) for s in structures]
-    ref = [_best(reference_sticks, s, 3) for s in structures]
+    comp = [best_time(compute_sticks, s) for s in structures]
+    ref = [best_time(reference_sticks, s, 3) for s in structures]
     benchmark.extra_info["median_ms_compiled"] = 1e3 * statistics.median(comp)
     benchmark.extra_info["median_ms_pymatgen"] = 1e3 * statistics.median(ref)
     benchmark.extra_info["median_speedup"] = statistics.median(r / c for r, c in zip(ref, comp))

@@ -1,3 +1,5 @@
+import time
+
 import numpy as np
 import pytest
 
@@ -7,6 +9,16 @@ def record_throughput(benchmark, n_items: int) -> None:
     stats = getattr(benchmark, "stats", None)
     if stats is not None and getattr(stats, "stats", None) is not None and stats.stats.min > 0:
         benchmark.extra_info["items_per_second"] = n_items / stats.stats.min
+
+
+def best_time(fn, arg, repeats: int = 5) -> float:
+    """Best wall time of ``fn(arg)`` over ``repeats`` calls (for per-item ratios beside the grouped benches)."""
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn(arg)
+        best = min(best, time.perf_counter() - t)
+    return best
 
 
 @pytest.fixture(scope="session")
