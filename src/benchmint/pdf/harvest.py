@@ -17,11 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from benchmint.io import InputError, write_jsonl
-from benchmint.store import Ledger, content_key
-from benchmint.store.runner import find_files, resolve_workers, run_pending
-
-LEDGER_NAME = "ledger.sqlite"
+from benchmint.io import write_jsonl
+from benchmint.store.runner import run_files
 
 
 @dataclass(frozen=True)
@@ -153,22 +150,13 @@ class HarvestResult:
 
 
 def harvest(inputs, out_dir, cfg: HarvestConfig = HarvestConfig(), workers: int = 1, progress: bool = False):
-    pdfs = find_files(inputs, ".pdf")
-    if not pdfs:
-        raise InputError("no PDF files found in " + ", ".join(map(str, inputs)))
-    resolve_workers(workers)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     settings = asdict(cfg)
-    keys = [content_key(p.read_bytes(), settings) for p in pdfs]
-    with Ledger(out / LEDGER_NAME, "harvest") as ledger:
-        skipped = run_pending(ledger, [(str(p), k, str(out), cfg) for p, k in zip(pdfs, keys)], _harvest_pdf,
-                              workers, "harvest", progress)
-        results = [(p, ledger.get(k)[1]) for p, k in zip(pdfs, keys)]
+    out, results, skipped = run_files(inputs, ".pdf", out_dir, "harvest", _harvest_pdf, lambda p: (cfg,),
+                                      lambda p: settings, workers, progress)
     errors = [{"pdf": str(p), "error": r["error"]} for p, r in results if "error" in r]
     pages = [row for _, r in results for row in r.get("pages", [])]
     write_jsonl(out / "pages.jsonl", pages)
     write_jsonl(out / "figures.jsonl", (row for _, r in results for row in r.get("figures", [])))
     write_jsonl(out / "errors.jsonl", errors)
-    return HarvestResult(len(pdfs), len(pages), sum(row["candidate"] for row in pages),
+    return HarvestResult(len(results), len(pages), sum(row["candidate"] for row in pages),
                          sum(len(r.get("figures", [])) for _, r in results), errors, skipped)

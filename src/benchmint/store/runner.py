@@ -9,7 +9,9 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from benchmint.io import InputError
-from benchmint.store.ledger import Ledger
+from benchmint.store.ledger import Ledger, content_key
+
+LEDGER_NAME = "ledger.sqlite"
 
 
 def find_files(inputs: Sequence[str | os.PathLike], suffix: str) -> list[Path]:
@@ -65,3 +67,26 @@ def run_pending(ledger: Ledger, units: Sequence[tuple], work: Callable[..., dict
             bar.close()
         ledger.flush()
     return len(units) - len(todo)
+
+
+def run_files(inputs: Sequence[str | os.PathLike], suffix: str, out_dir: str | os.PathLike, kind: str,
+              work: Callable[..., dict], args_of: Callable[[Path], tuple], settings_of: Callable[[Path], dict],
+              workers: int = 1, progress: bool = False) -> tuple[Path, list[tuple[Path, dict]], int]:
+    """A resumable run over the files in ``inputs``: ``work(path, key, out_dir, *args_of(path))`` per file.
+
+    A file's key hashes its bytes with ``settings_of(path)``; results come back in
+    input order from the ledger ``out_dir/ledger.sqlite``. Returns (output folder,
+    [(path, result)], files already done).
+    """
+    files = find_files(inputs, suffix)
+    if not files:
+        raise InputError(f"no {suffix} files found in " + ", ".join(map(str, inputs)))
+    resolve_workers(workers)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    keys = [content_key(p.read_bytes(), settings_of(p)) for p in files]
+    with Ledger(out / LEDGER_NAME, kind) as ledger:
+        units = [(str(p), k, str(out), *args_of(p)) for p, k in zip(files, keys)]
+        skipped = run_pending(ledger, units, work, workers, kind, progress)
+        results = [(p, ledger.get(k)[1]) for p, k in zip(files, keys)]
+    return out, results, skipped

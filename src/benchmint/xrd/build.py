@@ -16,10 +16,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from benchmint.io import InputError, write_jsonl
-from benchmint.store import Ledger, content_key
-from benchmint.store.runner import find_files, resolve_workers, run_pending
+from benchmint.store.runner import run_files
 
-LEDGER_NAME = "ledger.sqlite"
 CRYSTAL_SYSTEMS = ("triclinic", "monoclinic", "orthorhombic", "tetragonal", "trigonal", "hexagonal", "cubic")
 FEATURES = ("two_theta_star", "peak_intensity", "n_peaks", "union_size", "crystal_system_code", "spacegroup_number")
 
@@ -165,19 +163,10 @@ class BuildResult:
 
 
 def build(inputs, out_dir, cfg: BuildConfig = BuildConfig(), workers: int = 1, progress: bool = False) -> BuildResult:
-    cifs = find_files(inputs, ".cif")
-    if not cifs:
-        raise InputError("no CIF files found in " + ", ".join(map(str, inputs)))
-    resolve_workers(workers)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     settings = asdict(cfg)
-    dbs = [p.parent.name if cfg.db_from_dirname else "default" for p in cifs]
-    keys = [content_key(p.read_bytes(), {**settings, "db": db}) for p, db in zip(cifs, dbs)]
-    with Ledger(out / LEDGER_NAME, "xrd-build") as ledger:
-        skipped = run_pending(ledger, [(str(p), k, str(out), db, cfg) for p, k, db in zip(cifs, keys, dbs)],
-                              _build_one, workers, "xrd build", progress)
-        results = [(p, ledger.get(k)[1]) for p, k in zip(cifs, keys)]
+    db_of = (lambda p: p.parent.name) if cfg.db_from_dirname else (lambda p: "default")
+    out, results, skipped = run_files(inputs, ".cif", out_dir, "xrd-build", _build_one, lambda p: (db_of(p), cfg),
+                                      lambda p: {**settings, "db": db_of(p)}, workers, progress)
     items = [r for _, r in results if "error" not in r]
     errors = [{"cif": str(p), "error": r["error"]} for p, r in results if "error" in r]
     seen: dict[str, str] = {}
@@ -190,4 +179,4 @@ def build(inputs, out_dir, cfg: BuildConfig = BuildConfig(), workers: int = 1, p
     write_jsonl(out / "items.jsonl", items)
     write_jsonl(out / "errors.jsonl", errors)
     write_jsonl(out / "selection.jsonl", ({**row, "silhouette": silhouettes[row["db"]]} for row in selection))
-    return BuildResult(len(cifs), len(items), len(selection), errors, skipped, silhouettes)
+    return BuildResult(len(results), len(items), len(selection), errors, skipped, silhouettes)
