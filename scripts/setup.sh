@@ -34,8 +34,10 @@ names = {d.metadata["Name"].lower() for d in md.distributions()}
 sys.exit(0 if "pillow-simd" in names and "pillow" not in names else 1)
 PY
 then
+    # Both distributions write the PIL package: removing Pillow removes it, so
+    # pillow-simd is always (re)installed afterwards, from pip's cache after the first build.
     "${PIP[@]}" uninstall -y pillow >/dev/null 2>&1 || true
-    if ! "${PIP[@]}" install --no-deps pillow-simd; then
+    if ! "${PIP[@]}" install --no-deps --force-reinstall pillow-simd; then
         echo "setup: pillow-simd did not build; keeping plain Pillow" >&2
         "${PIP[@]}" install pillow
     fi
