@@ -718,6 +718,45 @@ py::dict py_count_pages(const py::list& pages, int workers) {
     return out;
 }
 
+// The content with every `/Name Do` whose name is in `names` cut out (this
+// stream only, not the forms it runs). Each cut leaves one space so the
+// neighbouring tokens stay apart; inline image data is skipped, never cut.
+py::tuple py_drop_invocations(const py::bytes& content, const std::vector<std::string>& names) {
+    std::string_view v = content;
+    const std::unordered_set<std::string> drop(names.begin(), names.end());
+    std::string out;
+    int64_t dropped = 0;
+    {
+        py::gil_scoped_release release;
+        out.reserve(v.size());
+        Lexer lx(v);
+        size_t copied = 0, name_at = 0;
+        bool name_before = false;  // the previous token was a name in `drop`
+        for (;;) {
+            lx.skip_white();
+            const size_t at = lx.i;
+            Tok t = lx.next();
+            if (t == Tok::End) break;
+            if (t == Tok::Name) {
+                name_before = drop.count(lx.text) > 0;
+                name_at = at;
+                continue;
+            }
+            if (t == Tok::Keyword && name_before && lx.text == "Do") {
+                out.append(v.substr(copied, name_at - copied));
+                out.push_back(' ');
+                copied = lx.i;
+                ++dropped;
+            } else if (t == Tok::Keyword && lx.text == "BI" && !skip_inline_image(lx)) {
+                break;  // the rest of the stream is image data
+            }
+            name_before = false;
+        }
+        out.append(v.substr(copied));
+    }
+    return py::make_tuple(py::bytes(out), dropped);
+}
+
 }  // namespace
 
 void bind_pdf(py::module_& m) {
@@ -732,6 +771,9 @@ void bind_pdf(py::module_& m) {
     m.def("count_pages", &py_count_pages, py::arg("pages"), py::arg("workers") = 1,
           "Batch of (content, resources) pairs -> dict of numpy arrays images, paths, damaged. "
           "The GIL is released while counting; workers=-1 uses all cores.");
+    m.def("drop_invocations", &py_drop_invocations, py::arg("content"), py::arg("names"),
+          "(content, dropped): the content stream with each `/Name Do` of the given XObject names "
+          "removed (this stream only; inline image data is never touched).");
 }
 
 }  // namespace bm

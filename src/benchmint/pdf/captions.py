@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import pymupdf
+
 _PREFIX = r"(?:(?:Extended\s+Data|Supplementary|Supplemental|Suppl\.)\s+)?"
 _WORD = r"(?:Figure|FIGURE|Fig\.|FIG\.|Fig|FIG|Figura|FIGURA)"
 _NUMBER = r"(?P<label>S?\d{1,3}[a-z]?)"
@@ -64,11 +66,18 @@ def _segments(block: dict):
         yield "\n".join(text), box
 
 
+_TEXT_ONLY = pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_IMAGES
+
+
 def text_segments(page) -> list[tuple[str, tuple[float, float, float, float]]]:
-    """The page's text as (text, bbox) segments: MuPDF blocks, split at columns and paragraph gaps."""
+    """The page's text as (text, bbox) segments: MuPDF blocks, split at columns and paragraph gaps.
+
+    Read without images: image blocks carry no text, and keeping them makes
+    PyMuPDF decode every image for the dict.
+    """
     out = []
-    for block in page.get_text("dict", sort=True)["blocks"]:
-        if block.get("type") == 0:  # image blocks carry no text
+    for block in page.get_text("dict", flags=_TEXT_ONLY, sort=True)["blocks"]:
+        if block.get("type") == 0:
             out.extend((text, tuple(float(v) for v in bbox)) for text, bbox in _segments(block))
     return out
 

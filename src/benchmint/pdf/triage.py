@@ -231,20 +231,73 @@ def page_counts(page: pymupdf.Page) -> tuple[int, int]:
     return images, paths
 
 
-def open_document_counts(doc: pymupdf.Document, workers: int = 1) -> list[tuple[int, int, bool]]:
+def open_document_counts(doc: pymupdf.Document, workers: int = 1, extractor: _Extractor | None = None,
+                         inputs: list | None = None) -> list[tuple[int, int, bool]]:
     """(images, paths, damaged) for every page of an open document; resources are read once for all pages.
 
     ``workers`` threads count pages in parallel (1 = serial, -1 = all cores);
     stream extraction runs first, in this thread. ``damaged`` says a content
     stream could not be read cleanly (always False on the reference path).
+    A caller that also wants the pages' content passes its own ``extractor``
+    and an empty ``inputs`` list, which receives each page's (content, resources).
     """
     if workers == 0 or workers < -1:
         raise ValueError("workers must be -1 (all cores) or >= 1")
     if _dispatch.use_reference():
         return [(*reference_counts(page), False) for page in doc]
-    ex = _Extractor(doc)
-    got = _dispatch.core().pdf.count_pages([ex.page_input(page) for page in doc], workers)
+    ex = extractor or _Extractor(doc)
+    pages = [ex.page_input(page) for page in doc]
+    if inputs is not None:
+        inputs[:] = pages
+    got = _dispatch.core().pdf.count_pages(pages, workers)
     return [(int(im), int(pa), bool(da)) for im, pa, da in zip(got["images"], got["paths"], got["damaged"])]
+
+
+# A one-page copy costs about half a millisecond; it pays off when it spares
+# MuPDF many form runs (a scatter plot invokes one marker form per point).
+LEAN_MIN_DROPPED = 64
+
+
+def _may_show_text(entry: tuple, seen: set[int]) -> bool:
+    """Whether running this form could put text on the page (conservative: any BT, or a form it cannot see)."""
+    if id(entry) in seen:
+        return False  # a cycle: MuPDF does not run it again
+    seen.add(id(entry))
+    _, content, res, _ = entry
+    if b"BT" in content:
+        return True
+    if b"Do" not in content and b"scn" not in content and b"SCN" not in content:
+        return False
+    if res is None:
+        return True  # inherits its caller's resources: not worth resolving
+    programs = [e for e in (*res["XObject"].values(), *res["Pattern"].values()) if e[0] in ("form", "tiling")]
+    return any(_may_show_text(e, seen) for e in programs)
+
+
+def lean_text_copy(page: pymupdf.Page, content: bytes, extractor: _Extractor) -> pymupdf.Document | None:
+    """A one-page copy of ``page`` whose content no longer runs XObjects that cannot show text, or None.
+
+    MuPDF interprets every form a page runs to build its text page, even forms
+    that only draw (a marker invoked 6,000 times). Images and such forms leave
+    no trace in a text page read without images, so the copy's text equals the
+    page's (tests/test_pdf_triage.py checks it) at a fraction of the cost.
+    None when fewer than ``LEAN_MIN_DROPPED`` invocations would be saved.
+    """
+    xobjects = extractor.resources_of(page.xref).get("XObject", {})
+    names = [name for name, e in xobjects.items()
+             if e[0] == "image" or (e[0] == "form" and not _may_show_text(e, set()))]
+    if not names:
+        return None
+    lean, dropped = _dispatch.core().pdf.drop_invocations(content, names)
+    if dropped < LEAN_MIN_DROPPED:
+        return None
+    copy = pymupdf.open()
+    copy.insert_pdf(page.parent, from_page=page.number, to_page=page.number)
+    streams = copy[0].get_contents()
+    copy.update_stream(streams[0], lean, compress=False)
+    for xref in streams[1:]:
+        copy.update_stream(xref, b"")
+    return copy
 
 
 def document_counts(path: str, workers: int = 1) -> list[dict]:
