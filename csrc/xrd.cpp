@@ -43,6 +43,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -219,6 +221,49 @@ BM_HOT_LOOP void sum_lorentz_at(const Sticks& s, size_t j0, size_t j1, const dou
     }
 }
 
+// Σ_{k<m} coef_k T_k(u_i), u_i = (x_i - mid)/half, added to out[i] for the
+// n points of a block; per point the operations are those of the scalar
+// Clenshaw recurrence, in the same order.
+BM_HOT_LOOP void clenshaw_block(const double* x, int64_t n, double mid, double half, const double* coef, int m,
+                                double* u, double* b1, double* b2, double* out) {
+    for (int64_t i = 0; i < n; ++i) {
+        u[i] = (x[i] - mid) / half;
+        b1[i] = 0.0;
+        b2[i] = 0.0;
+    }
+    for (int k = m - 1; k >= 1; --k) {
+        const double ck = coef[k];
+        for (int64_t i = 0; i < n; ++i) {
+            const double b0 = 2.0 * u[i] * b1[i] - b2[i] + ck;
+            b2[i] = b1[i];
+            b1[i] = b0;
+        }
+    }
+    for (int64_t i = 0; i < n; ++i) out[i] += u[i] * b1[i] - b2[i] + coef[0];
+}
+
+// Chebyshev nodes on [-1, 1] and the cos(π·k·(i + ½)/m) matrix, built once per node count.
+struct ChebyshevTables {
+    std::vector<double> unit, cosines;
+};
+
+const ChebyshevTables& chebyshev_tables(int m) {
+    static std::mutex lock;
+    static std::vector<std::unique_ptr<ChebyshevTables>> cache(65);
+    std::lock_guard<std::mutex> guard(lock);
+    auto& slot = cache.at(size_t(m));
+    if (!slot) {
+        auto t = std::make_unique<ChebyshevTables>();
+        t->unit.resize(size_t(m));
+        t->cosines.resize(size_t(m) * size_t(m));
+        for (int i = 0; i < m; ++i) t->unit[i] = std::cos(kPi * (i + 0.5) / m);
+        for (int k = 0; k < m; ++k)
+            for (int i = 0; i < m; ++i) t->cosines[size_t(k) * m + i] = std::cos(kPi * k * (i + 0.5) / m);
+        slot = std::move(t);
+    }
+    return *slot;
+}
+
 struct Layout {
     int64_t block;  // grid points per block
     int nodes;      // Chebyshev nodes per block; 0: far field evaluated directly
@@ -254,10 +299,9 @@ void broaden_sticks(const Sticks& s, const Params& p, const double* x, double* c
 
     const Layout lay = layout(p, s.g_min);
     const int m = lay.nodes;
-    std::vector<double> cosines(size_t(m) * size_t(m)), unit(m), t(m), vals(m), coef(m);
-    for (int i = 0; i < m; ++i) unit[i] = std::cos(kPi * (i + 0.5) / m);
-    for (int k = 0; k < m; ++k)
-        for (int i = 0; i < m; ++i) cosines[size_t(k) * m + i] = std::cos(kPi * k * (i + 0.5) / m);
+    const ChebyshevTables& cheb = chebyshev_tables(m);
+    const std::vector<double>&cosines = cheb.cosines, &unit = cheb.unit;
+    std::vector<double> t(m), vals(m), coef(m), u(size_t(lay.block)), b1(size_t(lay.block)), b2(size_t(lay.block));
 
     for (int64_t k0 = 0; k0 < n_grid; k0 += lay.block) {
         const int64_t k1 = std::min(n_grid, k0 + lay.block);
@@ -281,17 +325,9 @@ void broaden_sticks(const Sticks& s, const Params& p, const double* x, double* c
             for (int i = 0; i < m; ++i) c += vals[i] * cosines[size_t(k) * m + i];
             coef[k] = (k == 0 ? 1.0 : 2.0) * c / m;
         }
-        // Clenshaw: stable evaluation of Σ coef_k T_k(u).
-        for (int64_t kk = k0; kk < k1; ++kk) {
-            const double u = (x[kk] - mid) / half;
-            double b1 = 0.0, b2 = 0.0;
-            for (int k = m - 1; k >= 1; --k) {
-                const double b0 = 2.0 * u * b1 - b2 + coef[k];
-                b2 = b1;
-                b1 = b0;
-            }
-            curve[kk] += u * b1 - b2 + coef[0];
-        }
+        // Clenshaw: stable evaluation of Σ coef_k T_k(u), run over all points
+        // of the block at once so the independent recurrences vectorize.
+        clenshaw_block(x + k0, k1 - k0, mid, half, coef.data(), m, u.data(), b1.data(), b2.data(), curve + k0);
     }
 }
 
@@ -321,7 +357,14 @@ Outcome run_one(const double* tt, const double* in, int64_t n_tt, int64_t n_in, 
                 double* curve) {
     const Sticks s = prepare(tt, in, n_tt, n_in, p);
     broaden_sticks(s, p, x, curve);
-    for (int64_t k = 0; k < p.n_grid; ++k) curve[k] = std::ldexp(curve[k], s.scale_exp);
+    // Undo the power-of-two scaling: a multiplication rounds exactly as ldexp
+    // does, and costs far less, whenever 2^scale_exp is a normal double.
+    if (s.scale_exp >= -1021 && s.scale_exp <= 1023) {
+        const double f = std::ldexp(1.0, s.scale_exp);
+        for (int64_t k = 0; k < p.n_grid; ++k) curve[k] *= f;
+    } else {
+        for (int64_t k = 0; k < p.n_grid; ++k) curve[k] = std::ldexp(curve[k], s.scale_exp);
+    }
     return finish(tt, n_tt, p, x, curve);
 }
 
