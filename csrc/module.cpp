@@ -11,6 +11,7 @@ void bind_xrd(py::module_& m);
 void bind_pdf(py::module_& m);
 void bind_sticks(py::module_& m);
 void bind_geometry(py::module_& m);
+void bind_cell(py::module_& m);
 }
 
 PYBIND11_MODULE(_core, m) {
@@ -29,4 +30,6 @@ PYBIND11_MODULE(_core, m) {
     bm::bind_sticks(sticks);
     auto geometry = m.def_submodule("geometry");
     bm::bind_geometry(geometry);
+    auto cell = m.def_submodule("cell");
+    bm::bind_cell(cell);
 }

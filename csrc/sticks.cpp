@@ -31,6 +31,7 @@
 #include <pybind11/pybind11.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <complex>
 #include <cstdint>
@@ -152,7 +153,8 @@ struct Tables {
 void sf_range(const SFInput& in, const Tables& tb, const std::vector<int64_t>& group_start, int64_t begin,
               int64_t end, double* out) {
     const int64_t n = in.n;
-    std::vector<double> w(static_cast<size_t>(n));
+    std::vector<double> w(static_cast<size_t>(n)), form(static_cast<size_t>(in.ng));
+    double lorentz = 0.0;
     for (int64_t m = begin; m < end; ++m) {
         const int64_t h = in.hkl[3 * m], k = in.hkl[3 * m + 1], l = in.hkl[3 * m + 2];
         const double s2 = (in.g[m] / 2) * (in.g[m] / 2);
@@ -173,15 +175,23 @@ void sf_range(const SFInput& in, const Tables& tb, const std::vector<int64_t>& g
             }
             weight = w.data();
         }
+        // Form factors depend on |g| alone: equivalent reflections, adjacent in
+        // the |g| order, often share it bit for bit and reuse them.
+        if (m == begin || in.g[m] != in.g[m - 1]) {
+            for (int64_t e = 0; e < in.ng; ++e) {
+                double sum = 0.0;
+                for (int64_t c = 0; c < in.nc; ++c) {
+                    const double a = in.coeff[(e * in.nc + c) * 2], b = in.coeff[(e * in.nc + c) * 2 + 1];
+                    sum += a * std::exp(-b * s2);
+                }
+                double f = in.z[e] - 41.78214 * s2 * sum;
+                if (in.dw[e] != 0.0) f = f * std::exp(-in.dw[e] * s2);
+                form[size_t(e)] = f;
+            }
+        }
         double fr = 0.0, fi = 0.0;
         for (int64_t e = 0; e < in.ng; ++e) {
-            double sum = 0.0;
-            for (int64_t c = 0; c < in.nc; ++c) {
-                const double a = in.coeff[(e * in.nc + c) * 2], b = in.coeff[(e * in.nc + c) * 2 + 1];
-                sum += a * std::exp(-b * s2);
-            }
-            double f = in.z[e] - 41.78214 * s2 * sum;
-            if (in.dw[e] != 0.0) f = f * std::exp(-in.dw[e] * s2);
+            const double f = form[size_t(e)];
             // Occupancy-weighted phase sum of this element's atoms; four partial sums.
             double sr[4] = {0, 0, 0, 0}, si[4] = {0, 0, 0, 0};
             const int64_t j0 = group_start[e], j1 = group_start[e + 1];
@@ -206,8 +216,10 @@ void sf_range(const SFInput& in, const Tables& tb, const std::vector<int64_t>& g
         }
         const double i_hkl = fr * fr + fi * fi;
         const double th = in.theta[m];
-        const double cos2t = std::cos(2 * th), sint = std::sin(th), cost = std::cos(th);
-        const double lorentz = (1 + cos2t * cos2t) / (sint * sint * cost);
+        if (m == begin || th != in.theta[m - 1]) {
+            const double cos2t = std::cos(2 * th), sint = std::sin(th), cost = std::cos(th);
+            lorentz = (1 + cos2t * cos2t) / (sint * sint * cost);
+        }
         out[m] = 2 * i_hkl * lorentz;
     }
 }
@@ -293,6 +305,98 @@ py::array_t<double> intensities(const carray<int64_t>& hkl, const carray<double>
     return out;
 }
 
+// Reflections -> peaks, as get_pattern merges them: reflections whose 2θ
+// bins (keys) agree form one peak (peaks in increasing key order, each at its
+// first reflection), intensities summed in reflection order; peaks whose
+// intensity / max · 100 is not above `threshold` are dropped; the rest scaled
+// to a maximum of 100. Each peak's hkl families as get_unique_families forms
+// them from its reflections and their Friedel mates: members with the same
+// sorted |indices|, the lexicographically largest member as representative
+// (a half-space reflection always beats its mate), multiplicity twice the
+// reflections, families in order of first appearance. Labels are
+// (h, k, -h-k, l) when `hexagonal`.
+py::tuple merge_peaks(const carray<int64_t>& keys, const carray<double>& intens, const carray<int64_t>& hkl,
+                      bool hexagonal, double threshold) {
+    const int64_t n = keys.ndim() == 1 ? keys.shape(0) : -1;
+    if (n < 0 || intens.ndim() != 1 || intens.shape(0) != n || hkl.ndim() != 2 || hkl.shape(0) != n ||
+        hkl.shape(1) != 3)
+        throw py::value_error("keys, intensities and hkl must have shapes (m,), (m,), (m, 3)");
+    const int width = hexagonal ? 4 : 3;
+    std::vector<int64_t> rep, fam_labels, fam_mult, fam_start{0};
+    std::vector<double> y;
+    {
+        py::gil_scoped_release nogil;
+        const int64_t* kp = keys.data();
+        const double* ip = intens.data();
+        const int64_t* hp = hkl.data();
+        std::vector<int64_t> order(static_cast<size_t>(n));
+        std::iota(order.begin(), order.end(), int64_t(0));
+        std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return kp[a] < kp[b]; });
+        std::vector<int64_t> bin_start;  // runs of equal keys in `order`
+        std::vector<double> summed;
+        for (int64_t r = 0; r < n; ++r) {
+            if (r == 0 || kp[order[r]] != kp[order[r - 1]]) {
+                bin_start.push_back(r);
+                summed.push_back(0.0);
+            }
+            summed.back() += ip[order[r]];
+        }
+        bin_start.push_back(n);
+        double max_all = 0.0;
+        for (size_t b = 0; b < summed.size(); ++b)
+            if (b == 0 || summed[b] > max_all) max_all = summed[b];
+        std::vector<size_t> kept;
+        for (size_t b = 0; b < summed.size(); ++b)
+            if (summed[b] / max_all * 100 > threshold) kept.push_back(b);
+        double max_kept = 0.0;
+        for (size_t i = 0; i < kept.size(); ++i)
+            if (i == 0 || summed[kept[i]] > max_kept) max_kept = summed[kept[i]];
+        const double scale = max_kept / 100;
+
+        struct Family {
+            std::array<int64_t, 4> key, best;
+            int64_t rows;
+        };
+        std::vector<Family> fams;
+        for (size_t b : kept) {
+            rep.push_back(order[bin_start[b]]);
+            y.push_back(summed[b] / scale);
+            fams.clear();
+            for (int64_t r = bin_start[b]; r < bin_start[b + 1]; ++r) {
+                const int64_t* h = hp + 3 * order[r];
+                std::array<int64_t, 4> label{h[0], h[1], h[2], 0};
+                if (hexagonal) label = {h[0], h[1], -h[0] - h[1], h[2]};
+                std::array<int64_t, 4> key{};
+                for (int c = 0; c < width; ++c) key[c] = label[c] < 0 ? -label[c] : label[c];
+                std::sort(key.begin(), key.begin() + width);
+                auto it = std::find_if(fams.begin(), fams.end(), [&](const Family& f) { return f.key == key; });
+                if (it == fams.end()) fams.push_back({key, label, 1});
+                else {
+                    ++it->rows;
+                    if (std::lexicographical_compare(it->best.begin(), it->best.begin() + width, label.begin(),
+                                                     label.begin() + width))
+                        it->best = label;
+                }
+            }
+            for (const Family& f : fams) {
+                fam_labels.insert(fam_labels.end(), f.best.begin(), f.best.begin() + width);
+                fam_mult.push_back(2 * f.rows);
+            }
+            fam_start.push_back(int64_t(fam_mult.size()));
+        }
+    }
+    py::array_t<int64_t> rep_a(py::ssize_t(rep.size())), mult_a(py::ssize_t(fam_mult.size())),
+        start_a(py::ssize_t(fam_start.size()));
+    py::array_t<int64_t> labels_a(std::vector<py::ssize_t>{py::ssize_t(fam_mult.size()), width});
+    py::array_t<double> y_a(py::ssize_t(y.size()));
+    std::copy(rep.begin(), rep.end(), rep_a.mutable_data());
+    std::copy(y.begin(), y.end(), y_a.mutable_data());
+    std::copy(fam_labels.begin(), fam_labels.end(), labels_a.mutable_data());
+    std::copy(fam_mult.begin(), fam_mult.end(), mult_a.mutable_data());
+    std::copy(fam_start.begin(), fam_start.end(), start_a.mutable_data());
+    return py::make_tuple(rep_a, y_a, labels_a, mult_a, start_a);
+}
+
 }  // namespace
 
 void bind_sticks(py::module_& m) {
@@ -303,6 +407,10 @@ void bind_sticks(py::module_& m) {
           py::arg("occu"), py::arg("atom_group"), py::arg("z"), py::arg("coeff"), py::arg("dw"),
           py::arg("ustar") = py::none(), py::arg("workers") = 1,
           "2|F|^2 times the Lorentz-polarisation factor for each reflection.");
+    m.def("merge_peaks", &merge_peaks, py::arg("keys"), py::arg("intensities"), py::arg("hkl"),
+          py::arg("hexagonal"), py::arg("threshold"),
+          "Reflections -> (first reflection of each peak, scaled intensities, family labels (F, 3|4), "
+          "multiplicities (F,), family offsets per peak (peaks + 1,)).");
 }
 
 }  // namespace bm

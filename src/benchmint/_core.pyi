@@ -132,11 +132,24 @@ class _Sticks:
                     frac: npt.NDArray[np.float64], occu: npt.NDArray[np.float64], atom_group: npt.NDArray[np.int64],
                     z: npt.NDArray[np.float64], coeff: npt.NDArray[np.float64], dw: npt.NDArray[np.float64],
                     ustar: npt.NDArray[np.float64] | None = None, workers: int = 1) -> npt.NDArray[np.float64]: ...
+    @staticmethod
+    def merge_peaks(keys: npt.NDArray[np.int64], intensities: npt.NDArray[np.float64], hkl: npt.NDArray[np.int64],
+                    hexagonal: bool, threshold: float) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64],
+                                                                npt.NDArray[np.int64], npt.NDArray[np.int64],
+                                                                npt.NDArray[np.int64]]: ...
 
 class _Geometry:
     @staticmethod
     def transform_boxes(boxes: npt.NDArray[np.float64], matrix: list[float], workers: int = 1
                         ) -> npt.NDArray[np.float64]: ...
+
+class _Cell:
+    @staticmethod
+    def pbc_groups(positions: npt.NDArray[np.float64], tol: float,
+                   margin: float) -> tuple[npt.NDArray[np.int64], bool, bool]: ...
+    @staticmethod
+    def pbc_close(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64], tol: float,
+                  margin: float) -> tuple[npt.NDArray[np.bool_], bool]: ...
 
 scoring: _Scoring
 extract: _Extract
@@ -144,3 +157,4 @@ pdf: _Pdf
 xrd: _Xrd
 sticks: _Sticks
 geometry: _Geometry
+cell: _Cell

@@ -62,14 +62,6 @@ def render_pattern(grid, curve, path: Path, size: tuple[int, int]) -> None:
     plt.close(fig)
 
 
-def _sticks(structure, two_theta_range):
-    """Cu Kα1 sticks of the structure: (2θ, intensity, hkl labels per stick), as pymatgen's XRDCalculator."""
-    from benchmint.xrd.sticks import compute_sticks
-
-    sticks = compute_sticks(structure, two_theta_range)
-    return sticks.two_theta, sticks.intensity, sticks.hkls
-
-
 def _build_one(path: str, key: str, out_dir: str, db: str, cfg: BuildConfig) -> dict:
     """One CIF -> its item, or {"error": ...}. Runs in a worker process."""
     import warnings
@@ -77,7 +69,8 @@ def _build_one(path: str, key: str, out_dir: str, db: str, cfg: BuildConfig) -> 
     from pymatgen.symmetry.analyzer import SpacegroupAnalyzer
 
     from benchmint.xrd.cifread import read_structure
-    from benchmint.xrd.profile import pattern
+    from benchmint.xrd.profile import sticks_pattern
+    from benchmint.xrd.sticks import compute_sticks
 
     try:
         with warnings.catch_warnings():
@@ -91,12 +84,12 @@ def _build_one(path: str, key: str, out_dir: str, db: str, cfg: BuildConfig) -> 
     if structure.volume <= 1e-6 or not all(x > 1e-6 for x in structure.lattice.abc):
         return {"error": f"degenerate cell (volume {structure.volume:.3g} Å^3)"}
     try:
-        two_theta, intensity, hkls = _sticks(structure, cfg.two_theta_range)
+        sticks = compute_sticks(structure, cfg.two_theta_range)  # Cu Kα1, as pymatgen's XRDCalculator
     except Exception as exc:  # e.g. an element without scattering factors
         return {"error": f"no XRD pattern: {type(exc).__name__}: {exc}"}
-    if len(two_theta) == 0:
+    if len(sticks) == 0:
         return {"error": f"no reflection in 2θ {cfg.two_theta_range[0]}-{cfg.two_theta_range[1]}°"}
-    result = pattern(two_theta, intensity, hkls)
+    result = sticks_pattern(sticks)
     sga = SpacegroupAnalyzer(structure)
     system = sga.get_crystal_system()
     from benchmint.xrd.symmetry import laue_rotations
@@ -116,7 +109,7 @@ def _build_one(path: str, key: str, out_dir: str, db: str, cfg: BuildConfig) -> 
         "laue_rotations": laue_rotations(structure),
         "two_theta_star": round(result.two_theta_star, 2),
         "peak_intensity": float(result.peak_intensity),
-        "n_peaks": int(len(two_theta)),
+        "n_peaks": len(sticks),
         "union_size": len(answer),
         "answer": answer,
         "image": str(image.relative_to(out_dir)),

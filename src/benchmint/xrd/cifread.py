@@ -48,7 +48,9 @@ from itertools import groupby
 
 import numpy as np
 
-__all__ = ["pymatgen_structure", "read_structure"]
+from benchmint import _dispatch
+
+__all__ = ["CellSites", "pymatgen_structure", "read_sites", "read_structure"]
 
 SITE_TOL = 1e-4  # CifParser's default site_tolerance
 FRAC_TOL = 1e-4  # CifParser's default frac_tolerance
@@ -98,12 +100,48 @@ def pymatgen_structure(text: str):
         return CifParser.from_str(text).parse_structures(primitive=False)[0]
 
 
-def read_structure(text: str):
-    """(structure, route): route is "gemmi" when the fast route applies, else "pymatgen"."""
+class CellSites:
+    """The sites of a unit cell as plain lists: what the XRD kernels need, without a pymatgen Structure.
+
+    ``lattice`` (pymatgen Lattice), ``species`` (one Composition per site),
+    ``frac_coords`` (n x 3), ``labels``, in pymatgen's site order.
+    ``structure()`` builds the equal pymatgen Structure (once).
+    """
+
+    __slots__ = ("lattice", "species", "frac_coords", "labels", "_structure")
+
+    def __init__(self, lattice, species: list, frac_coords: np.ndarray, labels: list[str], structure=None) -> None:
+        self.lattice, self.species, self.frac_coords, self.labels = lattice, species, frac_coords, labels
+        self._structure = structure
+
+    @classmethod
+    def of(cls, structure) -> CellSites:
+        return cls(structure.lattice, [site.species for site in structure], structure.frac_coords,
+                   [site.label for site in structure], structure)
+
+    def __len__(self) -> int:
+        return len(self.species)
+
+    def structure(self):
+        if self._structure is None:
+            from pymatgen.core import Structure
+
+            self._structure = Structure(self.lattice, self.species, self.frac_coords, labels=self.labels)
+        return self._structure
+
+
+def read_sites(text: str) -> tuple[CellSites, str]:
+    """(sites, route): route is "gemmi" when the fast route applies, else "pymatgen" (CifParser decides)."""
     try:
         return _fast(text), "gemmi"
     except Exception:  # noqa: BLE001 - _Fallback, or anything unforeseen: pymatgen decides, exactly as before
-        return pymatgen_structure(text), "pymatgen"
+        return CellSites.of(pymatgen_structure(text)), "pymatgen"
+
+
+def read_structure(text: str):
+    """(structure, route): ``read_sites`` as a pymatgen Structure, equal to CifParser's parse_structures(primitive=False)[0]."""
+    sites, route = read_sites(text)
+    return sites.structure(), route
 
 
 @functools.lru_cache(maxsize=4096)
@@ -133,24 +171,82 @@ def _parse_op(s: str) -> tuple[np.ndarray, np.ndarray]:
     return rot, trans
 
 
+@functools.lru_cache(maxsize=1024)
+def _operations(xyz: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(rotations, translations) of an op list that gemmi recognises as a whole space group; else _Fallback.
+
+    Cached: a CIF database repeats a few hundred op lists (one per space-group
+    setting), and matching a list against gemmi's table costs ~0.1 ms.
+    """
+    import gemmi
+
+    parsed = [_parse_op(s) for s in xyz]
+    try:
+        gops = gemmi.GroupOps([gemmi.Op(s.strip().replace(" ", "").lower()) for s in xyz])
+        sg = gemmi.find_spacegroup_by_ops(gops)
+    except Exception as exc:
+        raise _Fallback from exc
+    if sg is None or len(gops) != len(xyz):
+        raise _Fallback
+    rots = np.array([r for r, _ in parsed])
+    trans = np.array([t for _, t in parsed])
+    rots.flags.writeable = trans.flags.writeable = False
+    return rots, trans
+
+
 def _pbc_max(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """max_k |a_k - b_k - round(a_k - b_k)| for all pairs (a: n x 3, b: m x 3) -> n x m."""
-    d = a[:, None, :] - b[None, :, :]
-    d -= np.round(d)
+    """max_k |a_k - b_k - round(a_k - b_k)| for all pairs (a: n x 3, b: m x 3) -> n x m (the plain reference)."""
+    with np.errstate(invalid="ignore"):  # non-finite coordinates compare as not close
+        d = a[:, None, :] - b[None, :, :]
+        d -= np.round(d)
     np.abs(d, out=d)
     return np.maximum(np.maximum(d[..., 0], d[..., 1]), d[..., 2])
 
 
-def _close(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def reference_close(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, bool]:
+    """(pairs closer than SITE_TOL, whether any pair lies within MARGIN of it): the NumPy reference."""
     m = _pbc_max(a, b)
-    if np.any(np.abs(m - SITE_TOL) <= MARGIN):
+    return m < SITE_TOL, bool(np.any(np.abs(m - SITE_TOL) <= MARGIN))
+
+
+def _close(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pairs of positions within pymatgen's site tolerance; a pair too near the tolerance sends the CIF to pymatgen."""
+    if _dispatch.use_reference():
+        close, ambiguous = reference_close(a, b)
+    else:
+        close, ambiguous = _dispatch.core().cell.pbc_close(np.ascontiguousarray(a, dtype=np.float64),
+                                                          np.ascontiguousarray(b, dtype=np.float64),
+                                                          SITE_TOL, MARGIN)
+    if ambiguous:
         raise _Fallback
-    return m < SITE_TOL
+    return close
+
+
+def reference_groups(a: np.ndarray) -> tuple[np.ndarray, bool, bool]:
+    """(root, consistent, ambiguous) of the positions' closeness to each other: the NumPy reference."""
+    close, ambiguous = reference_close(a, a)
+    if len(a) == 0:
+        return np.zeros(0, dtype=np.int64), True, ambiguous
+    root = np.argmax(close, axis=0)
+    return root, bool(np.array_equal(close, root[:, None] == root[None, :])), ambiguous
+
+
+def _groups(a: np.ndarray) -> np.ndarray:
+    """root[j]: the first position close to position j. Sends the CIF to pymatgen when closeness is not
+    an equivalence (pymatgen's greedy order would then matter) or a pair is too near the tolerance."""
+    if _dispatch.use_reference():
+        root, consistent, ambiguous = reference_groups(a)
+    else:
+        root, consistent, ambiguous = _dispatch.core().cell.pbc_groups(
+            np.ascontiguousarray(a, dtype=np.float64), SITE_TOL, MARGIN)
+    if ambiguous or not consistent:
+        raise _Fallback
+    return root
 
 
 def _fast(text: str):
     import gemmi
-    from pymatgen.core import Composition, Element, Lattice, Structure
+    from pymatgen.core import Composition, Element, Lattice
     from pymatgen.core.periodic_table import get_el_sp
     from pymatgen.core.sites import Site
     from pymatgen.io.cif import str2float
@@ -201,16 +297,7 @@ def _fast(text: str):
             break
     if not xyz:
         raise _Fallback
-    parsed = [_parse_op(s) for s in xyz]
-    try:
-        gops = gemmi.GroupOps([gemmi.Op(s.strip().replace(" ", "").lower()) for s in xyz])
-        sg = gemmi.find_spacegroup_by_ops(gops)
-    except Exception as exc:
-        raise _Fallback from exc
-    if sg is None or len(gops) != len(xyz):
-        raise _Fallback
-    rots = np.array([r for r, _ in parsed])
-    trans = np.array([t for _, t in parsed])
+    rots, trans = _operations(tuple(xyz))
 
     table = block.find("_atom_site_", ["label", "type_symbol", "fract_x", "fract_y", "fract_z", "?occupancy"])
     if len(table) == 0 or table.loop is None:
@@ -288,13 +375,7 @@ def _fast(text: str):
         n = len(cand)
         if n > MAX_IMAGES:
             raise _Fallback
-        close = np.empty((n, n), dtype=bool)
-        step = max(1, 2_000_000 // max(n, 1))
-        for s in range(0, n, step):
-            close[s:s + step] = _close(cand[s:s + step], cand)
-        root = np.argmax(close, axis=0)
-        if not np.array_equal(close, root[:, None] == root[None, :]):
-            raise _Fallback  # not an equivalence: pymatgen's greedy order would matter
+        root = _groups(cand)
         keep = np.flatnonzero(root == np.arange(n))
         src = keep // len(rots)
         all_coords.extend(cand[keep])
@@ -305,9 +386,6 @@ def _fast(text: str):
     if not all_species:
         raise _Fallback
 
-    small = gemmi.make_small_structure_from_block(block)  # gemmi's own unit-cell expansion, as a cross-check
-    if len(coord_to_species) == n_rows and len(small.get_all_unit_cell_sites()) != len(all_coords):
-        raise _Fallback
     # get_sorted_structure(): a stable sort with Site.__lt__ (electronegativity, then species string),
     # done on the lists so the Structure is built once
     keys_of = {}
@@ -316,5 +394,5 @@ def _fast(text: str):
             site = Site(comp, (0.0, 0.0, 0.0))
             keys_of[comp] = (site.species.average_electroneg, site.species_string)
     order = sorted(range(len(all_species)), key=lambda i: _SiteOrder(*keys_of[all_species[i]]))
-    return Structure(lattice, [all_species[i] for i in order], [all_coords[i] for i in order],
-                     labels=[all_labels[i] for i in order])
+    return CellSites(lattice, [all_species[i] for i in order], np.array([all_coords[i] for i in order]),
+                     [all_labels[i] for i in order])

@@ -25,6 +25,7 @@ across the float64 range.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ import numpy as np
 from benchmint import _dispatch
 from benchmint.xrd import reference
 
-__all__ = ["HKL", "PatternResult", "ProfileParams", "kalpha2_sticks", "pattern", "patterns"]
+__all__ = ["HKL", "PatternResult", "ProfileParams", "kalpha2_sticks", "pattern", "patterns", "sticks_pattern"]
 
 HKL = tuple[int, ...]
 
@@ -165,6 +166,31 @@ def _labels(hkls: Sequence[Iterable], n: int) -> list[list[HKL]]:
 def _ground_truth(labels: list[list[HKL]], stick_indices: np.ndarray) -> list[HKL]:
     union = {hkl for i in stick_indices.tolist() for hkl in labels[i] if any(hkl)}
     return sorted(union)
+
+
+@functools.lru_cache(maxsize=16)
+def _shared_grid(params: ProfileParams) -> np.ndarray:
+    grid = params.grid()
+    grid.flags.writeable = False
+    return grid
+
+
+def sticks_pattern(sticks, params: ProfileParams | None = None) -> PatternResult:
+    """``pattern`` of a ``benchmint.xrd.sticks.Sticks``, its labels taken packed as computed (no re-validation).
+
+    The grid is shared, read-only, between results with the same parameters.
+    """
+    p = params or DEFAULT_PARAMS
+    tt, inten = _as_sticks(sticks.two_theta, sticks.intensity)
+    if _dispatch.use_reference():
+        curve, star, peak, truth = reference.broaden(tt, inten, p)
+    else:
+        curve, star, peak, truth = _dispatch.core().xrd.broaden(tt, inten, **p.kernel_args())
+    labels, _, start = sticks.family_arrays()
+    rows = [tuple(r) for i in truth.tolist() for r in labels[start[i]:start[i + 1]].tolist()]
+    grid = _shared_grid(p)
+    return PatternResult(grid=grid, curve=curve, two_theta_star=float(grid[star]), peak_intensity=float(peak),
+                         ground_truth=sorted({r for r in rows if any(r)}), n_sticks=len(tt))
 
 
 def _result(params: ProfileParams, grid: np.ndarray, outcome, labels: list[list[HKL]]) -> PatternResult:

@@ -30,7 +30,6 @@ import math
 import os
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -48,23 +47,62 @@ DEFAULT_RANGE = (2.0, 90.0)
 HKLLabel = tuple[int, ...]
 
 
-@dataclass
 class Sticks:
     """Kα1 sticks of one structure, in increasing 2θ.
 
     two_theta (degrees), intensity (max = 100), d_spacing (Å): float64 arrays of
     equal length. hkls[i] lists the family representatives of stick i (3- or
-    4-index tuples) and multiplicities[i] their multiplicities, in pymatgen's order.
+    4-index tuples) and multiplicities[i] their multiplicities, in pymatgen's
+    order. The compiled path keeps the families packed (``family_arrays()``:
+    labels (F, 3|4), multiplicities (F,), offsets per stick (n + 1,)) and
+    builds the tuple lists only when asked for.
     """
 
-    two_theta: np.ndarray
-    intensity: np.ndarray
-    d_spacing: np.ndarray
-    hkls: list[list[HKLLabel]] = field(default_factory=list)
-    multiplicities: list[list[int]] = field(default_factory=list)
+    __slots__ = ("two_theta", "intensity", "d_spacing", "_hkls", "_mults", "_packed")
+
+    def __init__(self, two_theta: np.ndarray, intensity: np.ndarray, d_spacing: np.ndarray,
+                 hkls: list[list[HKLLabel]] | None = None, multiplicities: list[list[int]] | None = None, *,
+                 packed: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> None:
+        if (hkls is None) != (multiplicities is None) or (hkls is None) == (packed is None):
+            raise ValueError("give either hkls and multiplicities, or packed families")
+        self.two_theta, self.intensity, self.d_spacing = two_theta, intensity, d_spacing
+        self._hkls, self._mults, self._packed = hkls, multiplicities, packed
 
     def __len__(self) -> int:
         return len(self.two_theta)
+
+    def __repr__(self) -> str:
+        return f"Sticks({len(self)} sticks, 2θ {self.two_theta[:1].tolist()}..{self.two_theta[-1:].tolist()})"
+
+    @property
+    def hkls(self) -> list[list[HKLLabel]]:
+        if self._hkls is None:
+            labels, _, start = self._packed
+            rows = [tuple(r) for r in labels.tolist()]
+            bounds = start.tolist()
+            self._hkls = [rows[bounds[i]:bounds[i + 1]] for i in range(len(self))]
+        return self._hkls
+
+    @property
+    def multiplicities(self) -> list[list[int]]:
+        if self._mults is None:
+            _, mults, start = self._packed
+            m, bounds = mults.tolist(), start.tolist()
+            self._mults = [m[bounds[i]:bounds[i + 1]] for i in range(len(self))]
+        return self._mults
+
+    def family_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(labels (F, k), multiplicities (F,), offsets (n + 1,)): stick i's families are rows offsets[i]:offsets[i+1]."""
+        if self._packed is None:
+            width = max((len(h) for peak in self._hkls for h in peak), default=3)
+            if any(len(h) != width for peak in self._hkls for h in peak):
+                raise ValueError("mixed 3- and 4-index labels cannot be packed")
+            flat = [h for peak in self._hkls for h in peak]
+            labels = np.array(flat, dtype=np.int64).reshape(len(flat), width)
+            mults = np.array([m for peak in self._mults for m in peak], dtype=np.int64)
+            start = np.concatenate(([0], np.cumsum([len(peak) for peak in self._hkls]))).astype(np.int64)
+            self._packed = (labels, mults, start)
+        return self._packed
 
     def families(self) -> list[list[dict[str, Any]]]:
         """The labels in pymatgen's DiffractionPattern.hkls form."""
@@ -112,7 +150,7 @@ def reference_sticks(structure: Structure, two_theta_range: Sequence[float] | No
                   np.asarray(pat.d_hkls, dtype=np.float64), hkls, mults)
 
 
-def _scattering_inputs(structure: Structure, dw_factors: dict[str, float]):
+def _scattering_inputs(species: Sequence, frac_coords: np.ndarray, dw_factors: dict[str, float]):
     """Atoms grouped by element (fractional coordinates, occupancies, group index) and per-element
     Z, coefficient table and Debye-Waller factor. Raises pymatgen's ValueError for an element
     without scattering coefficients."""
@@ -122,71 +160,55 @@ def _scattering_inputs(structure: Structure, dw_factors: dict[str, float]):
     z: list[float] = []
     coeffs: list[Any] = []
     atoms: list[tuple[int, int, float]] = []  # (group, site index, occupancy)
-    for site_idx, site in enumerate(structure):
-        for sp, occu in site.species.items():
-            sym = sp.symbol
-            gi = symbols.get(sym)
-            if gi is None:
-                try:
-                    coeff = ATOMIC_SCATTERING_PARAMS[sym]
-                except KeyError:
-                    raise ValueError(
-                        f"Unable to calculate XRD pattern as there is no scattering coefficients for {sym}."
-                    ) from None
-                gi = symbols[sym] = len(z)
-                z.append(float(sp.Z))
-                coeffs.append(coeff)
-            atoms.append((gi, site_idx, float(occu)))
+    seen: dict[int, list[tuple[int, float]]] = {}  # per Composition object: its (group, occupancy) pairs
+    for site_idx, comp in enumerate(species):
+        pairs = seen.get(id(comp))
+        if pairs is None:
+            pairs = []
+            for sp, occu in comp.items():
+                sym = sp.symbol
+                gi = symbols.get(sym)
+                if gi is None:
+                    try:
+                        coeff = ATOMIC_SCATTERING_PARAMS[sym]
+                    except KeyError:
+                        raise ValueError(
+                            f"Unable to calculate XRD pattern as there is no scattering coefficients for {sym}."
+                        ) from None
+                    gi = symbols[sym] = len(z)
+                    z.append(float(sp.Z))
+                    coeffs.append(coeff)
+                pairs.append((gi, float(occu)))
+            seen[id(comp)] = pairs
+        atoms.extend((gi, site_idx, occu) for gi, occu in pairs)
     atoms.sort(key=lambda a: a[0])  # stable: sites keep their order within an element
     grp = np.array([a[0] for a in atoms], dtype=np.int64)
     idx = np.array([a[1] for a in atoms], dtype=np.int64)
     occ = np.array([a[2] for a in atoms], dtype=np.float64)
-    frac = np.ascontiguousarray(structure.frac_coords[idx], dtype=np.float64) if len(idx) else np.zeros((0, 3))
+    frac = np.ascontiguousarray(np.asarray(frac_coords)[idx], dtype=np.float64) if len(idx) else np.zeros((0, 3))
     coeff_arr = np.asarray(coeffs, dtype=np.float64).reshape(len(z), -1, 2)
     dw = np.array([float(dw_factors.get(s, 0)) for s in symbols], dtype=np.float64)
     return frac, occ, grp, idx, np.asarray(z, dtype=np.float64), coeff_arr, dw
 
 
-def _peak_families(lab: np.ndarray, peak: np.ndarray, n_peaks: int) -> tuple[list[list[HKLLabel]], list[list[int]]]:
-    """get_unique_families of every peak at once. Row r of ``lab`` is a reflection of peak
-    ``peak[r]`` (rows peak by peak, in pymatgen's order); pymatgen's member list has it followed
-    by its Friedel mate -lab[r]. A family is the set of members with the same sorted absolute
-    values (so a reflection and its mate always share one); its representative is the
-    lexicographically largest member, and a reflection of the half-space (h, k, l) > 0 always
-    beats its mate, so it is the largest row; its multiplicity is twice its number of rows;
-    families are listed in order of first appearance."""
-    if len(lab) == 0:
-        return [[] for _ in range(n_peaks)], [[] for _ in range(n_peaks)]
-    key = np.column_stack([peak, np.sort(np.abs(lab), axis=1)])
-    _, first, gid = np.unique(key, axis=0, return_index=True, return_inverse=True)
-    gid = gid.reshape(-1)
-    count = 2 * np.bincount(gid)
-    cols = tuple(lab[:, c] for c in range(lab.shape[1] - 1, -1, -1))
-    by_group = np.lexsort(cols + (gid,))  # by group, then lexicographically by label
-    last = np.flatnonzero(np.r_[gid[by_group][1:] != gid[by_group][:-1], True])
-    best = lab[by_group[last]]  # row g: the largest label of group g
-    order = np.argsort(first, kind="stable")  # groups in order of first appearance (peaks in order)
-    reps = [tuple(r) for r in best[order].tolist()]
-    cnts = count[order].tolist()
-    gpeak = peak[first[order]]
-    bounds = np.searchsorted(gpeak, np.arange(n_peaks + 1)).tolist()
-    return ([reps[bounds[p]:bounds[p + 1]] for p in range(n_peaks)],
-            [cnts[bounds[p]:bounds[p + 1]] for p in range(n_peaks)])
-
-
-def _compiled_sticks(structure: Structure, two_theta_range: tuple[float, float] | None, wavelength: float,
+def _compiled_sticks(structure, two_theta_range: tuple[float, float] | None, wavelength: float,
                      debye_waller_factors: dict[str, float] | None, workers: int) -> Sticks:
     from pymatgen.analysis.diffraction.core import AbstractDiffractionPatternCalculator as Calc
     from pymatgen.analysis.diffraction.core import get_ustar
 
+    from benchmint.xrd.cifread import CellSites
+
     core = _dispatch.core().sticks
     dw_factors = debye_waller_factors or {}
-    ustar = get_ustar(structure)
+    if isinstance(structure, CellSites):  # plain sites from a CIF: no anisotropic displacement properties
+        species, frac_coords, ustar = structure.species, structure.frac_coords, None
+    else:
+        species, frac_coords, ustar = [site.species for site in structure], structure.frac_coords, get_ustar(structure)
     if ustar is not None and dw_factors:
         raise ValueError(
             "Neither symprec nor debye_waller_factors can be used with the U11_cif, ..., U12_cif site properties."
         )
-    frac, occ, grp, site_idx, z, coeff, dw = _scattering_inputs(structure, dw_factors)
+    frac, occ, grp, site_idx, z, coeff, dw = _scattering_inputs(species, frac_coords, dw_factors)
     if ustar is not None:
         ustar = np.ascontiguousarray(np.asarray(ustar, dtype=np.float64)[site_idx])
 
@@ -205,40 +227,24 @@ def _compiled_sticks(structure: Structure, two_theta_range: tuple[float, float] 
     if len(g) == 0:
         raise ValueError(f"no reflection within two_theta_range {two_theta_range!r} for this structure")
     intens = core.intensities(hkl, g, theta, frac, occ, grp, z, coeff, dw, ustar, workers)
-    keys = np.round(two_thetas / Calc.TWO_THETA_TOL).astype(int)
-
-    uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    summed = np.zeros(len(uniq), dtype=np.float64)
-    np.add.at(summed, inverse, intens)  # sequential, in order of increasing |g|, as pymatgen sums
-    max_intensity = summed.max()
-    keep = np.flatnonzero(summed / max_intensity * 100 > Calc.SCALED_INTENSITY_TOL)
-
-    # Reflections of the kept peaks, peak by peak, each peak's in order of increasing |g|.
-    members = np.argsort(inverse, kind="stable")
-    starts = np.concatenate(([0], np.cumsum(np.bincount(inverse, minlength=len(uniq)))))
-    sizes = starts[keep + 1] - starts[keep]
-    rows = np.concatenate([members[starts[b]:starts[b + 1]] for b in keep]) if len(keep) else members[:0]
-    lab = hkl[rows]
-    if is_hex:
-        lab = np.column_stack([lab[:, 0], lab[:, 1], -lab[:, 0] - lab[:, 1], lab[:, 2]])
-    labels, mults = _peak_families(lab, np.repeat(np.arange(len(keep)), sizes), len(keep))
-
-    y = summed[keep]
-    y = y / (np.max(y, axis=0) / 100)
-    rep = first[keep]
-    return Sticks(two_thetas[rep].astype(np.float64), y, 1.0 / g[rep], labels, mults)
+    keys = np.round(two_thetas / Calc.TWO_THETA_TOL).astype(np.int64)
+    rep, y, labels, mults, start = core.merge_peaks(keys, intens, hkl, is_hex, Calc.SCALED_INTENSITY_TOL)
+    return Sticks(two_thetas[rep].astype(np.float64), y, 1.0 / g[rep], packed=(labels, mults, start))
 
 
 def compute_sticks(structure: Structure, two_theta_range: Sequence[float] | None = DEFAULT_RANGE,
                    wavelength: float | str = CU_KA1, debye_waller_factors: dict[str, float] | None = None,
                    workers: int = 1) -> Sticks:
-    """Sticks of ``structure`` (taken as is: its own cell gives the Miller indices; read CIFs with
-    primitive=False). Equal to pymatgen's XRDCalculator(wavelength, symprec=0).get_pattern(
-    structure, scaled=True, two_theta_range). ``workers`` threads share the structure-factor sums
-    (-1: all cores). Raises ValueError for an element without scattering coefficients."""
+    """Sticks of ``structure`` (a pymatgen Structure or ``benchmint.xrd.cifread.CellSites``, taken as
+    is: its own cell gives the Miller indices; read CIFs with primitive=False). Equal to pymatgen's
+    XRDCalculator(wavelength, symprec=0).get_pattern(structure, scaled=True, two_theta_range).
+    ``workers`` threads share the structure-factor sums (-1: all cores). Raises ValueError for an
+    element without scattering coefficients."""
     wl = _wavelength(wavelength)
     rng = _check_range(two_theta_range)
     if _dispatch.use_reference():
+        if not hasattr(structure, "sites"):  # CellSites: pymatgen needs its Structure
+            structure = structure.structure()
         return reference_sticks(structure, rng, wl, debye_waller_factors)
     return _compiled_sticks(structure, rng, wl, debye_waller_factors, workers)
 
