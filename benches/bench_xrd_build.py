@@ -1,7 +1,7 @@
 """XRD build per CIF: CIF text -> (pattern, 2θ*, HKL ground truth), fast path vs the reference path.
 
-fast: benchmint.xrd.cifread.read_structure (gemmi route where it reproduces pymatgen's parse)
-      + benchmint.xrd.sticks.compute_sticks + benchmint.xrd.profile.pattern (compiled kernel)
+fast: benchmint.xrd.simulate.simulate(text): cifread.read_sites (gemmi route where it reproduces
+      pymatgen's parse) + sticks.compute_sticks + profile.sticks_pattern (compiled kernels)
 reference: pymatgen CifParser + pymatgen XRDCalculator.get_pattern + the dense reference profile
       (benchmint.xrd.reference.broaden)
 
@@ -17,18 +17,17 @@ import pytest
 from conftest import best_time
 
 from benchmint.xrd import reference
-from benchmint.xrd.cifread import pymatgen_structure, read_structure
-from benchmint.xrd.profile import ProfileParams, pattern
-from benchmint.xrd.sticks import compute_sticks, reference_sticks
+from benchmint.xrd.cifread import pymatgen_structure, read_sites
+from benchmint.xrd.profile import ProfileParams
+from benchmint.xrd.simulate import simulate
+from benchmint.xrd.sticks import reference_sticks
 
 N_AFLOW = 40
 PARAMS = ProfileParams()
 
 
 def fast_path(text: str):
-    structure, _ = read_structure(text)
-    s = compute_sticks(structure)
-    res = pattern(s.two_theta, s.intensity, s.hkls, PARAMS)
+    res = simulate(text, PARAMS).pattern
     return res.curve, res.two_theta_star, res.ground_truth
 
 
@@ -69,14 +68,14 @@ def test_aflow_fast(benchmark, aflow):
     benchmark.group = f"xrd-build-aflow-{N_AFLOW}"
     got = benchmark(lambda: [fast_path(t) for t in texts])
     assert [outcome(g) for g in got] == want
-    routes = [read_structure(t)[1] for t in texts]
+    routes = [read_sites(t)[1] for t in texts]
     fast = [best_time(fast_path, t, 5) for t in texts]
     ref = [best_time(reference_path, t, 3) for t in texts]
     benchmark.extra_info["gemmi_route"] = routes.count("gemmi")
     benchmark.extra_info["median_ms_fast"] = 1e3 * statistics.median(fast)
     benchmark.extra_info["median_ms_reference"] = 1e3 * statistics.median(ref)
     benchmark.extra_info["median_speedup"] = statistics.median(r / f for r, f in zip(ref, fast))
-    read_fast = [best_time(lambda x: read_structure(x), t, 5) for t in texts]
+    read_fast = [best_time(read_sites, t, 5) for t in texts]
     read_ref = [best_time(pymatgen_structure, t, 3) for t in texts]
     benchmark.extra_info["median_ms_read_fast"] = 1e3 * statistics.median(read_fast)
     benchmark.extra_info["median_ms_read_pymatgen"] = 1e3 * statistics.median(read_ref)
@@ -92,7 +91,7 @@ def test_aflow_reference(benchmark, aflow):
 def test_big_fast(benchmark, big):
     text, want = big
     benchmark.group = "xrd-build-nacl-3x3x3-216-atoms"
-    assert read_structure(text)[1] == "gemmi"
+    assert read_sites(text)[1] == "gemmi"
     got = benchmark(fast_path, text)
     assert outcome(got) == want
 
@@ -102,6 +101,44 @@ def test_big_reference(benchmark, big):
     benchmark.group = "xrd-build-nacl-3x3x3-216-atoms"
     got = benchmark.pedantic(reference_path, args=(text,), rounds=3, iterations=1)
     assert outcome(got) == want
+
+
+N_LARGE = 8
+
+
+@pytest.fixture(scope="module")
+def large():
+    """Supercells of 8 AFLOW prototypes (seed 20261121) grown to 200-2000 atoms, as P1 CIFs."""
+    from pymatgen.analysis.prototypes import AFLOW_PROTOTYPE_LIBRARY
+    from pymatgen.io.cif import CifWriter
+
+    rng = random.Random(20261121)
+    texts = []
+    for i in rng.sample(range(len(AFLOW_PROTOTYPE_LIBRARY)), N_LARGE):
+        s = AFLOW_PROTOTYPE_LIBRARY[i]["snl"].structure
+        scale = [1, 1, 1]
+        while len(s) * scale[0] * scale[1] * scale[2] < 200:  # grow the shortest axis
+            k = min(range(3), key=lambda a: s.lattice.abc[a] * scale[a])
+            scale[k] += 1
+        texts.append(str(CifWriter(s * scale)))
+    return texts, [outcome(reference_path(t)) for t in texts]
+
+
+def test_large_cells(benchmark, large):
+    """Per-structure ratios on cells of >= 200 atoms (median of ratios in extra_info)."""
+    texts, want = large
+    benchmark.group = f"xrd-build-large-{N_LARGE}-cells"
+    got = benchmark.pedantic(lambda: [fast_path(t) for t in texts], rounds=3, iterations=1)
+    assert [outcome(g) for g in got] == want
+    atoms = [len(read_sites(t)[0]) for t in texts]
+    assert min(atoms) >= 200 and max(atoms) <= 2000
+    fast = [best_time(fast_path, t, 3) for t in texts]
+    ref = [best_time(reference_path, t, 2) for t in texts]
+    benchmark.extra_info["atoms"] = atoms
+    benchmark.extra_info["median_ms_fast"] = 1e3 * statistics.median(fast)
+    benchmark.extra_info["median_ms_reference"] = 1e3 * statistics.median(ref)
+    benchmark.extra_info["median_speedup"] = statistics.median(r / f for r, f in zip(ref, fast))
+    benchmark.extra_info["min_speedup"] = min(r / f for r, f in zip(ref, fast))
 
 
 @pytest.mark.benchmark(group="xrd-build-command-40-cifs")

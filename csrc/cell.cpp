@@ -23,13 +23,13 @@ namespace bm {
 namespace {
 
 // rint (round half to even, as np.round) for |v| < 2^52 by the magic-number
-// trick; larger values are integers already. Inlined, unlike nearbyint.
+// trick; larger values are integers already. Inlined, unlike nearbyint
+// (strict IEEE semantics, no -ffast-math, keep (a + 2^52) - 2^52 unfolded).
 inline double rint_even(double v) {
+    constexpr double big = 4503599627370496.0;
     const double a = std::fabs(v);
-    if (!(a < 4503599627370496.0)) return v;
-    volatile double big = 4503599627370496.0;  // keeps the compiler from folding (a + 2^52) - 2^52
-    const double r = (a + big) - big;
-    return std::copysign(r, v);
+    if (!(a < big)) return v;
+    return std::copysign((a + big) - big, v);
 }
 
 // max_k |d_k - rint(d_k)| of d = a - b, as np.maximum(np.maximum(.., ..), ..) orders it.
@@ -66,10 +66,42 @@ py::tuple pbc_close(const carray<double>& a, const carray<double>& b, double tol
     return py::make_tuple(close, ambiguous);
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#define BM_CELL_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define BM_CELL_CLONES
+#endif
+
+// mx[j] = pbc_max(p_i, p_j) for j in [j0, n) over finite coordinates given as
+// columns x, y, z: no NaN can arise, so plain selects give np.maximum's value
+// and the loop vectorizes.
+BM_CELL_CLONES void row_max(double xi, double yi, double zi, const double* x, const double* y, const double* z,
+                            int64_t j0, int64_t n, double* mx) {
+    constexpr double big = 4503599627370496.0;
+    for (int64_t j = j0; j < n; ++j) {
+        double d[3] = {xi - x[j], yi - y[j], zi - z[j]};
+        for (double& v : d) {
+            const double a = std::fabs(v);
+            const double r = std::copysign((a + big) - big, v);
+            v = std::fabs(v - (a < big ? r : v));
+        }
+        const double m01 = d[0] >= d[1] ? d[0] : d[1];
+        mx[j] = m01 >= d[2] ? m01 : d[2];
+    }
+}
+
+// Whether row[j] == (root[j] == ri) for every j.
+BM_CELL_CLONES bool row_consistent(const uint8_t* row, const int64_t* root, int64_t ri, int64_t n) {
+    int bad = 0;
+    for (int64_t j = 0; j < n; ++j) bad |= int(row[j]) ^ int(root[j] == ri);
+    return bad == 0;
+}
+
 // Groups of mutually close positions: root[j] is the first i with close(i, j)
 // (np.argmax of the close matrix's column j); consistent says closeness is an
 // equivalence (close(i, j) exactly when root[i] == root[j]). The matrix is
-// symmetric (rint is odd), so one triangle is computed.
+// symmetric (rint is odd), so one triangle is computed; non-finite input
+// takes the scalar NaN-propagating route of pbc_max.
 py::tuple pbc_groups(const carray<double>& a, double tol, double margin) {
     check_positions(a, "positions");
     const int64_t n = a.shape(0);
@@ -79,31 +111,42 @@ py::tuple pbc_groups(const carray<double>& a, double tol, double margin) {
     bool ambiguous = false, consistent = true;
     {
         py::gil_scoped_release nogil;
-        std::vector<uint8_t> close(size_t(n) * size_t(n), 0);
+        bool finite = true;
+        for (int64_t i = 0; i < 3 * n; ++i) finite &= std::isfinite(p[i]);
+        const size_t count = static_cast<size_t>(n);
+        std::vector<double> x(count), y(count), z(count), mx(count);
         for (int64_t i = 0; i < n; ++i) {
-            close[size_t(i) * n + i] = pbc_max(p + 3 * i, p + 3 * i) < tol;
-            for (int64_t j = i + 1; j < n; ++j) {
-                const double mx = pbc_max(p + 3 * i, p + 3 * j);
-                ambiguous |= std::fabs(mx - tol) <= margin;
-                const uint8_t c = mx < tol;
-                close[size_t(i) * n + j] = c;
-                close[size_t(j) * n + i] = c;
-            }
+            x[size_t(i)] = p[3 * i];
+            y[size_t(i)] = p[3 * i + 1];
+            z[size_t(i)] = p[3 * i + 2];
         }
-        for (int64_t j = 0; j < n; ++j) {
-            root[j] = 0;  // argmax of an all-False column is 0
-            for (int64_t i = 0; i < n; ++i)
-                if (close[size_t(i) * n + j]) {
-                    root[j] = i;
+        std::vector<uint8_t> close(count * count, 0);
+        for (int64_t i = 0; i < n; ++i) {
+            if (finite) {
+                row_max(x[size_t(i)], y[size_t(i)], z[size_t(i)], x.data(), y.data(), z.data(), i, n, mx.data());
+            } else {
+                for (int64_t j = i; j < n; ++j) mx[size_t(j)] = pbc_max(p + 3 * i, p + 3 * j);
+            }
+            uint8_t* row = close.data() + size_t(i) * count;
+            row[i] = mx[size_t(i)] < tol;
+            for (int64_t j = i + 1; j < n; ++j) {
+                const double v = mx[size_t(j)];
+                ambiguous |= std::fabs(v - tol) <= margin;
+                const uint8_t c = v < tol;
+                row[j] = c;
+                close[size_t(j) * count + size_t(i)] = c;
+            }
+            // Row i now holds every close(r, i), r <= i (the matrix is symmetric):
+            // its first close entry is column i's first close row.
+            root[i] = 0;  // argmax of an all-False column is 0
+            for (int64_t r = 0; r <= i; ++r)
+                if (row[r]) {
+                    root[i] = r;
                     break;
                 }
         }
         for (int64_t i = 0; i < n && consistent; ++i)
-            for (int64_t j = 0; j < n; ++j)
-                if (bool(close[size_t(i) * n + j]) != (root[i] == root[j])) {
-                    consistent = false;
-                    break;
-                }
+            consistent = row_consistent(close.data() + size_t(i) * count, root, root[i], n);
     }
     return py::make_tuple(root_a, consistent, ambiguous);
 }

@@ -75,6 +75,36 @@ class _Fallback(Exception):
     """The CIF is outside the conditions of the fast route."""
 
 
+class _Memo:
+    """A Composition whose ``<`` and ``==`` results are remembered per pair of objects.
+
+    CifParser sorts and groups the positions by their Composition; the same
+    few Composition objects are compared thousands of times in a large cell.
+    Each comparison still is Composition's own, made once, so the sort and
+    the grouping are exactly CifParser's.
+    """
+
+    __slots__ = ("comp", "memo")
+
+    def __init__(self, comp, memo: dict) -> None:
+        self.comp, self.memo = comp, memo
+
+    def _ask(self, op: str, other: _Memo) -> bool:
+        key = (op, id(self.comp), id(other.comp))
+        got = self.memo.get(key)
+        if got is None:
+            got = self.memo[key] = bool(self.comp < other.comp if op == "<" else self.comp == other.comp)
+        return got
+
+    def __lt__(self, other: _Memo) -> bool:
+        return self._ask("<", other)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Memo) and self._ask("==", other)
+
+    __hash__ = None
+
+
 class _SiteOrder:
     """Sort key comparing exactly as pymatgen's Site.__lt__ (NaN electronegativities included)."""
 
@@ -364,7 +394,10 @@ def _fast(text: str):
                 labels[match] = label
 
     all_species, all_coords, all_labels = [], [], []
-    for comp, group in groupby(sorted(coord_to_species.items(), key=lambda x: x[1]), key=lambda x: x[1]):
+    memo: dict = {}
+    ordered = sorted(coord_to_species.items(), key=lambda x: _Memo(x[1], memo))
+    for key, group in groupby(ordered, key=lambda x: _Memo(x[1], memo)):
+        comp = key.comp
         tmp = [c for c, _ in group]
         if set(comp.elements) == {Element("O"), Element("H")}:
             raise _Fallback
