@@ -72,6 +72,7 @@ struct Params {
     bool caglioti;
     double cu, cv, cw;
     double window, gt_window;
+    double window_fwhms;  // > 0: the ground-truth window is this many FWHMs at 2θ* (adaptive)
 };
 
 // Python's repr(float), non-finite values included.
@@ -103,6 +104,18 @@ double stick_fwhm(double two_theta, const Params& p, int64_t index, bool ka2) {
                                     ": U*tan(theta)^2 + V*tan(theta) + W = " + repr(r) +
                                     " is not a finite positive number");
     }
+    return std::sqrt(r);
+}
+
+// The profile width at the grid point 2θ* (for the adaptive window).
+double width_at_star(double star, const Params& p) {
+    if (!p.caglioti) return p.fwhm;
+    const double t = std::tan((0.5 * star) * kDegToRad);
+    const double r = p.cu * (t * t) + p.cv * t + p.cw;
+    if (!(r > 0.0) || !std::isfinite(r))
+        throw std::invalid_argument("Caglioti width undefined at 2theta* = " + repr(star) +
+                                    ": U*tan(theta)^2 + V*tan(theta) + W = " + repr(r) +
+                                    " is not a finite positive number");
     return std::sqrt(r);
 }
 
@@ -376,8 +389,10 @@ Outcome finish(const double* tt, int64_t n_tt, const Params& p, const double* x,
     o.peak = curve[o.star];
     if (!(o.peak > 0.0)) throw std::invalid_argument("the curve is zero on the whole grid");
     const double star = x[o.star];
+    // Adaptive window: a multiple of the profile width at 2θ* itself.
+    const double half = p.window_fwhms > 0.0 ? p.window_fwhms * width_at_star(star, p) : p.gt_window;
     for (int64_t i = 0; i < n_tt; ++i)
-        if (std::fabs(tt[i] - star) < p.gt_window) o.truth.push_back(i);
+        if (std::fabs(tt[i] - star) < half) o.truth.push_back(i);
     return o;
 }
 
@@ -397,8 +412,13 @@ Outcome run_one(const double* tt, const double* in, int64_t n_tt, int64_t n_in, 
 }
 
 Params make_params(double fwhm, double eta, double ka2_ratio, double wl1, double wl2, double start, double step,
-                   int64_t n_grid, py::object caglioti, double window, double gt_window) {
-    Params p{fwhm, eta, ka2_ratio, wl1, wl2, start, step, n_grid, false, 0.0, 0.0, 0.0, window, gt_window};
+                   int64_t n_grid, py::object caglioti, double window, double gt_window, py::object window_fwhms) {
+    Params p{fwhm, eta, ka2_ratio, wl1, wl2, start, step, n_grid, false, 0.0, 0.0, 0.0, window, gt_window, 0.0};
+    if (!window_fwhms.is_none()) {
+        p.window_fwhms = window_fwhms.cast<double>();
+        if (!(p.window_fwhms > 0.0) || !std::isfinite(p.window_fwhms))
+            throw py::value_error("window_fwhms must be None or a finite number > 0");
+    }
     if (n_grid < 2) throw py::value_error("n_grid must be >= 2");
     if (!caglioti.is_none()) {
         auto uvw = caglioti.cast<std::vector<double>>();
@@ -425,8 +445,9 @@ py::array_t<int64_t> as_array(const std::vector<int64_t>& v) {
 
 py::tuple broaden(const carray<double>& two_theta, const carray<double>& intensity, double fwhm, double eta,
                   double ka2_ratio, double wl1, double wl2, double start, double step, int64_t n_grid,
-                  py::object caglioti, double window, double gt_window) {
-    const Params p = make_params(fwhm, eta, ka2_ratio, wl1, wl2, start, step, n_grid, caglioti, window, gt_window);
+                  py::object caglioti, double window, double gt_window, py::object window_fwhms) {
+    const Params p =
+        make_params(fwhm, eta, ka2_ratio, wl1, wl2, start, step, n_grid, caglioti, window, gt_window, window_fwhms);
     if (two_theta.ndim() != 1 || intensity.ndim() != 1)
         throw py::value_error("two_theta and intensity must be 1-D arrays");
     py::array_t<double> curve(n_grid);
@@ -442,8 +463,10 @@ py::tuple broaden(const carray<double>& two_theta, const carray<double>& intensi
 
 py::tuple broaden_batch(const py::list& two_thetas, const py::list& intensities, double fwhm, double eta,
                         double ka2_ratio, double wl1, double wl2, double start, double step, int64_t n_grid,
-                        py::object caglioti, double window, double gt_window, int workers) {
-    const Params p = make_params(fwhm, eta, ka2_ratio, wl1, wl2, start, step, n_grid, caglioti, window, gt_window);
+                        py::object caglioti, double window, double gt_window, py::object window_fwhms,
+                        int workers) {
+    const Params p =
+        make_params(fwhm, eta, ka2_ratio, wl1, wl2, start, step, n_grid, caglioti, window, gt_window, window_fwhms);
     const int nthreads = resolve_workers(workers);
     if (two_thetas.size() != intensities.size())
         throw py::value_error("two_thetas and intensities differ in length (" + std::to_string(two_thetas.size()) +
@@ -497,12 +520,12 @@ void bind_xrd(py::module_& m) {
     m.def("broaden", &broaden, py::arg("two_theta"), py::arg("intensity"), py::arg("fwhm"), py::arg("eta"),
           py::arg("ka2_ratio"), py::arg("wavelength_ka1"), py::arg("wavelength_ka2"), py::arg("grid_start"),
           py::arg("grid_step"), py::arg("n_grid"), py::arg("caglioti"), py::arg("window_deg"),
-          py::arg("gt_window"),
+          py::arg("gt_window"), py::arg("window_fwhms") = py::none(),
           "One pattern -> (curve, index of the first argmax, curve max, indices of the Ka1 sticks in the window).");
     m.def("broaden_batch", &broaden_batch, py::arg("two_thetas"), py::arg("intensities"), py::arg("fwhm"),
           py::arg("eta"), py::arg("ka2_ratio"), py::arg("wavelength_ka1"), py::arg("wavelength_ka2"),
           py::arg("grid_start"), py::arg("grid_step"), py::arg("n_grid"), py::arg("caglioti"),
-          py::arg("window_deg"), py::arg("gt_window"), py::arg("workers") = 1,
+          py::arg("window_deg"), py::arg("gt_window"), py::arg("window_fwhms") = py::none(), py::arg("workers") = 1,
           "Many patterns -> (curves[n, n_grid], argmax indices, maxima, list of window stick indices).");
 }
 

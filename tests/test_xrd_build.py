@@ -82,3 +82,21 @@ def test_items_are_gold_for_scoring(cif_dirs, tmp_path, capsys):
     assert main(["xrd", "build", str(cif_dirs / "bad"), "--out", str(tmp_path / "x")]) == 1  # every CIF failed
     assert len(read(tmp_path / "x" / "errors.jsonl")) == 2 and read(tmp_path / "x" / "items.jsonl") == []
     assert main(["xrd", "build", str(tmp_path / "nope"), "--out", str(tmp_path / "y")]) == 2
+
+
+def test_profile_options(cif_dirs, tmp_path, capsys):
+    """--fwhm/--eta/--caglioti/--window-fwhms reach the items; 2 FWHMs of the fixed 0.15° is the paper's 0.30°."""
+    src = str(cif_dirs / "dbA")
+    assert main(["xrd", "build", src, "--out", str(tmp_path / "paper"), "--per-db", "2", "--workers", "1"]) == 0
+    assert main(["xrd", "build", src, "--out", str(tmp_path / "two"), "--per-db", "2", "--workers", "1",
+                 "--window-fwhms", "2"]) == 0
+    paper, two = read(tmp_path / "paper" / "items.jsonl"), read(tmp_path / "two" / "items.jsonl")
+    assert [r["answer"] for r in two] == [r["answer"] for r in paper]
+    assert main(["xrd", "build", src, "--out", str(tmp_path / "cag"), "--per-db", "2", "--workers", "1",
+                 "--caglioti", "0.05", "-0.002", "0.02", "--window-fwhms", "2", "--eta", "0.5"]) == 0
+    cag = read(tmp_path / "cag" / "items.jsonl")
+    assert len(cag) == len(paper) and all(r["answer"] for r in cag)
+    # the run's settings include the profile: a different profile is a different run, not a resumed one
+    assert "0 already done" in capsys.readouterr().out.splitlines()[-1]
+    assert main(["xrd", "build", src, "--out", str(tmp_path / "bad"), "--window-fwhms", "0"]) == 2
+    assert "window_fwhms must be > 0" in capsys.readouterr().err

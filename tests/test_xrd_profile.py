@@ -372,3 +372,65 @@ def test_real_structures(structures):
         assert res.n_sticks == len(pat.x)
         assert_equivalent(pat.x, pat.y, DEFAULT)
     assert 2 * math.degrees(math.asin(1.54056 / 5.64)) == pytest.approx(31.70, abs=0.01)
+
+
+# --- adaptive ground-truth window ------------------------------------------------------------
+
+def test_adaptive_window_two_fwhms_is_the_default_window():
+    assert 2 * DEFAULT.fwhm == DEFAULT.gt_window  # 2 x 0.15 is the float 0.30
+    rng = np.random.default_rng(7)
+    adaptive = ProfileParams(window_fwhms=2.0)
+    for _ in range(20):
+        tt = np.sort(rng.uniform(10, 80, 40))
+        tt[1::2] = tt[::2] + rng.uniform(0.05, 0.5, 20)  # neighbours inside and outside 0.30
+        inten = rng.uniform(1, 100, 40)
+        assert compiled(tt, inten, adaptive)[3].tolist() == compiled(tt, inten, DEFAULT)[3].tolist()
+        assert dense(tt, inten, adaptive)[3].tolist() == dense(tt, inten, DEFAULT)[3].tolist()
+
+
+def test_adaptive_window_widens_with_caglioti_width():
+    # A constant Caglioti width of 0.4° (U = V = 0, W = 0.16): the adaptive window is 2 x 0.4 = 0.8°,
+    # so the weak sticks 0.5° away join the ground truth and those 1.0° away do not.
+    tt, inten = [50.0, 50.5, 49.5, 51.0], [100.0, 1.0, 1.0, 1.0]
+    hkls = [[(1, 1, 1)], [(2, 0, 0)], [(1, 1, 0)], [(2, 1, 0)]]
+    fixed = ProfileParams(caglioti=(0.0, 0.0, 0.16), ka2_ratio=0.0)
+    adaptive = ProfileParams(caglioti=(0.0, 0.0, 0.16), ka2_ratio=0.0, window_fwhms=2.0)
+    assert pattern(tt, inten, hkls, fixed).ground_truth == [(1, 1, 1)]
+    got = pattern(tt, inten, hkls, adaptive)
+    assert got.two_theta_star == pytest.approx(50.0, abs=1e-9)
+    assert got.ground_truth == [(1, 1, 0), (1, 1, 1), (2, 0, 0)]
+    assert dense(tt, inten, adaptive)[3].tolist() == compiled(tt, inten, adaptive)[3].tolist() == [0, 1, 2]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.floats(5, 88), st.floats(0.5, 100)), min_size=1, max_size=25),
+       st.floats(0.5, 4.0), st.floats(0.0, 0.02), st.floats(-0.01, 0.01), st.floats(0.002, 0.03))
+def test_adaptive_window_compiled_equals_reference(sticks, k, u, v, w):
+    tt, inten = (list(t) for t in zip(*sticks))
+    params = ProfileParams(caglioti=(u, v, w), window_fwhms=k)
+    try:
+        want = dense(tt, inten, params)
+    except ValueError:
+        assert_same_error(tt, inten, params)
+        return
+    got = compiled(tt, inten, params)
+    top2 = np.sort(want[0])[-2:]
+    if top2[1] - top2[0] > 1e-12 * want[2]:
+        assert (got[1], got[3].tolist()) == (want[1], want[3].tolist())
+
+
+def test_adaptive_window_width_undefined_at_the_peak():
+    # The radicand tan θ - tan θ0 is positive at the stick (45.004°) and its Kα2 copy but negative
+    # at the grid point 45.00° where the curve peaks: the adaptive window has no width there.
+    t0 = math.tan(math.radians(0.5 * 45.002))
+    params = ProfileParams(caglioti=(0.0, 1.0, -t0), window_fwhms=2.0)
+    message = assert_same_error([45.004], [10.0], params)
+    assert message.startswith("Caglioti width undefined at 2theta* = 45.0: ")
+    no_adaptive = ProfileParams(caglioti=(0.0, 1.0, -t0))
+    assert compiled([45.004], [10.0], no_adaptive)[3].tolist() == [0]
+
+
+def test_window_fwhms_validated():
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="window_fwhms"):
+            ProfileParams(window_fwhms=bad)

@@ -114,13 +114,14 @@ class _Xrd:
         two_theta: npt.NDArray[np.float64], intensity: npt.NDArray[np.float64], fwhm: float, eta: float,
         ka2_ratio: float, wavelength_ka1: float, wavelength_ka2: float, grid_start: float, grid_step: float,
         n_grid: int, caglioti: tuple[float, float, float] | None, window_deg: float, gt_window: float,
+        window_fwhms: float | None = None,
     ) -> tuple[npt.NDArray[np.float64], int, float, npt.NDArray[np.int64]]: ...
     @staticmethod
     def broaden_batch(
         two_thetas: list[npt.NDArray[np.float64]], intensities: list[npt.NDArray[np.float64]], fwhm: float,
         eta: float, ka2_ratio: float, wavelength_ka1: float, wavelength_ka2: float, grid_start: float,
         grid_step: float, n_grid: int, caglioti: tuple[float, float, float] | None, window_deg: float,
-        gt_window: float, workers: int = 1,
+        gt_window: float, window_fwhms: float | None = None, workers: int = 1,
     ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.float64], list[npt.NDArray[np.int64]]]: ...
 
 class _Sticks:

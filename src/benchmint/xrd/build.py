@@ -17,6 +17,7 @@ from pathlib import Path
 
 from benchmint.io import InputError, write_jsonl
 from benchmint.store.runner import run_files
+from benchmint.xrd.profile import ProfileParams
 
 CRYSTAL_SYSTEMS = ("triclinic", "monoclinic", "orthorhombic", "tetragonal", "trigonal", "hexagonal", "cubic")
 FEATURES = ("two_theta_star", "peak_intensity", "n_peaks", "union_size", "crystal_system_code", "spacegroup_number")
@@ -29,6 +30,7 @@ class BuildConfig:
     two_theta_range: tuple[float, float] = (2.0, 90.0)
     image_size: tuple[int, int] = (800, 450)  # pixels of the rendered pattern
     seed: int = 0
+    profile: ProfileParams = ProfileParams()  # broadening and ground-truth window (the paper's by default)
 
     def __post_init__(self) -> None:
         if self.per_db < 1:
@@ -89,7 +91,7 @@ def _build_one(path: str, key: str, out_dir: str, db: str, cfg: BuildConfig) -> 
         return {"error": f"no XRD pattern: {type(exc).__name__}: {exc}"}
     if len(sticks) == 0:
         return {"error": f"no reflection in 2θ {cfg.two_theta_range[0]}-{cfg.two_theta_range[1]}°"}
-    result = sticks_pattern(sticks)
+    result = sticks_pattern(sticks, cfg.profile)
     sga = SpacegroupAnalyzer(structure)
     system = sga.get_crystal_system()
     from benchmint.xrd.symmetry import laue_rotations

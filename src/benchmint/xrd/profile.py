@@ -67,6 +67,11 @@ class ProfileParams:
     window_deg: near-field reach of the compiled kernel's Lorentzians; changes
         speed, not results (the far field is bounded to 1e-12).
     gt_window: half-width of the ground-truth window around 2θ*, exclusive.
+    window_fwhms: None, or an adaptive ground-truth window: its half-width is
+        this many FWHMs of the profile at 2θ* itself (the Caglioti width there
+        when caglioti is set, else fwhm), so it widens with the peaks at high
+        angle (crystalxrd-bench §2.2 suggests it). 2 with the fixed width 0.15
+        gives the default 0.30; gt_window is then unused.
     """
 
     fwhm: float = 0.15
@@ -80,6 +85,7 @@ class ProfileParams:
     caglioti: tuple[float, float, float] | None = None
     window_deg: float = 2.0
     gt_window: float = 0.30
+    window_fwhms: float | None = None
     n_grid: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -94,6 +100,8 @@ class ProfileParams:
         put("grid_step", _finite("grid_step", self.grid_step, positive=True))
         put("window_deg", _finite("window_deg", self.window_deg, positive=True))
         put("gt_window", _finite("gt_window", self.gt_window, positive=True))
+        if self.window_fwhms is not None:
+            put("window_fwhms", _finite("window_fwhms", self.window_fwhms, positive=True))
         if self.caglioti is not None:
             uvw = tuple(self.caglioti)
             if len(uvw) != 3:
@@ -122,7 +130,8 @@ class ProfileParams:
         return {"fwhm": self.fwhm, "eta": self.eta, "ka2_ratio": self.ka2_ratio,
                 "wavelength_ka1": self.wavelength_ka1, "wavelength_ka2": self.wavelength_ka2,
                 "grid_start": self.grid_start, "grid_step": self.grid_step, "n_grid": self.n_grid,
-                "caglioti": self.caglioti, "window_deg": self.window_deg, "gt_window": self.gt_window}
+                "caglioti": self.caglioti, "window_deg": self.window_deg, "gt_window": self.gt_window,
+                "window_fwhms": self.window_fwhms}
 
 
 DEFAULT_PARAMS = ProfileParams()

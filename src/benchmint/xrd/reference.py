@@ -119,8 +119,11 @@ def broaden(two_theta: np.ndarray, intensity: np.ndarray, params: ProfileParams)
     peak = float(curve[star])
     if not peak > 0.0:
         raise ValueError("the curve is zero on the whole grid")
-    x_star = params.grid()[star]
-    truth = np.flatnonzero(np.abs(two_theta - x_star) < params.gt_window).astype(np.int64)
+    x_star = float(params.grid()[star])
+    half = params.gt_window
+    if params.window_fwhms is not None:  # adaptive: FWHMs of the profile at 2θ* itself
+        half = params.window_fwhms * stick_fwhm(x_star, params, f"2theta* = {x_star!r}")
+    truth = np.flatnonzero(np.abs(two_theta - x_star) < half).astype(np.int64)
     return curve, star, peak, truth
 
 
