@@ -9,6 +9,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from benchmint.io import InputError
+from benchmint.parallel import resolve_workers
 from benchmint.store.ledger import Ledger, content_key
 
 LEDGER_NAME = "ledger.sqlite"
@@ -26,12 +27,6 @@ def find_files(inputs: Sequence[str | os.PathLike], suffix: str) -> list[Path]:
         else:
             raise InputError(f"no such file or directory: {p}")
     return list(dict.fromkeys(found))
-
-
-def resolve_workers(workers: int) -> int:
-    if workers == 0 or workers < -1:
-        raise ValueError("workers must be -1 (all cores) or >= 1")
-    return (os.cpu_count() or 1) if workers == -1 else workers
 
 
 def run_pending(ledger: Ledger, units: Sequence[tuple], work: Callable[..., dict], workers: int, desc: str,

@@ -10,11 +10,10 @@ threads (the kernels release the GIL).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from benchmint.parallel import thread_map
 from benchmint.xrd.cifread import CellSites, read_sites
 from benchmint.xrd.profile import PatternResult, ProfileParams, sticks_pattern
 from benchmint.xrd.sticks import DEFAULT_RANGE, Sticks, compute_sticks
@@ -64,10 +63,6 @@ def simulate_many(sources: Iterable[Any], params: ProfileParams | None = None, w
     """``simulate`` for each source, in order, over ``workers`` threads (-1: all cores).
     The first failing source's error is raised, prefixed with its index."""
     items = list(sources)
-    if workers == -1:
-        workers = os.cpu_count() or 1
-    if not isinstance(workers, int) or workers < 1:
-        raise ValueError("workers must be -1 (all cores) or >= 1")
 
     def one(j: int) -> Simulation:
         try:
@@ -75,7 +70,4 @@ def simulate_many(sources: Iterable[Any], params: ProfileParams | None = None, w
         except Exception as exc:
             raise ValueError(f"source {j}: {type(exc).__name__}: {exc}") from exc
 
-    if workers == 1 or len(items) <= 1:
-        return [one(j) for j in range(len(items))]
-    with ThreadPoolExecutor(max_workers=min(workers, len(items))) as pool:
-        return list(pool.map(one, range(len(items))))
+    return thread_map(one, range(len(items)), workers)

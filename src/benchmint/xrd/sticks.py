@@ -27,14 +27,13 @@ Intensities agree to rounding (~1e-15 relative). ``BENCHMINT_IMPL=reference``
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from benchmint import _dispatch
+from benchmint.parallel import thread_map
 
 if TYPE_CHECKING:
     from pymatgen.core import Structure
@@ -255,16 +254,7 @@ def compute_sticks_many(structures: Iterable[Structure], workers: int = 1,
                         debye_waller_factors: dict[str, float] | None = None) -> list[Sticks]:
     """compute_sticks for each structure, in order, over ``workers`` threads (-1: all cores).
     The compiled kernels release the GIL; the first failing structure's error is raised."""
-    items = list(structures)
-    if workers == -1:
-        workers = os.cpu_count() or 1
-    if not isinstance(workers, int) or workers < 1:
-        raise ValueError("workers must be -1 (all cores) or >= 1")
-
     def one(s: Structure) -> Sticks:
         return compute_sticks(s, two_theta_range, wavelength, debye_waller_factors, workers=1)
 
-    if workers == 1 or len(items) <= 1:
-        return [one(s) for s in items]
-    with ThreadPoolExecutor(max_workers=min(workers, len(items))) as pool:
-        return list(pool.map(one, items))
+    return thread_map(one, structures, workers)
