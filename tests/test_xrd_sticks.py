@@ -116,6 +116,16 @@ def test_supercells(name, scale):
     assert_same(compute_sticks(s, workers=2), reference_sticks(s))
 
 
+def test_thousand_atom_cell():
+    """Si 5x5x5 (1000 atoms), every atom displaced: hundreds of superlattice peaks, pymatgen's sticks exactly."""
+    s = SIMPLE["Si"]() * (5, 5, 5)
+    np.random.seed(3)  # perturb draws from NumPy's global generator
+    s.perturb(0.3, min_distance=0.05)
+    assert len(s) == 1000
+    got = check(s)
+    assert len(got) > 300
+
+
 def test_perturbed_supercell_breaks_absences():
     s = SIMPLE["Si"]() * (2, 2, 2)
     s.perturb(0.05, min_distance=0.01)  # random, but the comparison is against pymatgen on the same structure
