@@ -100,3 +100,28 @@ def test_profile_options(cif_dirs, tmp_path, capsys):
     assert "0 already done" in capsys.readouterr().out.splitlines()[-1]
     assert main(["xrd", "build", src, "--out", str(tmp_path / "bad"), "--window-fwhms", "0"]) == 2
     assert "window_fwhms must be > 0" in capsys.readouterr().err
+
+
+def test_pattern_renderer_equals_full_draw():
+    """The background-once renderer gives the pixels of the plain full draw, whatever it drew before."""
+    import numpy as np
+
+    from benchmint.xrd.build import PatternRenderer, render_pattern_full
+
+    grid = 2 + 0.01 * np.arange(8801)
+    rng = np.random.default_rng(0)
+
+    def curve():
+        c = np.zeros_like(grid)
+        for p, h in zip(rng.uniform(5, 88, 30), rng.uniform(1, 100, 30)):
+            c += h / (1 + ((grid - p) / 0.075) ** 2)
+        return c
+
+    renderer = PatternRenderer(grid, (800, 450))
+    first, second = curve(), curve()
+    a = renderer.pixels(first)
+    renderer.pixels(second)
+    assert np.array_equal(renderer.pixels(first), a)
+    assert a.shape == (450, 800) and a.dtype == np.uint8
+    np.testing.assert_array_equal(a, render_pattern_full(grid, first, (800, 450)))
+    assert (a < 128).sum() > 2000  # the curve, axes and labels are drawn

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
+
 from benchmint.io import InputError, write_jsonl
 from benchmint.store.runner import run_files
 from benchmint.xrd.profile import ProfileParams
@@ -45,23 +47,89 @@ def angle_range(two_theta: float) -> str:
     return "low" if two_theta < 20 else "mid" if two_theta < 40 else "high"
 
 
-def render_pattern(grid, curve, path: Path, size: tuple[int, int]) -> None:
-    """Intensity vs 2θ with labelled axes, a fixed size: the image the benchmark's models read."""
-    import matplotlib
+class PatternRenderer:
+    """Intensity vs 2θ with labelled axes at a fixed size: the image the benchmark's models read.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    A figure costs ~60 ms to lay out and draw, almost all of it axes, ticks and
+    text that are the same for every pattern (the axes are fixed: the grid's
+    range and 0-105 % of the maximum). So they are drawn once, without the
+    curve and the frame; each pattern then restores that background, draws
+    its curve and the frame over it, and is written as an 8-bit grayscale PNG
+    (the plot is black on white). ~5 ms per image; the result depends only on
+    the pattern (``render_pattern_full`` draws the same figure the plain way).
+    """
 
+    def __init__(self, grid: np.ndarray, size: tuple[int, int]) -> None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from matplotlib.figure import Figure
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        self.grid = np.array(grid, dtype=np.float64)
+        self.fig, self.ax, self.line = _pattern_figure(self.grid, np.zeros_like(self.grid), size, Figure)
+        self.canvas = FigureCanvasAgg(self.fig)
+        self.frame = list(self.ax.spines.values())
+        for artist in (self.line, *self.frame):
+            artist.set_visible(False)
+        self.canvas.draw()
+        self.background = self.canvas.copy_from_bbox(self.fig.bbox)
+        for artist in (self.line, *self.frame):
+            artist.set_visible(True)
+
+    def pixels(self, curve: np.ndarray) -> np.ndarray:
+        """The image as an (height, width) uint8 array."""
+        self.canvas.restore_region(self.background)
+        self.line.set_ydata(_percent(curve))
+        self.ax.draw_artist(self.line)
+        for spine in self.frame:
+            self.ax.draw_artist(spine)
+        return np.asarray(self.canvas.buffer_rgba())[..., 0].copy()  # R = G = B: black, white and greys
+
+    def save(self, curve: np.ndarray, path: Path) -> None:
+        from PIL import Image
+
+        Image.fromarray(self.pixels(curve), mode="L").save(path)
+
+
+def _percent(curve: np.ndarray) -> np.ndarray:
+    return curve / curve.max() * 100.0
+
+
+def _pattern_figure(grid, curve, size: tuple[int, int], figure_class):
     dpi = 100
-    fig, ax = plt.subplots(figsize=(size[0] / dpi, size[1] / dpi), dpi=dpi)
-    ax.plot(grid, curve / curve.max() * 100.0, color="black", linewidth=0.8)
+    fig = figure_class(figsize=(size[0] / dpi, size[1] / dpi), dpi=dpi)
+    ax = fig.add_subplot()
+    (line,) = ax.plot(grid, _percent(curve) if curve.any() else curve, color="black", linewidth=0.8)
     ax.set_xlabel("2θ (degrees)")
     ax.set_ylabel("Intensity (a.u.)")
     ax.set_xlim(grid[0], grid[-1])
     ax.set_ylim(0, 105)
     fig.tight_layout()
-    fig.savefig(path, dpi=dpi, metadata={"Software": None})
-    plt.close(fig)
+    return fig, ax, line
+
+
+def render_pattern_full(grid, curve, size: tuple[int, int]) -> np.ndarray:
+    """The same figure drawn the plain way (every artist, every time), as (height, width) uint8 grey levels."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig, _, _ = _pattern_figure(np.asarray(grid, dtype=np.float64), curve, size, Figure)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    return np.asarray(canvas.buffer_rgba())[..., 0].copy()
+
+
+_RENDERERS: dict = {}
+
+
+def render_pattern(grid, curve, path: Path, size: tuple[int, int]) -> None:
+    """Write the pattern's image; one renderer per grid and size is kept for the life of the process."""
+    key = (float(grid[0]), float(grid[-1]), len(grid), tuple(size))
+    renderer = _RENDERERS.get(key)
+    if renderer is None:
+        renderer = _RENDERERS[key] = PatternRenderer(grid, size)
+    renderer.save(curve, path)
 
 
 def _build_one(path: str, key: str, out_dir: str, db: str, cfg: BuildConfig) -> dict:
@@ -108,7 +176,7 @@ def _build_one(path: str, key: str, out_dir: str, db: str, cfg: BuildConfig) -> 
         "spacegroup": sga.get_space_group_symbol(),
         "spacegroup_number": sga.get_space_group_number(),
         "lattice_type": sga.get_lattice_type(),
-        "laue_rotations": laue_rotations(structure),
+        "laue_rotations": laue_rotations(structure, analyzer=sga),
         "two_theta_star": round(result.two_theta_star, 2),
         "peak_intensity": float(result.peak_intensity),
         "n_peaks": len(sticks),

@@ -15,11 +15,16 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 
-def laue_rotations(structure, symprec: float = 0.01) -> list[list[int]]:
-    """Rotation matrices of the structure's Laue group in its own fractional basis, as sorted 9-int rows."""
-    from pymatgen.symmetry.analyzer import SpacegroupAnalyzer
+def laue_rotations(structure, symprec: float = 0.01, analyzer=None) -> list[list[int]]:
+    """Rotation matrices of the structure's Laue group in its own fractional basis, as sorted 9-int rows.
 
-    ops = SpacegroupAnalyzer(structure, symprec=symprec).get_symmetry_operations(cartesian=False)
+    ``analyzer``: a SpacegroupAnalyzer of this structure already at hand (its symprec is used).
+    """
+    if analyzer is None:
+        from pymatgen.symmetry.analyzer import SpacegroupAnalyzer
+
+        analyzer = SpacegroupAnalyzer(structure, symprec=symprec)
+    ops = analyzer.get_symmetry_operations(cartesian=False)
     rots = {tuple(int(v) for v in np.rint(op.rotation_matrix).astype(int).ravel()) for op in ops}
     rots |= {tuple(-v for v in r) for r in rots}  # Friedel pairs: the Laue group contains the inversion
     return [list(r) for r in sorted(rots)]
