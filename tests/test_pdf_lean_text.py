@@ -16,9 +16,7 @@ import pdf_factory
 
 def _lean_segments(doc, page):
     """(segments read the lean way, whether a lean copy was used)."""
-    ex = _Extractor(doc)
-    content, _ = ex.page_input(page)
-    copy = lean_text_copy(page, content, ex)
+    copy = lean_text_copy(page, _Extractor(doc))
     return text_segments(copy[0] if copy else page), copy is not None
 
 
@@ -112,3 +110,14 @@ def test_lean_copy_reads_the_same_text(n_markers, seed, text_form_runs, texts, r
     segments, lean = _lean_segments(doc, page)
     assert segments == text_segments(page)
     assert lean == (len(marker_runs) + len(marker_runs[::7]) >= LEAN_MIN_DROPPED)
+
+
+def test_reference_path_reads_the_page_itself(monkeypatch):
+    from benchmint.pdf.harvest import HarvestConfig, triage_pages
+
+    doc = pymupdf.open("pdf", pdf_factory.scatter_pdf(3000).tobytes())
+    fast = triage_pages(doc, "s.pdf", HarvestConfig())
+    monkeypatch.setenv("BENCHMINT_IMPL", "reference")
+    assert lean_text_copy(doc[0], _Extractor(doc)) is None
+    ref = triage_pages(doc, "s.pdf", HarvestConfig())
+    assert ref[0] == fast[0] and ref[2] == fast[2]  # page rows and text segments

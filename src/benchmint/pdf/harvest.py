@@ -48,13 +48,12 @@ def triage_pages(doc, name: str, cfg: HarvestConfig):
     so their ``captions`` are null. Returns (page rows, [(page number,
     captions)] of candidate pages, text segments per page or None where unread).
     """
-    from benchmint import _dispatch
     from benchmint.pdf.captions import page_captions, text_segments
     from benchmint.pdf.triage import _Extractor, lean_text_copy, open_document_counts
 
     pages, candidates, segments_by_page = [], [], []
-    extractor, inputs = _Extractor(doc), []
-    counts = open_document_counts(doc, extractor=extractor, inputs=inputs)  # shared resources read once
+    extractor = _Extractor(doc)
+    counts = open_document_counts(doc, extractor=extractor)  # shared resources read once
     for number, page in enumerate(doc, 1):
         images, paths, _damaged = counts[number - 1]
         row = {"pdf": name, "page": number, "images": images, "paths": paths, "captions": None}
@@ -63,7 +62,7 @@ def triage_pages(doc, name: str, cfg: HarvestConfig):
             row.update(candidate=False, reason=f"no graphic ({images} images, {paths} paths < {cfg.min_paths})")
         else:
             try:
-                lean = None if _dispatch.use_reference() else lean_text_copy(page, inputs[number - 1][0], extractor)
+                lean = lean_text_copy(page, extractor)  # the same text, without running text-free forms
                 segments = text_segments(lean[0] if lean else page)
             except Exception as exc:  # a damaged text layer is reported, the document goes on
                 row.update(candidate=False, reason=f"unreadable text layer: {exc}")

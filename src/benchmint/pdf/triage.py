@@ -113,6 +113,7 @@ class _Extractor:
         self.doc = doc
         self.resources: dict[Any, dict] = {}
         self.forms: dict[int, tuple] = {}
+        self.pages: dict[int, tuple[bytes, dict]] = {}
         self.ocg_on = {xref: info["on"] for xref, info in doc.get_ocgs().items()}
 
     def _resolve(self, owner: int, key: str) -> tuple[int, str]:
@@ -207,9 +208,13 @@ class _Extractor:
         return out
 
     def page_input(self, page: pymupdf.Page) -> tuple[bytes, dict]:
-        # Content streams are joined with white space, as MuPDF joins them.
-        content = b"\n".join(self.doc.xref_stream(x) or b"" for x in page.get_contents())
-        return content, self.resources_of(page.xref)
+        """(content, resources) of a page, read once per extractor."""
+        got = self.pages.get(page.xref)
+        if got is None:
+            # Content streams are joined with white space, as MuPDF joins them.
+            content = b"\n".join(self.doc.xref_stream(x) or b"" for x in page.get_contents())
+            got = self.pages[page.xref] = (content, self.resources_of(page.xref))
+        return got
 
 
 def _number(text: str | None, default: float) -> float:
@@ -231,25 +236,22 @@ def page_counts(page: pymupdf.Page) -> tuple[int, int]:
     return images, paths
 
 
-def open_document_counts(doc: pymupdf.Document, workers: int = 1, extractor: _Extractor | None = None,
-                         inputs: list | None = None) -> list[tuple[int, int, bool]]:
+def open_document_counts(doc: pymupdf.Document, workers: int = 1,
+                         extractor: _Extractor | None = None) -> list[tuple[int, int, bool]]:
     """(images, paths, damaged) for every page of an open document; resources are read once for all pages.
 
     ``workers`` threads count pages in parallel (1 = serial, -1 = all cores);
     stream extraction runs first, in this thread. ``damaged`` says a content
     stream could not be read cleanly (always False on the reference path).
-    A caller that also wants the pages' content passes its own ``extractor``
-    and an empty ``inputs`` list, which receives each page's (content, resources).
+    A caller that goes on reading the pages (``lean_text_copy``) passes its
+    own ``extractor``, which keeps what it read.
     """
     if workers == 0 or workers < -1:
         raise ValueError("workers must be -1 (all cores) or >= 1")
     if _dispatch.use_reference():
         return [(*reference_counts(page), False) for page in doc]
     ex = extractor or _Extractor(doc)
-    pages = [ex.page_input(page) for page in doc]
-    if inputs is not None:
-        inputs[:] = pages
-    got = _dispatch.core().pdf.count_pages(pages, workers)
+    got = _dispatch.core().pdf.count_pages([ex.page_input(page) for page in doc], workers)
     return [(int(im), int(pa), bool(da)) for im, pa, da in zip(got["images"], got["paths"], got["damaged"])]
 
 
@@ -274,16 +276,20 @@ def _may_show_text(entry: tuple, seen: set[int]) -> bool:
     return any(_may_show_text(e, seen) for e in programs)
 
 
-def lean_text_copy(page: pymupdf.Page, content: bytes, extractor: _Extractor) -> pymupdf.Document | None:
+def lean_text_copy(page: pymupdf.Page, extractor: _Extractor) -> pymupdf.Document | None:
     """A one-page copy of ``page`` whose content no longer runs XObjects that cannot show text, or None.
 
     MuPDF interprets every form a page runs to build its text page, even forms
     that only draw (a marker invoked 6,000 times). Images and such forms leave
     no trace in a text page read without images, so the copy's text equals the
     page's (tests/test_pdf_triage.py checks it) at a fraction of the cost.
-    None when fewer than ``LEAN_MIN_DROPPED`` invocations would be saved.
+    None when fewer than ``LEAN_MIN_DROPPED`` invocations would be saved, and
+    on the reference path (``BENCHMINT_IMPL=reference``: the page is read as is).
     """
-    xobjects = extractor.resources_of(page.xref).get("XObject", {})
+    if _dispatch.use_reference():
+        return None
+    content, resources = extractor.page_input(page)
+    xobjects = resources.get("XObject", {})
     names = [name for name, e in xobjects.items()
              if e[0] == "image" or (e[0] == "form" and not _may_show_text(e, set()))]
     if not names:

@@ -242,7 +242,9 @@ def compute_sticks(structure: Structure, two_theta_range: Sequence[float] | None
     wl = _wavelength(wavelength)
     rng = _check_range(two_theta_range)
     if _dispatch.use_reference():
-        if not hasattr(structure, "sites"):  # CellSites: pymatgen needs its Structure
+        from benchmint.xrd.cifread import CellSites
+
+        if isinstance(structure, CellSites):  # pymatgen needs its Structure
             structure = structure.structure()
         return reference_sticks(structure, rng, wl, debye_waller_factors)
     return _compiled_sticks(structure, rng, wl, debye_waller_factors, workers)
