@@ -172,16 +172,29 @@ def _labels(hkls: Sequence[Iterable], n: int) -> list[list[HKL]]:
     return out
 
 
-def _ground_truth(labels: list[list[HKL]], stick_indices: np.ndarray) -> list[HKL]:
-    union = {hkl for i in stick_indices.tolist() for hkl in labels[i] if any(hkl)}
-    return sorted(union)
-
-
 @functools.lru_cache(maxsize=16)
 def _shared_grid(params: ProfileParams) -> np.ndarray:
     grid = params.grid()
     grid.flags.writeable = False
     return grid
+
+
+def _broaden(tt: np.ndarray, inten: np.ndarray, params: ProfileParams):
+    """(curve, argmax index, curve max, window stick indices): the kernel, or the dense reference."""
+    if _dispatch.use_reference():
+        return reference.broaden(tt, inten, params)
+    return _dispatch.core().xrd.broaden(tt, inten, **params.kernel_args())
+
+
+def _result(grid: np.ndarray, outcome, window_labels: Iterable[HKL], n_sticks: int) -> PatternResult:
+    """The result from a broadening outcome and the labels of the sticks in the ground-truth window."""
+    curve, star, peak, _ = outcome
+    return PatternResult(grid=grid, curve=curve, two_theta_star=float(grid[star]), peak_intensity=float(peak),
+                         ground_truth=sorted({hkl for hkl in window_labels if any(hkl)}), n_sticks=n_sticks)
+
+
+def _window_labels(labels: list[list[HKL]], outcome) -> list[HKL]:
+    return [hkl for i in outcome[3].tolist() for hkl in labels[i]]
 
 
 def sticks_pattern(sticks, params: ProfileParams | None = None) -> PatternResult:
@@ -191,21 +204,10 @@ def sticks_pattern(sticks, params: ProfileParams | None = None) -> PatternResult
     """
     p = params or DEFAULT_PARAMS
     tt, inten = _as_sticks(sticks.two_theta, sticks.intensity)
-    if _dispatch.use_reference():
-        curve, star, peak, truth = reference.broaden(tt, inten, p)
-    else:
-        curve, star, peak, truth = _dispatch.core().xrd.broaden(tt, inten, **p.kernel_args())
+    outcome = _broaden(tt, inten, p)
     labels, _, start = sticks.family_arrays()
-    rows = [tuple(r) for i in truth.tolist() for r in labels[start[i]:start[i + 1]].tolist()]
-    grid = _shared_grid(p)
-    return PatternResult(grid=grid, curve=curve, two_theta_star=float(grid[star]), peak_intensity=float(peak),
-                         ground_truth=sorted({r for r in rows if any(r)}), n_sticks=len(tt))
-
-
-def _result(params: ProfileParams, grid: np.ndarray, outcome, labels: list[list[HKL]]) -> PatternResult:
-    curve, star, peak, truth = outcome
-    return PatternResult(grid=grid, curve=curve, two_theta_star=float(grid[star]), peak_intensity=float(peak),
-                         ground_truth=_ground_truth(labels, truth), n_sticks=len(labels))
+    window = [tuple(r) for i in outcome[3].tolist() for r in labels[start[i]:start[i + 1]].tolist()]
+    return _result(_shared_grid(p), outcome, window, len(tt))
 
 
 def kalpha2_sticks(two_theta, intensity, params: ProfileParams | None = None
@@ -233,11 +235,8 @@ def pattern(two_theta, intensity, hkls: Sequence[Iterable], params: ProfileParam
     p = params or DEFAULT_PARAMS
     tt, inten = _as_sticks(two_theta, intensity)
     labels = _labels(hkls, len(tt))
-    if _dispatch.use_reference():
-        outcome = reference.broaden(tt, inten, p)
-    else:
-        outcome = _dispatch.core().xrd.broaden(tt, inten, **p.kernel_args())
-    return _result(p, p.grid(), outcome, labels)
+    outcome = _broaden(tt, inten, p)
+    return _result(p.grid(), outcome, _window_labels(labels, outcome), len(labels))
 
 
 def patterns(list_of_sticks: Sequence[tuple], params: ProfileParams | None = None,
@@ -269,4 +268,4 @@ def patterns(list_of_sticks: Sequence[tuple], params: ProfileParams | None = Non
         curves, stars, peaks, truths = _dispatch.core().xrd.broaden_batch(
             [s[0] for s in sticks], [s[1] for s in sticks], **p.kernel_args(), workers=workers)
         outcomes = zip(curves, stars.tolist(), peaks.tolist(), truths)
-    return [_result(p, grid, o, lab) for o, lab in zip(outcomes, labels)]
+    return [_result(grid, o, _window_labels(lab, o), len(lab)) for o, lab in zip(outcomes, labels)]
