@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # All set-up on a fresh Debian machine with Python >= 3.11: system packages,
-# a virtualenv in .venv, the compiled build of benchmint, test tools.
-# Safe to run again: it only does what is missing.
+# a virtualenv in .venv, every dependency, the compiled build of benchmint.
+# Works with an empty pip cache and is safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,9 +22,17 @@ fi
 PYTHON=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 PIP=(.venv/bin/python -m pip -q --disable-pip-version-check)
-"${PIP[@]}" install --upgrade pip
+# A venv starts with an old setuptools and no wheel: bring the packaging tools
+# and benchmint's own build backend in first.
+"${PIP[@]}" install --upgrade pip setuptools wheel
 "${PIP[@]}" install "scikit-build-core>=0.10" "pybind11>=2.12" ninja cmake
-"${PIP[@]}" install --no-build-isolation -e ".[test]"
+# Dependencies next, with pip's build isolation, so a dependency that ships only
+# as an sdist builds with the backend it declares (whatever the pip cache holds).
+.venv/bin/python scripts/requirements.py test > .venv/benchmint-requirements.txt
+"${PIP[@]}" install -r .venv/benchmint-requirements.txt
+# benchmint itself, editable, against the venv's build tools: reruns rebuild
+# only what changed in csrc/.
+"${PIP[@]}" install --no-build-isolation --no-deps -e .
 
 # pillow-simd replaces Pillow where it builds (it needs the libjpeg and zlib
 # headers above); if it does not, plain Pillow stays and everything still works.
@@ -35,7 +43,7 @@ sys.exit(0 if "pillow-simd" in names and "pillow" not in names else 1)
 PY
 then
     # Both distributions write the PIL package: removing Pillow removes it, so
-    # pillow-simd is always (re)installed afterwards, from pip's cache after the first build.
+    # pillow-simd is always (re)installed afterwards.
     "${PIP[@]}" uninstall -y pillow >/dev/null 2>&1 || true
     if ! "${PIP[@]}" install --no-deps --force-reinstall pillow-simd; then
         echo "setup: pillow-simd did not build; keeping plain Pillow" >&2

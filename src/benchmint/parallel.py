@@ -1,10 +1,12 @@
-"""Worker counts and an ordered thread map, shared by the batch APIs and the file runner."""
+"""Worker counts, an ordered thread map and worker process pools, shared by the batch APIs and the runner."""
 
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -30,3 +32,28 @@ def thread_map(fn: Callable[[T], R], items: Iterable[T], workers: int) -> list[R
         return [fn(x) for x in items]
     with ThreadPoolExecutor(max_workers=min(n, len(items))) as pool:
         return list(pool.map(fn, items))
+
+
+# How often a pool worker checks that the process that started it is still alive.
+PARENT_CHECK_SECONDS = 0.2
+
+
+def _exit_when_orphaned(parent: int) -> None:
+    while True:
+        time.sleep(PARENT_CHECK_SECONDS)
+        if os.getppid() != parent:  # re-parented: the run that started us was killed
+            os._exit(1)
+
+
+def _watch_parent() -> None:
+    # A pool worker blocks on its task queue forever once the parent is gone
+    # (SIGKILL, OOM killer), so it watches the parent's PID from a daemon thread.
+    # A parent-death signal is not used: Linux sends it when the *thread* that
+    # forked the worker ends, which need not be when the run ends.
+    threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True,
+                     name="benchmint-parent-watch").start()
+
+
+def process_pool(workers: int) -> ProcessPoolExecutor:
+    """A process pool of ``workers`` (-1: all cores) whose workers exit when the calling process dies."""
+    return ProcessPoolExecutor(max_workers=resolve_workers(workers), initializer=_watch_parent)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from benchmint.io import InputError
-from benchmint.parallel import resolve_workers
+from benchmint.parallel import process_pool, resolve_workers
 from benchmint.store.ledger import Ledger, content_key
 
 LEDGER_NAME = "ledger.sqlite"
@@ -44,7 +43,7 @@ def run_pending(ledger: Ledger, units: Sequence[tuple], work: Callable[..., dict
 
         bar = tqdm(total=len(todo), desc=desc, unit=" file")
     try:
-        with ProcessPoolExecutor(max_workers=resolve_workers(workers)) as pool:
+        with process_pool(workers) as pool:
             futures = [(u, pool.submit(work, *u)) for u in todo]
             for unit, fut in futures:
                 try:
