@@ -11,7 +11,8 @@ most requests it held at once. What it answers is scripted:
 - ``server.reject_formats = {"json_schema": 500}``: any request asking for that ``response_format`` gets the status.
 
 Actions: ``Reply`` (text, usage, delay before answering), ``Status`` (an error status with optional Retry-After),
-``Close`` (drop the connection without answering), ``Malformed`` (200 with broken JSON), ``EmptyChoices``.
+``Close`` (drop the connection without answering), ``Malformed`` (200 with broken JSON), ``EmptyChoices``,
+``Trickle`` (a reply sent one byte at a time).
 
 Run alone (``python tests/chat_server.py [--delay S]``) it prints its port and serves default replies until
 stdin closes; ``GET /stats`` returns its counters as JSON and ``POST /reset`` clears them.
@@ -63,6 +64,13 @@ class Malformed:
 @dataclass(frozen=True)
 class EmptyChoices:
     """A 200 completion with ``choices: []``."""
+
+
+@dataclass(frozen=True)
+class Trickle:
+    """A normal 200 reply whose body is written one byte every ``interval`` seconds."""
+
+    interval: float
 
 
 REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 408: "Request Timeout", 422: "Unprocessable Entity",
@@ -216,6 +224,16 @@ class ChatServer:
             await self._send(writer, action.code, json.dumps(action.body).encode(), extra)
             return True
         completion = {"id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": body.get("model", "")}
+        if isinstance(action, Trickle):
+            payload = json.dumps({**completion, "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                "role": "assistant", "content": "slowly"}}]}).encode()
+            writer.write(f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(payload)}"
+                         "\r\n\r\n".encode("latin-1"))
+            for i in range(len(payload)):
+                writer.write(payload[i:i + 1])
+                await writer.drain()
+                await asyncio.sleep(action.interval)
+            return True
         if isinstance(action, EmptyChoices):
             completion["choices"] = []
         else:

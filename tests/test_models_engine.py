@@ -9,7 +9,7 @@ import time
 import tracemalloc
 
 import pytest
-from chat_server import ChatServer, Close, EmptyChoices, Malformed, Reply, Status
+from chat_server import ChatServer, Close, EmptyChoices, Malformed, Reply, Status, Trickle
 from PIL import Image
 
 from benchmint.models import (Accounting, Budget, ChatReply, ChatRequest, Endpoint, Engine, Failure, ImagePart,
@@ -60,8 +60,13 @@ def test_429_waits_at_least_retry_after_then_succeeds(server):
 
 def test_retry_after_longer_than_allowed_gives_up_at_once(server):
     server.script("a", Status(429, retry_after="3600"), Reply())
-    out = run(engine(server, retry=RetryPolicy(max_attempts=5, max_retry_after_s=60)), ["a"])
-    assert isinstance(out["a"], Failure) and out["a"].status == 429 and server.count == 1
+    eng = engine(server, retry=RetryPolicy(max_attempts=5, max_retry_after_s=60))
+
+    async def collect():
+        return [o async for _, o in eng.run([("a", req("a"))])]
+
+    (out,) = asyncio.run(asyncio.wait_for(collect(), 10))
+    assert isinstance(out, Failure) and out.status == 429 and server.count == 1
 
 
 @pytest.mark.parametrize("fault", [Status(408), Status(500), Status(502), Status(503), Close(), Malformed()],
@@ -107,6 +112,15 @@ def test_timeout_is_retried_then_reported(server):
     assert out["always-slow"].cause == "timeout" and server.by_prompt["always-slow"] == 2
     # A timed-out request may have been billed: its usage is unknown, so it is counted as such.
     assert eng.summary()["total"]["unknown_usage"] == 3
+
+
+def test_a_reply_trickling_in_is_cut_at_the_call_timeout(server):
+    # Bytes keep arriving (each within the client's read timeout), but the call as a whole has a deadline.
+    server.script("drip", Trickle(0.05))
+    eng = engine(server, timeout_s=0.3, retry=RetryPolicy(max_attempts=1))
+    t0 = time.monotonic()
+    out = run(eng, ["drip"])
+    assert out["drip"].cause == "timeout" and time.monotonic() - t0 < 2.0
 
 
 def test_jitter_is_seeded_and_bounded():
