@@ -217,3 +217,36 @@ def test_cache_refuses_empty_text_and_keeps_replies_across_opens(tmp_path):
     assert again.get("k1") == CachedReply("hello", "stop", 3, 1, "m", "json_object") and again.get("k0") is None
     assert again.get_many(["k1", "k0", "k2"]) == {"k1": again.get("k1")}
     assert again.structured_mode("http://x/v1", "m") == ("prompt", False) and len(again) == 1
+
+
+# ---- command-line options
+
+
+def test_options_build_the_engine_they_describe(tmp_path):
+    import argparse
+
+    from benchmint.models.options import add_arguments, engine_from_arguments
+
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    add_arguments(parser)
+    prices = tmp_path / "prices.json"
+    prices.write_text('{"m": {"input": 1, "output": 2}}')
+    args = parser.parse_args(["--base-url", "http://127.0.0.1:9/v1/", "--concurrency", "3", "--rpm", "120",
+                              "--prices", str(prices), "--max-cost", "0.5", "--max-tokens", "1000", "--refresh",
+                              "--answer-attempts", "2", "--retries", "4", "--structured", "json_object"])
+    eng = engine_from_arguments(args, tmp_path / "cache.sqlite", seed=5)
+    assert eng.endpoint.base_url == "http://127.0.0.1:9/v1" and eng.concurrency == 3 and eng.refresh
+    assert eng.limits.requests_per_minute == 120 and eng.limits.tokens_per_minute is None
+    assert eng.accounting.budget == Budget(0.5, 1000) and eng.accounting.prices.get("m").output == 2
+    assert (eng.retry.max_attempts, eng.retry.seed, eng.answer_attempts, eng.structured) == (4, 5, 2, "json_object")
+    assert eng.cache.path == str(tmp_path / "cache.sqlite")
+    for argv, message in [([], "--base-url is required"),
+                          (["--base-url", "http://x/v1", "--max-cost", "1"], "--max-cost needs --prices"),
+                          (["--base-url", "http://x/v1", "--rpm", "0"], "must be positive")]:
+        with pytest.raises(ValueError, match=message):
+            engine_from_arguments(parser.parse_args(argv), tmp_path / "c.sqlite")
+    with pytest.raises(InputError, match="price table not found"):
+        engine_from_arguments(parser.parse_args(["--base-url", "http://x/v1", "--prices", "nope.json"]), ":memory:")
+    for argv in (["--concurrency", "0"], ["--max-cost", "-1"], ["--structured", "xml"]):
+        with pytest.raises(argparse.ArgumentError):
+            parser.parse_args(argv)

@@ -490,8 +490,8 @@ class _Run:
     # ---- the producer side
     def push(self, item_id: Any, outcome: Outcome, request: ChatRequest) -> None:
         if type(outcome) is ChatReply:
-            self.engine.accounting.count_item(self.stage, request.model, True, outcome.cached, outcome.prompt_tokens,
-                                              outcome.completion_tokens)
+            self.engine.accounting.count_item(self.stage, request.model, True, outcome.cached,
+                                              outcome.prompt_tokens, outcome.completion_tokens)
         else:
             self.engine.accounting.count_item(self.stage, request.model, False)
         self.ready.append((item_id, outcome))
@@ -531,17 +531,24 @@ class _Run:
     async def _feed_chunk(self, chunk: list) -> bool:
         """Answer the chunk's items from the cache or start their calls; False once the run is stopped."""
         engine = self.engine
-        pairs = [_unpack(item) for item in chunk]
+        checked = engine._checked
+        endpoint = engine.endpoint.base_url
         keys = []
-        for _, request in pairs:
-            engine._check(request)
-            keys.append(engine.key(request))
+        for item in chunk:
+            if type(item) is not tuple or len(item) != 2 or not isinstance(item[1], ChatRequest):
+                raise ValueError(f"Engine.run takes (item_id, ChatRequest) pairs, got {type(item).__name__}: "
+                                 f"{str(item)[:100]}")
+            request = item[1]
+            if (request.model, request.max_tokens) not in checked:
+                engine._check(request)
+            keys.append(request_key(endpoint, request))
         found = {} if engine.refresh else engine.cache.get_many(keys)
-        for (item_id, request), key in zip(pairs, keys):
+        plain = self.parse is None
+        for (item_id, request), key in zip(chunk, keys):
             if self.stopped:
                 return False
             got = found.get(key)
-            if got is not None and self.parse is None and request.schema is None:
+            if got is not None and plain and request.schema is None:
                 # The common warm case, inline: the first attempt is cached and the text is the value.
                 outcome = ChatReply(key, got.text, got.text, got.finish_reason, got.prompt_tokens,
                                     got.completion_tokens, got.model, True, 0, 1, 0.0, got.structured_mode)
@@ -593,9 +600,3 @@ class _Run:
         # Wake the calls waiting for the budget; they take a fresh event before waiting again.
         event, self.settled = self.settled, asyncio.Event()
         event.set()
-
-
-def _unpack(item) -> Item:
-    if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], ChatRequest):
-        return item
-    raise ValueError(f"Engine.run takes (item_id, ChatRequest) pairs, got {type(item).__name__}: {str(item)[:100]}")
