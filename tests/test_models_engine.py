@@ -305,6 +305,20 @@ def test_async_run_closes_cleanly_when_stopped_early(server):
     assert server.count <= 4 + 3  # the calls in flight were cancelled, nothing new started
 
 
+def test_stopping_early_leaves_no_budget_reserved(server):
+    server.default = Reply(delay=0.05)
+    acct = Accounting(budget=Budget(max_tokens=100_000))
+    eng = engine(server, concurrency=4, accounting=acct, limits=RateLimits(requests_per_minute=600, burst_s=0))
+
+    async def main():
+        async with contextlib.aclosing(eng.run((f"q{i}", req(f"q{i}")) for i in range(50))) as results:
+            async for _ in results:
+                break  # the other calls are waiting for the rate limit or in flight
+
+    asyncio.run(main())
+    assert acct.reserved_tokens == 0 and acct.reserved_cost == 0
+
+
 # ---- budget and accounting
 
 
@@ -488,10 +502,20 @@ def test_configuration_errors_are_clear(tmp_path, monkeypatch):
         Engine(Endpoint("http://127.0.0.1:1/v1"), cache=not_sqlite)
 
 
-def test_a_bad_item_stops_the_run_with_a_clear_error(server):
+def test_a_bad_item_stops_the_run_with_a_clear_error(server, tmp_path):
     eng = engine(server)
     with pytest.raises(ValueError, match=r"takes \(item_id, ChatRequest\) pairs"):
         list(eng.run_sync([("a", req("a")), "not a pair"]))
+    # Answers ready before the bad item are still handed over, then the error.
+    from benchmint.models.engine import FEED_CHUNK
+
+    good = [(f"q{i}", req(f"q{i}")) for i in range(FEED_CHUNK)]
+    run(engine(server, tmp_path), good)
+    got = []
+    with pytest.raises(ValueError, match="pairs"):
+        for item_id, outcome in engine(server, tmp_path).run_sync([*good, ["a", "list"]]):
+            got.append(item_id)
+    assert sorted(got) == sorted(i for i, _ in good)
 
 
 def test_api_key_is_sent_from_the_named_variable(server, monkeypatch):

@@ -102,6 +102,9 @@ class Engine:
     most. ``answer_attempts``: answer attempts per item (a reply the parser rejects, or an empty one, is asked
     again). ``refresh``: ignore cached replies (new ones are still stored). ``structured``: ``"auto"`` (fallback
     ladder) or a fixed form (see ``benchmint.models.structured``).
+
+    One engine serves one thread (its runs may overlap on one event loop); give each thread its own engine,
+    sharing the cache file if they like.
     """
 
     def __init__(self, endpoint: Endpoint, *, cache: str | os.PathLike = ":memory:", concurrency: int = 8,
@@ -185,6 +188,7 @@ class Engine:
                 if run is not None:
                     loop.run_until_complete(run.close())
                 loop.run_until_complete(loop.shutdown_asyncgens())
+                loop.run_until_complete(loop.shutdown_default_executor())  # image-encoding threads
             finally:
                 loop.close()
 
@@ -285,8 +289,12 @@ class Engine:
             if res is None:
                 return Failure(key, BUDGET, f"not started: the budget ({self.stop_reason}) would be exceeded",
                                stage=run.stage, model=request.model), made
-            await self.limiter.request()
-            await self.limiter.tokens_for(res.tokens)
+            try:
+                await self.limiter.request()
+                await self.limiter.tokens_for(res.tokens)
+            except asyncio.CancelledError:
+                run.settle(res, None, None, False)  # never sent
+                raise
             mode = self._mode(request.model) if request.schema is not None else None
             kwargs = self._kwargs(request, messages, mode)
             attempt += 1
@@ -454,12 +462,13 @@ class _Run:
 
     # ---- the consumer side
     async def wait(self) -> None:
-        if not self.ready and not self.finished():
+        if not self.ready and not self.finished() and self.error is None:
             self.wake.clear()
             await self.wake.wait()
 
     def take(self) -> list:
-        if self.error is not None:
+        """The answers waiting; once they are all taken, the error that ended the run, if one did."""
+        if self.error is not None and not self.ready:
             raise self.error
         out = list(self.ready)
         self.ready.clear()
@@ -467,7 +476,7 @@ class _Run:
         return out
 
     def finished(self) -> bool:
-        return (not self.feeding and not self.tasks and not self.ready) or self.error is not None
+        return not self.feeding and not self.tasks and not self.ready and self.error is None
 
     def http(self) -> openai.AsyncOpenAI:
         """The run's client, made on first use (a run served from the cache needs none)."""
