@@ -59,20 +59,22 @@ def prompts(tag, n):
 
 
 def bare_sdk(url, texts):
-    """The replies of ``texts`` with the SDK alone, ``CONCURRENCY`` at a time."""
+    """The replies of ``texts`` with the SDK alone: ``CONCURRENCY`` workers taking the next prompt in turn."""
 
     async def main():
         client = openai.AsyncOpenAI(base_url=url, api_key="no-key", max_retries=0)
-        slots = asyncio.Semaphore(CONCURRENCY)
+        out = [None] * len(texts)
+        todo = iter(enumerate(texts))
 
-        async def one(text):
-            async with slots:
+        async def worker():
+            for i, text in todo:
                 r = await client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": text}],
                                                          max_tokens=16, temperature=0.0)
-                return r.choices[0].message.content
+                out[i] = r.choices[0].message.content
 
         try:
-            return await asyncio.gather(*(one(t) for t in texts))
+            await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+            return out
         finally:
             await client.close()
 
