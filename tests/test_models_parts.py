@@ -59,6 +59,24 @@ def test_key_form_omits_unset_fields_and_normalises_numbers():
                                                                                    temperature=0.0))
 
 
+def test_key_is_the_hash_of_the_canonical_json_form():
+    import hashlib
+
+    png = image_bytes((10, 10))
+    requests = [
+        ChatRequest("m", (Message.user("q"),)),
+        ChatRequest("m", (Message.system("s"), Message("assistant", "a"), Message.user("é", ImagePart(png)))),
+        ChatRequest("m", (Message.user("q"),), temperature=0.7, top_p=0.9, max_tokens=64, seed=3,
+                    reasoning_effort="low", schema={"type": "object", "required": ["z", "a"],
+                                                    "properties": {"z": {"type": "string"}, "a": {"type": "integer"}}},
+                    schema_name="verdict", extra_body={"top_k": 20, "chat_template_kwargs": {"think": False,
+                                                                                             "a": [3, {"y": 1, "b": 2}]}}),
+    ]
+    for r in requests:
+        form = {"v": 1, "endpoint": "http://h:1/v1", "request": r.key_form()}
+        assert request_key("http://h:1/v1", r) == hashlib.sha256(dumps(form).encode()).hexdigest()
+
+
 def test_canonical_encoder_is_the_project_json_form():
     form = {"b": [1, 2.5, "é", {"z": None, "a": True}], "a": "x\n"}
     assert _CANONICAL.encode(form) == dumps(form)
