@@ -12,7 +12,7 @@ most requests it held at once. What it answers is scripted:
 
 Actions: ``Reply`` (text, usage, delay before answering), ``Status`` (an error status with optional Retry-After),
 ``Close`` (drop the connection without answering), ``Malformed`` (200 with broken JSON), ``EmptyChoices``,
-``Trickle`` (a reply sent one byte at a time).
+``Trickle`` (a reply sent one byte at a time), ``Raw`` (a 200 with any body).
 
 Run alone (``python tests/chat_server.py [--delay S]``) it prints its port and serves default replies until
 stdin closes; ``GET /stats`` returns its counters as JSON and ``POST /reset`` clears them.
@@ -34,9 +34,10 @@ from typing import Any, Callable
 
 @dataclass(frozen=True)
 class Reply:
-    """A normal completion; ``text`` may be a function of the request body. ``delay`` seconds before answering."""
+    """A normal completion; ``text`` (the message content: a string, or a list of parts) may be a function of the
+    request body. ``delay`` seconds before answering."""
 
-    text: str | Callable[[dict], str] | None = None
+    text: str | list | Callable[[dict], str] | None = None
     prompt_tokens: int = 10
     completion_tokens: int = 5
     finish_reason: str = "stop"
@@ -59,6 +60,13 @@ class Close:
 @dataclass(frozen=True)
 class Malformed:
     """A 200 whose JSON body is cut off."""
+
+
+@dataclass(frozen=True)
+class Raw:
+    """A 200 with this body, whatever it is."""
+
+    body: bytes
 
 
 @dataclass(frozen=True)
@@ -216,6 +224,9 @@ class ChatServer:
         if isinstance(action, Close):
             writer.transport.abort()
             return False
+        if isinstance(action, Raw):
+            await self._send(writer, 200, action.body)
+            return True
         if isinstance(action, Malformed):
             await self._send(writer, 200, b'{"id": "x", "object": "chat.completion", "choices": [{"ind')
             return True

@@ -9,7 +9,7 @@ import time
 import tracemalloc
 
 import pytest
-from chat_server import ChatServer, Close, EmptyChoices, Malformed, Reply, Status, Trickle
+from chat_server import ChatServer, Close, EmptyChoices, Malformed, Raw, Reply, Status, Trickle
 from PIL import Image
 
 from benchmint.models import (Accounting, Budget, ChatReply, ChatRequest, Endpoint, Engine, Failure, ImagePart,
@@ -93,6 +93,16 @@ def test_bounded_give_up_is_a_failure_and_the_run_goes_on(server, fault, cause, 
     row = fail.row("bad")
     assert row["id"] == "bad" and row["cause"] == cause and row["model"] == MODEL and json.dumps(row)
     assert eng.summary()["total"]["failed"] == 1
+
+
+def test_odd_but_valid_json_replies(server):
+    server.script("array", Raw(b"[]"))
+    server.script("number", Raw(b'{"object": "chat.completion", "choices": [{"index": 0, "message": {"content": 7}}]}'))
+    server.script("parts", Reply(text=[{"type": "text", "text": "two "}, {"type": "text", "text": "parts"}]))
+    out = run(engine(server, retry=RetryPolicy(max_attempts=2, base_delay_s=0.01)), ["array", "number", "parts"])
+    assert out["array"].cause == "bad_response" and out["number"].cause == "bad_response"
+    assert "content is int" in out["number"].detail
+    assert out["parts"].text == "two parts"
 
 
 def test_client_error_is_final_without_retry(server):

@@ -425,13 +425,18 @@ def _reply_of(completion: Any, mode: str | None, latency: float) -> _Got | Probl
     if not completion.choices:
         return _Got("", None, p, c, completion.model, mode, latency, "; no choices")
     choice = completion.choices[0]
-    message = choice.message
-    text = (message.content if message is not None else None) or ""
+    message = getattr(choice, "message", None)
+    content = getattr(message, "content", None)
+    if isinstance(content, list):  # some servers answer with content parts
+        content = "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    if content is not None and not isinstance(content, str):
+        return Problem(BAD_RESPONSE, f"message content is {type(content).__name__}, not text", maybe_billed=True)
+    text = content or ""
     note = ""
     refusal = getattr(message, "refusal", None) if message is not None else None
     if not text and refusal:
         note = f"; refusal: {refusal[:200]}"
-    return _Got(text, choice.finish_reason, p, c, completion.model, mode, latency, note)
+    return _Got(text, getattr(choice, "finish_reason", None), p, c, completion.model, mode, latency, note)
 
 
 class _Run:

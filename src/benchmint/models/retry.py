@@ -85,6 +85,8 @@ def classify(exc: BaseException) -> Problem | None:
     if isinstance(exc, (openai.APIResponseValidationError, ValueError)):
         return Problem(BAD_RESPONSE, f"reply is not a chat completion: {type(exc).__name__}: {exc}"[:300],
                        maybe_billed=True)
+    if isinstance(exc, openai.OpenAIError):
+        return Problem(BAD_RESPONSE, f"{type(exc).__name__}: {exc}"[:300], retryable=False, maybe_billed=True)
     return None
 
 
