@@ -534,9 +534,7 @@ class _Run:
                 while chunk := list(itertools.islice(it, FEED_CHUNK)):
                     if not await self._feed_chunk(chunk):
                         break
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:  # a bad item or a configuration error ends the run
+        except Exception as exc:  # a bad item or a configuration error ends the run
             self.error = exc
         finally:
             self.feeding = False
@@ -585,9 +583,7 @@ class _Run:
         try:
             outcome = await self.engine._resolve(self, key, request, attempts)
             self.push(item_id, outcome, request)
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:
+        except Exception as exc:  # a fault of the engine itself, not of a call: it ends the run
             self.error = exc
             self.wake.set()
         finally:
