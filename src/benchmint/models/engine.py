@@ -217,11 +217,12 @@ class Engine:
             self.accounting.check(request.model, request.max_tokens)
             self._checked.add(token)
 
-    def _from_cache(self, key: str, request: ChatRequest, run: _Run, first: CachedReply | None
-                    ) -> Outcome | list[int]:
+    def _from_cache(self, key: str, request: ChatRequest, run: _Run, found: dict[str, CachedReply],
+                    complete: bool) -> Outcome | list[int]:
         """A cached usable reply, a failure (every attempt cached and unparseable), or the attempts to ask.
 
-        ``first`` is the cached reply of the first attempt (already looked up), if any.
+        ``found`` holds cached replies already looked up: the first attempt's, and the other attempts' too when
+        ``complete``.
         """
         n = self.answer_attempts
         if self.refresh:
@@ -230,7 +231,7 @@ class Engine:
         last: tuple[str, str] | None = None
         for i in range(n):
             k = attempt_key(key, i)
-            got = first if i == 0 else self.cache.get(k)
+            got = found.get(k) if i == 0 or complete else self.cache.get(k)
             if got is None:
                 missing.append(i)
                 continue
@@ -560,6 +561,11 @@ class _Run:
                 engine._check(request)
             keys.append(request_key(endpoint, request))
         found = {} if engine.refresh else engine.cache.get_many(keys)
+        n = engine.answer_attempts
+        if n > 1 and not engine.refresh and len(found) < len(keys):
+            # Where the first attempt is not cached, a later one may be: one query for all of them.
+            found.update(engine.cache.get_many([attempt_key(k, i) for k in keys if k not in found
+                                                for i in range(1, n)]))
         plain = self.parse is None
         for (item_id, request), key in zip(chunk, keys):
             if self.stopped:
@@ -570,7 +576,7 @@ class _Run:
                 outcome = ChatReply(key, got.text, got.text, got.finish_reason, got.prompt_tokens,
                                     got.completion_tokens, got.model, True, 0, 1, 0.0, got.structured_mode)
             else:
-                outcome = engine._from_cache(key, request, self, got)
+                outcome = engine._from_cache(key, request, self, found, got is None)
             if not isinstance(outcome, list):
                 self.push(item_id, outcome, request)
                 if len(self.ready) >= engine.max_buffered:
