@@ -103,13 +103,29 @@ class ReplyCache:
 
     def put(self, key: str, reply: CachedReply, latency_s: float) -> None:
         """Store a reply with text (committed before returning); an empty text is refused."""
-        if not reply.text:
+        self.put_many([(key, reply, latency_s)])
+
+    def put_many(self, rows: list[tuple[str, CachedReply, float]]) -> None:
+        """Store (key, reply, latency) rows in one transaction, committed before returning."""
+        if any(not reply.text for _, reply, _ in rows):
             raise ValueError("an empty reply is never cached")
-        self._db.execute("INSERT OR REPLACE INTO replies VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                         (key, reply.text, reply.finish_reason, reply.prompt_tokens, reply.completion_tokens,
-                          reply.model, reply.structured_mode, latency_s, time.time()))
-        self.writes += 1
-        if self.writes % CHECKPOINT_EVERY == 0 and self.path != ":memory:" and not self._checkpointing():
+        now = time.time()
+        values = [(key, r.text, r.finish_reason, r.prompt_tokens, r.completion_tokens, r.model, r.structured_mode,
+                   latency_s, now) for key, r, latency_s in rows]
+        before = self.writes
+        if len(values) == 1:
+            self._db.execute("INSERT OR REPLACE INTO replies VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", values[0])
+        else:
+            self._db.execute("BEGIN")
+            try:
+                self._db.executemany("INSERT OR REPLACE INTO replies VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", values)
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+        self.writes += len(values)
+        if (self.writes // CHECKPOINT_EVERY > before // CHECKPOINT_EVERY and self.path != ":memory:"
+                and not self._checkpointing()):
             self._checkpointer = threading.Thread(target=self._checkpoint, name="reply-cache-checkpoint", daemon=True)
             self._checkpointer.start()
 

@@ -267,8 +267,8 @@ class Engine:
             if not got.text:
                 last = (EMPTY_REPLY, f"empty reply (finish_reason {got.finish_reason}){got.note}", None)
                 continue
-            self.cache.put(k, CachedReply(got.text, got.finish_reason, got.prompt_tokens, got.completion_tokens,
-                                          got.model, got.mode), got.latency_s)
+            await run.store(k, CachedReply(got.text, got.finish_reason, got.prompt_tokens, got.completion_tokens,
+                                           got.model, got.mode), got.latency_s)
             value, error = run.parse_text(got.text, request)
             if error is None:
                 return ChatReply(k, got.text, value, got.finish_reason, got.prompt_tokens, got.completion_tokens,
@@ -458,6 +458,7 @@ class _Run:
         self.stopped = False
         self.error: BaseException | None = None
         self.client: openai.AsyncOpenAI | None = None
+        self.unstored: list[tuple[str, CachedReply, float, asyncio.Future]] = []
 
     async def start(self, items) -> None:
         self.wake = asyncio.Event()
@@ -515,6 +516,32 @@ class _Run:
         self.ready.append((item_id, outcome))
         if not self.wake.is_set():
             self.wake.set()
+
+    def store(self, key: str, reply: CachedReply, latency_s: float) -> asyncio.Future:
+        """A future done once the reply is committed to the cache.
+
+        The replies that arrive in one turn of the event loop are committed together, in one transaction at the
+        start of the next turn, before any of them is handed on.
+        """
+        loop = asyncio.get_running_loop()
+        if not self.unstored:
+            loop.call_soon(self._commit)
+        done = loop.create_future()  # one per caller: cancelling one caller cancels no other
+        self.unstored.append((key, reply, latency_s, done))
+        return done
+
+    def _commit(self) -> None:
+        batch, self.unstored = self.unstored, []
+        try:
+            self.engine.cache.put_many([row[:3] for row in batch])
+        except Exception as exc:
+            for *_, done in batch:
+                if not done.done():
+                    done.set_exception(exc)
+            return
+        for *_, done in batch:
+            if not done.done():
+                done.set_result(None)
 
     def parse_text(self, text: str, request: ChatRequest) -> tuple[Any, str | None]:
         try:
