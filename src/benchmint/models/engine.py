@@ -267,8 +267,8 @@ class Engine:
             if not got.text:
                 last = (EMPTY_REPLY, f"empty reply (finish_reason {got.finish_reason}){got.note}", None)
                 continue
-            await run.store(k, CachedReply(got.text, got.finish_reason, got.prompt_tokens, got.completion_tokens,
-                                           got.model, got.mode), got.latency_s)
+            run.store(k, CachedReply(got.text, got.finish_reason, got.prompt_tokens, got.completion_tokens,
+                                     got.model, got.mode), got.latency_s)
             value, error = run.parse_text(got.text, request)
             if error is None:
                 return ChatReply(k, got.text, value, got.finish_reason, got.prompt_tokens, got.completion_tokens,
@@ -458,7 +458,8 @@ class _Run:
         self.stopped = False
         self.error: BaseException | None = None
         self.client: openai.AsyncOpenAI | None = None
-        self.unstored: list[tuple[str, CachedReply, float, asyncio.Future]] = []
+        self.unstored: list[tuple[str, CachedReply, float]] = []
+        self.unpushed: list[tuple[Any, Outcome, ChatRequest]] = []
 
     async def start(self, items) -> None:
         self.wake = asyncio.Event()
@@ -486,7 +487,8 @@ class _Run:
         return out
 
     def finished(self) -> bool:
-        return not self.feeding and not self.workers and not self.ready and self.error is None
+        return (not self.feeding and not self.workers and not self.ready and not self.unpushed
+                and self.error is None)
 
     def http(self) -> openai.AsyncOpenAI:
         """The run's client, made on first use (a run served from the cache needs none)."""
@@ -497,6 +499,7 @@ class _Run:
         return self.client
 
     async def close(self) -> None:
+        # A commit already scheduled (replies of the last turn) runs while this waits for the cancelled tasks.
         pending = [t for t in (self.feeder, *self.workers) if t is not None and not t.done()]
         for task in pending:
             task.cancel()
@@ -517,31 +520,36 @@ class _Run:
         if not self.wake.is_set():
             self.wake.set()
 
-    def store(self, key: str, reply: CachedReply, latency_s: float) -> asyncio.Future:
-        """A future done once the reply is committed to the cache.
+    def store(self, key: str, reply: CachedReply, latency_s: float) -> None:
+        """Queue a reply for the cache; it is committed at the start of the next turn of the event loop."""
+        if not self.unstored and not self.unpushed:
+            asyncio.get_running_loop().call_soon(self._commit)
+        self.unstored.append((key, reply, latency_s))
 
-        The replies that arrive in one turn of the event loop are committed together, in one transaction at the
-        start of the next turn, before any of them is handed on.
-        """
-        loop = asyncio.get_running_loop()
-        if not self.unstored:
-            loop.call_soon(self._commit)
-        done = loop.create_future()  # one per caller: cancelling one caller cancels no other
-        self.unstored.append((key, reply, latency_s, done))
-        return done
+    def push_stored(self, item_id: Any, outcome: Outcome, request: ChatRequest) -> None:
+        """Hand an outcome on once the replies queued before it are committed."""
+        if not self.unstored and not self.unpushed:
+            asyncio.get_running_loop().call_soon(self._commit)
+        self.unpushed.append((item_id, outcome, request))
 
     def _commit(self) -> None:
-        batch, self.unstored = self.unstored, []
-        try:
-            self.engine.cache.put_many([row[:3] for row in batch])
-        except Exception as exc:
-            for *_, done in batch:
-                if not done.done():
-                    done.set_exception(exc)
-            return
-        for *_, done in batch:
-            if not done.done():
-                done.set_result(None)
+        """Commit the queued replies in one transaction, then hand on the outcomes that waited for them.
+
+        The replies of one turn of the event loop share a transaction, and a worker goes on to its next item
+        without waiting for it: a reply is durable before its item counts as done, and only replies that arrived
+        in the last turn (at most ``concurrency``) are lost when the process is killed.
+        """
+        rows, outcomes = self.unstored, self.unpushed
+        self.unstored, self.unpushed = [], []
+        if rows:
+            try:
+                self.engine.cache.put_many(rows)
+            except Exception as exc:  # the cache cannot be written: nothing can be kept, so the run ends
+                self.error = exc
+                self.wake.set()
+                return
+        for outcome in outcomes:
+            self.push(*outcome)
 
     def parse_text(self, text: str, request: ChatRequest) -> tuple[Any, str | None]:
         try:
@@ -623,7 +631,7 @@ class _Run:
                     self.push(item_id, Failure(key, BUDGET, f"not started: the budget ({self.engine.stop_reason}) "
                                                "would be exceeded", stage=self.stage, model=request.model), request)
                     continue
-                self.push(item_id, await self.engine._resolve(self, key, request, attempts), request)
+                self.push_stored(item_id, await self.engine._resolve(self, key, request, attempts), request)
         except Exception as exc:  # a fault of the engine itself, not of a call: it ends the run
             self.error = exc
         finally:
