@@ -238,6 +238,32 @@ def test_every_setting_is_part_of_the_key(server):
     assert other_endpoint.key(base) != eng.key(base)
 
 
+def test_settings_reach_the_server(server):
+    request = ChatRequest(MODEL, (Message.system("be brief"), Message.user("q")), temperature=0.2, top_p=0.9,
+                          max_tokens=7, seed=11, reasoning_effort="low", extra_body={"top_k": 5})
+    run(engine(server), [("q", request)])
+    body = server.bodies[0]
+    assert body["messages"] == [{"role": "system", "content": "be brief"}, {"role": "user", "content": "q"}]
+    assert (body["model"], body["temperature"], body["top_p"], body["max_tokens"], body["seed"]) == (
+        MODEL, 0.2, 0.9, 7, 11)
+    assert body["reasoning_effort"] == "low" and body["top_k"] == 5 and "response_format" not in body
+    run(engine(server, endpoint=Endpoint(server.url, max_tokens_field="max_completion_tokens")), [("q", request)])
+    assert server.bodies[1]["max_completion_tokens"] == 7 and "max_tokens" not in server.bodies[1]
+
+
+def test_items_may_come_from_an_async_iterable(server):
+    async def items():
+        for i in range(5):
+            await asyncio.sleep(0)
+            yield f"q{i}", req(f"q{i}")
+
+    async def main():
+        return {k: o async for k, o in engine(server, concurrency=2).run(items())}
+
+    out = asyncio.run(main())
+    assert {k: o.text for k, o in out.items()} == {f"q{i}": f"echo: q{i}" for i in range(5)}
+
+
 # ---- concurrency, rate limits, streaming
 
 
