@@ -210,13 +210,13 @@ def test_a_reply_is_committed_before_its_item_is_handed_on(server, tmp_path):
     import sqlite3
 
     server.script("q3", Reply(text="no"), Reply(text="7"))
-    eng = engine(server, tmp_path, concurrency=4)
+    eng = engine(server, tmp_path, concurrency=8)
     observer = sqlite3.connect(tmp_path / "cache.sqlite")  # another connection: it sees committed rows only
     seen = 0
-    for item_id, reply in eng.run_sync((f"q{i}", req(f"q{i}")) for i in range(40)):
+    for item_id, reply in eng.run_sync((f"q{i}", req(f"q{i}")) for i in range(200)):
         assert observer.execute("SELECT text FROM replies WHERE key = ?", (reply.key,)).fetchone() == (reply.text,)
         seen += 1
-    assert seen == 40
+    assert seen == 200
     # An unparseable reply is kept too: the next attempt is asked once, and a rerun asks nothing.
     first = run(engine(server, tmp_path), ["q3"], parse=int)
     again = run(engine(server, tmp_path), ["q3"], parse=int)

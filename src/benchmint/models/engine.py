@@ -12,11 +12,11 @@ Per item:
 2. Otherwise the request is sent, after the budget (``Accounting``) and the rate limits (``Limiter``) allow it,
    with a per-call timeout. Transport problems are retried by the ``RetryPolicy``; a give-up is a ``Failure``
    with its cause and status.
-3. A reply with text is committed to the cache before anything else happens to it; an empty reply is not.
-   The parser (``parse``) then turns the text into the item's value; when it raises (or the reply was empty)
-   the engine asks again, up to ``answer_attempts`` answer attempts in all. Each answer attempt is a call of its
-   own with its own cache key, so a rerun replays the same attempts from the cache and asks only those that never
-   got a reply.
+3. A reply with text goes to the cache (an empty reply does not), committed before its item is handed on.
+   The parser (``parse``) turns the text into the item's value; when it raises (or the reply was empty) the
+   engine asks again, up to ``answer_attempts`` answer attempts in all. Each answer attempt is a call of its own
+   with its own cache key, so a rerun replays the same attempts from the cache and asks only those that never got
+   a reply.
 
 A failure never stops the run; a configuration error (a model without a price under ``--max-cost``, ...) does.
 When the budget is spent the run stops taking items and ends once the requests in flight settle;
@@ -44,6 +44,7 @@ from benchmint.models.call import (BAD_REQUEST, BAD_RESPONSE, BUDGET, EMPTY_REPL
                                    ChatRequest, Failure, attempt_key, request_key)
 from benchmint.models.limits import Limiter, RateLimits
 from benchmint.models.retry import Problem, RetryPolicy, classify
+from benchmint.models.structured import MODES as STRUCTURED_MODES
 
 Item = tuple[Any, ChatRequest]
 FEED_CHUNK = 64
@@ -117,8 +118,8 @@ class Engine:
             raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
         if not isinstance(answer_attempts, int) or answer_attempts < 1:
             raise ValueError(f"answer_attempts must be an integer >= 1, got {answer_attempts!r}")
-        if structured not in structured_modes():
-            raise ValueError(f"structured must be one of {', '.join(structured_modes())}, got {structured!r}")
+        if structured not in STRUCTURED_MODES:
+            raise ValueError(f"structured must be one of {', '.join(STRUCTURED_MODES)}, got {structured!r}")
         if not isinstance(max_buffered, int) or max_buffered < 1:
             raise ValueError(f"max_buffered must be an integer >= 1, got {max_buffered!r}")
         self.endpoint = endpoint
@@ -393,10 +394,6 @@ class Engine:
             return False
         self._set_mode(model, nxt, False)
         return True
-
-
-def structured_modes() -> tuple[str, ...]:
-    return structured.MODES
 
 
 def _messages(request: ChatRequest) -> list[dict]:
