@@ -427,6 +427,24 @@ def test_after_a_budget_stop_nothing_more_is_asked(server):
     assert all(o.cause == "budget" and o.requests == 0 for k, o in outcomes.items() if k != "small0")
 
 
+def test_engines_sharing_one_budget_wait_for_each_other(server):
+    # Worst case 5e-5 USD a call (10 prompt tokens estimated + max_tokens 20), 2e-5 reported: both worst cases
+    # do not fit in 7.5e-5 together, so the second engine waits for the first engine's call to settle.
+    acct = Accounting(PRICES, Budget(max_cost_usd=7.5e-5))
+    server.default = Reply(delay=0.05)
+
+    async def answers(eng, prompt):
+        return [o async for _, o in eng.run([(prompt, req(prompt, max_tokens=20))])]
+
+    async def main():
+        a, b = engine(server, concurrency=1, accounting=acct), engine(server, concurrency=1, accounting=acct)
+        return await asyncio.wait_for(asyncio.gather(answers(a, "a"), answers(b, "b")), 5)
+
+    (ra,), (rb,) = asyncio.run(main())
+    assert ra.text == "echo: a" and rb.text == "echo: b" and server.count == 2
+    assert acct.charged_cost == pytest.approx(4e-5)
+
+
 def test_budget_on_tokens_learns_from_reported_prompt_sizes(server):
     # The server reports 50 prompt tokens where the estimate is ~13: after the first reply the engine raises its
     # estimate, so the third call is the last that fits in 200 tokens (3 * 55 = 165; a 4th would reach 220).

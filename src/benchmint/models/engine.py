@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import itertools
 import os
 import time
@@ -48,6 +49,7 @@ from benchmint.models.structured import MODES as STRUCTURED_MODES
 
 Item = tuple[Any, ChatRequest]
 FEED_CHUNK = 64
+BUDGET_RECHECK_S = 0.1
 Outcome = ChatReply | Failure
 
 
@@ -646,8 +648,10 @@ class _Run:
                 return None
             if verdict is not Verdict.WAIT:
                 return verdict
-            event = self.settled
-            await event.wait()
+            # Woken when a call of this run settles; the timeout covers reservations held by other runs that share
+            # the accounting (a judge's engine beside the answering one).
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.settled.wait(), BUDGET_RECHECK_S)
 
     def settle(self, res, prompt_tokens, completion_tokens, maybe_billed: bool) -> None:
         self.engine.accounting.settle(res, prompt_tokens, completion_tokens, maybe_billed)
