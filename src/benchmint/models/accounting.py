@@ -108,6 +108,9 @@ class Reservation:
 
 
 class Accounting:
+    """Counters per (stage, model) and the budget of a run. Engines running in one event loop may share one (a
+    single budget for the answering model and its judge)."""
+
     def __init__(self, prices: PriceTable | None = None, budget: Budget | None = None) -> None:
         self.prices = prices or PriceTable()
         self.budget = budget or Budget()
