@@ -10,7 +10,7 @@ ways to get N replies at the same concurrency (32 requests in flight):
 
 Every bench checks its replies. ``test_cold_engine_vs_bare_sdk`` runs the first two in turn (best of 5 each) and
 records the ratio and the per-call overhead the engine adds. The sizes are small by default so that the test
-command runs them quickly (BENCHMINT_MODELS_ITEMS, cold, default 500; BENCHMINT_MODELS_WARM_ITEMS, default 2,000);
+command runs them quickly (BENCHMINT_MODELS_ITEMS, cold, default 200; BENCHMINT_MODELS_WARM_ITEMS, default 1,000);
 the README figures use 2,000 and 20,000.
 
 Run: .venv/bin/python -m pytest benches/bench_models.py --benchmark-only --benchmark-group-by=group
@@ -32,8 +32,8 @@ from conftest import record_throughput
 
 from benchmint.models import ChatReply, ChatRequest, Endpoint, Engine, Message
 
-N_COLD = int(os.environ.get("BENCHMINT_MODELS_ITEMS", "500"))
-N_WARM = int(os.environ.get("BENCHMINT_MODELS_WARM_ITEMS", "2000"))
+N_COLD = int(os.environ.get("BENCHMINT_MODELS_ITEMS", "200"))
+N_WARM = int(os.environ.get("BENCHMINT_MODELS_WARM_ITEMS", "1000"))
 CONCURRENCY = 32
 MODEL = "bench-model"
 SERVER = Path(__file__).resolve().parents[1] / "tests" / "chat_server.py"
