@@ -65,10 +65,10 @@ def bare_sdk(url, texts):
     async def main():
         client = openai.AsyncOpenAI(base_url=url, api_key="no-key", max_retries=0)
         out = [None] * len(texts)
-        todo = iter(enumerate(texts))
+        pending = iter(enumerate(texts))
 
         async def worker():
-            for i, text in todo:
+            for i, text in pending:
                 r = await client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": text}],
                                                          max_tokens=16, temperature=0.0)
                 out[i] = r.choices[0].message.content
