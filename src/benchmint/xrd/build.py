@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmint.io import InputError, write_jsonl
-from benchmint.store.runner import run_files
+from benchmint.run import run_files
 from benchmint.xrd.profile import ProfileParams
 
 CRYSTAL_SYSTEMS = ("triclinic", "monoclinic", "orthorhombic", "tetragonal", "trigonal", "hexagonal", "cubic")
