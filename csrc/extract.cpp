@@ -18,6 +18,7 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <system_error>
 
 namespace py = pybind11;
@@ -1938,6 +1939,12 @@ py::object hkls_py(py::handle text) {
     return std::move(out);
 }
 
+py::object extract_py(py::handle text, const std::string& kind) {
+    if (kind == "mcq") return choices_py(text);
+    if (kind == "hkl") return hkls_py(text);
+    throw py::value_error("the compiled extractor knows the answer kinds mcq, hkl; got '" + kind + "'");
+}
+
 }  // namespace
 
 void bind_extract(py::module_& m) {
@@ -1946,6 +1953,8 @@ void bind_extract(py::module_& m) {
           "Sorted option letters, None, or \"undecided\" (then use the Python reference).");
     m.def("hkls", &hkls_py, py::arg("text"),
           "Sorted unique Miller-index tuples, None, or \"undecided\" (then use the Python reference).");
+    m.def("extract", &extract_py, py::arg("text"), py::arg("kind"),
+          "choices() or hkls() by answer-kind name (\"mcq\", \"hkl\").");
 }
 
 }  // namespace bm

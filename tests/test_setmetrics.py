@@ -118,7 +118,7 @@ def test_param_range(lam, gamma):
 
 
 def test_wrong_kind_answers():
-    from benchmint.metrics.encode import AnswerError
+    from benchmint.tasks import AnswerError
 
     with pytest.raises(AnswerError, match="option letters"):
         score_item(["AB"], ["A"], task="mcq")

@@ -171,6 +171,8 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from benchmint import tasks
+
     parser = argparse.ArgumentParser(prog="benchmint", description="Build and score scientific multimodal benchmarks.")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -180,7 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
                                        "(all listed in errors.jsonl), 2 the run could not start.")
     score.add_argument("pred", nargs="+", help="prediction JSONL file(s): {id, output | answer, [model, confidence, difficulty, tokens]}")
     score.add_argument("--gold", required=True, help="gold JSONL: {id, answer, meta}")
-    score.add_argument("--task", required=True, choices=["mcq", "hkl"], help="option letters or Miller indices")
+    score.add_argument("--task", required=True, choices=tasks.names("set"),
+                       help="answer kind: " + "; ".join(f"{n}: {tasks.get(n).description}" for n in tasks.names("set")))
     score.add_argument("--out", required=True, help="output directory")
     score.add_argument("--by", nargs="+", default=[], metavar="FIELD",
                        help="strata: keys of the gold meta (each model always gets its own block, so 'model' adds nothing)")

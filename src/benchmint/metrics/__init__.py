@@ -8,8 +8,9 @@ Embedding API (plain lists and numpy arrays in, numpy arrays out):
 
 from benchmint.metrics.answers import extract_answer, extract_answers
 from benchmint.metrics.batch import METRIC_NAMES, score_batch, score_counts, score_item
-from benchmint.metrics.encode import AnswerError, normalize
 from benchmint.metrics.pipeline import ScoreConfig, ScoreResult, score_files
 
+from benchmint.tasks import AnswerError
+
 __all__ = ["METRIC_NAMES", "AnswerError", "ScoreConfig", "ScoreResult", "extract_answer", "extract_answers",
-           "normalize", "score_batch", "score_counts", "score_files", "score_item"]
+           "score_batch", "score_counts", "score_files", "score_item"]

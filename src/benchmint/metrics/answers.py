@@ -4,23 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from benchmint import _dispatch
-from benchmint.metrics.encode import check_task
-from benchmint.metrics.extract import extract
+from benchmint import _dispatch, tasks
 
 
 def extract_answer(text: str, task: str) -> list | None:
-    """Letters (``task="mcq"``) or Miller-index tuples (``"hkl"``) read from a raw model output; None if unreadable.
+    """The answer of kind ``task`` (e.g. "mcq" letters, "hkl" Miller-index tuples) in a raw model output.
 
-    Same result as ``benchmint.metrics.extract.extract`` (the reference), faster.
+    None when no answer can be read. Same result as the kind's reference rules,
+    faster where the kind has a compiled extractor.
     """
-    check_task(task)
-    if isinstance(text, str) and not _dispatch.use_reference():
-        core = _dispatch.core().extract
-        found = core.choices(text) if task == "mcq" else core.hkls(text)
+    kind = tasks.get(task)
+    if not isinstance(text, str):
+        return None
+    if kind.compiled is not None and not _dispatch.use_reference():
+        found = _dispatch.core().extract.extract(text, kind.compiled)
         if not isinstance(found, str):  # "undecided" -> the reference decides
             return found
-    return extract(text, task)
+    return kind.extract(text)
 
 
 def extract_answers(texts: Iterable[str], task: str) -> list[list | None]:

@@ -15,7 +15,8 @@ import numpy as np
 
 from benchmint import _dispatch
 from benchmint.metrics import reference
-from benchmint.metrics.encode import check_task, encode_csr, normalize
+from benchmint import tasks
+from benchmint.metrics.encode import encode_csr
 from benchmint.metrics.reference import METRIC_NAMES
 
 DEFAULT_SIP_LAMBDA = 0.6
@@ -40,11 +41,11 @@ def _backend():
 
 def score_item(pred: Iterable, gold: Iterable, task: str | None = None, *,
                sip_lambda: float = DEFAULT_SIP_LAMBDA, sip_gamma: float = DEFAULT_SIP_GAMMA) -> dict:
-    """Every metric for one prediction. ``task`` ("mcq"/"hkl") normalises the answers first."""
+    """Every metric for one prediction. ``task`` (an answer kind: "mcq", "hkl") normalises the answers first."""
     lam, gamma = check_params(sip_lambda, sip_gamma)
     if task is not None:
-        check_task(task)
-        p, g = set(normalize(pred, task)), set(normalize(gold, task))
+        kind = tasks.get(task)
+        p, g = set(kind.normalize(pred)), set(kind.normalize(gold))
     else:
         p, g = set(pred), set(gold)
     return reference.metrics_from_counts(len(p & g), len(p), len(g), lam, gamma)
@@ -89,9 +90,8 @@ def score_batch(pred: Sequence | np.ndarray | tuple, gold: Sequence | np.ndarray
     if _is_csr(pred) and _is_csr(gold):
         arrays = [np.ascontiguousarray(a, dtype=np.int64) for a in (*pred, *gold)]
         return backend.from_csr(*arrays, lam, gamma, workers, out)
-    if task is not None:
-        check_task(task)
-    vocabulary: dict | None = None if task is not None else {}
-    po, pk = encode_csr(pred, task, vocabulary)
-    go, gk = encode_csr(gold, task, vocabulary)
+    kind = tasks.get(task) if task is not None else None
+    vocabulary: dict | None = None if kind is not None else {}
+    po, pk = encode_csr(pred, kind, vocabulary)
+    go, gk = encode_csr(gold, kind, vocabulary)
     return backend.from_csr(po, pk, go, gk, lam, gamma, workers, out)

@@ -12,8 +12,8 @@ Public API
 ==========
 ``extract_choices(text)``  -> sorted unique uppercase letters, or None.
 ``extract_hkls(text)``     -> sorted unique tuples of 3 or 4 ints, or None.
-``extract(text, task)``    -> dispatch on ``"mcq"`` / ``"hkl"``; any other task
-                              name raises ValueError.
+``extract(text, task)``    -> by answer kind (``benchmint.tasks``): ``"mcq"`` /
+                              ``"hkl"``; an unknown name raises ValueError.
 
 None means "no answer could be read".  An empty list is returned only when the
 output explicitly gives an empty answer (a JSON ``[]`` value).  A non-string
@@ -1153,9 +1153,7 @@ def extract_hkls(text: str) -> list[tuple[int, ...]] | None:
 
 
 def extract(text: str, task: str) -> list | None:
-    """Dispatch on the task name: ``"mcq"`` -> letters, ``"hkl"`` -> Miller indices."""
-    if task == "mcq":
-        return extract_choices(text)
-    if task == "hkl":
-        return extract_hkls(text)
-    raise ValueError(f"unknown task {task!r}: expected 'mcq' or 'hkl'")
+    """The reference rules of answer kind ``task``: ``"mcq"`` -> letters, ``"hkl"`` -> Miller indices."""
+    from benchmint import tasks  # the kinds call back into this module
+
+    return tasks.get(task).extract(text)

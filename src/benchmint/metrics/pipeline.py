@@ -20,19 +20,16 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmint import _dispatch
+from benchmint import _dispatch, tasks
 from benchmint.io import (InputError, atomic_path, atomic_write, decode_line, dumps, iter_jsonl, open_input,
                           write_jsonl)
 from benchmint.metrics import reference
 from benchmint.metrics.aggregate import bootstrap_ci, group_counts, triple_keys, unpack_triples
 from benchmint.metrics.batch import DEFAULT_SIP_GAMMA, DEFAULT_SIP_LAMBDA, check_params, score_counts
 from benchmint.metrics.behaviour import PersonalityRules, calibration, personality
-from benchmint.metrics.encode import AnswerError, check_task, normalize
-from benchmint.metrics.extract import extract
-from benchmint.xrd.symmetry import check_rotations, fold
+from benchmint.tasks import AnswerError, AnswerKind
 
 MEAN_METRICS = ("em", "spc", "sip_f1", "jaccard", "precision", "recall", "f1", "j_pen", "f1_pen")
-PRIMARY_METRIC = {"mcq": "sip_f1", "hkl": "jaccard"}
 DEFAULT_MODEL = "default"
 MISSING_STRATUM = "(missing)"
 OK, UNPARSED, MISSING = 0, 1, 2
@@ -49,19 +46,27 @@ class ScoreConfig:
     n_boot: int = 1000
     seed: int = 0
     progress: bool = False
-    symmetry: bool = False  # hkl only: compare reflections after folding by each item's Laue group
+    symmetry: bool = False  # kinds that fold (hkl): compare answers after folding by each item's data
     personality_rules: PersonalityRules = field(default_factory=PersonalityRules)
 
     def __post_init__(self) -> None:
-        check_task(self.task)
+        kind = tasks.get(self.task)
+        if kind.scoring != "set":
+            raise ValueError(f"answers of kind {kind.name!r} are graded, not scored as sets; "
+                             f"set-scored kinds: {', '.join(tasks.names('set'))}")
         self.sip_lambda, self.sip_gamma = check_params(self.sip_lambda, self.sip_gamma)
         if self.n_boot < 1000:
             raise ValueError(f"n_boot must be >= 1000 for stable 95% intervals, got {self.n_boot}")
         if self.workers == 0 or self.workers < -1:
             raise ValueError("workers must be -1 (all cores) or >= 1")
         self.by = tuple(dict.fromkeys(self.by))
-        if self.symmetry and self.task != "hkl":
-            raise ValueError("symmetry folding applies to --task hkl only")
+        if self.symmetry and kind.fold_field is None:
+            foldable = [n for n in tasks.names() if tasks.get(n).fold_field is not None]
+            raise ValueError(f"symmetry folding applies to --task {' / '.join(foldable)} only")
+
+    @property
+    def kind(self) -> AnswerKind:
+        return tasks.get(self.task)
 
 
 @dataclass
@@ -75,7 +80,7 @@ class Gold:
     ids: list[str] | None = None  # reference form only
     index: dict[str, int] | None = None
     answers: list[tuple] | None = None
-    rotations: list | None = None  # per item, with symmetry folding
+    fold_data: list | None = None  # per item, with symmetry folding (e.g. Laue rotations)
     native: object = None
 
     def ids_of(self, indices) -> list[str]:
@@ -126,7 +131,7 @@ def event_error(kind: str, path: str, line: int | None, rid: str, model: str | N
     raise ValueError(f"unknown event {kind!r}")
 
 
-def parse_gold_record(obj, path: str, line: int, task: str, fields: tuple[str, ...]):
+def parse_gold_record(obj, path: str, line: int, kind: AnswerKind, fields: tuple[str, ...]):
     """One decoded gold line -> (id, answer, strata values, problem).
 
     ``answer`` None means the record is unusable and ``problem`` says why;
@@ -138,9 +143,9 @@ def parse_gold_record(obj, path: str, line: int, task: str, fields: tuple[str, .
     if "answer" not in obj:
         return rid, None, None, _error("missing_answer", f'gold record {rid!r} has no "answer"', path, line, id=rid)
     try:
-        answer = normalize(obj["answer"], task)
+        answer = kind.normalize(obj["answer"])
     except AnswerError as exc:
-        return rid, None, None, _error("wrong_kind", f"gold answer of {rid!r} is not a {task} answer: {exc}", path,
+        return rid, None, None, _error("wrong_kind", f"gold answer of {rid!r} is not a {kind.name} answer: {exc}", path,
                                        line, id=rid)
     meta, warning = obj.get("meta", {}), None
     if not isinstance(meta, dict):
@@ -150,39 +155,40 @@ def parse_gold_record(obj, path: str, line: int, task: str, fields: tuple[str, .
     return rid, answer, strata, warning
 
 
-def _gold_line(raw: bytes, line: int, path: str, task: str, fields: tuple[str, ...]):
+def _gold_line(raw: bytes, line: int, path: str, kind: AnswerKind, fields: tuple[str, ...]):
     obj, err = decode_line(raw)
     if err:
         return None, None, None, _error("malformed_json", err, path, line)
-    return parse_gold_record(obj, path, line, task, fields)
+    return parse_gold_record(obj, path, line, kind, fields)
 
 
 def _strata_fields(by: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(f for f in by if f != "model")  # every model gets its own block anyway
 
 
-def load_gold(path: str | os.PathLike, task: str, by: tuple[str, ...] = (), workers: int = 1,
+def load_gold(path: str | os.PathLike, task: str | AnswerKind, by: tuple[str, ...] = (), workers: int = 1,
               symmetry: bool = False) -> Gold:
-    """The gold items. With ``symmetry`` (always the reference path) answers are folded by each item's Laue group."""
+    """The gold items. With ``symmetry`` (always the reference path) answers are folded by each item's data."""
+    kind = tasks.get(task)
     path, fields = str(path), _strata_fields(by)
-    if not _dispatch.use_reference() and not symmetry:
+    if kind.compiled is not None and not _dispatch.use_reference() and not symmetry:
         with open_input(path, "gold"):
             pass  # the same missing-file error as the reference
-        native = _dispatch.core().scoring.load_gold(path, task, list(fields), workers,
-                                                     partial(_gold_line, path=path, task=task, fields=fields),
+        native = _dispatch.core().scoring.load_gold(path, kind.compiled, list(fields), workers,
+                                                     partial(_gold_line, path=path, kind=kind, fields=fields),
                                                      event_error)
         return Gold(path, native.n_items, native.strata(), list(native.errors), native=native)
     ids: list[str] = []
     index: dict[str, int] = {}
     answers: list[tuple] = []
     values_per_item: list[list[str]] = []
-    rotations: list = []
+    fold_data: list = []
     errors: list[dict] = []
     for line, obj, err in iter_jsonl(path, "gold"):
         if err:
             errors.append(_error("malformed_json", err, path, line))
             continue
-        rid, answer, strata, problem = parse_gold_record(obj, path, line, task, fields)
+        rid, answer, strata, problem = parse_gold_record(obj, path, line, kind, fields)
         if rid is None:
             errors.append(problem)
         elif rid in index:
@@ -192,12 +198,12 @@ def load_gold(path: str | os.PathLike, task: str, by: tuple[str, ...] = (), work
         else:
             if symmetry:
                 try:
-                    rot = check_rotations(obj.get("laue_rotations"), rid)
+                    data = kind.check_fold_data(obj.get(kind.fold_field), rid)
                 except ValueError as exc:
                     errors.append(_error("missing_symmetry", str(exc), path, line, id=rid))
                     continue
-                answer = fold(answer, rot)
-                rotations.append(rot)
+                answer = kind.fold(answer, data)
+                fold_data.append(data)
             if problem:
                 errors.append(problem)
             index[rid] = len(ids)
@@ -210,16 +216,12 @@ def load_gold(path: str | os.PathLike, task: str, by: tuple[str, ...] = (), work
         code = {v: i for i, v in enumerate(order)}
         strata_codes[name] = (np.array([code[v[f]] for v in values_per_item], dtype=np.int64), order)
     return Gold(path, len(ids), strata_codes, errors, ids=ids, index=index, answers=answers,
-                rotations=rotations if symmetry else None)
+                fold_data=fold_data if symmetry else None)
 
 
-def answer_json(answer: tuple, task: str) -> list:
-    return list(answer) if task == "mcq" else [list(h) for h in answer]
-
-
-def format_row(rid: str, model: str, answer: tuple, task: str, status: int, metrics: dict) -> str:
+def format_row(rid: str, model: str, answer: tuple, kind: AnswerKind, status: int, metrics: dict) -> str:
     row = dict(metrics)
-    row.update(id=rid, model=model, answer=answer_json(answer, task), status=STATUS_NAMES[status],
+    row.update(id=rid, model=model, answer=kind.to_json(answer), status=STATUS_NAMES[status],
                parse_ok=status == OK)
     return dumps(row)
 
@@ -270,7 +272,7 @@ class ParsedPrediction:
     tokens: float
 
 
-def parse_prediction(obj, task: str, path: str, line: int, errors: list[dict]) -> ParsedPrediction | None:
+def parse_prediction(obj, kind: AnswerKind, path: str, line: int, errors: list[dict]) -> ParsedPrediction | None:
     """One decoded prediction line -> its answer, or None with the problem appended to ``errors``.
 
     Shared by the reference stream and, for the lines it does not decide
@@ -286,14 +288,15 @@ def parse_prediction(obj, task: str, path: str, line: int, errors: list[dict]) -
         return None
     if "answer" in obj:
         try:
-            answer, status = normalize(obj["answer"], task), OK
+            answer, status = kind.normalize(obj["answer"]), OK
         except AnswerError as exc:
-            errors.append(_error("wrong_kind", f"answer is not a {task} answer: {exc}", path, line, id=rid, model=model))
+            errors.append(_error("wrong_kind", f"answer is not a {kind.name} answer: {exc}", path, line, id=rid,
+                                 model=model))
             return None
     elif isinstance(obj.get("output"), str):
-        parsed = extract(obj["output"], task)
+        parsed = kind.extract(obj["output"])
         try:
-            answer, status = (normalize(parsed, task), OK) if parsed is not None else ((), UNPARSED)
+            answer, status = (kind.normalize(parsed), OK) if parsed is not None else ((), UNPARSED)
         except AnswerError:  # e.g. an index beyond the packable range: the output is unusable
             answer, status = (), UNPARSED
     else:
@@ -321,7 +324,7 @@ def _stream_reference(pred_paths, gold: Gold, cfg: ScoreConfig, out, errors: lis
                 continue
             # Problems of a line that is not kept are not reported twice.
             line_errors: list[dict] = []
-            p = parse_prediction(obj, cfg.task, path, line, line_errors)
+            p = parse_prediction(obj, cfg.kind, path, line, line_errors)
             if p is None:
                 errors.extend(line_errors)
                 continue
@@ -339,22 +342,22 @@ def _stream_reference(pred_paths, gold: Gold, cfg: ScoreConfig, out, errors: lis
             seen[m].add(gi)
             g = gold.answers[gi]
             # The row shows the answer as read; with symmetry, it is compared after folding.
-            compared = fold(p.answer, gold.rotations[gi]) if gold.rotations is not None else p.answer
+            compared = cfg.kind.fold(p.answer, gold.fold_data[gi]) if gold.fold_data is not None else p.answer
             tp = len(set(compared) & set(g))
             metrics = reference.metrics_from_counts(tp, len(compared), len(g), cfg.sip_lambda, cfg.sip_gamma)
-            out.write(format_row(p.rid, p.model, p.answer, cfg.task, p.status, metrics) + "\n")
+            out.write(format_row(p.rid, p.model, p.answer, cfg.kind, p.status, metrics) + "\n")
             builder.add(model=m, gold_idx=gi, tp=tp, n_pred=len(compared), n_gold=len(g), status=p.status,
                         confidence=p.confidence, difficulty=p.difficulty, tokens=p.tokens)
     return builder.build(), seen
 
 
-def _pred_line(raw: bytes, path: str, line: int, task: str):
+def _pred_line(raw: bytes, path: str, line: int, kind: AnswerKind):
     """The reference's reading of one line the compiled stream did not decide: (problems, parsed or None)."""
     obj, err = decode_line(raw)
     if err:
         return [_error("malformed_json", err, path, line)], None
     problems: list[dict] = []
-    p = parse_prediction(obj, task, path, line, problems)
+    p = parse_prediction(obj, kind, path, line, problems)
     if p is None:
         return problems, None
     return problems, (p.rid, p.model, p.answer, p.status, p.confidence, p.difficulty, p.tokens)
@@ -363,7 +366,7 @@ def _pred_line(raw: bytes, path: str, line: int, task: str):
 def _stream_compiled(pred_paths, gold: Gold, cfg: ScoreConfig, out_path: Path, errors: list[dict], progress) -> Columns:
     res = _dispatch.core().scoring.score_stream(
         [str(p) for p in pred_paths], gold.native, cfg.sip_lambda, cfg.sip_gamma, cfg.workers, str(out_path),
-        partial(_pred_line, task=cfg.task), event_error, progress, errors)
+        partial(_pred_line, kind=cfg.kind), event_error, progress, errors)
     return Columns(**res)
 
 
@@ -375,7 +378,7 @@ def _append_missing(cols: Columns, seen: list[set], gold: Gold, cfg: ScoreConfig
                 continue
             g = gold.answers[gi]
             metrics = reference.metrics_from_counts(0, 0, len(g), cfg.sip_lambda, cfg.sip_gamma)
-            out.write(format_row(rid, name, (), cfg.task, MISSING, metrics) + "\n")
+            out.write(format_row(rid, name, (), cfg.kind, MISSING, metrics) + "\n")
             errors.append(event_error("missing_prediction", gold.path, None, rid, name))
             extra["model"].append(m)
             extra["gold_idx"].append(gi)
@@ -451,7 +454,7 @@ def summarize(cols: Columns, gold: Gold, cfg: ScoreConfig) -> dict:
     # The distinct triples (few) and the primary score of each: per-item scores are lookups.
     uniq_keys = np.unique(group_counts(model, keys, len(models), base ** 3)[1])
     class_score = score_counts(*unpack_triples(uniq_keys, base), sip_lambda=cfg.sip_lambda,
-                               sip_gamma=cfg.sip_gamma)[PRIMARY_METRIC[cfg.task]]
+                               sip_gamma=cfg.sip_gamma)[cfg.kind.primary_metric]
     def model_block(m: int) -> dict:
         block = dict(overall[m])
         sel = cols.model == m
@@ -468,7 +471,7 @@ def summarize(cols: Columns, gold: Gold, cfg: ScoreConfig) -> dict:
         calib = calibration(class_score[cls], cols.confidence[sel], cols.difficulty[sel], cols.tokens[sel],
                             score_classes=(cls, class_score))
         if calib is not None:
-            calib["score_metric"] = PRIMARY_METRIC[cfg.task]
+            calib["score_metric"] = cfg.kind.primary_metric
             block["calibration"] = calib
         block["unparsed_ids"] = gold.ids_of(cols.gold_idx[sel & (cols.status == UNPARSED)])
         return block
@@ -513,7 +516,7 @@ def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult
     for p in pred_paths:
         if not Path(p).is_file():
             raise InputError(f"predictions file not found: {p}")
-    gold = load_gold(gold_path, cfg.task, cfg.by, cfg.workers, symmetry=cfg.symmetry)
+    gold = load_gold(gold_path, cfg.kind, cfg.by, cfg.workers, symmetry=cfg.symmetry)
     out_dir = Path(out_dir)
     errors = list(gold.errors)
     if not gold.n_items:
