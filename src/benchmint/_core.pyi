@@ -6,7 +6,7 @@ from typing import Any, Literal, TypedDict
 import numpy as np
 import numpy.typing as npt
 
-class MetricArrays(TypedDict):
+class _MetricArrays(TypedDict):
     tp: npt.NDArray[np.int32]
     fp: npt.NDArray[np.int32]
     fn: npt.NDArray[np.int32]
@@ -30,8 +30,8 @@ class _Metrics:
         sip_lambda: float,
         sip_gamma: float,
         workers: int = 1,
-        out: MetricArrays | None = None,
-    ) -> MetricArrays: ...
+        out: _MetricArrays | None = None,
+    ) -> _MetricArrays: ...
     @staticmethod
     def from_bitmasks(
         pred: npt.NDArray[np.uint64],
@@ -39,8 +39,8 @@ class _Metrics:
         sip_lambda: float,
         sip_gamma: float,
         workers: int = 1,
-        out: MetricArrays | None = None,
-    ) -> MetricArrays: ...
+        out: _MetricArrays | None = None,
+    ) -> _MetricArrays: ...
     @staticmethod
     def from_csr(
         pred_offsets: npt.NDArray[np.int64],
@@ -50,8 +50,8 @@ class _Metrics:
         sip_lambda: float,
         sip_gamma: float,
         workers: int = 1,
-        out: MetricArrays | None = None,
-    ) -> MetricArrays: ...
+        out: _MetricArrays | None = None,
+    ) -> _MetricArrays: ...
 
 metrics: _Metrics
 
