@@ -15,7 +15,9 @@ An evaluator writes a metric as a function of four ints, an item's
 
 ``evaluate`` runs a Numba kernel over the rows (``workers``: 1 serial, -1 all
 cores), or the plain loop of ``user_ref`` when ``BENCHMINT_IMPL=reference``.
-``score_batch(..., user_metrics=[...])`` adds the columns beside the built-in
+Functions the metric calls are marked ``@helper``: they stay plain Python for
+the reference and are compiled into the kernel. ``score_batch(...,
+user_metrics=[...])`` adds the columns beside the built-in
 metrics and ``benchmint score --metric NAME=MODULE:FUNCTION`` adds them to
 scores.jsonl and the summary.
 
@@ -70,13 +72,14 @@ from numba import prange
 from numba.core import types as nbtypes
 from numba.core.dispatcher import Dispatcher
 from numba.core.errors import NumbaError
-from numba.extending import overload
+from numba.extending import overload, register_jitable
 
 from benchmint import _dispatch
 from benchmint.metrics import user_ref
 from benchmint.parallel import resolve_workers
 
-__all__ = ["MetricCompileError", "Run", "UserMetric", "add_columns", "evaluate", "jit", "load_metric", "metric"]
+__all__ = ["MetricCompileError", "Run", "UserMetric", "add_columns", "evaluate", "helper", "jit", "load_metric",
+           "metric"]
 
 # Below this many rows per thread a thread costs more than it saves (as in the C++ kernels).
 ROWS_PER_THREAD = 4096
@@ -101,6 +104,12 @@ def jit(*, parallel: bool = False, cache: bool = True):
     return numba.njit(cache=cache, parallel=parallel, error_model="python", nogil=True)
 
 
+def helper(fn):
+    """Mark a plain function that metrics call: plain Python when called from Python (the reference), compiled
+    into the kernel, with ``jit``'s error model, when called from a compiled metric."""
+    return register_jitable(error_model="python")(fn)
+
+
 def _as_float(value):
     return float(value)
 
@@ -108,7 +117,9 @@ def _as_float(value):
 @overload(_as_float)
 def _as_float_typed(value):
     # Numbers only: any other return type fails typing, and compile() reports it.
-    if isinstance(value, (nbtypes.Integer, nbtypes.Float, nbtypes.Boolean)):
+    if isinstance(value, nbtypes.Boolean):
+        return lambda value: 1.0 if value else 0.0
+    if isinstance(value, (nbtypes.Integer, nbtypes.Float)):
         return lambda value: float(value)
     return None
 
@@ -254,6 +265,7 @@ class UserMetric:
         self.last_run: Run | None = None
         self._kernel = None
         self._jitted = None
+        self._failed: Exception | None = None
         self._lock = threading.Lock()
 
     def __call__(self, tp, fp, fn, g):
@@ -265,13 +277,16 @@ class UserMetric:
     def compile(self) -> UserMetric:
         """Compile the kernel (or load it from Numba's cache); idempotent and thread-safe."""
         with self._lock:
+            if self._failed is not None:  # compiling again would fail the same way, slowly
+                raise self._failed
             if self._kernel is None:
                 start = time.perf_counter()
                 kernel = self._build()
                 try:
                     kernel.compile(_KERNEL_SIG)
                 except NumbaError as exc:
-                    raise self._compile_error(exc) from exc
+                    self._failed = self._compile_error(exc)
+                    raise self._failed from exc
                 self.cache_hit = bool(kernel.stats.cache_hits)
                 self.compile_seconds = time.perf_counter() - start
                 self._kernel = kernel
