@@ -470,6 +470,7 @@ def test_workers_one_is_one_chunk():
 
 METRICS_FILE = '''
 from benchmint.metrics.user import UserMetric, metric
+from user_helper_file import bonus
 
 SCALE = {scale}
 
@@ -477,6 +478,11 @@ SCALE = {scale}
 @metric
 def scaled(tp, fp, fn, g):
     return SCALE * tp / (tp + fp + fn) if tp else 0.0
+
+
+@metric
+def with_bonus(tp, fp, fn, g):
+    return bonus(tp) - fp
 
 
 def sip_with(lam, gamma):
@@ -489,6 +495,15 @@ low = UserMetric("low", sip_with(0.3, 2.0))
 high = UserMetric("high", sip_with(0.9, 8.0))
 '''
 
+HELPER_FILE = '''
+from benchmint.metrics.user import helper
+
+
+@helper
+def bonus(tp):
+    return {factor} * tp
+'''
+
 DRIVER = '''
 import json, sys
 import numpy as np
@@ -498,7 +513,7 @@ from benchmint.metrics.user import evaluate
 counts = [np.array([2, 1, 0], np.int32), np.array([1, 0, 3], np.int32), np.array([0, 1, 2], np.int32),
           np.array([2, 2, 2], np.int32)]
 out = {}
-for m in (f.scaled, f.low, f.high):
+for m in (f.scaled, f.with_bonus, f.low, f.high):
     values = evaluate(m, *counts).tolist()
     out[m.name] = [m.cached, m.cache_hit, values]
 print(json.dumps(out))
@@ -514,11 +529,13 @@ def _run_driver(tmp_path, script=DRIVER, *args):
     return json.loads(res.stdout.splitlines()[-1])
 
 
-def test_cache_is_used_by_the_next_process_and_follows_the_file(tmp_path):
+def test_cache_is_used_by_the_next_process_and_follows_the_code(tmp_path):
     source = tmp_path / "user_metrics_file.py"
     source.write_text(METRICS_FILE.format(scale=1.0))
+    (tmp_path / "user_helper_file.py").write_text(HELPER_FILE.format(factor=10))
     want = {
         "scaled": [2 / 3, 1 / 2, 0.0],
+        "with_bonus": [19.0, 10.0, -3.0],
         "low": [0.3 * 4 / (2 + 2 + 2), 0.3 * 2 / 3, 0.0],
         "high": [0.9 * 4 / (2 + 8 + 2), 0.9 * 2 / 3, 0.0],
     }
@@ -528,10 +545,15 @@ def test_cache_is_used_by_the_next_process_and_follows_the_file(tmp_path):
         assert first[name][:2] == [True, False] and second[name][:2] == [True, True], name
         # The two closures of one factory share code, file and line but not their cache entry.
         assert first[name][2] == second[name][2] == pytest.approx(values, abs=1e-15), name
-    source.write_text(METRICS_FILE.format(scale=2.0))  # the file changed: compiled again
+    # A helper in another file changed: the metric that calls it is compiled again, the others are loaded.
+    (tmp_path / "user_helper_file.py").write_text(HELPER_FILE.format(factor=100))
     third = _run_driver(tmp_path)
-    assert third["scaled"][:2] == [True, False]
-    assert third["scaled"][2] == pytest.approx([4 / 3, 1.0, 0.0], abs=1e-15)
+    assert third["with_bonus"] == [True, False, [199.0, 100.0, -3.0]]
+    assert all(third[name][:2] == [True, True] for name in ("scaled", "low", "high"))
+    source.write_text(METRICS_FILE.format(scale=2.0))  # the metric's own file changed: compiled again
+    fourth = _run_driver(tmp_path)
+    assert fourth["scaled"][:2] == [True, False]
+    assert fourth["scaled"][2] == pytest.approx([4 / 3, 1.0, 0.0], abs=1e-15)
 
 
 def test_function_without_a_source_file_compiles_without_cache(tmp_path):
@@ -627,6 +649,12 @@ def test_score_files_rejects_clashes_and_non_finite_values(tmp_path):
         ScoreConfig(task="mcq", user_metrics=(UserMetric("model", jaccard.fn),))
     with pytest.raises(ValueError, match="user metric 'infinite' gives"):
         score_files(pred, gold, tmp_path / "out", ScoreConfig(task="mcq", user_metrics=(infinite,)))
+    inverse_g = UserMetric("inverse_g", lambda tp, fp, fn, g: 1.0 / g if g else math.inf)
+    gold = _write(tmp_path / "g.jsonl", [{"id": "a", "answer": ["A"]}, {"id": "e", "answer": []}])
+    pred = _write(tmp_path / "p.jsonl", [{"id": "a", "answer": ["A"]}, {"id": "e", "answer": ["B"]}])
+    with pytest.raises(ValueError, match="user metric 'inverse_g' gives inf at tp=0, fp=1, fn=0, g=0"):
+        score_files(pred, gold, tmp_path / "out", ScoreConfig(task="mcq", user_metrics=(inverse_g,)))
+    assert not (tmp_path / "out" / "scores.jsonl").exists()
 
 
 def test_cli_metric_option(tmp_path, capsys):

@@ -297,18 +297,21 @@ class UserMetric:
         cache = _fingerprint(self.fn, h, set())
         self.cache_reason = None if cache else "it reads a value whose content cannot be fingerprinted"
         digest = h.hexdigest()
-        jitted = None
-        if cache:
-            try:
-                jitted = jit(cache=True)(self.fn)
-            except RuntimeError as exc:  # Numba has no cache locator: no source file (python -c, exec)
-                cache, self.cache_reason = False, str(exc)
-        self._jitted = jitted or jit(cache=False)(self.fn)
-        self.cached = cache
+        # The user's function is compiled into the kernel and cached with it, under the digest; a
+        # cache entry of its own would be keyed by its file alone, not by these options.
+        self._jitted = jit(cache=False)(self.fn)
         glb = {"__name__": __name__, "__builtins__": builtins, "np": np, "numba": numba, "prange": prange,
                "_as_float": _as_float, "_INVALID": _INVALID, "_RAISED": _RAISED, "_metric": self._jitted}
         glb["_rows"] = jit(cache=False)(_copy(_rows_template, self.fn, "rows", digest, glb))
-        return jit(parallel=True, cache=cache)(_copy(_kernel_template, self.fn, "kernel", digest, glb))
+        kernel = _copy(_kernel_template, self.fn, "kernel", digest, glb)
+        self.cached = False
+        if cache:
+            try:
+                compiled = jit(parallel=True, cache=True)(kernel)
+                self.cached = True
+            except RuntimeError as exc:  # Numba has no cache locator: no source file (python -c, exec)
+                self.cache_reason = str(exc)
+        return compiled if self.cached else jit(parallel=True, cache=False)(kernel)
 
     def _compile_error(self, exc: NumbaError) -> TypeError:
         where = f"{self.fn.__code__.co_filename}:{self.fn.__code__.co_firstlineno}"
