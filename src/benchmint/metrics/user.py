@@ -29,17 +29,19 @@ error of the lowest failing row is raised, and it is the error the reference
 raises there: the Python function is called again on that row (its exception
 carries a note naming the metric and the row). A function must return an int,
 float or bool; anything else is a TypeError, raised when the kernel is
-compiled (the reference raises it at the first row). Where Numba's nopython
+compiled (by the reference, at the first row that returns one). Where Numba's nopython
 semantics differ from Python's, the compiled values follow Numba: int64
 arithmetic wraps instead of growing, and math-domain errors
 (``math.sqrt(-1)``, ``math.log(0)``) give NaN/-inf instead of ValueError;
 keep large products in floats. A function Numba cannot compile raises
 MetricCompileError naming the metric; there is no fallback to the loop.
 
-Compilation and its cache. The kernel is compiled on the first ``evaluate``
-(or ``UserMetric.compile()``) with ``cache=True``: Numba stores it beside the
-file that defines the metric (its ``__pycache__``, or ``NUMBA_CACHE_DIR``), so
-the next process loads it instead of compiling. The cache entry is keyed by
+Compilation and its cache. The kernel, with the user's function compiled into
+it, is built on the first ``evaluate`` (or ``UserMetric.compile()``) with
+``cache=True``: Numba stores it beside the file that defines the metric (its
+``__pycache__``, or ``NUMBA_CACHE_DIR``), so the next process loads it instead
+of compiling (about 2 s cold, 0.5 s loaded, most of it Numba's own start-up;
+see benches/README.md). The cache entry is keyed by
 everything the compiled code freezes: the function's bytecode, defaults and
 closure values (two metrics made by one factory with different λ get
 different entries), the globals it reads (numbers, arrays, helper functions
