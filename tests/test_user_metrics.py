@@ -571,6 +571,35 @@ def test_function_without_a_source_file_compiles_without_cache(tmp_path):
     assert values == [1 / 3, 3 / 4]
 
 
+def test_concurrent_calls_from_threads(tmp_path):
+    # Under Numba's workqueue threading layer (no TBB, no OpenMP) concurrent launches abort the process.
+    script = textwrap.dedent('''
+        import json, sys
+        from concurrent.futures import ThreadPoolExecutor
+        import numba
+        import numpy as np
+        sys.path.insert(0, sys.argv[1])
+        from metric_file import m
+        from benchmint.metrics.user import evaluate
+        rng = np.random.default_rng(0)
+        g = rng.integers(1, 7, 200_000).astype(np.int32)
+        tp = (g * rng.random(len(g))).astype(np.int32)
+        fp = rng.integers(0, 4, len(g)).astype(np.int32)
+        want = evaluate(m, tp, fp, g - tp, g)
+        with ThreadPoolExecutor(4) as pool:
+            runs = list(pool.map(lambda _: evaluate(m, tp, fp, g - tp, g, workers=-1), range(40)))
+        print(json.dumps([numba.threading_layer(), all(np.array_equal(r, want) for r in runs)]))
+    ''')
+    (tmp_path / "metric_file.py").write_text("from benchmint.metrics.user import UserMetric\n"
+                                              "m = UserMetric('ratio', lambda tp, fp, fn, g: tp / (tp + fp + 1))\n")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba-cache"), "NUMBA_THREADING_LAYER": "workqueue"}
+    env.pop("BENCHMINT_IMPL", None)
+    res = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert json.loads(res.stdout.splitlines()[-1]) == ["workqueue", True]
+
+
 # ---- benchmint score --metric ----------------------------------------------------------------------------------
 
 def _write(path, rows):

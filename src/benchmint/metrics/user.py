@@ -88,6 +88,7 @@ ROWS_PER_THREAD = 4096
 _INVALID, _RAISED = 1, 2
 _INT32 = np.iinfo(np.int32)
 _OWN_SOURCE = hashlib.sha256(Path(__file__).read_bytes()).digest()
+_LAUNCH_LOCK = threading.Lock()
 
 
 class MetricCompileError(TypeError):
@@ -336,12 +337,15 @@ class UserMetric:
         first_bad = np.empty(chunks, np.int64)
         kind = np.empty(chunks, np.int64)
         thread = np.empty(chunks, np.int64)
-        previous = numba.get_num_threads()
-        numba.set_num_threads(chunks)
-        try:
-            kernel(tp, fp, fn, g, out, first_bad, kind, thread)
-        finally:
-            numba.set_num_threads(previous)
+        # One launch at a time: each already runs on the threads asked for, and Numba's workqueue
+        # layer (where neither TBB nor OpenMP is available) aborts the process on concurrent launches.
+        with _LAUNCH_LOCK:
+            previous = numba.get_num_threads()
+            numba.set_num_threads(chunks)
+            try:
+                kernel(tp, fp, fn, g, out, first_bad, kind, thread)
+            finally:
+                numba.set_num_threads(previous)
         self.last_run = Run("compiled", n, chunks, len(set(thread.tolist())))
         failed = np.flatnonzero(first_bad >= 0)
         if failed.size:  # chunks are in row order: the first failing chunk holds the lowest failing row
