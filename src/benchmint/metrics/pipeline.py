@@ -434,35 +434,39 @@ def _add_user_columns(path: Path, cols: Columns, metrics) -> None:
     """Insert each row's user-metric values into scores.jsonl at their sorted-key places; other bytes stay."""
     keys, base = triple_keys(cols.tp, cols.n_pred, cols.n_gold)
     uniq, inverse = np.unique(keys, return_inverse=True)
-    values = _user_values(metrics, *unpack_triples(uniq, base))[inverse]
-    # Group the names by the first fixed key after them. The rows are flat objects whose nested
-    # values hold no quotes, so ',"key":' only occurs where that key starts.
+    values = _user_values(metrics, *unpack_triples(uniq, base)).tolist()
+    # Group the names by the first fixed key after them. A quote inside a JSON string is escaped and
+    # the only nested values are lists, so ',"key":' occurs only where that top-level key starts.
     anchors: dict[str | None, list[int]] = {}
     for j in sorted(range(len(metrics)), key=lambda j: metrics[j].name):
         after = next((k for k in ROW_KEYS if k > metrics[j].name), None)
         anchors.setdefault(after, []).append(j)
-    names = [dumps(m.name) for m in metrics]
+    # The inserted text depends only on the row's triple: formatted once per distinct triple.
+    inserts = [(None if after is None else f',"{after}":'.encode(), after == ROW_KEYS[0],
+                [",".join(f"{dumps(metrics[j].name)}:{dumps(v[j])}" for j in js).encode() for v in values])
+               for after, js in anchors.items()]
     tmp = path.with_name(path.name + ".user")
-    n = 0
-    with open(path, "rb") as src, open(tmp, "w", encoding="utf-8", newline="\n") as dst:
-        for line, row in zip(src, values.tolist()):
-            text = line.decode("utf-8")
-            for after, js in anchors.items():
-                fields = ",".join(f"{names[j]}:{dumps(row[j])}" for j in js)
-                if after is None:
-                    cut = text.rindex("}")
-                    text = f"{text[:cut]},{fields}{text[cut:]}"
-                elif after == ROW_KEYS[0]:
-                    text = f"{{{fields},{text[1:]}"
-                else:
-                    anchor = f',"{after}":'
-                    cut = text.index(anchor)
-                    text = f"{text[:cut]},{fields}{text[cut:]}"
-            dst.write(text)
-            n += 1
-    if n != len(values):
-        raise RuntimeError(f"scores.jsonl has {n} rows, the scored columns {len(values)}")
-    os.replace(tmp, path)
+    try:
+        n = 0
+        with open(path, "rb") as src, open(tmp, "wb") as dst:
+            for line, k in zip(src, inverse.tolist()):
+                for anchor, first, texts in inserts:
+                    if anchor is None:
+                        cut = line.rindex(b"}")
+                        line = line[:cut] + b"," + texts[k] + line[cut:]
+                    elif first:
+                        line = b"{" + texts[k] + b"," + line[1:]
+                    else:
+                        cut = line.index(anchor)
+                        line = line[:cut] + b"," + texts[k] + line[cut:]
+                dst.write(line)
+                n += 1
+        if n != len(inverse):
+            raise RuntimeError(f"scores.jsonl has {n} rows, the scored columns {len(inverse)}")
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
 
 
 def _blocks(group: np.ndarray, n_groups: int, cols: Columns, keys: np.ndarray, base: int, cfg: ScoreConfig,
@@ -606,10 +610,10 @@ def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult
                          f"{len(errors)} problems, listed in {out_dir / 'errors.jsonl'}")
     models = summarize(cols, gold, cfg)
     counts: dict[str, int] = {}
-    summary_params = {"sip_lambda": cfg.sip_lambda, "sip_gamma": cfg.sip_gamma, "bootstrap_resamples": cfg.n_boot,
-                      "seed": cfg.seed, "by": list(cfg.by), "symmetry": cfg.symmetry}
     for e in errors:
         counts[e["kind"]] = counts.get(e["kind"], 0) + 1
+    summary_params = {"sip_lambda": cfg.sip_lambda, "sip_gamma": cfg.sip_gamma, "bootstrap_resamples": cfg.n_boot,
+                      "seed": cfg.seed, "by": list(cfg.by), "symmetry": cfg.symmetry}
     if cfg.user_metrics:
         summary_params["user_metrics"] = {m.name: m.source for m in cfg.user_metrics}
     summary = {
