@@ -607,10 +607,10 @@ def _write(path, rows):
     return path
 
 
-def _dataset(tmp_path):
-    from benchmint.metrics.synthetic import mcq_dataset
+def _dataset(tmp_path, task="mcq"):
+    from benchmint.metrics.synthetic import hkl_dataset, mcq_dataset
 
-    records = list(mcq_dataset(300, ["wise-model", "bold-model"], seed=11))
+    records = list((mcq_dataset if task == "mcq" else hkl_dataset)(300, ["wise-model", "bold-model"], seed=11))
     gold = _write(tmp_path / "gold.jsonl", [r for k, r in records if k == "gold"])
     pred = _write(tmp_path / "pred.jsonl", [r for k, r in records if k != "gold"] + [{"id": "nope", "answer": ["A"]}])
     return gold, pred
@@ -622,16 +622,16 @@ def _strip(row_text, names):
 
 
 @pytest.mark.parametrize("impl", ["compiled", "reference"])
-def test_score_files_user_columns(monkeypatch, tmp_path, impl):
+@pytest.mark.parametrize("task, by", [("mcq", ("domain", "level")), ("hkl", ("db", "union_size"))])
+def test_score_files_user_columns(monkeypatch, tmp_path, impl, task, by):
     monkeypatch.setenv("BENCHMINT_IMPL", impl)
-    gold, pred = _dataset(tmp_path)
+    gold, pred = _dataset(tmp_path, task)
     # Names that land before the first key, between two keys and after the last one.
     user = (UserMetric("Jacc_user", jaccard.fn), UserMetric("a_wj", weighted_jaccard.fn),
             UserMetric("sip_user", sip_f1_with(0.6, 6.0)), UserMetric("zz_sip", sip_f1_with(0.6, 6.0)))
     names = {m.name for m in user}
-    plain = score_files(pred, gold, tmp_path / "plain", ScoreConfig(task="mcq", by=("domain", "level")))
-    extra = score_files(pred, gold, tmp_path / "extra", ScoreConfig(task="mcq", by=("domain", "level"),
-                                                                    user_metrics=user))
+    plain = score_files(pred, gold, tmp_path / "plain", ScoreConfig(task=task, by=by))
+    extra = score_files(pred, gold, tmp_path / "extra", ScoreConfig(task=task, by=by, user_metrics=user))
     assert all(m.last_run.path == impl for m in user)
     plain_rows = (tmp_path / "plain" / "scores.jsonl").read_text("utf-8").splitlines()
     extra_rows = (tmp_path / "extra" / "scores.jsonl").read_text("utf-8").splitlines()
