@@ -6,15 +6,34 @@ import argparse
 import sys
 
 
+def _user_metrics(specs: list[str]) -> tuple:
+    """--metric NAME=MODULE:FUNCTION options -> compiled user metrics (a function that cannot compile stops the run)."""
+    if not specs:
+        return ()
+    from benchmint import _dispatch
+    from benchmint.metrics.user import load_metric
+
+    try:
+        metrics = tuple(load_metric(spec) for spec in specs)
+        if not _dispatch.use_reference():
+            for m in metrics:
+                m.compile()
+    except TypeError as exc:  # not a function of four counts, not compilable, or not returning a number
+        raise ValueError(str(exc)) from exc
+    return metrics
+
+
 def run(args: argparse.Namespace) -> int:
     from benchmint.io import InputError
     from benchmint.metrics.pipeline import ScoreConfig, score_files
     from benchmint.metrics.report import render
 
     try:
+        user_metrics = _user_metrics(getattr(args, "metric", None) or [])
         cfg = ScoreConfig(task=args.task, sip_lambda=args.sip_lambda, sip_gamma=args.sip_gamma, by=tuple(args.by),
                           workers=args.workers, n_boot=args.bootstrap, seed=args.seed,
-                          progress=not args.quiet and sys.stderr.isatty(), symmetry=args.symmetry)
+                          progress=not args.quiet and sys.stderr.isatty(), symmetry=args.symmetry,
+                          user_metrics=user_metrics)
         result = score_files(args.pred, args.gold, args.out, cfg)
     except (InputError, ValueError) as exc:
         print(f"benchmint score: error: {exc}", file=sys.stderr)
@@ -47,5 +66,9 @@ def add_parser(sub) -> None:
     score.add_argument("--symmetry", action="store_true",
                        help="hkl: symmetry-equivalent reflections (the item's Laue group) and 3-/4-index forms of a "
                             "plane count as the same; needs items from benchmint xrd build (their laue_rotations)")
+    score.add_argument("--metric", action="append", metavar="NAME=MODULE:FUNCTION",
+                       help="a user-defined metric f(tp, fp, fn, g) -> number, compiled with Numba: a column NAME in "
+                            "scores.jsonl and its means in summary.json; MODULE is an importable module or a .py file; "
+                            "may be repeated")
     score.add_argument("--quiet", action="store_true", help="no table, no progress bar")
     score.set_defaults(func=run)

@@ -4,6 +4,8 @@ Embedding API (plain lists and numpy arrays in, numpy arrays out):
     score_item, score_batch, score_counts   every metric per item / per batch
     extract_answer, extract_answers         raw model output -> answer set
     score_files, ScoreConfig                JSONL files -> scores, summary, errors
+User-defined metrics of (TP, FP, FN, |G|), compiled by Numba: benchmint.metrics.user
+(imported on demand, so ``import benchmint.metrics`` does not load Numba).
 """
 
 from benchmint.metrics.answers import extract_answer, extract_answers

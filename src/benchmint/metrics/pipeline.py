@@ -34,6 +34,7 @@ DEFAULT_MODEL = "default"
 MISSING_STRATUM = "(missing)"
 OK, UNPARSED, MISSING = 0, 1, 2
 STATUS_NAMES = ("ok", "unparsed", "missing")
+ROW_KEYS = tuple(sorted(reference.METRIC_NAMES + ("id", "model", "answer", "status", "parse_ok")))
 
 
 @dataclass
@@ -48,6 +49,8 @@ class ScoreConfig:
     progress: bool = False
     symmetry: bool = False  # kinds that fold (hkl): compare answers after folding by each item's data
     personality_rules: PersonalityRules = field(default_factory=PersonalityRules)
+    # benchmint.metrics.user.UserMetric objects: extra columns in scores.jsonl and extra means in the summary
+    user_metrics: tuple = ()
 
     def __post_init__(self) -> None:
         kind = tasks.get(self.task)
@@ -63,6 +66,12 @@ class ScoreConfig:
         if self.symmetry and kind.fold_field is None:
             foldable = [n for n in tasks.names() if tasks.get(n).fold_field is not None]
             raise ValueError(f"symmetry folding applies to --task {' / '.join(foldable)} only")
+        self.user_metrics = tuple(self.user_metrics)
+        names = [m.name for m in self.user_metrics]
+        taken = sorted(set(names) & set(ROW_KEYS))
+        if taken or len(set(names)) != len(names):
+            raise ValueError(f"user metric names must be unique and differ from the columns of scores.jsonl: "
+                             f"{taken or names}")
 
     @property
     def kind(self) -> AnswerKind:
@@ -408,6 +417,61 @@ def _block_rng(seed: int, path: str) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(path.encode("utf-8"))])
 
 
+def _user_values(metrics, tp: np.ndarray, n_pred: np.ndarray, n_gold: np.ndarray) -> np.ndarray:
+    """(len(tp), len(metrics)) values of the user metrics; ValueError at the first non-finite one."""
+    if not metrics:
+        return np.empty((len(tp), 0))
+    from benchmint.metrics.user import evaluate
+
+    columns = [evaluate(m, tp, n_pred - tp, n_gold - tp, n_gold) for m in metrics]
+    for m, col in zip(metrics, columns):
+        bad = np.flatnonzero(~np.isfinite(col))
+        if bad.size:
+            i = bad[0]
+            raise ValueError(f"user metric {m.name!r} gives {col[i]} at tp={tp[i]}, fp={n_pred[i] - tp[i]}, "
+                             f"fn={n_gold[i] - tp[i]}, g={n_gold[i]}; scores.jsonl and summary.json need finite values")
+    return np.column_stack(columns)
+
+
+def _add_user_columns(path: Path, cols: Columns, metrics) -> None:
+    """Insert each row's user-metric values into scores.jsonl at their sorted-key places; other bytes stay."""
+    keys, base = triple_keys(cols.tp, cols.n_pred, cols.n_gold)
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    values = _user_values(metrics, *unpack_triples(uniq, base)).tolist()
+    # Group the names by the first fixed key after them. A quote inside a JSON string is escaped and
+    # the only nested values are lists, so ',"key":' occurs only where that top-level key starts.
+    anchors: dict[str | None, list[int]] = {}
+    for j in sorted(range(len(metrics)), key=lambda j: metrics[j].name):
+        after = next((k for k in ROW_KEYS if k > metrics[j].name), None)
+        anchors.setdefault(after, []).append(j)
+    # The inserted text depends only on the row's triple: formatted once per distinct triple.
+    inserts = [(None if after is None else f',"{after}":'.encode(), after == ROW_KEYS[0],
+                [",".join(f"{dumps(metrics[j].name)}:{dumps(v[j])}" for j in js).encode() for v in values])
+               for after, js in anchors.items()]
+    tmp = path.with_name(path.name + ".user")
+    try:
+        n = 0
+        with open(path, "rb") as src, open(tmp, "wb") as dst:
+            for line, k in zip(src, inverse.tolist()):
+                for anchor, first, texts in inserts:
+                    if anchor is None:
+                        cut = line.rindex(b"}")
+                        line = line[:cut] + b"," + texts[k] + line[cut:]
+                    elif first:
+                        line = b"{" + texts[k] + b"," + line[1:]
+                    else:
+                        cut = line.index(anchor)
+                        line = line[:cut] + b"," + texts[k] + line[cut:]
+                dst.write(line)
+                n += 1
+        if n != len(inverse):
+            raise RuntimeError(f"scores.jsonl has {n} rows, the scored columns {len(inverse)}")
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
 def _blocks(group: np.ndarray, n_groups: int, cols: Columns, keys: np.ndarray, base: int, cfg: ScoreConfig,
             names: list[str]) -> list[dict | None]:
     """Summary block for each group (None for empty groups)."""
@@ -420,6 +484,7 @@ def _blocks(group: np.ndarray, n_groups: int, cols: Columns, keys: np.ndarray, b
     per_triple = score_counts(tp, n_pred, n_gold, sip_lambda=cfg.sip_lambda, sip_gamma=cfg.sip_gamma)
     values = np.column_stack([per_triple[m] for m in MEAN_METRICS]
                              + [n_pred.astype(np.float64), per_triple["over_predicted"].astype(np.float64)])
+    user_values = _user_values(cfg.user_metrics, tp, n_pred, n_gold)
     starts = np.searchsorted(g_ids, np.arange(n_groups + 1))
     out: list[dict | None] = []
     for gid in range(n_groups):
@@ -429,10 +494,16 @@ def _blocks(group: np.ndarray, n_groups: int, cols: Columns, keys: np.ndarray, b
         sl = slice(starts[gid], starts[gid + 1])
         counts, vals = g_counts[sl], values[inverse[sl]]
         mean, low, high = bootstrap_ci(counts, vals[:, : len(MEAN_METRICS)], cfg.n_boot, _block_rng(cfg.seed, names[gid]))
+        metrics = {m: {"mean": float(mean[i]), "ci95": [float(low[i]), float(high[i])]} for i, m in enumerate(MEAN_METRICS)}
+        if cfg.user_metrics:
+            # A fresh generator with the block's seed draws the same resamples as above.
+            mean, low, high = bootstrap_ci(counts, user_values[inverse[sl]], cfg.n_boot, _block_rng(cfg.seed, names[gid]))
+            metrics.update({m.name: {"mean": float(mean[i]), "ci95": [float(low[i]), float(high[i])]}
+                            for i, m in enumerate(cfg.user_metrics)})
         n = int(n_items[gid])
         out.append({
             "n": n,
-            "metrics": {m: {"mean": float(mean[i]), "ci95": [float(low[i]), float(high[i])]} for i, m in enumerate(MEAN_METRICS)},
+            "metrics": metrics,
             "parse_success_rate": float(n_ok[gid] / n),
             "n_missing": int(n_missing[gid]),
             "mean_pred_size": float(np.sum(counts * vals[:, -2]) / n),
@@ -532,6 +603,8 @@ def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult
                     cols = _append_missing(cols, seen, gold, cfg, out, errors)
             else:
                 cols = _stream_compiled(pred_paths, gold, cfg, tmp, errors, progress)
+            if cfg.user_metrics:
+                _add_user_columns(tmp, cols, cfg.user_metrics)
     finally:
         progress.close()
     write_jsonl(out_dir / "errors.jsonl", errors)
@@ -542,10 +615,13 @@ def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult
     counts: dict[str, int] = {}
     for e in errors:
         counts[e["kind"]] = counts.get(e["kind"], 0) + 1
+    summary_params = {"sip_lambda": cfg.sip_lambda, "sip_gamma": cfg.sip_gamma, "bootstrap_resamples": cfg.n_boot,
+                      "seed": cfg.seed, "by": list(cfg.by), "symmetry": cfg.symmetry}
+    if cfg.user_metrics:
+        summary_params["user_metrics"] = {m.name: m.source for m in cfg.user_metrics}
     summary = {
         "task": cfg.task,
-        "params": {"sip_lambda": cfg.sip_lambda, "sip_gamma": cfg.sip_gamma, "bootstrap_resamples": cfg.n_boot,
-                   "seed": cfg.seed, "by": list(cfg.by), "symmetry": cfg.symmetry},
+        "params": summary_params,
         "gold": {"file": str(gold_path), "n_items": gold.n_items},
         "predictions": [str(p) for p in pred_paths],
         "errors": {"count": len(errors), "by_kind": counts, "file": "errors.jsonl"},
