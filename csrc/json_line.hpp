@@ -161,6 +161,11 @@ struct Number {
     bool is_int = false;
 };
 
+// Python reads an integer token with int(), which refuses more digits than
+// sys.get_int_max_str_digits() allows (never fewer than 640 when limited):
+// longer integer tokens are left to Python.
+constexpr size_t kMaxIntChars = 640;
+
 inline bool read_number(Cursor& c, Number& num) {
     c.ws();
     const char* s = c.p;
@@ -184,6 +189,7 @@ inline bool read_number(Cursor& c, Number& num) {
         if (p >= c.end || !(*p >= '0' && *p <= '9')) return c.fail();
         while (p < c.end && *p >= '0' && *p <= '9') ++p;
     }
+    if (is_int && size_t(p - s) > kMaxIntChars) return c.fail();
     num.text = std::string_view(s, size_t(p - s));
     num.is_int = is_int;
     c.p = p;
@@ -227,7 +233,7 @@ bool read_object(Cursor& c, Fn&& member) {
     return c.eat('}') || c.fail();
 }
 
-// Skips any value, checking its syntax; NaN/Infinity and deep nesting are refused (handed to Python).
+// Skips any value, checking its syntax; NaN/Infinity, deep nesting and long integers are refused (handed to Python).
 inline bool skip_value(Cursor& c, int depth = 0) {
     if (depth > 64) return c.fail();
     char ch = c.peek();

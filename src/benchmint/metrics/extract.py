@@ -55,8 +55,8 @@ J1. Candidates, each a span [start, end) of the text:
        character and ``"`` closes it; braces inside strings are ignored.  At
        depth 0 quotes mean nothing.  Unmatched braces produce nothing.
 J2. A candidate's text is stripped of SPACE; it must start with ``{`` or
-    ``[`` and is given to Python's ``json.loads`` (a failure, including
-    nesting too deep, means "not a candidate"; note that it also accepts
+    ``[`` and is given to Python's ``json.loads`` (a failure, or nesting
+    deeper than 512 levels, means "not a candidate"; note that it also accepts
     ``NaN``/``Infinity`` and keeps the last of exactly repeated keys).  For
     type c the text must contain ``"`` (a dict with a key always does).
     * A dict QUALIFIES when one of its keys, mapped by LOWER and compared
@@ -241,6 +241,8 @@ from __future__ import annotations
 
 import json
 import re
+
+from benchmint.io import nesting_error
 
 __all__ = ["extract", "extract_choices", "extract_hkls", "ascii_lower"]
 
@@ -501,6 +503,8 @@ def _json_stage(text: str, keys: tuple[str, ...], read_value):
         if not chunk or chunk[0] not in "{[":
             continue
         if not may_be_bare and '"' not in chunk:
+            continue
+        if nesting_error(chunk):  # a fixed bound: where Python's own lies depends on the caller's stack
             continue
         try:
             obj = json.loads(chunk)
