@@ -21,16 +21,16 @@ from pathlib import Path
 import numpy as np
 
 from benchmint import _dispatch, tasks
-from benchmint.io import (InputError, atomic_path, atomic_write, decode_line, dumps, iter_jsonl, open_input,
-                          write_jsonl)
+from benchmint.io import InputError, atomic_path, atomic_write, decode_line, dumps, open_input, write_jsonl
 from benchmint.metrics import reference
 from benchmint.metrics.aggregate import bootstrap_ci, group_counts, triple_keys, unpack_triples
 from benchmint.metrics.batch import DEFAULT_SIP_GAMMA, DEFAULT_SIP_LAMBDA, check_params, score_counts
 from benchmint.metrics.behaviour import PersonalityRules, calibration, personality
+from benchmint.records import (ABSENT, Item, Prediction, RecordError, ScoreRow, error_row, lone_surrogate, read_items,
+                               read_predictions)
 from benchmint.tasks import AnswerError, AnswerKind
 
 MEAN_METRICS = ("em", "spc", "sip_f1", "jaccard", "precision", "recall", "f1", "j_pen", "f1_pen")
-DEFAULT_MODEL = "default"
 MISSING_STRATUM = "(missing)"
 OK, UNPARSED, MISSING = 0, 1, 2
 STATUS_NAMES = ("ok", "unparsed", "missing")
@@ -113,16 +113,18 @@ class Columns:
     tokens: np.ndarray
 
 
-def _error(kind: str, message: str, file: str, line: int | None = None, **extra) -> dict:
-    row = {"kind": kind, "message": message, "file": file}
-    if line is not None:
-        row["line"] = line
-    row.update({k: v for k, v in extra.items() if v is not None})
-    return row
+_error = error_row
 
 
-def _stratum_value(value) -> str:
-    return value if isinstance(value, str) else dumps(value)
+def _stratum_value(value) -> tuple[str, str | None]:
+    """A meta value as a stratum name, or (MISSING_STRATUM, why) when no file could hold it."""
+    if isinstance(value, str):
+        where = lone_surrogate(value)
+        return (MISSING_STRATUM, f"holds {where}") if where else (value, None)
+    try:
+        return dumps(value), None
+    except ValueError:  # NaN or an infinity (1e400 reads as one)
+        return MISSING_STRATUM, "holds a number that is not finite"
 
 
 def event_error(kind: str, path: str, line: int | None, rid: str, model: str | None) -> dict:
@@ -146,22 +148,32 @@ def parse_gold_record(obj, path: str, line: int, kind: AnswerKind, fields: tuple
     ``answer`` None means the record is unusable and ``problem`` says why;
     otherwise ``problem`` is a warning (or None) and the record is kept.
     """
-    if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):
-        return None, None, None, _error("missing_id", 'a gold record needs a string "id"', path, line)
-    rid = obj["id"]
-    if "answer" not in obj:
-        return rid, None, None, _error("missing_answer", f'gold record {rid!r} has no "answer"', path, line, id=rid)
     try:
-        answer = kind.normalize(obj["answer"])
+        item = Item.from_json(obj, path, line)
+    except RecordError as exc:
+        return exc.id, None, None, exc.row()
+    return (item.id, *gold_answer(item, path, line, kind, fields))
+
+
+def gold_answer(item: Item, path: str, line: int, kind: AnswerKind, fields: tuple[str, ...]):
+    """An item's answer read as ``kind`` and its strata values -> (answer, strata, problem), as parse_gold_record."""
+    rid = item.id
+    try:
+        answer = kind.normalize(item.answer)
     except AnswerError as exc:
-        return rid, None, None, _error("wrong_kind", f"gold answer of {rid!r} is not a {kind.name} answer: {exc}", path,
-                                       line, id=rid)
-    meta, warning = obj.get("meta", {}), None
-    if not isinstance(meta, dict):
-        warning = _error("bad_field", f'"meta" of {rid!r} must be an object; ignored', path, line, id=rid)
-        meta = {}
-    strata = [_stratum_value(meta[f]) if f in meta else MISSING_STRATUM for f in fields]
-    return rid, answer, strata, warning
+        return None, None, _error("wrong_kind", f"gold answer of {rid!r} is not a {kind.name} answer: {exc}", path,
+                                  line, id=rid)
+    warning = item.problems[0].row() if item.problems else None  # only "meta" can be left out
+    strata, unusable = [], []
+    for f in fields:
+        value, why = _stratum_value(item.meta[f]) if f in item.meta else (MISSING_STRATUM, None)
+        strata.append(value)
+        if why:
+            unusable.append(f"{f!r} {why}")
+    if unusable:
+        warning = _error("bad_field", f'"meta" of {rid!r}: {"; ".join(unusable)}; counted as {MISSING_STRATUM!r}',
+                         path, line, id=rid)
+    return answer, strata, warning
 
 
 def _gold_line(raw: bytes, line: int, path: str, kind: AnswerKind, fields: tuple[str, ...]):
@@ -193,21 +205,21 @@ def load_gold(path: str | os.PathLike, task: str | AnswerKind, by: tuple[str, ..
     values_per_item: list[list[str]] = []
     fold_data: list = []
     errors: list[dict] = []
-    for line, obj, err in iter_jsonl(path, "gold"):
-        if err:
-            errors.append(_error("malformed_json", err, path, line))
-            continue
-        rid, answer, strata, problem = parse_gold_record(obj, path, line, kind, fields)
-        if rid is None:
-            errors.append(problem)
-        elif rid in index:
+    for line, item in read_items(path, "gold"):
+        rid = item.id
+        if rid is not None and rid in index:  # a repeated id first, whatever else is wrong with the line
             errors.append(event_error("duplicate_gold", path, line, rid, None))
-        elif answer is None:
+            continue
+        if isinstance(item, RecordError):
+            errors.append(item.row())
+            continue
+        answer, strata, problem = gold_answer(item, path, line, kind, fields)
+        if answer is None:
             errors.append(problem)
         else:
             if symmetry:
                 try:
-                    data = kind.check_fold_data(obj.get(kind.fold_field), rid)
+                    data = kind.check_fold_data(item.value(kind.fold_field), rid)
                 except ValueError as exc:
                     errors.append(_error("missing_symmetry", str(exc), path, line, id=rid))
                     continue
@@ -229,26 +241,9 @@ def load_gold(path: str | os.PathLike, task: str | AnswerKind, by: tuple[str, ..
 
 
 def format_row(rid: str, model: str, answer: tuple, kind: AnswerKind, status: int, metrics: dict) -> str:
-    row = dict(metrics)
-    row.update(id=rid, model=model, answer=kind.to_json(answer), status=STATUS_NAMES[status],
-               parse_ok=status == OK)
-    return dumps(row)
-
-
-def _optional_number(obj: dict, key: str, lo: float, hi: float) -> tuple[float, str | None]:
-    if key not in obj or obj[key] is None:
-        return math.nan, None
-    v = obj[key]
-    problem = f'"{key}" must be a finite number in [{lo}, {hi}], got {v!r}; ignored'
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return math.nan, problem
-    try:
-        f = float(v)
-    except OverflowError:
-        return math.nan, problem
-    if not (math.isfinite(f) and lo <= f <= hi):
-        return math.nan, problem
-    return f, None
+    row = ScoreRow(id=rid, model=model, answer=kind.to_json(answer), status=STATUS_NAMES[status],
+                   parse_ok=status == OK, **metrics)
+    return dumps(row.to_json())
 
 
 class _ColumnBuilder:
@@ -287,37 +282,37 @@ def parse_prediction(obj, kind: AnswerKind, path: str, line: int, errors: list[d
     Shared by the reference stream and, for the lines it does not decide
     itself, the compiled stream.
     """
-    if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):
-        errors.append(_error("missing_id", 'a prediction needs a string "id"', path, line))
+    try:
+        pred = Prediction.from_json(obj, path, line)
+    except RecordError as exc:
+        errors.append(exc.row())
         return None
-    rid = obj["id"]
-    model = obj.get("model", DEFAULT_MODEL)
-    if not isinstance(model, str):
-        errors.append(_error("bad_field", '"model" must be a string', path, line, id=rid))
-        return None
-    if "answer" in obj:
+    return read_answer(pred, kind, path, line, errors)
+
+
+# The fields of a prediction the scorer reads besides its answer: problems with others are not its concern.
+SCORED_FIELDS = ("confidence", "difficulty", "tokens")
+
+
+def read_answer(pred: Prediction, kind: AnswerKind, path: str, line: int, errors: list[dict]) -> ParsedPrediction | None:
+    """A prediction's answer read as ``kind`` (given, or extracted from its output), as parse_prediction."""
+    if pred.answer is not ABSENT:
         try:
-            answer, status = kind.normalize(obj["answer"]), OK
+            answer, status = kind.normalize(pred.answer), OK
         except AnswerError as exc:
-            errors.append(_error("wrong_kind", f"answer is not a {kind.name} answer: {exc}", path, line, id=rid,
-                                 model=model))
+            errors.append(_error("wrong_kind", f"answer is not a {kind.name} answer: {exc}", path, line, id=pred.id,
+                                 model=pred.model))
             return None
-    elif isinstance(obj.get("output"), str):
-        parsed = kind.extract(obj["output"])
+    else:
+        parsed = kind.extract(pred.output)
         try:
             answer, status = (kind.normalize(parsed), OK) if parsed is not None else ((), UNPARSED)
         except AnswerError:  # e.g. an index beyond the packable range: the output is unusable
             answer, status = (), UNPARSED
-    else:
-        errors.append(_error("missing_answer", 'a prediction needs "output" (text) or "answer" (list)', path, line,
-                             id=rid, model=model))
-        return None
-    optional = {}
-    for key, hi in (("confidence", 1.0), ("difficulty", 1.0), ("tokens", math.inf)):
-        optional[key], problem = _optional_number(obj, key, 0.0, hi)
-        if problem:
-            errors.append(_error("bad_field", problem, path, line, id=rid, model=model))
-    return ParsedPrediction(rid, model, answer, status, **optional)
+    errors.extend(p.row() for p in pred.problems if p.field in SCORED_FIELDS)
+    confidence, difficulty, tokens = (math.nan if v is None else float(v)
+                                      for v in (pred.confidence, pred.difficulty, pred.tokens))
+    return ParsedPrediction(pred.id, pred.model, answer, status, confidence, difficulty, tokens)
 
 
 def _stream_reference(pred_paths, gold: Gold, cfg: ScoreConfig, out, errors: list[dict], progress) -> tuple[Columns, list[set]]:
@@ -326,14 +321,14 @@ def _stream_reference(pred_paths, gold: Gold, cfg: ScoreConfig, out, errors: lis
     seen: list[set] = []
     for path in pred_paths:
         path = str(path)
-        for line, obj, err in iter_jsonl(path, "predictions"):
+        for line, pred in read_predictions(path):
             progress(1)
-            if err:
-                errors.append(_error("malformed_json", err, path, line))
+            if isinstance(pred, RecordError):
+                errors.append(pred.row())
                 continue
             # Problems of a line that is not kept are not reported twice.
             line_errors: list[dict] = []
-            p = parse_prediction(obj, cfg.kind, path, line, line_errors)
+            p = read_answer(pred, cfg.kind, path, line, line_errors)
             if p is None:
                 errors.extend(line_errors)
                 continue
