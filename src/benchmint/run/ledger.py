@@ -19,6 +19,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from benchmint.io import decode_line, escape_surrogates
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS units (
     key      TEXT PRIMARY KEY,
@@ -63,18 +65,38 @@ class Ledger:
         return self._db.execute("SELECT 1 FROM units WHERE key = ?", (key,)).fetchone() is not None
 
     def record(self, key: str, result: dict, ok: bool = True) -> None:
-        """Store a unit's result (a JSON-able dict), committed before this returns."""
-        self._db.execute("INSERT OR REPLACE INTO units VALUES (?, ?, ?, ?)",
-                         (key, int(ok), json.dumps(result, sort_keys=True, ensure_ascii=False), time.time()))
+        """Store a unit's result (a JSON-able dict), committed before this returns.
+
+        A result that would not read back (not JSON-able, nested too deep) is
+        stored as that unit's error instead.
+        """
+        try:
+            text = escape_surrogates(json.dumps(result, sort_keys=True, ensure_ascii=False))
+            problem = decode_line(text.encode("utf-8"))[1]
+        except (TypeError, ValueError, RecursionError) as exc:
+            problem = f"{type(exc).__name__}: {exc}"
+        if problem:
+            text, ok = json.dumps({"error": f"result not storable as JSON: {problem}"}), False
+        self._db.execute("INSERT OR REPLACE INTO units VALUES (?, ?, ?, ?)", (key, int(ok), text, time.time()))
+
+    @staticmethod
+    def _decode(ok, stored: bytes) -> tuple[bool, dict]:
+        # Read as bytes: a damaged file may hold text that is not UTF-8, which is that unit's error, not the run's.
+        result, problem = decode_line(stored)
+        if problem is None and not isinstance(result, dict):
+            problem = "not a JSON object"
+        if problem:
+            return False, {"error": f"stored result unreadable: {problem}"}
+        return bool(ok), result
 
     def get(self, key: str) -> tuple[bool, dict] | None:
-        row = self._db.execute("SELECT ok, result FROM units WHERE key = ?", (key,)).fetchone()
-        return None if row is None else (bool(row[0]), json.loads(row[1]))
+        row = self._db.execute("SELECT ok, CAST(result AS BLOB) FROM units WHERE key = ?", (key,)).fetchone()
+        return None if row is None else self._decode(*row)
 
     def results(self) -> Iterator[tuple[str, bool, dict]]:
         """Every recorded unit, ordered by key (callers re-order by their inputs)."""
-        for key, ok, result in self._db.execute("SELECT key, ok, result FROM units ORDER BY key"):
-            yield key, bool(ok), json.loads(result)
+        for key, ok, result in self._db.execute("SELECT key, ok, CAST(result AS BLOB) FROM units ORDER BY key"):
+            yield (key, *self._decode(ok, result))
 
     def __len__(self) -> int:
         return self._db.execute("SELECT COUNT(*) FROM units").fetchone()[0]
