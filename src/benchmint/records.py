@@ -92,18 +92,21 @@ def lone_surrogate(text: str) -> str | None:
         return f"a lone surrogate \\u{ord(text[exc.start]):04x} at index {exc.start}"
 
 
-def _json_type(value: Any) -> str:
+def _shown(value: Any) -> str:
+    """A JSON value as a message shows it: short scalars as written, anything long by its kind and size."""
     if value is None:
         return "null"
     if isinstance(value, bool):
-        return value and "true" or "false"
-    if isinstance(value, (int, float)):
-        return "a number"
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value) if abs(value) < 10 ** 40 else "an integer of more than 40 digits"
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else {"inf": "Infinity", "-inf": "-Infinity"}.get(repr(value), "NaN")
     if isinstance(value, str):
-        return "a string"
+        return repr(value) if len(value) <= 40 else f"a string of {len(value)} characters"
     if isinstance(value, list):
-        return "an array"
-    return "an object"
+        return f"an array of {len(value)} values"
+    return f"an object of {len(value)} fields"
 
 
 def _is_int(v: Any) -> bool:
@@ -129,10 +132,6 @@ def _is_fraction(v: Any) -> bool:
     return _is_finite(v) and 0 <= v <= 1
 
 
-def _is_text(v: Any) -> bool:
-    return isinstance(v, str) and lone_surrogate(v) is None
-
-
 class _Fields:
     """Checks the fields of one decoded line; every message names the field and what was wrong."""
 
@@ -142,7 +141,7 @@ class _Fields:
         self.model: str | None = None
         self.problems: list[RecordError] = []
         if not isinstance(obj, dict):
-            raise self.error(f"{what} must be a JSON object, got {_json_type(obj)}", kind="not_object")
+            raise self.error(f"{what} must be a JSON object, got {_shown(obj)}", kind="not_object")
         self.obj = obj
 
     def error(self, message: str, kind: str = "bad_field", field: str | None = None, **ids) -> RecordError:
@@ -187,14 +186,14 @@ class _Fields:
         value = self.obj[key]
         if (value is None and null_ok) or ok(value):
             return value
-        raise self.error(f'"{key}" must be {desc}, got {_json_type(value)}', field=key)
+        raise self.error(f'"{key}" must be {desc}, got {_shown(value)}', field=key)
 
     def optional(self, key: str, desc: str, ok: Callable[[Any], bool]) -> Any:
         """``obj[key]`` when present, non-null and accepted; otherwise None, and a problem when it was unusable."""
         value = self.obj.get(key)
         if value is None or ok(value):
             return value
-        self.problems.append(self.error(f'"{key}" must be {desc}, got {_json_type(value)}; ignored', field=key))
+        self.problems.append(self.error(f'"{key}" must be {desc}, got {_shown(value)}; ignored', field=key))
         return None
 
     def bounded_number(self, key: str, hi: float) -> int | float | None:
@@ -304,7 +303,7 @@ class Prediction:
             raise f.error('a prediction needs "output" (text) or "answer" (list)', kind="missing_answer",
                           field="output")
         if output is not None and not isinstance(output, str):  # beside an answer, which is read instead
-            f.problems.append(f.error(f'"output" must be a string, got {_json_type(output)}; ignored', field="output"))
+            f.problems.append(f.error(f'"output" must be a string, got {_shown(output)}; ignored', field="output"))
             output = None
         return cls(
             rid, model, output, obj.get("answer", ABSENT),
@@ -318,7 +317,10 @@ class Prediction:
         )
 
     def to_json(self) -> dict:
-        return {**self.extra, **_present((k, getattr(self, k)) for k in _PREDICTION_FIELDS)}
+        out = {**self.extra, **_present((k, getattr(self, k)) for k in _PREDICTION_FIELDS)}
+        if self.answer is None:  # a null answer is written as one
+            out["answer"] = None
+        return out
 
 
 _PREDICTION_FIELDS = _names(Prediction)
@@ -400,6 +402,10 @@ class Grade:
     verdict: str | None = None
     judge_reply: str | None = None
     attempts: int = 0
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _no_shadowing(self, _GRADE_FIELDS)
 
     @classmethod
     def from_json(cls, obj: Any, path: str, line: int | None) -> Grade:
@@ -412,12 +418,15 @@ class Grade:
         verdict = f.get("verdict", "a string", lambda v: isinstance(v, str), default=None, null_ok=True)
         reply = f.get("judge_reply", "a string", lambda v: isinstance(v, str), default=None, null_ok=True)
         attempts = f.get("attempts", "an integer >= 0", _is_count, default=0)
-        return cls(rid, model, answer, stage, score, verdict, reply, attempts)
+        return cls(rid, model, answer, stage, score, verdict, reply, attempts, f.extra(_GRADE_FIELDS))
 
     def to_json(self) -> dict:
-        out = {k: getattr(self, k) for k in ("id", "model", "answer", "stage", "score", "attempts")}
+        out = {**self.extra, **{k: getattr(self, k) for k in ("id", "model", "answer", "stage", "score", "attempts")}}
         out.update(_present((k, getattr(self, k)) for k in ("verdict", "judge_reply")))
         return out
+
+
+_GRADE_FIELDS = _names(Grade)
 
 
 # ------------------------------------------------------------- ModelCall ----
@@ -451,6 +460,10 @@ class ModelCall:
     cached: bool = False
     attempts: int = 0
     error: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _no_shadowing(self, _CALL_FIELDS)
 
     @classmethod
     def from_json(cls, obj: Any, path: str, line: int | None) -> ModelCall:
@@ -471,14 +484,17 @@ class ModelCall:
             attempts=f.get("attempts", "an integer >= 0", _is_count, default=0),
             error=f.get("error", *string, default=None, null_ok=True),
         )
-        return cls(endpoint, model, messages, **values)
+        return cls(endpoint, model, messages, **values, extra=f.extra(_CALL_FIELDS))
 
     def to_json(self) -> dict:
         required = ("endpoint", "model", "messages", "settings", "cached", "attempts")
-        out = {k: getattr(self, k) for k in required}
+        out = {**self.extra, **{k: getattr(self, k) for k in required}}
         out.update(_present((k, getattr(self, k)) for k in ("seed", "schema", "reply", "tokens_in", "tokens_out",
                                                             "error")))
         return out
+
+
+_CALL_FIELDS = _names(ModelCall)
 
 
 # --------------------------------------------------------------- readers ----
