@@ -205,6 +205,8 @@ def test_prediction_keeps_what_it_can_and_lists_what_it_left_out():
     # A null answer is an answer (of the wrong kind for every task); an absent one is not.
     assert Prediction.from_json({"id": "a", "answer": None}, P, 1).answer is None
     assert Prediction.from_json({"id": "a", "output": "x"}, P, 1).answer is ABSENT
+    assert Prediction("a", answer=None).to_json() == {"id": "a", "model": "default", "answer": None}
+    assert Prediction("a", output="x").to_json() == {"id": "a", "model": "default", "output": "x"}
 
 
 def test_item_keeps_every_field():
@@ -388,6 +390,32 @@ def test_a_prediction_nested_100000_deep_is_one_error_row(tmp_path):
     assert json.loads(out["summary.json"])["errors"]["by_kind"] == {"malformed_json": 1, "missing_prediction": 1}
 
 
+def test_the_scorer_reports_problems_only_with_fields_it_reads(tmp_path):
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text('{"id": "q1", "answer": ["A"]}\n', encoding="utf-8")
+    pred = tmp_path / "pred.jsonl"
+    pred.write_text('{"id": "q1", "answer": ["A"], "output": 5, "cached": "yes", "attempts": -1, "tokens": -2}\n',
+                    encoding="utf-8")
+    rc, out = score_both(tmp_path, pred, gold)
+    assert rc == 1 and rows(out["errors.jsonl"]) == [
+        {"file": str(pred), "id": "q1", "kind": "bad_field", "line": 1, "model": "default",
+         "message": '"tokens" must be a finite number in [0.0, inf], got -2; ignored'}]
+
+
+def test_integers_beyond_pythons_digit_limit_are_errors_in_both_implementations(tmp_path):
+    # The compiled reader used to read such lines itself and score them.
+    gold = tmp_path / "gold.jsonl"
+    gold.write_bytes(b'{"id": "q1", "answer": ["A"]}\n{"id": "q2", "answer": ["A"], "meta": {"x": ' + b"2" * 4301
+                     + b"}}\n")
+    pred = tmp_path / "pred.jsonl"
+    pred.write_bytes(b'{"id": "q1", "answer": ["A"], "seed": ' + b"1" * 5000 + b'}\n{"id": "q1", "answer": ["B"]}\n')
+    rc, out = score_both(tmp_path, pred, gold, "--by", "x")
+    limit = "malformed JSON (Exceeds the limit (4300 digits) for integer string conversion)"
+    assert rc == 1 and [(r["file"], r.get("line"), r["message"]) for r in rows(out["errors.jsonl"])] == [
+        (str(gold), 2, limit), (str(pred), 1, limit)]
+    assert [(r["id"], r["answer"]) for r in rows(out["scores.jsonl"])] == [("q1", ["B"])]
+
+
 def test_gold_values_no_file_can_hold_are_warnings(tmp_path):
     gold = tmp_path / "gold.jsonl"
     gold.write_bytes(b"\n".join([
@@ -421,6 +449,8 @@ PRED_LINES = {
     "escaped NUL": (lambda q: b'{"id":"%s","output":"A\\u0000 Answer: A"}' % q, ("scored", "default", 0)),
     "escaped lone surrogate": (lambda q: b'{"id":"%s","output":"\\ud800 Answer: B"}' % q, ("scored", "default", 0)),
     "infinite confidence": (lambda q: b'{"id":"%s","answer":["A"],"confidence":1e400}' % q, ("scored", "default", 1)),
+    "fields the scorer does not read": (lambda q: b'{"id":"%s","answer":["A"],"output":[],"cached":0,"attempts":"x"}' % q,
+                                        ("scored", "default", 0)),
     "700-digit tokens": (lambda q: b'{"id":"%s","answer":["A"],"tokens":%s}' % (q, b"7" * 700),
                          ("scored", "default", 1)),  # beyond float range: ignored, with a warning
     "deep JSON in the output": (lambda q: b'{"id":"%s","output":"Answer: C {\\"answer\\": [\\"B\\"], \\"x\\": %s}"}'
