@@ -9,6 +9,7 @@ write the same bytes for such files.
 import json
 import math
 import os
+import pickle
 import sqlite3
 
 import pytest
@@ -207,6 +208,20 @@ def test_prediction_keeps_what_it_can_and_lists_what_it_left_out():
     assert Prediction.from_json({"id": "a", "output": "x"}, P, 1).answer is ABSENT
     assert Prediction("a", answer=None).to_json() == {"id": "a", "model": "default", "answer": None}
     assert Prediction("a", output="x").to_json() == {"id": "a", "model": "default", "output": "x"}
+
+
+def test_records_and_their_problems_cross_processes():
+    item = Item.from_json({"id": "x", "answer": [], "meta": "m", "image": "a.png"}, P, 4)
+    pred = Prediction.from_json({"id": "q", "model": "m", "output": "x", "cached": 1}, P, 5)
+    for record in (item, pred):
+        again = pickle.loads(pickle.dumps(record))
+        assert again == record
+        assert [(e.row(), e.field, str(e)) for e in again.problems] == [(e.row(), e.field, str(e))
+                                                                         for e in record.problems]
+    assert pickle.loads(pickle.dumps(pred)).problems[0].row() == {
+        "kind": "bad_field", "message": '"cached" must be true or false, got 1; ignored', "file": P, "line": 5,
+        "id": "q", "model": "m"}
+    assert pickle.loads(pickle.dumps(pred)).answer is ABSENT
 
 
 def test_item_keeps_every_field():

@@ -50,6 +50,13 @@ class RecordError(Exception):
         """The error as a row of errors.jsonl."""
         return error_row(self.kind, self.message, self.path, self.line, id=self.id, model=self.model)
 
+    def __reduce__(self):  # records cross process boundaries with their problems
+        return _record_error, (self.path, self.line, self.message, self.kind, self.field, self.id, self.model)
+
+
+def _record_error(path, line, message, kind, field, id, model) -> RecordError:
+    return RecordError(path, line, message, kind=kind, field=field, id=id, model=model)
+
 
 def error_row(kind: str, message: str, file: str, line: int | None = None, **extra) -> dict:
     """One row of errors.jsonl: kind, message, file, line (when known) and the extra fields that are not None."""
@@ -516,7 +523,8 @@ def read_items(path: str | os.PathLike, what: str = "items") -> Iterator[tuple[i
     return _read(Item, path, what)
 
 
-def read_predictions(path: str | os.PathLike, what: str = "predictions") -> Iterator[tuple[int, Prediction | RecordError]]:
+def read_predictions(path: str | os.PathLike,
+                     what: str = "predictions") -> Iterator[tuple[int, Prediction | RecordError]]:
     """(line, Prediction or RecordError) for every non-blank line."""
     return _read(Prediction, path, what)
 
@@ -531,7 +539,8 @@ def read_grades(path: str | os.PathLike, what: str = "grades") -> Iterator[tuple
     return _read(Grade, path, what)
 
 
-def read_model_calls(path: str | os.PathLike, what: str = "model calls") -> Iterator[tuple[int, ModelCall | RecordError]]:
+def read_model_calls(path: str | os.PathLike,
+                     what: str = "model calls") -> Iterator[tuple[int, ModelCall | RecordError]]:
     """(line, ModelCall or RecordError) for every non-blank line."""
     return _read(ModelCall, path, what)
 

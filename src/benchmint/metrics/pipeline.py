@@ -294,7 +294,8 @@ def parse_prediction(obj, kind: AnswerKind, path: str, line: int, errors: list[d
 SCORED_FIELDS = ("confidence", "difficulty", "tokens")
 
 
-def read_answer(pred: Prediction, kind: AnswerKind, path: str, line: int, errors: list[dict]) -> ParsedPrediction | None:
+def read_answer(pred: Prediction, kind: AnswerKind, path: str, line: int,
+                errors: list[dict]) -> ParsedPrediction | None:
     """A prediction's answer read as ``kind`` (given, or extracted from its output), as parse_prediction."""
     if pred.answer is not ABSENT:
         try:
