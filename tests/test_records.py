@@ -20,6 +20,7 @@ from benchmint.cli import main
 from benchmint.io import MAX_DEPTH, decode_line, dumps
 from benchmint.metrics.extract import extract_choices
 from benchmint.metrics.reference import metrics_from_counts
+from benchmint.metrics.synthetic import hkl_dataset, mcq_dataset
 from benchmint.records import (ABSENT, Grade, Item, ModelCall, Prediction, RecordError, ScoreRow, read_grades,
                                read_items, read_model_calls, read_predictions, read_score_rows)
 from benchmint.run import Ledger, SerialExecutor, Unit, run_units
@@ -403,6 +404,22 @@ def test_a_prediction_nested_100000_deep_is_one_error_row(tmp_path):
     assert [(r["id"], r["status"], r["em"]) for r in rows(out["scores.jsonl"])] == [("q1", "ok", 1.0),
                                                                                      ("q2", "missing", 0.0)]
     assert json.loads(out["summary.json"])["errors"]["by_kind"] == {"malformed_json": 1, "missing_prediction": 1}
+
+
+@pytest.mark.parametrize("task, dataset", [("mcq", mcq_dataset), ("hkl", hkl_dataset)])
+def test_score_rows_read_back_to_the_bytes_both_implementations_wrote(tmp_path, task, dataset):
+    gold, pred = tmp_path / "gold.jsonl", tmp_path / "pred.jsonl"
+    with open(gold, "w", encoding="utf-8") as g, open(pred, "w", encoding="utf-8") as p:
+        for which, rec in dataset(150, ["wise-model", "bold-model"], seed=2):
+            (g if which == "gold" else p).write(json.dumps(rec) + "\n")
+    with pytest.MonkeyPatch.context() as mp:
+        for impl in ("reference", "compiled"):
+            mp.setenv("BENCHMINT_IMPL", impl)
+            main(["score", str(pred), "--gold", str(gold), "--task", task, "--out", str(tmp_path / impl), "--quiet"])
+            scores = tmp_path / impl / "scores.jsonl"
+            read = list(read_score_rows(scores))
+            assert len(read) == 300 and all(isinstance(r, ScoreRow) for _, r in read)
+            assert "".join(dumps(r.to_json()) + "\n" for _, r in read).encode() == scores.read_bytes()
 
 
 def test_the_scorer_reports_problems_only_with_fields_it_reads(tmp_path):

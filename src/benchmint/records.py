@@ -219,6 +219,8 @@ class _Fields:
 
 
 def _no_shadowing(record: Any, names: tuple[str, ...]) -> None:
+    if not record.extra:
+        return
     taken = sorted(set(record.extra) & set(names))
     if taken:
         raise ValueError(f"extra fields of a {type(record).__name__} may not be named like its own fields: {taken}")
