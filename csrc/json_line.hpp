@@ -117,6 +117,7 @@ inline bool read_string(Cursor& c, std::string& out) {
         }
         while (p < c.end && *p != '"' && *p != '\\' && static_cast<unsigned char>(*p) >= 0x20) ++p;
         out.append(start, p);
+        // A raw control byte (NUL included) is malformed JSON: Python reads the line and reports it.
         if (p >= c.end || static_cast<unsigned char>(*p) < 0x20) return c.fail();
         if (*p == '"') { c.p = p + 1; return true; }
         // escape
