@@ -1,0 +1,29 @@
+"""Model calls for every stage: one OpenAI-compatible client, a request cache, rate limits, retries, budgets.
+
+A stage builds ``ChatRequest`` records and hands ``(item_id, request)`` pairs to ``Engine.run`` (or
+``run_sync``); it gets back a ``ChatReply`` or a ``Failure`` (with its cause) per item and never builds an HTTP
+call itself. ``Engine.summary()`` gives tokens, calls and cost per stage and model for the run summary.
+
+    engine = Engine(Endpoint("http://127.0.0.1:8000/v1"), cache="out/requests.sqlite", concurrency=16,
+                    accounting=Accounting(PriceTable.load("prices.json"), Budget(max_cost_usd=5.0)))
+    items = ((item["id"], ChatRequest("my-model", (Message.user(item["question"], ImagePart.from_file(item["image"])),),
+                                      max_tokens=512, temperature=0.0)) for item in items_of_the_benchmark)
+    for item_id, outcome in engine.run_sync(items, stage="answer"):
+        if isinstance(outcome, ChatReply):
+            ...  # outcome.text, outcome.value, outcome.cached
+        else:
+            errors.append(outcome.row(item_id))  # a row of errors.jsonl: cause, status, attempts
+    summary = engine.summary()  # engine.stop_reason is set when the budget ended the run
+"""
+
+from benchmint.models.accounting import Accounting, Budget, Price, PriceTable
+from benchmint.models.cache import ReplyCache
+from benchmint.models.call import CAUSES, ChatReply, ChatRequest, Failure, ImagePart, Message, request_key
+from benchmint.models.engine import Endpoint, Engine
+from benchmint.models.limits import RateLimits
+from benchmint.models.retry import RetryPolicy
+from benchmint.models.structured import parse_json
+
+__all__ = ["Accounting", "Budget", "CAUSES", "ChatReply", "ChatRequest", "Endpoint", "Engine", "Failure",
+           "ImagePart", "Message", "Price", "PriceTable", "RateLimits", "ReplyCache", "RetryPolicy", "parse_json",
+           "request_key"]

@@ -1,0 +1,612 @@
+"""The model engine: chat requests in, replies or failures out, bounded, cached, accounted and resumable.
+
+``Engine.run`` takes an iterable of ``(item_id, ChatRequest)`` pairs and yields ``(item_id, ChatReply | Failure)``
+pairs in completion order, streaming: it reads items only as fast as it can answer them (at most
+``concurrency`` requests in flight and ``max_buffered`` answers waiting for the caller), so memory does not grow
+with the number of items.
+
+Per item:
+
+1. The cache is read first (unless ``refresh``): a reply found there that the stage's parser accepts is
+   returned with ``cached=True`` and no request is made.
+2. Otherwise the request is sent, after the budget (``Accounting``) and the rate limits (``Limiter``) allow it,
+   with a per-call timeout. Transport problems are retried by the ``RetryPolicy``; a give-up is a ``Failure``
+   with its cause and status.
+3. A reply with text is committed to the cache before anything else happens to it; an empty reply is not.
+   The parser (``parse``) then turns the text into the item's value; when it raises (or the reply was empty)
+   the engine asks again, up to ``answer_attempts`` answer attempts in all. Each answer attempt is a call of its
+   own with its own cache key, so a rerun replays the same attempts from the cache and asks only those that never
+   got a reply.
+
+A failure never stops the run; a configuration error (a model without a price under ``--max-cost``, ...) does.
+When the budget is spent the run stops taking items and ends once the requests in flight settle;
+``stop_reason`` says why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+import os
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+from openai.types.chat import ChatCompletion
+
+from benchmint.models import structured
+from benchmint.models.accounting import Accounting, Verdict
+from benchmint.models.cache import CachedReply, ReplyCache
+from benchmint.models.call import (BAD_REQUEST, BAD_RESPONSE, BUDGET, EMPTY_REPLY, UNPARSEABLE, ChatReply,
+                                   ChatRequest, Failure, attempt_key, request_key)
+from benchmint.models.limits import Limiter, RateLimits
+from benchmint.models.retry import Problem, RetryPolicy, classify
+
+Item = tuple[Any, ChatRequest]
+FEED_CHUNK = 64
+Outcome = ChatReply | Failure
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """An OpenAI-compatible server: base URL (``.../v1``), the environment variable holding its API key (``None``
+    for servers without keys), the per-call timeout in seconds, and the name of the reply-length field
+    (``max_tokens``, or ``max_completion_tokens`` for OpenAI's reasoning models)."""
+
+    base_url: str
+    api_key_env: str | None = None
+    timeout_s: float = 120.0
+    max_tokens_field: str = "max_tokens"
+
+    def __post_init__(self) -> None:
+        url = str(self.base_url).strip().rstrip("/")
+        if not url.startswith(("http://", "https://")) or len(url) <= len("https://"):
+            raise ValueError(f"endpoint base URL must start with http:// or https://, got {self.base_url!r}")
+        object.__setattr__(self, "base_url", url)
+        if not self.timeout_s > 0:
+            raise ValueError(f"timeout_s must be > 0, got {self.timeout_s!r}")
+        if self.max_tokens_field not in ("max_tokens", "max_completion_tokens"):
+            raise ValueError(f"max_tokens_field must be max_tokens or max_completion_tokens, got "
+                             f"{self.max_tokens_field!r}")
+
+    def api_key(self) -> str:
+        if self.api_key_env is None:
+            return "no-key"  # the SDK insists on a string; keyless servers ignore it
+        value = os.environ.get(self.api_key_env)
+        if not value:
+            raise ValueError(f"the API key variable {self.api_key_env} is not set (or empty) in the environment")
+        return value
+
+
+@dataclass(slots=True)
+class _Got:
+    """One HTTP reply: text (maybe empty) and what the server reported."""
+
+    text: str
+    finish_reason: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    model: str | None
+    mode: str | None
+    latency_s: float
+    note: str = ""
+
+
+class Engine:
+    """Chat calls against one endpoint; see the module docstring.
+
+    ``cache``: path of the SQLite request cache (``":memory:"``: not kept). ``concurrency``: requests in flight at
+    most. ``answer_attempts``: answer attempts per item (a reply the parser rejects, or an empty one, is asked
+    again). ``refresh``: ignore cached replies (new ones are still stored). ``structured``: ``"auto"`` (fallback
+    ladder) or a fixed form (see ``benchmint.models.structured``).
+
+    One engine serves one thread (its runs may overlap on one event loop); give each thread its own engine,
+    sharing the cache file if they like.
+    """
+
+    def __init__(self, endpoint: Endpoint, *, cache: str | os.PathLike = ":memory:", concurrency: int = 8,
+                 limits: RateLimits | None = None, accounting: Accounting | None = None,
+                 retry: RetryPolicy | None = None, answer_attempts: int = 3, refresh: bool = False,
+                 structured: str = "auto", max_buffered: int = 1024) -> None:
+        if not isinstance(endpoint, Endpoint):
+            raise ValueError("endpoint must be an Endpoint")
+        if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+            raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
+        if not isinstance(answer_attempts, int) or answer_attempts < 1:
+            raise ValueError(f"answer_attempts must be an integer >= 1, got {answer_attempts!r}")
+        if structured not in structured_modes():
+            raise ValueError(f"structured must be one of {', '.join(structured_modes())}, got {structured!r}")
+        if not isinstance(max_buffered, int) or max_buffered < 1:
+            raise ValueError(f"max_buffered must be an integer >= 1, got {max_buffered!r}")
+        self.endpoint = endpoint
+        self._api_key = endpoint.api_key()
+        self.cache = ReplyCache(cache)
+        self.concurrency = concurrency
+        self.limits = limits or RateLimits()
+        self.limiter = Limiter(self.limits)
+        self.accounting = accounting or Accounting()
+        self.retry = retry or RetryPolicy()
+        self.answer_attempts = answer_attempts
+        self.refresh = refresh
+        self.structured = structured
+        self.max_buffered = max_buffered
+        self._modes: dict[str, tuple[str, bool]] = {}
+        self._checked: set[tuple[str, int | None]] = set()
+
+    # ---- public
+    def key(self, request: ChatRequest) -> str:
+        """The request's cache key (its first answer attempt)."""
+        return request_key(self.endpoint.base_url, request)
+
+    @property
+    def stop_reason(self) -> str | None:
+        """``"max_cost"`` or ``"max_tokens"`` once the budget stopped a run, else None."""
+        return self.accounting.stop_reason
+
+    async def run(self, items: Iterable[Item] | AsyncIterable[Item], *, stage: str = "default",
+                  parse: Callable[[str], Any] | None = None) -> AsyncIterator[tuple[Any, Outcome]]:
+        """Yield ``(item_id, ChatReply | Failure)`` for every item, in completion order.
+
+        ``parse(text)`` returns the item's value or raises (any exception: the reply is unparseable). Without it
+        the value is the text, or the JSON value (``structured.parse_json``) when the request has a schema.
+        Close the iterator (``contextlib.aclosing``) when stopping early: that cancels the requests in flight.
+        """
+        run = _Run(self, stage, parse)
+        await run.start(items)
+        try:
+            while True:
+                await run.wait()
+                for result in run.take():
+                    yield result
+                if run.finished():
+                    break
+        finally:
+            await run.close()
+
+    def run_sync(self, items: Iterable[Item], *, stage: str = "default",
+                 parse: Callable[[str], Any] | None = None) -> Iterator[tuple[Any, Outcome]]:
+        """``run`` for synchronous callers, on an event loop of its own in the calling thread.
+
+        The loop runs while the caller waits for the next result, so per-item work between results should be
+        short (writing a row); heavier consumers should use ``run``.
+        """
+        loop = asyncio.new_event_loop()
+        run = None
+        try:
+            run = _Run(self, stage, parse)
+            loop.run_until_complete(run.start(items))
+            while True:
+                loop.run_until_complete(run.wait())
+                yield from run.take()
+                if run.finished():
+                    break
+        finally:
+            try:
+                if run is not None:
+                    loop.run_until_complete(run.close())
+                loop.run_until_complete(loop.shutdown_asyncgens())
+                loop.run_until_complete(loop.shutdown_default_executor())  # image-encoding threads
+            finally:
+                loop.close()
+
+    def summary(self) -> dict:
+        """Accounting (per stage and model, totals, budget, stop reason), cache counters and structured forms."""
+        out = self.accounting.summary()
+        out["endpoint"] = self.endpoint.base_url
+        out["cache"] = self.cache.stats()
+        out["structured_modes"] = {m: {"mode": mode, "confirmed": ok} for m, (mode, ok) in sorted(self._modes.items())}
+        out["rate_limit_wait_s"] = round(self.limiter.waited_s, 3)
+        return out
+
+    def close(self) -> None:
+        self.cache.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- per item
+    def _check(self, request: ChatRequest) -> None:
+        token = (request.model, request.max_tokens)
+        if token not in self._checked:
+            self.accounting.check(request.model, request.max_tokens)
+            self._checked.add(token)
+
+    def _from_cache(self, key: str, request: ChatRequest, run: _Run, first: CachedReply | None
+                    ) -> Outcome | list[int]:
+        """A cached usable reply, a failure (every attempt cached and unparseable), or the attempts to ask.
+
+        ``first`` is the cached reply of the first attempt (already looked up), if any.
+        """
+        n = self.answer_attempts
+        if self.refresh:
+            return list(range(n))
+        missing: list[int] = []
+        last: tuple[str, str] | None = None
+        for i in range(n):
+            k = attempt_key(key, i)
+            got = first if i == 0 else self.cache.get(k)
+            if got is None:
+                missing.append(i)
+                continue
+            value, error = run.parse_text(got.text, request)
+            if error is None:
+                return ChatReply(k, got.text, value, got.finish_reason, got.prompt_tokens, got.completion_tokens,
+                                 got.model, True, 0, i + 1, 0.0, got.structured_mode)
+            last = (got.text, error)
+        if missing:
+            return missing
+        return Failure(key, UNPARSEABLE, f"unparseable after {n} answer attempts (all from the cache): {last[1]}",
+                       answer_attempts=n, text=last[0], stage=run.stage, model=request.model)
+
+    async def _resolve(self, run: _Run, key: str, request: ChatRequest, attempts: list[int]) -> Outcome:
+        """Ask the answer attempts not in the cache, in order, until one is usable."""
+        requests = 0
+        last: tuple[str, str, str | None] | None = None  # (cause, detail, text)
+        messages: list[dict] | None = None
+        for i in attempts:
+            k = attempt_key(key, i)
+            if messages is None:
+                try:
+                    messages = (await asyncio.to_thread(_messages, request) if request.has_images()
+                                else _messages(request))
+                except (OSError, ValueError) as exc:
+                    return Failure(key, BAD_REQUEST, f"cannot build the request: {type(exc).__name__}: {exc}",
+                                   stage=run.stage, model=request.model)
+            got, made = await self._call(run, k, request, messages)
+            requests += made
+            if isinstance(got, Failure):
+                return Failure(key, got.cause, got.detail, got.status, requests, i + 1,
+                               last[2] if last else None, run.stage, request.model)
+            if not got.text:
+                last = (EMPTY_REPLY, f"empty reply (finish_reason {got.finish_reason}){got.note}", None)
+                continue
+            self.cache.put(k, CachedReply(got.text, got.finish_reason, got.prompt_tokens, got.completion_tokens,
+                                          got.model, got.mode), got.latency_s)
+            value, error = run.parse_text(got.text, request)
+            if error is None:
+                return ChatReply(k, got.text, value, got.finish_reason, got.prompt_tokens, got.completion_tokens,
+                                 got.model, False, requests, i + 1, got.latency_s, got.mode)
+            last = (UNPARSEABLE, f"unparseable: {error}", got.text)
+        n = self.answer_attempts
+        cause, detail, text = last
+        return Failure(key, cause, f"{detail} (after {n} answer attempts)", None, requests, n, text,
+                       run.stage, request.model)
+
+    # ---- one answer attempt: one call with its transport retries
+    async def _call(self, run: _Run, key: str, request: ChatRequest, messages: list[dict]) -> tuple[_Got | Failure, int]:
+        made = 0
+        attempt = 0
+        estimate = request.estimate_prompt_tokens()
+        client = run.http()  # made before any rate-limit wait, so that its set-up does not shift the first send
+        while True:
+            res = await run.reserve(request, estimate)
+            if res is None:
+                return Failure(key, BUDGET, f"not started: the budget ({self.stop_reason}) would be exceeded",
+                               stage=run.stage, model=request.model), made
+            try:
+                await self.limiter.request()
+                await self.limiter.tokens_for(res.tokens)
+            except asyncio.CancelledError:
+                run.settle(res, None, None, False)  # never sent
+                raise
+            mode = self._mode(request.model) if request.schema is not None else None
+            kwargs = self._kwargs(request, messages, mode)
+            attempt += 1
+            made += 1
+            self.accounting.count(run.stage, request.model, "requests")
+            t0 = time.perf_counter()
+            try:
+                async with asyncio.timeout(self.endpoint.timeout_s):
+                    completion = await client.chat.completions.create(**kwargs)
+                problem = None
+            except asyncio.CancelledError:
+                run.settle(res, None, None, True)
+                raise
+            except Exception as exc:
+                problem = classify(exc)
+                if problem is None:
+                    run.settle(res, None, None, True)
+                    raise
+            latency = time.perf_counter() - t0
+            if problem is None:
+                got = _reply_of(completion, mode, latency)
+                if isinstance(got, Problem):
+                    problem = got
+                else:
+                    known = got.prompt_tokens is not None and got.completion_tokens is not None
+                    run.settle(res, got.prompt_tokens, got.completion_tokens, True)
+                    if known:
+                        self.limiter.refund(res.tokens - got.prompt_tokens - got.completion_tokens)
+                    if mode is not None:
+                        self._confirm(request.model, mode)
+                    return got, made
+            run.settle(res, None, None, problem.maybe_billed)
+            if (mode is not None and problem.status in structured.FALLBACK_STATUSES
+                    and self._fall_back(request.model, mode)):
+                attempt -= 1  # another form of the request, not a transport retry
+                continue
+            delay = self.retry.delay(problem, attempt, key)
+            if delay is None:
+                tries = f"after {attempt} attempt{'s' if attempt > 1 else ''}"
+                return Failure(key, problem.cause, f"{problem.detail} ({tries})", problem.status,
+                               stage=run.stage, model=request.model), made
+            await asyncio.sleep(delay)
+
+    def _kwargs(self, request: ChatRequest, messages: list[dict], mode: str | None) -> dict:
+        kwargs: dict[str, Any] = {"model": request.model, "messages": messages, "timeout": self.endpoint.timeout_s}
+        if request.temperature is not None:
+            kwargs["temperature"] = request.temperature
+        if request.top_p is not None:
+            kwargs["top_p"] = request.top_p
+        if request.max_tokens is not None:
+            kwargs[self.endpoint.max_tokens_field] = request.max_tokens
+        if request.seed is not None:
+            kwargs["seed"] = request.seed
+        if request.reasoning_effort is not None:
+            kwargs["reasoning_effort"] = request.reasoning_effort
+        if request.extra_body:
+            kwargs["extra_body"] = request.extra_body
+        if mode is not None:
+            fmt = structured.response_format(mode, request.schema_name, request.schema)
+            if fmt is not None:
+                kwargs["response_format"] = fmt
+            if mode != structured.JSON_SCHEMA:
+                kwargs["messages"] = _with_instruction(messages, structured.instruction(request.schema))
+        return kwargs
+
+    # ---- structured-output form per model on this endpoint
+    def _mode(self, model: str) -> str:
+        if self.structured != "auto":
+            return self.structured
+        state = self._modes.get(model)
+        if state is None:
+            state = self.cache.structured_mode(self.endpoint.base_url, model) or (structured.JSON_SCHEMA, False)
+            self._modes[model] = state
+        return state[0]
+
+    def _set_mode(self, model: str, mode: str, confirmed: bool) -> None:
+        self._modes[model] = (mode, confirmed)
+        self.cache.set_structured_mode(self.endpoint.base_url, model, mode, confirmed)
+
+    def _confirm(self, model: str, mode: str) -> None:
+        if self.structured == "auto" and self._modes.get(model) == (mode, False):
+            self._set_mode(model, mode, True)
+
+    def _fall_back(self, model: str, failed: str) -> bool:
+        """True when the request should be sent again at once in the (now) current form."""
+        if self.structured != "auto":
+            return False
+        current, confirmed = self._modes[model]
+        if current != failed:
+            return True  # another call has already moved on
+        if confirmed:
+            return False
+        nxt = structured.next_mode(current)
+        if nxt is None:
+            return False
+        self._set_mode(model, nxt, False)
+        return True
+
+
+def structured_modes() -> tuple[str, ...]:
+    return structured.MODES
+
+
+def _messages(request: ChatRequest) -> list[dict]:
+    return [m.payload() for m in request.messages]
+
+
+def _with_instruction(messages: list[dict], text: str) -> list[dict]:
+    """The messages with ``text`` appended to the last user message (a new user message if there is none)."""
+    out = list(messages)
+    for i in range(len(out) - 1, -1, -1):
+        if out[i]["role"] == "user":
+            content = out[i]["content"]
+            parts = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+            out[i] = {"role": "user", "content": [*parts, {"type": "text", "text": text}]}
+            return out
+    return [*out, {"role": "user", "content": text}]
+
+
+def _reply_of(completion: Any, mode: str | None, latency: float) -> _Got | Problem:
+    """The text and usage of a completion, or the problem with it."""
+    if not isinstance(completion, ChatCompletion):
+        return Problem(BAD_RESPONSE, f"reply is not a chat completion JSON object: {str(completion)[:200]!r}",
+                       maybe_billed=True)
+    usage = completion.usage
+    p = getattr(usage, "prompt_tokens", None) if usage is not None else None
+    c = getattr(usage, "completion_tokens", None) if usage is not None else None
+    if not completion.choices:
+        return _Got("", None, p, c, completion.model, mode, latency, "; no choices")
+    choice = completion.choices[0]
+    message = getattr(choice, "message", None)
+    content = getattr(message, "content", None)
+    if isinstance(content, list):  # some servers answer with content parts
+        content = "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    if content is not None and not isinstance(content, str):
+        return Problem(BAD_RESPONSE, f"message content is {type(content).__name__}, not text", maybe_billed=True)
+    text = content or ""
+    note = ""
+    refusal = getattr(message, "refusal", None) if message is not None else None
+    if not text and refusal:
+        note = f"; refusal: {refusal[:200]}"
+    return _Got(text, getattr(choice, "finish_reason", None), p, c, completion.model, mode, latency, note)
+
+
+class _Run:
+    """The state of one ``Engine.run``: the feeder task, the calls in flight and the answers waiting."""
+
+    def __init__(self, engine: Engine, stage: str, parse: Callable[[str], Any] | None) -> None:
+        if not isinstance(stage, str) or not stage:
+            raise ValueError("stage must be a non-empty string")
+        if parse is not None and not callable(parse):
+            raise ValueError("parse must be a callable taking the reply text")
+        self.engine = engine
+        self.stage = stage
+        self.parse = parse
+        self.ready: collections.deque = collections.deque()
+        self.tasks: set[asyncio.Task] = set()
+        self.feeder: asyncio.Task | None = None
+        self.feeding = True
+        self.stopped = False
+        self.error: BaseException | None = None
+        self.client: openai.AsyncOpenAI | None = None
+
+    async def start(self, items) -> None:
+        self.wake = asyncio.Event()
+        self.space = asyncio.Event()
+        self.settled = asyncio.Event()
+        self.slots = asyncio.Semaphore(self.engine.concurrency)
+        self.feeder = asyncio.create_task(self._feed(items))
+
+    # ---- the consumer side
+    async def wait(self) -> None:
+        if not self.ready and not self.finished() and self.error is None:
+            self.wake.clear()
+            await self.wake.wait()
+
+    def take(self) -> list:
+        """The answers waiting; once they are all taken, the error that ended the run, if one did."""
+        if self.error is not None and not self.ready:
+            raise self.error
+        out = list(self.ready)
+        self.ready.clear()
+        self.space.set()
+        return out
+
+    def finished(self) -> bool:
+        return not self.feeding and not self.tasks and not self.ready and self.error is None
+
+    def http(self) -> openai.AsyncOpenAI:
+        """The run's client, made on first use (a run served from the cache needs none)."""
+        if self.client is None:
+            # The SDK's own retries are off: the engine's RetryPolicy is the only one.
+            self.client = openai.AsyncOpenAI(base_url=self.engine.endpoint.base_url, api_key=self.engine._api_key,
+                                             max_retries=0, timeout=self.engine.endpoint.timeout_s)
+        return self.client
+
+    async def close(self) -> None:
+        pending = [t for t in (self.feeder, *self.tasks) if t is not None and not t.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        if self.client is not None:
+            await self.client.close()
+            self.client = None
+
+    # ---- the producer side
+    def push(self, item_id: Any, outcome: Outcome, request: ChatRequest) -> None:
+        if type(outcome) is ChatReply:
+            self.engine.accounting.count_item(self.stage, request.model, True, outcome.cached,
+                                              outcome.prompt_tokens, outcome.completion_tokens)
+        else:
+            self.engine.accounting.count_item(self.stage, request.model, False)
+        self.ready.append((item_id, outcome))
+        if not self.wake.is_set():
+            self.wake.set()
+
+    def parse_text(self, text: str, request: ChatRequest) -> tuple[Any, str | None]:
+        try:
+            if self.parse is not None:
+                return self.parse(text), None
+            if request.schema is not None:
+                return structured.parse_json(text, request.schema), None
+            return text, None
+        except Exception as exc:
+            return None, f"{type(exc).__name__}: {exc}"[:300]
+
+    async def _feed(self, items) -> None:
+        try:
+            if isinstance(items, AsyncIterable):
+                async for item in items:
+                    if not await self._feed_chunk([item]):
+                        break
+            else:
+                it = iter(items)
+                # Chunks share one cache query; a chunk is small enough not to hold back the first request.
+                while chunk := list(itertools.islice(it, FEED_CHUNK)):
+                    if not await self._feed_chunk(chunk):
+                        break
+        except Exception as exc:  # a bad item or a configuration error ends the run
+            self.error = exc
+        finally:
+            self.feeding = False
+            self.wake.set()
+
+    async def _feed_chunk(self, chunk: list) -> bool:
+        """Answer the chunk's items from the cache or start their calls; False once the run is stopped."""
+        engine = self.engine
+        checked = engine._checked
+        endpoint = engine.endpoint.base_url
+        keys = []
+        for item in chunk:
+            if type(item) is not tuple or len(item) != 2 or not isinstance(item[1], ChatRequest):
+                raise ValueError(f"Engine.run takes (item_id, ChatRequest) pairs, got {type(item).__name__}: "
+                                 f"{str(item)[:100]}")
+            request = item[1]
+            if (request.model, request.max_tokens) not in checked:
+                engine._check(request)
+            keys.append(request_key(endpoint, request))
+        found = {} if engine.refresh else engine.cache.get_many(keys)
+        plain = self.parse is None
+        for (item_id, request), key in zip(chunk, keys):
+            if self.stopped:
+                return False
+            got = found.get(key)
+            if got is not None and plain and request.schema is None:
+                # The common warm case, inline: the first attempt is cached and the text is the value.
+                outcome = ChatReply(key, got.text, got.text, got.finish_reason, got.prompt_tokens,
+                                    got.completion_tokens, got.model, True, 0, 1, 0.0, got.structured_mode)
+            else:
+                outcome = engine._from_cache(key, request, self, got)
+            if not isinstance(outcome, list):
+                self.push(item_id, outcome, request)
+                if len(self.ready) >= engine.max_buffered:
+                    self.space.clear()
+                    await self.space.wait()
+                continue
+            await self.slots.acquire()
+            if self.stopped:
+                self.slots.release()
+                return False
+            self.tasks.add(asyncio.create_task(self._ask(item_id, key, request, outcome)))
+        return True
+
+    async def _ask(self, item_id: Any, key: str, request: ChatRequest, attempts: list[int]) -> None:
+        try:
+            outcome = await self.engine._resolve(self, key, request, attempts)
+            self.push(item_id, outcome, request)
+        except Exception as exc:  # a fault of the engine itself, not of a call: it ends the run
+            self.error = exc
+            self.wake.set()
+        finally:
+            self.slots.release()
+            self.tasks.discard(asyncio.current_task())
+            if not self.tasks:
+                self.wake.set()
+
+    # ---- budget
+    async def reserve(self, request: ChatRequest, estimate: int):
+        acct = self.engine.accounting
+        while True:
+            verdict = acct.reserve(self.stage, request.model, estimate, request.max_tokens)
+            if verdict is Verdict.REFUSE:
+                self.stopped = True
+                return None
+            if verdict is not Verdict.WAIT:
+                return verdict
+            event = self.settled
+            await event.wait()
+
+    def settle(self, res, prompt_tokens, completion_tokens, maybe_billed: bool) -> None:
+        self.engine.accounting.settle(res, prompt_tokens, completion_tokens, maybe_billed)
+        # Wake the calls waiting for the budget; they take a fresh event before waiting again.
+        event, self.settled = self.settled, asyncio.Event()
+        event.set()

@@ -1,0 +1,81 @@
+"""The command-line options of every command that calls a model, and the engine they describe."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from benchmint.models.accounting import Accounting, Budget, PriceTable
+from benchmint.models.engine import Endpoint, Engine
+from benchmint.models.limits import RateLimits
+from benchmint.models.retry import RetryPolicy
+from benchmint.models.structured import MODES
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("model calls (any OpenAI-compatible chat-completions server)")
+    g.add_argument("--base-url", help="the server's base URL, e.g. http://127.0.0.1:8000/v1 or https://api.openai.com/v1")
+    g.add_argument("--api-key-env", metavar="NAME",
+                   help="environment variable holding the API key (e.g. OPENAI_API_KEY); none for keyless servers")
+    g.add_argument("--timeout", type=_non_negative, default=120.0, metavar="S", help="seconds per call (120)")
+    g.add_argument("--max-tokens-field", choices=("max_tokens", "max_completion_tokens"), default="max_tokens",
+                   help="name of the reply-length field (OpenAI's reasoning models want max_completion_tokens)")
+    g.add_argument("--concurrency", type=_positive_int, default=8, help="requests in flight at most (8)")
+    g.add_argument("--rpm", type=_non_negative, metavar="N", help="client-side limit: requests per minute")
+    g.add_argument("--tpm", type=_non_negative, metavar="N", help="client-side limit: tokens per minute")
+    g.add_argument("--retries", type=_positive_int, default=6, metavar="N",
+                   help="transport attempts per call, the first included (6): HTTP 408/409/429/5xx, timeouts, "
+                        "dropped connections, malformed replies")
+    g.add_argument("--retry-delay", type=_non_negative, default=1.0, metavar="S",
+                   help="first backoff in seconds, doubled per attempt up to 60 s, with seeded jitter (1.0)")
+    g.add_argument("--answer-attempts", type=_positive_int, default=3, metavar="N",
+                   help="answer attempts per item when a reply is empty or cannot be parsed (3)")
+    g.add_argument("--cache", metavar="PATH", help="the request cache (SQLite); replies there are never paid again")
+    g.add_argument("--refresh", action="store_true", help="ignore cached replies (new replies are still stored)")
+    g.add_argument("--prices", metavar="JSON",
+                   help='price table: {"model": {"input": USD, "output": USD}} per million tokens')
+    g.add_argument("--max-cost", type=_non_negative, metavar="USD",
+                   help="stop before the run's cost would exceed this (needs --prices)")
+    g.add_argument("--max-tokens", type=_positive_int, metavar="N",
+                   help="stop before the run's prompt + completion tokens would exceed this")
+    g.add_argument("--structured", choices=MODES, default="auto",
+                   help="how a JSON schema is asked for: auto (json_schema, falling back to json_object, then the "
+                        "prompt, as the server allows) or one form fixed")
+
+
+def engine_from_arguments(args: argparse.Namespace, default_cache: str | os.PathLike, seed: int = 0) -> Engine:
+    """The engine the options describe; ValueError or benchmint.io.InputError for a bad combination or file."""
+    if not args.base_url:
+        raise ValueError("--base-url is required (the server's OpenAI-compatible base URL, ending in /v1)")
+    if args.max_cost is not None and not args.prices:
+        raise ValueError("--max-cost needs --prices (a price table of USD per million tokens)")
+    if args.rpm == 0 or args.tpm == 0:
+        raise ValueError("--rpm and --tpm must be positive when given")
+    prices = PriceTable.load(args.prices) if args.prices else PriceTable()
+    return Engine(Endpoint(args.base_url, api_key_env=args.api_key_env, timeout_s=args.timeout,
+                           max_tokens_field=args.max_tokens_field),
+                  cache=args.cache or default_cache, concurrency=args.concurrency,
+                  limits=RateLimits(args.rpm, args.tpm),
+                  accounting=Accounting(prices, Budget(args.max_cost, args.max_tokens)),
+                  retry=RetryPolicy(max_attempts=args.retries, base_delay_s=args.retry_delay, seed=seed),
+                  answer_attempts=args.answer_attempts, refresh=args.refresh, structured=args.structured)
