@@ -31,7 +31,7 @@ from benchmint.benchmarks.base import (Benchmark, EvalItem, FieldError, ImageRef
                                        item_id, letter_options, need, need_pick, need_str)
 
 STRATA = ("level", "discipline", "domain", "question_type", "bloom_level", "technique")
-_LETTERS = re.compile(r"[A-Za-z](?:\s*[,;]?\s*[A-Za-z])*")
+_LETTERS = re.compile(r"[A-Za-z](?:\s*[,;]\s*[A-Za-z]|\s+[A-Za-z])*")  # "A, B, D", "A;B", "A B"
 # "Confidence: 0.8", "**Difficulty:** 70%": the last such line of a reply counts
 _REPORTED = {name: re.compile(rf"^[\s*_#>-]*{name}[\s*_]*[:：=][\s*_]*([0-9]*\.?[0-9]+)\s*(%?)", re.I | re.M)
              for name in ("confidence", "difficulty")}
