@@ -140,8 +140,12 @@ def built(tmp_path_factory):
     cifs.mkdir()
     nacl = Structure.from_spacegroup("Fm-3m", Lattice.cubic(5.64), ["Na", "Cl"], [[0, 0, 0], [0.5, 0.5, 0.5]])
     mg = Structure.from_spacegroup("P6_3/mmc", Lattice.hexagonal(3.21, 5.21), ["Mg"], [[1 / 3, 2 / 3, 0.25]])
+    # a slightly orthorhombic rock salt: (200), (020) and (002) fall within the 0.30° window of the strongest peak
+    ortho = Structure.from_spacegroup("Fmmm", Lattice.orthorhombic(5.64, 5.65, 5.66), ["Na", "Cl"],
+                                      [[0, 0, 0], [0.5, 0.5, 0.5]])
     CifWriter(nacl).write_file(cifs / "nacl.cif")
     CifWriter(mg).write_file(cifs / "mg.cif")
+    CifWriter(ortho).write_file(cifs / "ortho.cif")
     out = root / "bench"
     build([cifs], out, BuildConfig(per_db=1))
     return out
@@ -165,12 +169,22 @@ def test_xrd_build_items_carry_the_cif_and_the_convention(built):
 def test_baseline_answers_equal_the_ground_truth(built):
     bench = benchmarks.get("crystalxrd")
     items = [it for _, it in bench.read_items(built / "items.jsonl")]
+    assert [it.id for it in items] == ["mg", "nacl", "ortho"]
+    assert items[2].answer == [[0, 0, 2], [0, 2, 0], [2, 0, 0]]
     replies = [bench.baseline_reply(it) for it in items]
     kind = tasks.get("hkl")
     assert [kind.extract(r) for r in replies] == [[tuple(h) for h in it.answer] for it in items]
     assert [json.loads(r)["max_peak_hkls"] for r in replies] == [it.answer for it in items]
     # scored through the same path as a model: Jaccard 1.0 on every item
     scores = score_batch([kind.extract(r) for r in replies], [it.answer for it in items], task="hkl")
-    assert list(scores["jaccard"]) == [1.0, 1.0] and bench.has_baseline
+    assert list(scores["jaccard"]) == [1.0, 1.0, 1.0] and bench.has_baseline
     with pytest.raises(ValueError, match="no deterministic baseline"):
         benchmarks.get("seephys").baseline_reply(items[0])
+
+
+def test_to_convention():
+    from benchmint.benchmarks.crystalxrd import to_convention
+
+    assert to_convention([(1, 0, 1), (1, 1, 0)], 4) == [[1, 0, -1, 1], [1, 1, -2, 0]]
+    assert to_convention([(1, 1, -2, 0), (1, 0, -1, 1)], 3) == [[1, 0, 1], [1, 1, 0]]
+    assert to_convention([(2, 0, 0)], 3) == [[2, 0, 0]]

@@ -214,8 +214,12 @@ def test_bad_tsv_image_cells_are_per_row_errors(tmp_path):
                     f"3\t['{good}', 42]\tQ?\t1\tEnglish\n"
                     f"4\t{base64.b64encode(b'plain text').decode()}\tQ?\t1\tEnglish\n"
                     "5\ttoo\tfew\n"
-                    f"6\t['{good}', '{good}']\tQ?\t1\tEnglish\n")
+                    f"6\t['{good}', '{good}']\t\"Q on\nthree\nlines?\"\t1\tEnglish\n"
+                    f"7\t{good}\tQ?\t1\tEnglish\n")
     got = list(benchmarks.get("seephys").read_items(path))
+    # a quoted cell spanning lines moves the next row's line number on
+    assert [loc.rsplit(":", 1)[1] for loc, _ in got] == ["2", "3", "4", "5", "6", "7", "10"]
+    assert got[5][1].fields["question"] == "Q on\nthree\nlines?"
     assert [it.message if isinstance(it, ItemError) else len(it.images) for _, it in got] == [
         1,
         'field "image" is not base64 image data (11 characters)',
@@ -223,6 +227,7 @@ def test_bad_tsv_image_cells_are_per_row_errors(tmp_path):
         'field "image" is not image data',
         "3 cells, the header has 5",
         2,
+        1,
     ]
 
 

@@ -64,7 +64,8 @@ def test_prompt_text(items_file):
 
 
 def test_reply_fields_and_answer_read_from_a_reply():
-    reply = ("The inset shows granular subunits, so B holds... Confidence: 0.2 was my first guess.\n\n"
+    reply = ("The inset shows granular subunits, so B holds... Confidence: 0.2 mid-sentence is not a report.\n"
+             "Confidence: 0.3\n(a first draft, revised below)\n\n"
              "Answer: A, B, D\n**Confidence:** 85%\nDifficulty: 0.7\n")
     assert benchmarks.get("spm").reply_fields(reply) == {"confidence": 0.85, "difficulty": 0.7}
     assert tasks.get("mcq").extract(reply) == ["A", "B", "D"]
