@@ -131,7 +131,7 @@ def test_protocol_override(tmp_path):
         benchmarks.get("seephys", prompts=tmp_path / "nope")
 
 
-HOSTILE = ["../../x", "a\0b", "/etc/passwd", ".hidden", "..", "a/../../b", "x" * 300, "é 🙂", 7]
+HOSTILE = ["../../x", "-rf", "a\0b", "/etc/passwd", ".hidden", "..", "a/../../b", "x" * 300, "é 🙂", 7]
 
 
 def test_ids_are_data_never_paths(tmp_path):
@@ -139,12 +139,12 @@ def test_ids_are_data_never_paths(tmp_path):
     rows = [{"id": rid, "question": "Q?", "answer": "1", "language": "English", "image": "d.png"} for rid in HOSTILE]
     items = [it for _, it in benchmarks.get("seephys").read_items(write_items(tmp_path / "items.jsonl", rows))]
     ids = [it.id for it in items]
-    assert ids == [str(r) for r in HOSTILE] and items[1].gold()["id"] == "a\0b"
+    assert ids == [str(r) for r in HOSTILE] and items[2].gold()["id"] == "a\0b"
     out = (tmp_path / "out").resolve()
     stems = [item_file_stem(i) for i in ids]
     assert len(set(stems)) == len(stems)
     for stem in stems:
-        assert "/" not in stem and "\0" not in stem and not stem.startswith(".") and len(stem) <= 65
+        assert "/" not in stem and "\0" not in stem and stem[0] not in ".-" and len(stem) <= 65
         target = out / f"{stem}.json"
         assert target.resolve().parent == out
     assert stems[0] == "x-" + hashlib.sha256(b"../../x").hexdigest()[:16]

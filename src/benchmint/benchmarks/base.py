@@ -97,7 +97,7 @@ def item_file_stem(item_id: str) -> str:
     safe characters of the id for readability and adds a hash of the whole id
     so that two ids never share a file.
     """
-    safe = re.sub(r"[^A-Za-z0-9_-]+", "_", item_id)[:48].strip("_") or "item"
+    safe = re.sub(r"[^A-Za-z0-9_-]+", "_", item_id)[:48].strip("_-") or "item"
     return f"{safe}-{hashlib.sha256(item_id.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
 
 
@@ -282,10 +282,8 @@ def parse_protocol(data: Any, where: str, base: Protocol | None = None) -> Proto
 # Images
 
 
-MIME_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
-
-
 def sniff_mime(data: bytes) -> str | None:
+    """The type of image data OpenAI-compatible servers take (PNG, JPEG, GIF, WebP), None for others."""
     if data.startswith(b"\x89PNG\r\n\x1a\n"):
         return "image/png"
     if data.startswith(b"\xff\xd8\xff"):
