@@ -355,9 +355,10 @@ def need(row: Mapping, *names: str) -> Any:
 
 
 def need_str(row: Mapping, *names: str) -> str:
-    value = need(row, *names)
+    """``need`` for a text field (a number, as TSV cells and JSON may give it, is written as text)."""
+    name, value = need_pick(row, *names)
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise FieldError(names[0], f'field "{names[0]}" must be text, got {type(value).__name__}')
+        raise FieldError(name, f'field "{name}" must be text, got {type(value).__name__}')
     return value if isinstance(value, str) else _plain_number(value)
 
 
