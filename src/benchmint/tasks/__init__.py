@@ -10,6 +10,7 @@ from __future__ import annotations
 from benchmint.tasks.base import AnswerError, AnswerKind
 from benchmint.tasks.choices import OptionLetters
 from benchmint.tasks.hkl import MillerIndices
+from benchmint.tasks.option_numbers import OptionNumbers
 
 _REGISTRY: dict[str, AnswerKind] = {}
 
@@ -37,7 +38,7 @@ def names(scoring: str | None = None) -> list[str]:
     return [n for n, k in _REGISTRY.items() if scoring is None or k.scoring == scoring]
 
 
-for _kind in (OptionLetters(), MillerIndices()):
+for _kind in (OptionLetters(), MillerIndices(), OptionNumbers()):
     register(_kind)
 
 __all__ = ["AnswerError", "AnswerKind", "get", "names", "register"]

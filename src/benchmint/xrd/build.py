@@ -12,6 +12,7 @@ and resumed runs give identical files.
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -230,7 +231,11 @@ def build(inputs, out_dir, cfg: BuildConfig = BuildConfig(), workers: int = 1, p
     db_of = (lambda p: p.parent.name) if cfg.db_from_dirname else (lambda p: "default")
     out, results, skipped = run_files(inputs, ".cif", out_dir, "xrd-build", _build_one, lambda p: (db_of(p), cfg),
                                       lambda p: {**settings, "db": db_of(p)}, workers, progress)
-    items = [r for _, r in results if "error" not in r]
+    # What a prompt needs beside the item: the CIF (its path relative to items.jsonl, added here rather than in
+    # the worker so that a resumed run in another place still points at its files) and the index convention.
+    items = [{**r, "cif": Path(os.path.relpath(Path(p).resolve(), out.resolve())).as_posix(),
+              "hkl_convention": "4-index" if r["answer"] and len(r["answer"][0]) == 4 else "3-index"}
+             for p, r in results if "error" not in r]
     errors = [{"cif": str(p), "error": r["error"]} for p, r in results if "error" in r]
     seen: dict[str, str] = {}
     for p, r in results:  # ids are file stems: two files with one stem would make the gold ambiguous
