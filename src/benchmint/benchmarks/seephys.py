@@ -4,10 +4,10 @@ TV sends the question with its diagram(s); TC the question with the diagram's
 caption appended instead of the image; TO the question alone; VO one
 composite image with the question and diagrams rendered into it, and no
 question text. The chain-of-thought instruction is English or Chinese by
-the item's ``language`` (the benchmark keeps each question in its source
-language, App. B), and a significant-figures sentence is added when the
-item gives a valid ``sig_figs``. Answers are open and graded, so the gold
-answer is kept as its string.
+the item's ``language`` (questions keep their source language, App. C.1;
+the templates are English and Chinese, App. D.3), and a significant-figures
+sentence is added when the item gives a valid ``sig_figs``. Answers are open
+and graded, so the gold answer is kept as its string.
 
 Item fields (own JSONL, the Hugging Face parquet, the VLMEvalKit TSV):
 
