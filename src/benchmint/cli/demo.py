@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from benchmint.cli import crop, harvest, score, xrd
+from benchmint.cli import eval as eval_command
 
 
 def _xrd(root, workers: int) -> int:
@@ -51,6 +52,14 @@ def _xrd(root, workers: int) -> int:
                                 by=["db", "union_size", "angle_range"], sip_lambda=0.6, sip_gamma=6.0,
                                 workers=workers, bootstrap=1000, seed=0, quiet=False, symmetry=symmetry)
         status = max(status, score.run(ns))
+
+    print("\n=== benchmint eval --benchmark crystalxrd --baseline --score: the answer simulated from each CIF, "
+          "asked and scored through the eval path (the paper's sanity row: Jaccard 1.0)")
+    parser = argparse.ArgumentParser()
+    eval_command.add_parser(parser.add_subparsers())
+    ns = parser.parse_args(["eval", str(bench / "items.jsonl"), "--benchmark", "crystalxrd", "--baseline",
+                            "--score", "--out", str(root / "eval-baseline")])
+    status = max(status, eval_command.run(ns))
     return status
 
 
