@@ -135,3 +135,54 @@ def test_crystalxrd_baseline_through_the_same_path_scores_jaccard_one(tmp_path, 
     assert main(["eval", str(tmp_path / "bench" / "items.jsonl"), "--benchmark", "seephys", "--baseline",
                  "--out", str(tmp_path / "x")]) == 2
     assert "no deterministic baseline" in capsys.readouterr().err
+
+
+def test_killed_eval_resumes_asking_nothing_answered_again(tmp_path):
+    """SIGKILL mid-run (the settings users get), then rerun: the predictions of an uninterrupted run, and no
+    request answered before the kill asked again (only those in flight: at most --concurrency)."""
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "fig.png").write_bytes(png_bytes(120))
+    n = 150
+    rows = [{"id": f"item{i:03d}", "question": f"Q1 number {i}: which fit?", "options": OPTIONS, "answer": "A, B",
+             "image": "fig.png"} for i in range(n)]
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with ChatServer() as server:
+        server.default = Reply(text=reply_for, delay=0.02)
+        cmd = [sys.executable, "-m", "benchmint.cli", "eval", str(items), "--benchmark", "spm", "--model", "tiny",
+               "--base-url", server.url, "--concurrency", "4", "--out"]
+        killed = tmp_path / "killed"
+        proc = subprocess.Popen([*cmd, str(killed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                with sqlite3.connect(f"file:{killed / 'ledger.sqlite'}?mode=ro", uri=True) as db:
+                    if db.execute("SELECT COUNT(*) FROM units").fetchone()[0] >= 30:
+                        break
+            except sqlite3.Error:
+                pass
+            time.sleep(0.01)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        with sqlite3.connect(killed / "ledger.sqlite") as db:
+            recorded = db.execute("SELECT COUNT(*) FROM units").fetchone()[0]
+        assert 30 <= recorded < n
+        asked_before = server.count
+        assert subprocess.run([*cmd, str(killed)], capture_output=True).returncode == 0
+        asked_twice = [p for p, k in server.by_prompt.items() if k > 1]
+        assert len(asked_twice) <= 4 and server.count == n + len(asked_twice)
+        assert asked_before - recorded <= 4 + len(asked_twice)
+        clean = tmp_path / "clean"
+        assert subprocess.run([*cmd, str(clean)], capture_output=True).returncode == 0
+
+    def without_cached(path):  # "cached" says where this run got the reply; everything else is the same
+        return [{k: v for k, v in r.items() if k != "cached"} for r in read(path)]
+
+    assert without_cached(killed / "predictions.jsonl") == without_cached(clean / "predictions.jsonl")
+    assert len(read(clean / "predictions.jsonl")) == n
