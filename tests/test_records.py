@@ -21,8 +21,20 @@ from benchmint.io import MAX_DEPTH, decode_line, dumps
 from benchmint.metrics.extract import extract_choices
 from benchmint.metrics.reference import metrics_from_counts
 from benchmint.metrics.synthetic import hkl_dataset, mcq_dataset
-from benchmint.records import (ABSENT, Grade, Item, ModelCall, Prediction, RecordError, ScoreRow, read_grades,
-                               read_items, read_model_calls, read_predictions, read_score_rows)
+from benchmint.records import (
+    ABSENT,
+    Grade,
+    Item,
+    ModelCall,
+    Prediction,
+    RecordError,
+    ScoreRow,
+    read_grades,
+    read_items,
+    read_model_calls,
+    read_predictions,
+    read_score_rows,
+)
 from benchmint.run import Ledger, SerialExecutor, Unit, run_units
 
 OUTPUTS = ("scores.jsonl", "summary.json", "errors.jsonl")
@@ -93,10 +105,12 @@ def test_depth_limit_does_not_depend_on_the_callers_stack():
     assert at_stack_depth(350, decode_line, nested(MAX_DEPTH)) == decode_line(nested(MAX_DEPTH))
 
 
+PIECES = [b"[", b"]", b"{", b"}", b'"', b"\\", b":", b",", b"1", b"\x00", b"\xff", b"\xef\xbb\xbf", b"\xed\xa0\x80",
+          b'"a"', b"\n"]
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.one_of(st.binary(max_size=200),
-                 st.lists(st.sampled_from([b"[", b"]", b"{", b"}", b'"', b"\\", b":", b",", b"1", b"\x00", b"\xff",
-                                           b"\xef\xbb\xbf", b"\xed\xa0\x80", b'"a"', b"\n"]), max_size=80).map(b"".join)))
+@given(st.one_of(st.binary(max_size=200), st.lists(st.sampled_from(PIECES), max_size=80).map(b"".join)))
 def test_decode_line_never_raises(raw):
     obj, err = decode_line(raw)
     assert (obj is None and isinstance(err, str)) or err is None
@@ -124,8 +138,8 @@ def error_of(cls, obj, line=7) -> RecordError:
     (Item, [1, 2], "missing_id", 'a gold record needs a string "id"', {}),
     (Item, {"answer": ["A"]}, "missing_id", 'a gold record needs a string "id"', {}),
     (Item, {"id": 3, "answer": ["A"]}, "missing_id", 'a gold record needs a string "id"', {}),
-    (Item, {"id": "a\ud800", "answer": ["A"]}, "bad_field", '"id" must be text, it holds a lone surrogate \\ud800 at index 1',
-     {}),
+    (Item, {"id": "a\ud800", "answer": ["A"]}, "bad_field",
+     '"id" must be text, it holds a lone surrogate \\ud800 at index 1', {}),
     (Item, {"id": "a"}, "missing_answer", "gold record 'a' has no \"answer\"", {"id": "a"}),
     (Prediction, "text", "missing_id", 'a prediction needs a string "id"', {}),
     (Prediction, {"id": None, "answer": ["A"]}, "missing_id", 'a prediction needs a string "id"', {}),
@@ -159,7 +173,8 @@ def error_of(cls, obj, line=7) -> RecordError:
      {"model": "m"}),
     (ModelCall, {"endpoint": "e", "model": "m", "messages": [{"role": "user", "content": "hi"}], "seed": 1.5},
      "bad_field", '"seed" must be an integer, got 1.5', {"model": "m"}),
-    (ModelCall, {"endpoint": "e", "model": "m", "messages": [{"role": "user", "content": "hi"}], "tokens_out": -10 ** 50},
+    (ModelCall, {"endpoint": "e", "model": "m", "messages": [{"role": "user", "content": "hi"}],
+                 "tokens_out": -10 ** 50},
      "bad_field", '"tokens_out" must be an integer >= 0, got an integer of more than 40 digits', {"model": "m"}),
 ])
 def test_field_errors_name_file_line_and_field(cls, obj, kind, message, ids):
@@ -226,7 +241,8 @@ def test_records_and_their_problems_cross_processes():
 
 
 def test_item_keeps_every_field():
-    line = {"id": "NaCl", "answer": [[2, 0, 0]], "meta": {"db": "ICSD"}, "laue_rotations": [[1, 0, 0, 0, 1, 0, 0, 0, 1]],
+    line = {"id": "NaCl", "answer": [[2, 0, 0]], "meta": {"db": "ICSD"},
+            "laue_rotations": [[1, 0, 0, 0, 1, 0, 0, 0, 1]],
             "formula": "NaCl"}
     item = Item.from_json(line, P, 1)
     assert item == Item("NaCl", [[2, 0, 0]], {"db": "ICSD"},
@@ -247,7 +263,8 @@ def test_writers_give_the_lines_readers_read():
         ScoreRow: score_row_json(user_metric=0.25),
         Grade: {"id": "q", "model": "m", "answer": "3 m/s", "stage": "judge", "score": 1.0, "verdict": "correct",
                 "judge_reply": "CORRECT", "attempts": 1, "setting": "TO"},
-        ModelCall: {"endpoint": "http://127.0.0.1:8000/v1", "model": "m", "messages": [{"role": "user", "content": "hi"}],
+        ModelCall: {"endpoint": "http://127.0.0.1:8000/v1", "model": "m",
+                    "messages": [{"role": "user", "content": "hi"}],
                     "settings": {"temperature": 0}, "seed": 1, "schema": {"type": "object"}, "reply": "hello",
                     "tokens_in": 3, "tokens_out": 1, "cached": False, "attempts": 1, "stage": "qa"},
     }
@@ -265,7 +282,8 @@ text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=8)
 fraction = st.floats(0, 1)
 extras = lambda names: st.dictionaries(text.filter(lambda k: k not in names), json_values, max_size=2)  # noqa: E731
 
-items = st.builds(Item, text, json_values, st.dictionaries(text, json_values, max_size=3), extras({"id", "answer", "meta"}))
+items = st.builds(Item, text, json_values, st.dictionaries(text, json_values, max_size=3),
+                  extras({"id", "answer", "meta"}))
 predictions = st.builds(
     Prediction, text, text, st.none() | text, st.just(ABSENT) | json_values, confidence=st.none() | fraction,
     difficulty=st.none() | fraction, tokens=st.none() | st.integers(0, 10 ** 9), cached=st.none() | st.booleans(),
@@ -281,12 +299,14 @@ score_rows = st.builds(
 grades = st.builds(Grade, text, text, json_values, st.sampled_from(["rule", "symbolic", "judge"]), fraction,
                    st.none() | text, st.none() | text, st.integers(0, 5))
 model_calls = st.builds(
-    ModelCall, text, text, st.lists(st.fixed_dictionaries({"role": text, "content": json_values}), min_size=1, max_size=2),
+    ModelCall, text, text,
+    st.lists(st.fixed_dictionaries({"role": text, "content": json_values}), min_size=1, max_size=2),
     st.dictionaries(text, json_values, max_size=2), st.none() | st.integers(), st.none() | st.just({"type": "object"}),
     st.none() | text, st.none() | st.integers(0, 99), st.none() | st.integers(0, 99), st.booleans(), st.integers(0, 3),
     st.none() | text)
-KINDS = {Item: (items, read_items), Prediction: (predictions, read_predictions), ScoreRow: (score_rows, read_score_rows),
-         Grade: (grades, read_grades), ModelCall: (model_calls, read_model_calls)}
+KINDS = {Item: (items, read_items), Prediction: (predictions, read_predictions),
+         ScoreRow: (score_rows, read_score_rows), Grade: (grades, read_grades),
+         ModelCall: (model_calls, read_model_calls)}
 
 
 @pytest.mark.parametrize("cls", KINDS)
@@ -481,8 +501,8 @@ PRED_LINES = {
     "escaped NUL": (lambda q: b'{"id":"%s","output":"A\\u0000 Answer: A"}' % q, ("scored", "default", 0)),
     "escaped lone surrogate": (lambda q: b'{"id":"%s","output":"\\ud800 Answer: B"}' % q, ("scored", "default", 0)),
     "infinite confidence": (lambda q: b'{"id":"%s","answer":["A"],"confidence":1e400}' % q, ("scored", "default", 1)),
-    "fields the scorer does not read": (lambda q: b'{"id":"%s","answer":["A"],"output":[],"cached":0,"attempts":"x"}' % q,
-                                        ("scored", "default", 0)),
+    "fields the scorer does not read": (
+        lambda q: b'{"id":"%s","answer":["A"],"output":[],"cached":0,"attempts":"x"}' % q, ("scored", "default", 0)),
     "700-digit tokens": (lambda q: b'{"id":"%s","answer":["A"],"tokens":%s}' % (q, b"7" * 700),
                          ("scored", "default", 1)),  # beyond float range: ignored, with a warning
     "deep JSON in the output": (lambda q: b'{"id":"%s","output":"Answer: C {\\"answer\\": [\\"B\\"], \\"x\\": %s}"}'
@@ -521,7 +541,8 @@ def test_score_survives_hostile_lines(tmp_path_factory, names, big, truncated, g
     gold = tmp_path / "gold.jsonl"
     gold_lines = [b'{"id":"q%d","answer":["A","B"]}' % i for i in range(len(templates))]
     gold_lines += [GOLD_HOSTILE[k] for k in gold_hostile]
-    gold.write_bytes(b"".join(line + b"\n" for line in gold_lines) + (b'{"id":"gt","answer":["A"' if truncated else b""))
+    gold.write_bytes(b"".join(line + b"\n" for line in gold_lines)
+                     + (b'{"id":"gt","answer":["A"' if truncated else b""))
 
     rc, out = score_both(tmp_path, pred, gold)
     errors = rows(out["errors.jsonl"])

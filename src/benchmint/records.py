@@ -60,7 +60,7 @@ def _record_error(path, line, message, kind, field, id, model) -> RecordError:
 
 def error_row(kind: str, message: str, file: str, line: int | None = None, **extra) -> dict:
     """One row of errors.jsonl: kind, message, file, line (when known) and the extra fields that are not None."""
-    row = {"kind": kind, "message": message, "file": file}
+    row: dict[str, Any] = {"kind": kind, "message": message, "file": file}
     if line is not None:
         row["line"] = line
     row.update({k: v for k, v in extra.items() if v is not None})
@@ -371,7 +371,7 @@ class ScoreRow:
     def from_json(cls, obj: Any, path: str, line: int | None) -> ScoreRow:
         f = _Fields(obj, path, line, "a score row")
         f.text_id('a score row needs a string "id"')
-        values = {"id": f.id, "model": f.text_model(required=True)}
+        values: dict[str, Any] = {"id": f.id, "model": f.text_model(required=True)}
         values["answer"] = f.get("answer", "an array", lambda v: isinstance(v, list), required=True)
         values["status"] = f.get("status", f"one of {', '.join(STATUSES)}", lambda v: v in STATUSES, required=True)
         for name in ("parse_ok", "over_predicted"):

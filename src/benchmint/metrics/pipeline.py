@@ -26,8 +26,17 @@ from benchmint.metrics import reference
 from benchmint.metrics.aggregate import bootstrap_ci, group_counts, triple_keys, unpack_triples
 from benchmint.metrics.batch import DEFAULT_SIP_GAMMA, DEFAULT_SIP_LAMBDA, check_params, score_counts
 from benchmint.metrics.behaviour import PersonalityRules, calibration, personality
-from benchmint.records import (ABSENT, Item, Prediction, RecordError, ScoreRow, error_row, lone_surrogate, read_items,
-                               read_predictions)
+from benchmint.records import (
+    ABSENT,
+    Item,
+    Prediction,
+    RecordError,
+    ScoreRow,
+    error_row,
+    lone_surrogate,
+    read_items,
+    read_predictions,
+)
 from benchmint.tasks import AnswerError, AnswerKind
 
 MEAN_METRICS = ("em", "spc", "sip_f1", "jaccard", "precision", "recall", "f1", "j_pen", "f1_pen")
