@@ -274,7 +274,8 @@ def test_items_are_read_only_as_fast_as_they_are_answered(server):
     gen.close()
     from benchmint.models.engine import FEED_CHUNK
 
-    assert max(ahead) <= FEED_CHUNK + 4 + 8  # one chunk being fed, the calls in flight, the answers waiting
+    # One chunk being fed, the items queued for a call and those in flight, the answers waiting.
+    assert max(ahead) <= FEED_CHUNK + 2 * 4 + 8
     assert pulled < 400
 
 
@@ -348,6 +349,17 @@ def test_budget_on_cost_stops_before_it_is_exceeded(server):
     refused = [o for _, o in outcomes if isinstance(o, Failure)]
     assert len(replies) == 5 and refused and all(f.cause == "budget" and f.requests == 0 for f in refused)
     assert len(outcomes) < 40  # the run stopped taking items
+
+
+def test_after_a_budget_stop_nothing_more_is_asked(server):
+    # The large request cannot fit; the small ones queued behind it could, but the run has stopped.
+    acct = Accounting(PRICES, Budget(max_cost_usd=1e-4))
+    items = [("small0", req("small0")), ("big", req("big", max_tokens=1000))]
+    items += [(f"small{i}", req(f"small{i}")) for i in range(1, 6)]
+    outcomes = dict(engine(server, concurrency=1, accounting=acct).run_sync(items))
+    assert server.count == 1 and outcomes["small0"].text == "echo: small0"
+    assert outcomes["big"].cause == "budget"
+    assert all(o.cause == "budget" and o.requests == 0 for k, o in outcomes.items() if k != "small0")
 
 
 def test_budget_on_tokens_learns_from_reported_prompt_sizes(server):

@@ -451,7 +451,7 @@ class _Run:
         self.stage = stage
         self.parse = parse
         self.ready: collections.deque = collections.deque()
-        self.tasks: set[asyncio.Task] = set()
+        self.workers: set[asyncio.Task] = set()
         self.feeder: asyncio.Task | None = None
         self.feeding = True
         self.stopped = False
@@ -462,7 +462,10 @@ class _Run:
         self.wake = asyncio.Event()
         self.space = asyncio.Event()
         self.settled = asyncio.Event()
-        self.slots = asyncio.Semaphore(self.engine.concurrency)
+        # Items that need a call wait here for one of ``concurrency`` workers. Long-lived workers, each taking the
+        # next item as soon as it is done with one, keep every connection busy; a task per item would leave
+        # connections idle between items, and the HTTP pool pays for every idle connection on every request.
+        self.jobs: asyncio.Queue = asyncio.Queue(maxsize=self.engine.concurrency)
         self.feeder = asyncio.create_task(self._feed(items))
 
     # ---- the consumer side
@@ -481,7 +484,7 @@ class _Run:
         return out
 
     def finished(self) -> bool:
-        return not self.feeding and not self.tasks and not self.ready and self.error is None
+        return not self.feeding and not self.workers and not self.ready and self.error is None
 
     def http(self) -> openai.AsyncOpenAI:
         """The run's client, made on first use (a run served from the cache needs none)."""
@@ -492,7 +495,7 @@ class _Run:
         return self.client
 
     async def close(self) -> None:
-        pending = [t for t in (self.feeder, *self.tasks) if t is not None and not t.done()]
+        pending = [t for t in (self.feeder, *self.workers) if t is not None and not t.done()]
         for task in pending:
             task.cancel()
         if pending:
@@ -534,6 +537,8 @@ class _Run:
                 while chunk := list(itertools.islice(it, FEED_CHUNK)):
                     if not await self._feed_chunk(chunk):
                         break
+            for _ in range(len(self.workers)):
+                await self.jobs.put(None)  # no more items: each worker stops after the items queued before
         except Exception as exc:  # a bad item or a configuration error ends the run
             self.error = exc
         finally:
@@ -572,24 +577,25 @@ class _Run:
                     self.space.clear()
                     await self.space.wait()
                 continue
-            await self.slots.acquire()
-            if self.stopped:
-                self.slots.release()
-                return False
-            self.tasks.add(asyncio.create_task(self._ask(item_id, key, request, outcome)))
+            if not self.workers:
+                self.workers = {asyncio.create_task(self._work()) for _ in range(engine.concurrency)}
+            await self.jobs.put((item_id, key, request, outcome))
         return True
 
-    async def _ask(self, item_id: Any, key: str, request: ChatRequest, attempts: list[int]) -> None:
+    async def _work(self) -> None:
         try:
-            outcome = await self.engine._resolve(self, key, request, attempts)
-            self.push(item_id, outcome, request)
+            while (job := await self.jobs.get()) is not None:
+                item_id, key, request, attempts = job
+                if self.stopped:  # queued before the budget ran out: not asked
+                    self.push(item_id, Failure(key, BUDGET, f"not started: the budget ({self.engine.stop_reason}) "
+                                               "would be exceeded", stage=self.stage, model=request.model), request)
+                    continue
+                self.push(item_id, await self.engine._resolve(self, key, request, attempts), request)
         except Exception as exc:  # a fault of the engine itself, not of a call: it ends the run
             self.error = exc
-            self.wake.set()
         finally:
-            self.slots.release()
-            self.tasks.discard(asyncio.current_task())
-            if not self.tasks:
+            self.workers.discard(asyncio.current_task())
+            if not self.workers:
                 self.wake.set()
 
     # ---- budget
