@@ -7,6 +7,7 @@ import pytest
 from PIL import Image
 
 from benchmint.cli import main
+
 from chat_server import ChatServer, Reply, Status
 
 OPTIONS = ["Phase alpha dissolves.", "The inset shows subunits.", "A solid-state transition.",

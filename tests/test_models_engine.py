@@ -9,12 +9,25 @@ import time
 import tracemalloc
 
 import pytest
-from chat_server import ChatServer, Close, EmptyChoices, Malformed, Raw, Reply, Status, Trickle
 from PIL import Image
 
-from benchmint.models import (Accounting, Budget, ChatReply, ChatRequest, Endpoint, Engine, Failure, ImagePart,
-                              Message, PriceTable, RateLimits, RetryPolicy)
+from benchmint.models import (
+    Accounting,
+    Budget,
+    ChatReply,
+    ChatRequest,
+    Endpoint,
+    Engine,
+    Failure,
+    ImagePart,
+    Message,
+    PriceTable,
+    RateLimits,
+    RetryPolicy,
+)
 from benchmint.models.cache import CachedReply
+
+from chat_server import ChatServer, Close, EmptyChoices, Malformed, Raw, Reply, Status, Trickle
 
 FAST = RetryPolicy(max_attempts=4, base_delay_s=0.01, max_delay_s=0.05, seed=7)
 MODEL = "test-model"
@@ -535,7 +548,7 @@ def test_a_bad_item_stops_the_run_with_a_clear_error(server, tmp_path):
     run(engine(server, tmp_path), good)
     got = []
     with pytest.raises(ValueError, match="pairs"):
-        for item_id, outcome in engine(server, tmp_path).run_sync([*good, ["a", "list"]]):
+        for item_id, _outcome in engine(server, tmp_path).run_sync([*good, ["a", "list"]]):
             got.append(item_id)
     assert sorted(got) == sorted(i for i, _ in good)
 

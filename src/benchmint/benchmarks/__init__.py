@@ -13,8 +13,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmint.benchmarks.base import (Benchmark, EvalItem, ImagePart, ImageRef, ItemError, Prompt, PromptError,
-                                       Protocol, TextPart, item_file_stem)
+from benchmint.benchmarks.base import (
+    Benchmark,
+    EvalItem,
+    ImagePart,
+    ImageRef,
+    ItemError,
+    Prompt,
+    PromptError,
+    Protocol,
+    TextPart,
+    item_file_stem,
+)
 from benchmint.benchmarks.crystalxrd import CrystalXRD
 from benchmint.benchmarks.csmbench import CSMBenchMCQ, CSMBenchOpen
 from benchmint.benchmarks.matvqa import MatVQA

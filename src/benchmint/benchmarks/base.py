@@ -660,7 +660,7 @@ class Benchmark(ABC):
     def item_from_row(self, row: Mapping, origin: layouts.Origin, location: str) -> EvalItem:
         """One row of any supported layout -> the item; FieldError naming the field otherwise."""
 
-    def check_item(self, item: EvalItem, setting: str) -> None:
+    def check_item(self, item: EvalItem, setting: str) -> None:  # noqa: B027 - by default every setting is met
         """FieldError when the item lacks what ``setting`` needs (every setting's needs are met by default)."""
 
     # -- prompts ----------------------------------------------------------------

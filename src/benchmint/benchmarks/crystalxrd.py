@@ -40,8 +40,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from benchmint.benchmarks import layouts
-from benchmint.benchmarks.base import (Benchmark, EvalItem, FieldError, ImageRef, gold_answer, image_refs,
-                                       item_id, json_value, need_pick, need_str, pick, read_side_file)
+from benchmint.benchmarks.base import (
+    Benchmark,
+    EvalItem,
+    FieldError,
+    ImageRef,
+    gold_answer,
+    image_refs,
+    item_id,
+    json_value,
+    need_pick,
+    need_str,
+    pick,
+    read_side_file,
+)
 from benchmint.io import dumps
 
 SETTINGS = ("full", "image_only", "cif_only", "release")

@@ -28,8 +28,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from benchmint.benchmarks import layouts
-from benchmint.benchmarks.base import (Benchmark, EvalItem, FieldError, ImageRef, gold_answer, image_refs, is_blank,
-                                       item_id, letter_options, need, need_pick, need_str)
+from benchmint.benchmarks.base import (
+    Benchmark,
+    EvalItem,
+    FieldError,
+    ImageRef,
+    gold_answer,
+    image_refs,
+    is_blank,
+    item_id,
+    letter_options,
+    need,
+    need_pick,
+    need_str,
+)
 
 STRATA = ("scale", "source", "hybrid")
 

@@ -126,7 +126,7 @@ def _prediction(bench: Benchmark, unit: _Unit, setting: str, text: str, tokens: 
 def _items(bench: Benchmark, path: str | os.PathLike, setting: str, limit: int | None,
            errors: list[dict]) -> Iterator[EvalItem]:
     n = 0
-    for location, item in bench.read_items(path, setting):
+    for _location, item in bench.read_items(path, setting):
         if isinstance(item, ItemError):
             row = item.to_json()
             errors.append({"kind": "bad_item", "location": row["location"], "field": row["field"],
@@ -138,17 +138,9 @@ def _items(bench: Benchmark, path: str | os.PathLike, setting: str, limit: int |
             return
 
 
-def evaluate(items_path: str | os.PathLike, out_dir: str | os.PathLike, bench: Benchmark, cfg: EvalConfig,
-             engine=None) -> EvalResult:
-    """Run ``bench``'s items through ``engine`` (a ``benchmint.models.Engine``), or through the benchmark's own
-    deterministic baseline when ``engine`` is None; write the outputs into ``out_dir``."""
-    setting = bench.check_setting(cfg.setting)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    model = cfg.model if engine is not None else BASELINE_MODEL
-    if engine is None and not bench.has_baseline:
-        raise ValueError(f"{bench.name} has no deterministic baseline; give a model and --base-url")
-    errors: list[dict] = []
+def _units(bench: Benchmark, items_path, setting: str, cfg: EvalConfig, model: str, engine,
+           errors: list[dict]) -> tuple[list[_Unit], dict[str, Any]]:
+    """One unit per (item, repeat), keyed by its request; items and prompts that fail are error rows."""
     units: list[_Unit] = []
     requests: dict[str, Any] = {}
     for item in _items(bench, items_path, setting, cfg.limit, errors):
@@ -165,6 +157,21 @@ def evaluate(items_path: str | os.PathLike, out_dir: str | os.PathLike, bench: B
                 key = content_key(engine.key(request).encode("ascii"), {"setting": setting, "repeat": r})
                 requests[key] = request
             units.append(_Unit(item, r, key, model if cfg.repeats == 1 else f"{model}@{r + 1}"))
+    return units, requests
+
+
+def evaluate(items_path: str | os.PathLike, out_dir: str | os.PathLike, bench: Benchmark, cfg: EvalConfig,
+             engine=None) -> EvalResult:
+    """Run ``bench``'s items through ``engine`` (a ``benchmint.models.Engine``), or through the benchmark's own
+    deterministic baseline when ``engine`` is None; write the outputs into ``out_dir``."""
+    setting = bench.check_setting(cfg.setting)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model = cfg.model if engine is not None else BASELINE_MODEL
+    if engine is None and not bench.has_baseline:
+        raise ValueError(f"{bench.name} has no deterministic baseline; give a model and --base-url")
+    errors: list[dict] = []
+    units, requests = _units(bench, items_path, setting, cfg, model, engine, errors)
     result = EvalResult(out)
     result.items = len({u.item.id for u in units})
     with Ledger(out / LEDGER_NAME, "eval") as ledger:

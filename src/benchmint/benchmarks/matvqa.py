@@ -31,8 +31,22 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from benchmint.benchmarks import layouts
-from benchmint.benchmarks.base import (Benchmark, EvalItem, FieldError, ImageRef, PromptError, gold_answer,
-                                       image_refs, is_blank, item_id, json_value, need, need_pick, need_str, pick)
+from benchmint.benchmarks.base import (
+    Benchmark,
+    EvalItem,
+    FieldError,
+    ImageRef,
+    PromptError,
+    gold_answer,
+    image_refs,
+    is_blank,
+    item_id,
+    json_value,
+    need,
+    need_pick,
+    need_str,
+    pick,
+)
 
 STRATA = ("task", "domain")
 

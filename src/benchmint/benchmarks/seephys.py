@@ -34,8 +34,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from benchmint.benchmarks import layouts
-from benchmint.benchmarks.base import (Benchmark, EvalItem, FieldError, ImageRef, image_refs, is_blank, item_id,
-                                       need, opt_str, pick)
+from benchmint.benchmarks.base import (
+    Benchmark,
+    EvalItem,
+    FieldError,
+    ImageRef,
+    image_refs,
+    is_blank,
+    item_id,
+    need,
+    opt_str,
+    pick,
+)
 
 SETTINGS = ("TV", "TC", "TO", "VO")
 LANGUAGES = {"english": "en", "en": "en", "chinese": "zh", "zh": "zh"}

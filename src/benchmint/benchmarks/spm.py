@@ -27,8 +27,20 @@ import re
 from collections.abc import Mapping
 
 from benchmint.benchmarks import layouts
-from benchmint.benchmarks.base import (Benchmark, EvalItem, FieldError, ImageRef, gold_answer, image_refs, is_blank,
-                                       item_id, letter_options, need, need_pick, need_str)
+from benchmint.benchmarks.base import (
+    Benchmark,
+    EvalItem,
+    FieldError,
+    ImageRef,
+    gold_answer,
+    image_refs,
+    is_blank,
+    item_id,
+    letter_options,
+    need,
+    need_pick,
+    need_str,
+)
 
 STRATA = ("level", "discipline", "domain", "question_type", "bloom_level", "technique")
 _LETTERS = re.compile(r"[A-Za-z](?:\s*[,;]\s*[A-Za-z]|\s+[A-Za-z])*")  # "A, B, D", "A;B", "A B"

@@ -30,7 +30,8 @@ def add_parser(sub) -> None:
                              description="Anchor-Gated Sieve over PDFs: per-page counts of placed images and painted "
                                          "paths plus figure-caption anchors (pages.jsonl); on candidate pages, caption-"
                                          "body pairs, panel counts, discussion paragraphs (figures.jsonl) and 1024-px "
-                                         "thumbnails (thumbs/). Resumable: finished PDFs are kept in DIR/ledger.sqlite.")
+                                         "thumbnails (thumbs/). Resumable: finished PDFs are kept in "
+                                         "DIR/ledger.sqlite.")
     harvest.add_argument("inputs", nargs="+", metavar="PDF_OR_DIR")
     harvest.add_argument("--out", required=True, metavar="DIR")
     harvest.add_argument("--workers", type=int, default=-1, help="processes: -1 all cores (default)")

@@ -51,13 +51,15 @@ def add_parser(sub) -> None:
                            description="Score PRED JSONL files against GOLD; writes scores.jsonl, summary.json and "
                                        "errors.jsonl to --out. Exit status: 0 clean, 1 some records had problems "
                                        "(all listed in errors.jsonl), 2 the run could not start.")
-    score.add_argument("pred", nargs="+", help="prediction JSONL file(s): {id, output | answer, [model, confidence, difficulty, tokens]}")
+    score.add_argument("pred", nargs="+",
+                       help="prediction JSONL file(s): {id, output | answer, [model, confidence, difficulty, tokens]}")
     score.add_argument("--gold", required=True, help="gold JSONL: {id, answer, meta}")
     score.add_argument("--task", required=True, choices=tasks.names("set"),
                        help="answer kind: " + "; ".join(f"{n}: {tasks.get(n).description}" for n in tasks.names("set")))
     score.add_argument("--out", required=True, help="output directory")
     score.add_argument("--by", nargs="+", default=[], metavar="FIELD",
-                       help="strata: keys of the gold meta (each model always gets its own block, so 'model' adds nothing)")
+                       help="strata: keys of the gold meta (each model always gets its own block, so 'model' adds "
+                            "nothing)")
     score.add_argument("--sip-lambda", type=float, default=0.6, help="SIP-F1 cutoff λ in [0, 1] (default 0.6)")
     score.add_argument("--sip-gamma", type=float, default=6.0, help="SIP-F1 false-positive weight Γ >= 1 (default 6)")
     score.add_argument("--workers", type=int, default=-1, help="threads: -1 all cores (default), 1 serial")

@@ -31,7 +31,8 @@ def run(args: argparse.Namespace) -> int:
 def add_parser(sub) -> None:
     xrd = sub.add_parser("xrd", help="CrystalXRD-Bench: build XRD items from CIFs")
     xrd_sub = xrd.add_subparsers(dest="xrd_command", required=True)
-    xbuild = xrd_sub.add_parser("build", help="CIFs -> items.jsonl (2θ*, HKL ground truth, strata), images, KMeans selection",
+    xbuild = xrd_sub.add_parser("build",
+                                help="CIFs -> items.jsonl (2θ*, HKL ground truth, strata), images, KMeans selection",
                                 description="Simulate the Cu Kα1/Kα2 powder pattern of every CIF, take the strongest "
                                             "peak and the HKLs under it, draw the pattern, and select k items per "
                                             "database by KMeans. items.jsonl works as --gold of benchmint score "

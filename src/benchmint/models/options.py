@@ -79,4 +79,5 @@ def engine_from_arguments(args: argparse.Namespace, default_cache: str | os.Path
                   limits=RateLimits(args.rpm, args.tpm),
                   accounting=Accounting(prices, Budget(args.max_cost, args.max_tokens)),
                   retry=RetryPolicy(max_attempts=args.retries, base_delay_s=args.retry_delay, seed=seed),
-                  answer_attempts=args.answer_attempts if args.answer_attempts is not None else 3, refresh=args.refresh, structured=args.structured)
+                  answer_attempts=args.answer_attempts if args.answer_attempts is not None else 3,
+                  refresh=args.refresh, structured=args.structured)

@@ -59,7 +59,8 @@ class Ledger:
         if stored is None:
             self._db.execute("INSERT INTO meta VALUES ('kind', ?)", (kind,))
         elif stored[0] != kind:
-            raise ValueError(f"{self.path} is the ledger of a {stored[0]!r} run, not {kind!r}; use another output directory")
+            raise ValueError(f"{self.path} is the ledger of a {stored[0]!r} run, not {kind!r}; "
+                             "use another output directory")
 
     def done(self, key: str) -> bool:
         return self._db.execute("SELECT 1 FROM units WHERE key = ?", (key,)).fetchone() is not None
