@@ -130,8 +130,9 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
     """Write to a temporary file beside ``path`` and rename it into place on success."""
-    kwargs = {} if "b" in mode else {"encoding": "utf-8", "newline": "\n"}
-    with atomic_path(path) as tmp, open(tmp, mode, **kwargs) as fh:
+    text = "b" not in mode
+    with atomic_path(path) as tmp, open(tmp, mode, encoding="utf-8" if text else None,
+                                        newline="\n" if text else None) as fh:
         yield fh
 
 

@@ -126,7 +126,7 @@ def _prediction(bench: Benchmark, unit: _Unit, setting: str, text: str, tokens: 
 def _items(bench: Benchmark, path: str | os.PathLike, setting: str, limit: int | None,
            errors: list[dict]) -> Iterator[EvalItem]:
     n = 0
-    for _location, item in bench.read_items(path, setting):
+    for _location, item in bench.read_items(Path(path), setting):
         if isinstance(item, ItemError):
             row = item.to_json()
             errors.append({"kind": "bad_item", "location": row["location"], "field": row["field"],

@@ -52,6 +52,7 @@ class Ledger:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, isolation_level=None)
+        self._closed = False
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # a committed unit survives a killed process
         self._db.executescript(SCHEMA)
@@ -103,9 +104,9 @@ class Ledger:
         return self._db.execute("SELECT COUNT(*) FROM units").fetchone()[0]
 
     def close(self) -> None:
-        if self._db is not None:
+        if not self._closed:
             self._db.close()
-            self._db = None
+            self._closed = True
 
     def __enter__(self) -> Ledger:
         return self

@@ -58,7 +58,13 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict], 
         if bar is not None:
             bar.close()
     skipped = len({u.key for u in units}) - len(todo)
-    return [ledger.get(u.key)[1] for u in units], skipped
+    results = []
+    for u in units:
+        got = ledger.get(u.key)
+        if got is None:  # every unit was recorded above or by an earlier run
+            raise RuntimeError(f"unit {u.label} has no result in {ledger.path}")
+        results.append(got[1])
+    return results, skipped
 
 
 def find_files(inputs: Sequence[str | os.PathLike], suffix: str) -> list[Path]:

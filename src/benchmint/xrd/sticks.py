@@ -38,6 +38,8 @@ from benchmint.parallel import thread_map
 if TYPE_CHECKING:
     from pymatgen.core import Structure
 
+    from benchmint.xrd.cifread import CellSites
+
 __all__ = ["CU_KA1", "Sticks", "compute_sticks", "compute_sticks_many", "reference_sticks"]
 
 CU_KA1 = 1.54056
@@ -231,7 +233,7 @@ def _compiled_sticks(structure, two_theta_range: tuple[float, float] | None, wav
     return Sticks(two_thetas[rep].astype(np.float64), y, 1.0 / g[rep], packed=(labels, mults, start))
 
 
-def compute_sticks(structure: Structure, two_theta_range: Sequence[float] | None = DEFAULT_RANGE,
+def compute_sticks(structure: Structure | CellSites, two_theta_range: Sequence[float] | None = DEFAULT_RANGE,
                    wavelength: float | str = CU_KA1, debye_waller_factors: dict[str, float] | None = None,
                    workers: int = 1) -> Sticks:
     """Sticks of ``structure`` (a pymatgen Structure or ``benchmint.xrd.cifread.CellSites``, taken as
