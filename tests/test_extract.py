@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from golden import load_corpus
 
-from benchmint.metrics.extract import extract, extract_choices, extract_hkls
+from benchmint.metrics.extract_ref import extract, extract_choices, extract_hkls
 
 _ROWS = load_corpus()
 

@@ -6,7 +6,7 @@ Embedding API (plain lists and numpy arrays in, numpy arrays out):
     score_files, ScoreConfig                JSONL files -> scores, summary, errors
 """
 
-from benchmint.metrics.answers import extract_answer, extract_answers
+from benchmint.metrics.extract import extract_answer, extract_answers
 from benchmint.metrics.batch import METRIC_NAMES, score_batch, score_counts, score_item
 from benchmint.metrics.pipeline import ScoreConfig, ScoreResult, score_files
 
