@@ -10,7 +10,7 @@ from hypothesis.extra.numpy import arrays
 
 from benchmint import _core
 from benchmint.xrd import cifread_ref, profile_ref, sticks_ref
-from benchmint.xrd.cifread import MARGIN, SITE_TOL, CellSites, read_sites, read_structure
+from benchmint.xrd.cifread import MARGIN, SITE_TOL, CellSites, read_sites
 from benchmint.xrd.profile import ProfileParams
 from benchmint.xrd.simulate import simulate, simulate_many
 from benchmint.xrd.sticks import compute_sticks
@@ -74,7 +74,7 @@ def cif_texts():
     return [str(CifWriter(AFLOW_PROTOTYPE_LIBRARY[i]["snl"].structure, symprec=0.01)) for i in range(0, 288, 24)]
 
 
-def test_read_sites_matches_read_structure(cif_texts, forced_impl, dispatch_counts):
+def test_read_sites_match_their_structure(cif_texts, forced_impl, dispatch_counts):
     with forced_impl("compiled"):
         for text in cif_texts:
             sites, route = read_sites(text)
