@@ -13,11 +13,12 @@ import time
 
 import numpy as np
 import pytest
-from conftest import record_throughput
 
 from benchmint import _core
 from benchmint.metrics import user_ref
 from benchmint.metrics.user import UserMetric, evaluate
+
+from conftest import record_throughput
 
 GROUP = "user-metrics-10M"
 N = 10_000_000
@@ -89,8 +90,8 @@ def test_numba_user_sip_one_core(benchmark, counts, numpy_sip):
 def _cpp(benchmark, counts, numpy_sip, workers):
     # The built-in kernel writes all 13 columns (tp, fp, fn, 9 metrics, over_predicted): ~85 bytes a row.
     tp, n_pred, n_gold, _, _ = counts
-    out = _core.metrics.from_counts(tp, n_pred, n_gold, LAM, GAMMA, workers)
-    values = benchmark(_core.metrics.from_counts, tp, n_pred, n_gold, LAM, GAMMA, workers, out)
+    out = _core.batch.from_counts(tp, n_pred, n_gold, LAM, GAMMA, workers)
+    values = benchmark(_core.batch.from_counts, tp, n_pred, n_gold, LAM, GAMMA, workers, out)
     record_throughput(benchmark, N)
     np.testing.assert_array_equal(values["sip_f1"].view(np.uint64), numpy_sip.view(np.uint64))
 
@@ -117,7 +118,7 @@ def test_numpy_expressions_sip_only(benchmark, counts, numpy_sip):
 
     values = benchmark(sip)
     record_throughput(benchmark, N)
-    ref = _core.metrics.from_counts(tp[:N_REFERENCE], n_pred[:N_REFERENCE], n_gold[:N_REFERENCE], LAM, GAMMA, 1)
+    ref = _core.batch.from_counts(tp[:N_REFERENCE], n_pred[:N_REFERENCE], n_gold[:N_REFERENCE], LAM, GAMMA, 1)
     np.testing.assert_array_equal(values[:N_REFERENCE], ref["sip_f1"])
 
 
@@ -128,7 +129,7 @@ def test_plain_reference_loop(benchmark, counts):
     out = np.empty(N_REFERENCE)
     values = benchmark.pedantic(user_ref.evaluate, args=(SIP, tp, fp, fn, n_gold, out), rounds=3, iterations=1)
     record_throughput(benchmark, N_REFERENCE)
-    ref = _core.metrics.from_counts(tp, n_pred, n_gold, LAM, GAMMA, 1)
+    ref = _core.batch.from_counts(tp, n_pred, n_gold, LAM, GAMMA, 1)
     np.testing.assert_array_equal(values, ref["sip_f1"])
 
 

@@ -1,5 +1,5 @@
 // _core.extract: answer extraction from raw model output, compiled port of
-// benchmint/metrics/extract.py (its module docstring is the specification and
+// benchmint/metrics/extract_ref.py (its module docstring is the specification and
 // the section names below follow it: J1-J3, L0-L4, C1-C4, H1-H4).
 //
 // The text is worked on as an array of code points, so every index below is a

@@ -1,4 +1,4 @@
-// XRD sticks kernel: the numeric half of pymatgen's XRDCalculator.get_pattern.
+// _core.sticks: the numeric half of pymatgen's XRDCalculator.get_pattern.
 //
 // Two entry points, called by src/benchmint/xrd/sticks.py:
 //

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from benchmint.cli import main
 from benchmint.io import MAX_DEPTH, decode_line, dumps
-from benchmint.metrics.extract import extract_choices
-from benchmint.metrics.reference import metrics_from_counts
+from benchmint.metrics.batch_ref import metrics_from_counts
+from benchmint.metrics.extract_ref import extract_choices
 from benchmint.metrics.synthetic import hkl_dataset, mcq_dataset
 from benchmint.records import (
     ABSENT,

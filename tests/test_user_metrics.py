@@ -20,8 +20,16 @@ from benchmint.cli import main
 from benchmint.metrics import user_ref
 from benchmint.metrics.batch import score_batch
 from benchmint.metrics.pipeline import ScoreConfig, score_files
-from benchmint.metrics.user import (ROWS_PER_THREAD, MetricCompileError, Run, UserMetric, evaluate, helper, load_metric,
-                                    metric)
+from benchmint.metrics.user import (
+    ROWS_PER_THREAD,
+    MetricCompileError,
+    Run,
+    UserMetric,
+    evaluate,
+    helper,
+    load_metric,
+    metric,
+)
 
 ALL_CORES = min(os.cpu_count() or 1, numba.config.NUMBA_NUM_THREADS)
 BIG = 200_000  # rows: more than ROWS_PER_THREAD per thread on any core count this runs on
@@ -156,7 +164,7 @@ def test_built_ins_equal_cpp_kernels_on_many_rows():
     tp, n_pred, n_gold = _random_triples(BIG, seed=1)
     counts = counts_from(tp, n_pred, n_gold)
     for lam, gamma in PARAMS:
-        cpp = _core.metrics.from_counts(*(np.asarray(a, dtype=np.int32) for a in (tp, n_pred, n_gold)), lam, gamma, -1)
+        cpp = _core.batch.from_counts(*(np.asarray(a, dtype=np.int32) for a in (tp, n_pred, n_gold)), lam, gamma, -1)
         for m in BUILT_INS + [SIP[(lam, gamma)]]:
             got = compiled(m, *counts, workers=-1)
             assert m.last_run.chunks == ALL_CORES and m.last_run.threads == ALL_CORES
@@ -206,7 +214,7 @@ def test_built_ins_equal_cpp_hypothesis(rows, prm, workers):
     tp = np.array([r[0] for r in rows], dtype=np.int32)
     n_pred = tp + np.array([r[1] for r in rows], dtype=np.int32)
     n_gold = tp + np.array([r[2] for r in rows], dtype=np.int32)
-    cpp = _core.metrics.from_counts(tp, n_pred, n_gold, *prm, workers)
+    cpp = _core.batch.from_counts(tp, n_pred, n_gold, *prm, workers)
     counts = counts_from(tp, n_pred, n_gold)
     for m in BUILT_INS + [SIP[prm]]:
         assert_bitwise(compiled(m, *counts, workers=workers), cpp[m.name], m.name)
@@ -630,7 +638,7 @@ def test_score_files_user_columns(monkeypatch, tmp_path, impl, task, by):
     user = (UserMetric("Jacc_user", jaccard.fn), UserMetric("a_wj", weighted_jaccard.fn),
             UserMetric("sip_user", sip_f1_with(0.6, 6.0)), UserMetric("zz_sip", sip_f1_with(0.6, 6.0)))
     names = {m.name for m in user}
-    plain = score_files(pred, gold, tmp_path / "plain", ScoreConfig(task=task, by=by))
+    score_files(pred, gold, tmp_path / "plain", ScoreConfig(task=task, by=by))
     extra = score_files(pred, gold, tmp_path / "extra", ScoreConfig(task=task, by=by, user_metrics=user))
     assert all(m.last_run.path == impl for m in user)
     plain_rows = (tmp_path / "plain" / "scores.jsonl").read_text("utf-8").splitlines()
@@ -702,7 +710,7 @@ def test_cli_metric_option(tmp_path, capsys):
     assert main(args + ["--metric", f"wj={file}:weighted"]) == 1  # the unknown id is an error row
     rows = [json.loads(x) for x in (tmp_path / "cli" / "scores.jsonl").read_text("utf-8").splitlines()]
     assert all(r["wj"] == weighted_jaccard(r["tp"], r["fp"], r["fn"], r["tp"] + r["fn"]) for r in rows)
-    assert main(args + ["--metric", "wj=benchmint.metrics.reference:metrics_from_counts"]) == 2
+    assert main(args + ["--metric", "wj=benchmint.metrics.batch_ref:metrics_from_counts"]) == 2
     assert "four positional arguments" in capsys.readouterr().err
     assert main(args + ["--metric", f"bad={file}:broken"]) == 2
     assert "user metric 'bad'" in capsys.readouterr().err

@@ -8,10 +8,9 @@ User-defined metrics of (TP, FP, FN, |G|), compiled by Numba: benchmint.metrics.
 (imported on demand, so ``import benchmint.metrics`` does not load Numba).
 """
 
-from benchmint.metrics.answers import extract_answer, extract_answers
 from benchmint.metrics.batch import METRIC_NAMES, score_batch, score_counts, score_item
+from benchmint.metrics.extract import extract_answer, extract_answers
 from benchmint.metrics.pipeline import ScoreConfig, ScoreResult, score_files
-
 from benchmint.tasks import AnswerError
 
 __all__ = ["METRIC_NAMES", "AnswerError", "ScoreConfig", "ScoreResult", "extract_answer", "extract_answers",

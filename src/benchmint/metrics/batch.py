@@ -3,6 +3,7 @@
 The batch entry point takes plain Python lists of sets/lists, pre-encoded
 uint64 bitmasks, or pre-encoded CSR pairs ``(offsets, keys)``, and returns a
 dict of numpy arrays with every metric (names in ``METRIC_NAMES``).
+Compiled form ``benchmint._core.batch``, reference ``batch_ref``.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from benchmint import _dispatch
-from benchmint.metrics import reference
-from benchmint import tasks
+from benchmint import _dispatch, tasks
+from benchmint.metrics import batch_ref
+from benchmint.metrics.batch_ref import METRIC_NAMES
 from benchmint.metrics.encode import encode_csr
-from benchmint.metrics.reference import METRIC_NAMES
+from benchmint.parallel import resolve_workers
 
 DEFAULT_SIP_LAMBDA = 0.6
 DEFAULT_SIP_GAMMA = 6.0
@@ -36,7 +37,7 @@ def check_params(sip_lambda: float, sip_gamma: float) -> tuple[float, float]:
 
 
 def _backend():
-    return reference if _dispatch.use_reference() else _dispatch.core().metrics
+    return batch_ref if _dispatch.use_reference("batch") else _dispatch.core().batch
 
 
 def score_item(pred: Iterable, gold: Iterable, task: str | None = None, *,
@@ -48,7 +49,7 @@ def score_item(pred: Iterable, gold: Iterable, task: str | None = None, *,
         p, g = set(kind.normalize(pred)), set(kind.normalize(gold))
     else:
         p, g = set(pred), set(gold)
-    return reference.metrics_from_counts(len(p & g), len(p), len(g), lam, gamma)
+    return batch_ref.metrics_from_counts(len(p & g), len(p), len(g), lam, gamma)
 
 
 def score_counts(tp, n_pred, n_gold, *, sip_lambda: float = DEFAULT_SIP_LAMBDA,
@@ -82,8 +83,7 @@ def score_batch(pred: Sequence | np.ndarray | tuple, gold: Sequence | np.ndarray
     float64 column under its name, computed from the item's (tp, fp, fn, |G|).
     """
     lam, gamma = check_params(sip_lambda, sip_gamma)
-    if workers == 0 or workers < -1:
-        raise ValueError("workers must be -1 (all cores) or >= 1")
+    resolve_workers(workers)
     arrays = _score_sets(pred, gold, task, lam, gamma, workers, out)
     if user_metrics:
         from benchmint.metrics.user import add_columns

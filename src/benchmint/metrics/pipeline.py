@@ -3,8 +3,10 @@
 Stages: load gold -> stream predictions (read, extract, score, write one row
 each) -> add rows for gold items a model never answered -> aggregate by
 model and strata -> write the summary. The streaming stage has a compiled
-form and a reference form; both produce the same rows, byte for byte, and
-the same columns.
+form (``benchmint._core.pipeline``) and a reference form (``pipeline_ref``);
+both produce the same rows, byte for byte, and the same columns. The compiled
+reader hands each line it does not decide to the reference's reading of that
+line (counted as a fallback).
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import json
 import math
 import os
 import zlib
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -22,28 +23,18 @@ import numpy as np
 
 from benchmint import _dispatch, tasks
 from benchmint.io import InputError, atomic_path, atomic_write, decode_line, dumps, open_input, write_jsonl
-from benchmint.metrics import reference
 from benchmint.metrics.aggregate import bootstrap_ci, group_counts, triple_keys, unpack_triples
-from benchmint.metrics.batch import DEFAULT_SIP_GAMMA, DEFAULT_SIP_LAMBDA, check_params, score_counts
+from benchmint.metrics.batch import DEFAULT_SIP_GAMMA, DEFAULT_SIP_LAMBDA, METRIC_NAMES, check_params, score_counts
 from benchmint.metrics.behaviour import PersonalityRules, calibration, personality
-from benchmint.records import (
-    ABSENT,
-    Item,
-    Prediction,
-    RecordError,
-    ScoreRow,
-    error_row,
-    lone_surrogate,
-    read_items,
-    read_predictions,
-)
+from benchmint.parallel import resolve_workers, thread_map
+from benchmint.records import ABSENT, Item, Prediction, RecordError, ScoreRow, error_row, lone_surrogate
 from benchmint.tasks import AnswerError, AnswerKind
 
 MEAN_METRICS = ("em", "spc", "sip_f1", "jaccard", "precision", "recall", "f1", "j_pen", "f1_pen")
 MISSING_STRATUM = "(missing)"
 OK, UNPARSED, MISSING = 0, 1, 2
 STATUS_NAMES = ("ok", "unparsed", "missing")
-ROW_KEYS = tuple(sorted(reference.METRIC_NAMES + ("id", "model", "answer", "status", "parse_ok")))
+ROW_KEYS = tuple(sorted(METRIC_NAMES + ("id", "model", "answer", "status", "parse_ok")))
 
 
 @dataclass
@@ -69,8 +60,7 @@ class ScoreConfig:
         self.sip_lambda, self.sip_gamma = check_params(self.sip_lambda, self.sip_gamma)
         if self.n_boot < 1000:
             raise ValueError(f"n_boot must be >= 1000 for stable 95% intervals, got {self.n_boot}")
-        if self.workers == 0 or self.workers < -1:
-            raise ValueError("workers must be -1 (all cores) or >= 1")
+        resolve_workers(self.workers)
         self.by = tuple(dict.fromkeys(self.by))
         if self.symmetry and kind.fold_field is None:
             foldable = [n for n in tasks.names() if tasks.get(n).fold_field is not None]
@@ -186,6 +176,8 @@ def gold_answer(item: Item, path: str, line: int, kind: AnswerKind, fields: tupl
 
 
 def _gold_line(raw: bytes, line: int, path: str, kind: AnswerKind, fields: tuple[str, ...]):
+    """The reference's reading of one gold line the compiled loader did not decide."""
+    _dispatch.fallback("pipeline")
     obj, err = decode_line(raw)
     if err:
         return None, None, None, _error("malformed_json", err, path, line)
@@ -199,79 +191,24 @@ def _strata_fields(by: tuple[str, ...]) -> tuple[str, ...]:
 def load_gold(path: str | os.PathLike, task: str | AnswerKind, by: tuple[str, ...] = (), workers: int = 1,
               symmetry: bool = False) -> Gold:
     """The gold items. With ``symmetry`` (always the reference path) answers are folded by each item's data."""
+    from benchmint.metrics import pipeline_ref
+
     kind = tasks.get(task)
     path, fields = str(path), _strata_fields(by)
-    if kind.compiled is not None and not _dispatch.use_reference() and not symmetry:
+    if not _dispatch.use_reference("pipeline", available=kind.compiled is not None and not symmetry):
         with open_input(path, "gold"):
             pass  # the same missing-file error as the reference
-        native = _dispatch.core().scoring.load_gold(path, kind.compiled, list(fields), workers,
+        native = _dispatch.core().pipeline.load_gold(path, kind.compiled, list(fields), workers,
                                                      partial(_gold_line, path=path, kind=kind, fields=fields),
                                                      event_error)
         return Gold(path, native.n_items, native.strata(), list(native.errors), native=native)
-    ids: list[str] = []
-    index: dict[str, int] = {}
-    answers: list[tuple] = []
-    values_per_item: list[list[str]] = []
-    fold_data: list = []
-    errors: list[dict] = []
-    for line, item in read_items(path, "gold"):
-        rid = item.id
-        if rid is not None and rid in index:  # a repeated id first, whatever else is wrong with the line
-            errors.append(event_error("duplicate_gold", path, line, rid, None))
-            continue
-        if isinstance(item, RecordError):
-            errors.append(item.row())
-            continue
-        answer, strata, problem = gold_answer(item, path, line, kind, fields)
-        if answer is None:
-            errors.append(problem)
-        else:
-            if symmetry:
-                try:
-                    data = kind.check_fold_data(item.value(kind.fold_field), rid)
-                except ValueError as exc:
-                    errors.append(_error("missing_symmetry", str(exc), path, line, id=rid))
-                    continue
-                answer = kind.fold(answer, data)
-                fold_data.append(data)
-            if problem:
-                errors.append(problem)
-            index[rid] = len(ids)
-            ids.append(rid)
-            answers.append(answer)
-            values_per_item.append(strata)
-    strata_codes = {}
-    for f, name in enumerate(fields):
-        order = sorted({v[f] for v in values_per_item})
-        code = {v: i for i, v in enumerate(order)}
-        strata_codes[name] = (np.array([code[v[f]] for v in values_per_item], dtype=np.int64), order)
-    return Gold(path, len(ids), strata_codes, errors, ids=ids, index=index, answers=answers,
-                fold_data=fold_data if symmetry else None)
+    return pipeline_ref.load_gold(path, kind, fields, symmetry)
 
 
 def format_row(rid: str, model: str, answer: tuple, kind: AnswerKind, status: int, metrics: dict) -> str:
     row = ScoreRow(id=rid, model=model, answer=kind.to_json(answer), status=STATUS_NAMES[status],
                    parse_ok=status == OK, **metrics)
     return dumps(row.to_json())
-
-
-class _ColumnBuilder:
-    def __init__(self) -> None:
-        self.models: dict[str, int] = {}
-        self.cols: dict[str, list] = {k: [] for k in ("model", "gold_idx", "tp", "n_pred", "n_gold", "status",
-                                                      "confidence", "difficulty", "tokens")}
-
-    def model_code(self, name: str) -> int:
-        return self.models.setdefault(name, len(self.models))
-
-    def add(self, **values) -> None:
-        for k, v in values.items():
-            self.cols[k].append(v)
-
-    def build(self) -> Columns:
-        dt = {"confidence": np.float64, "difficulty": np.float64, "tokens": np.float64, "status": np.uint8}
-        arrays = {k: np.array(v, dtype=dt.get(k, np.int32)) for k, v in self.cols.items()}
-        return Columns(models=list(self.models), **arrays)
 
 
 @dataclass
@@ -325,48 +262,9 @@ def read_answer(pred: Prediction, kind: AnswerKind, path: str, line: int,
     return ParsedPrediction(pred.id, pred.model, answer, status, confidence, difficulty, tokens)
 
 
-def _stream_reference(pred_paths, gold: Gold, cfg: ScoreConfig, out, errors: list[dict], progress) -> tuple[Columns, list[set]]:
-    """Read, extract, score and write every prediction with plain Python."""
-    builder = _ColumnBuilder()
-    seen: list[set] = []
-    for path in pred_paths:
-        path = str(path)
-        for line, pred in read_predictions(path):
-            progress(1)
-            if isinstance(pred, RecordError):
-                errors.append(pred.row())
-                continue
-            # Problems of a line that is not kept are not reported twice.
-            line_errors: list[dict] = []
-            p = read_answer(pred, cfg.kind, path, line, line_errors)
-            if p is None:
-                errors.extend(line_errors)
-                continue
-            gi = gold.index.get(p.rid)
-            if gi is None:
-                errors.append(event_error("unknown_id", path, line, p.rid, p.model))
-                continue
-            m = builder.model_code(p.model)
-            if m == len(seen):
-                seen.append(set())
-            if gi in seen[m]:
-                errors.append(event_error("duplicate_prediction", path, line, p.rid, p.model))
-                continue
-            errors.extend(line_errors)
-            seen[m].add(gi)
-            g = gold.answers[gi]
-            # The row shows the answer as read; with symmetry, it is compared after folding.
-            compared = cfg.kind.fold(p.answer, gold.fold_data[gi]) if gold.fold_data is not None else p.answer
-            tp = len(set(compared) & set(g))
-            metrics = reference.metrics_from_counts(tp, len(compared), len(g), cfg.sip_lambda, cfg.sip_gamma)
-            out.write(format_row(p.rid, p.model, p.answer, cfg.kind, p.status, metrics) + "\n")
-            builder.add(model=m, gold_idx=gi, tp=tp, n_pred=len(compared), n_gold=len(g), status=p.status,
-                        confidence=p.confidence, difficulty=p.difficulty, tokens=p.tokens)
-    return builder.build(), seen
-
-
 def _pred_line(raw: bytes, path: str, line: int, kind: AnswerKind):
     """The reference's reading of one line the compiled stream did not decide: (problems, parsed or None)."""
+    _dispatch.fallback("pipeline")
     obj, err = decode_line(raw)
     if err:
         return [_error("malformed_json", err, path, line)], None
@@ -378,42 +276,10 @@ def _pred_line(raw: bytes, path: str, line: int, kind: AnswerKind):
 
 
 def _stream_compiled(pred_paths, gold: Gold, cfg: ScoreConfig, out_path: Path, errors: list[dict], progress) -> Columns:
-    res = _dispatch.core().scoring.score_stream(
+    res = _dispatch.core().pipeline.score_stream(
         [str(p) for p in pred_paths], gold.native, cfg.sip_lambda, cfg.sip_gamma, cfg.workers, str(out_path),
         partial(_pred_line, kind=cfg.kind), event_error, progress, errors)
     return Columns(**res)
-
-
-def _append_missing(cols: Columns, seen: list[set], gold: Gold, cfg: ScoreConfig, out, errors: list[dict]) -> Columns:
-    extra: dict[str, list] = {k: [] for k in ("model", "gold_idx", "n_gold")}
-    for m, name in enumerate(cols.models):
-        for gi, rid in enumerate(gold.ids):
-            if gi in seen[m]:
-                continue
-            g = gold.answers[gi]
-            metrics = reference.metrics_from_counts(0, 0, len(g), cfg.sip_lambda, cfg.sip_gamma)
-            out.write(format_row(rid, name, (), cfg.kind, MISSING, metrics) + "\n")
-            errors.append(event_error("missing_prediction", gold.path, None, rid, name))
-            extra["model"].append(m)
-            extra["gold_idx"].append(gi)
-            extra["n_gold"].append(len(g))
-    k = len(extra["model"])
-    if not k:
-        return cols
-    cat = lambda a, b, dt: np.concatenate([a, np.asarray(b, dtype=dt)])  # noqa: E731
-    nan = np.full(k, np.nan)
-    return Columns(
-        models=cols.models,
-        model=cat(cols.model, extra["model"], np.int32),
-        gold_idx=cat(cols.gold_idx, extra["gold_idx"], np.int32),
-        tp=cat(cols.tp, np.zeros(k), np.int32),
-        n_pred=cat(cols.n_pred, np.zeros(k), np.int32),
-        n_gold=cat(cols.n_gold, extra["n_gold"], np.int32),
-        status=cat(cols.status, np.full(k, MISSING), np.uint8),
-        confidence=np.concatenate([cols.confidence, nan]),
-        difficulty=np.concatenate([cols.difficulty, nan]),
-        tokens=np.concatenate([cols.tokens, nan]),
-    )
 
 
 def _block_rng(seed: int, path: str) -> np.random.Generator:
@@ -553,8 +419,7 @@ def summarize(cols: Columns, gold: Gold, cfg: ScoreConfig) -> dict:
         return block
 
     # Models are independent and their sorts release the GIL: one thread each.
-    with ThreadPoolExecutor(max_workers=max(1, min(len(models), os.cpu_count() or 1))) as pool:
-        return dict(zip(models, pool.map(model_block, range(len(models)))))
+    return dict(zip(models, thread_map(model_block, range(len(models)), -1)))
 
 
 @dataclass
@@ -587,6 +452,8 @@ class _Progress:
 
 def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult:
     """Score one or more prediction files; writes scores.jsonl, summary.json and errors.jsonl into ``out_dir``."""
+    from benchmint.metrics import pipeline_ref
+
     if isinstance(pred_paths, (str, os.PathLike)):
         pred_paths = [pred_paths]
     for p in pred_paths:
@@ -604,8 +471,8 @@ def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult
         with atomic_path(out_dir / "scores.jsonl") as tmp:
             if gold.native is None:
                 with open(tmp, "w", encoding="utf-8", newline="\n") as out:
-                    cols, seen = _stream_reference(pred_paths, gold, cfg, out, errors, progress)
-                    cols = _append_missing(cols, seen, gold, cfg, out, errors)
+                    cols, seen = pipeline_ref.stream(pred_paths, gold, cfg, out, errors, progress)
+                    cols = pipeline_ref.append_missing(cols, seen, gold, cfg, out, errors)
             else:
                 cols = _stream_compiled(pred_paths, gold, cfg, tmp, errors, progress)
             if cfg.user_metrics:

@@ -416,7 +416,7 @@ def add_columns(arrays: dict[str, np.ndarray], metrics, workers: int = 1) -> dic
 
     A column already in ``arrays`` under a metric's name (a reused ``out``) is overwritten in place.
     """
-    from benchmint.metrics.reference import METRIC_NAMES
+    from benchmint.metrics.batch_ref import METRIC_NAMES
 
     names = [m.name for m in metrics]
     clash = sorted(set(names) & set(METRIC_NAMES))

@@ -19,7 +19,7 @@ class OptionLetters(AnswerKind):
     compiled = "mcq"
 
     def extract(self, text: str) -> list | None:
-        from benchmint.metrics.extract import extract_choices
+        from benchmint.metrics.extract_ref import extract_choices
 
         return extract_choices(text)
 

@@ -75,7 +75,7 @@ class MillerIndices(AnswerKind):
     fold_field = "laue_rotations"
 
     def extract(self, text: str) -> list | None:
-        from benchmint.metrics.extract import extract_hkls
+        from benchmint.metrics.extract_ref import extract_hkls
 
         return extract_hkls(text)
 

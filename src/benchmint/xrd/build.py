@@ -64,8 +64,8 @@ class PatternRenderer:
         import matplotlib
 
         matplotlib.use("Agg")
-        from matplotlib.figure import Figure
         from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
 
         self.grid = np.array(grid, dtype=np.float64)
         self.fig, self.ax, self.line = _pattern_figure(self.grid, np.zeros_like(self.grid), size, Figure)

@@ -1,10 +1,10 @@
-// _core.xrd: Kα1/Kα2 pseudo-Voigt broadening of diffraction sticks on a
+// _core.profile: Kα1/Kα2 pseudo-Voigt broadening of diffraction sticks on a
 // uniform 2θ grid, the first argmax of the curve and the Kα1 sticks within
 // the ground-truth window of it.
 //   broaden       one pattern  -> (curve, index of the first argmax, stick indices)
 //   broaden_batch many patterns, `workers` threads, GIL released
 // Inputs are checked with the same messages, in the same order, as the
-// reference (benchmint/xrd/reference.py); per-stick angles use the same libm
+// reference (benchmint/xrd/profile_ref.py); per-stick angles use the same libm
 // calls in the same order, so every discrete decision (Kα2 copy or not,
 // Caglioti radicand sign, window membership) is taken identically.
 //
@@ -515,7 +515,7 @@ py::tuple broaden_batch(const py::list& two_thetas, const py::list& intensities,
 
 }  // namespace
 
-void bind_xrd(py::module_& m) {
+void bind_profile(py::module_& m) {
     m.doc() = "XRD profile kernels; call them through benchmint.xrd, which checks the parameters.";
     m.def("broaden", &broaden, py::arg("two_theta"), py::arg("intensity"), py::arg("fwhm"), py::arg("eta"),
           py::arg("ka2_ratio"), py::arg("wavelength_ka1"), py::arg("wavelength_ka2"), py::arg("grid_start"),

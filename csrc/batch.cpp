@@ -1,9 +1,9 @@
-// _core.metrics: batch set metrics over pre-encoded sets.
+// _core.batch: batch set metrics over pre-encoded sets.
 //   from_counts   (tp, |P|, |G|) arrays
 //   from_bitmasks one uint64 bitmask per set (up to 64 labels, e.g. option letters)
 //   from_csr      sets as sorted, unique int64 keys in CSR form (offsets, keys)
 // Inputs are validated with the same checks, in the same order, as the Python
-// reference (benchmint/metrics/reference.py); the error of the lowest row wins.
+// reference (benchmint/metrics/batch_ref.py); the error of the lowest row wins.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
@@ -196,7 +196,7 @@ py::dict from_csr(carray<int64_t> pred_offsets, carray<int64_t> pred_keys, carra
 
 }  // namespace
 
-void bind_metrics(py::module_& m) {
+void bind_batch(py::module_& m) {
     m.doc() = "Batch set metrics (EM, SPC, SIP-F1, Jaccard, P/R/F1, penalised) over pre-encoded sets.";
     m.def("from_counts", &from_counts, py::arg("tp"), py::arg("n_pred"), py::arg("n_gold"), py::arg("sip_lambda"),
           py::arg("sip_gamma"), py::arg("workers") = 1, py::arg("out") = py::none());

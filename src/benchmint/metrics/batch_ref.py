@@ -1,13 +1,16 @@
-"""Plain-Python reference of the batch set metrics.
+"""Plain-Python reference of the batch set metrics (``benchmint.metrics.batch``).
 
-Obviously-correct loops, no cleverness. The compiled kernels in
-``csrc/metrics.cpp`` must return exactly these values (bit for bit: the float
-expressions are written in the same order) and raise exactly these errors.
+Obviously-correct loops, no cleverness. The compiled kernels
+(``benchmint._core.batch``, csrc/batch.cpp) must return exactly these values
+(bit for bit: the float expressions are written in the same order) and raise
+exactly these errors, the first failing row's.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from benchmint.parallel import resolve_workers
 
 METRIC_FLOATS = ("em", "spc", "sip_f1", "jaccard", "precision", "recall", "f1", "j_pen", "f1_pen")
 METRIC_INTS = ("tp", "fp", "fn")
@@ -45,11 +48,6 @@ def metrics_from_counts(tp: int, n_pred: int, n_gold: int, sip_lambda: float, si
 _DTYPES = {**dict.fromkeys(METRIC_INTS, np.int32), **dict.fromkeys(METRIC_FLOATS, np.float64), "over_predicted": bool}
 
 
-def _check_workers(workers: int) -> None:
-    if workers == 0 or workers < -1:
-        raise ValueError("workers must be -1 (all cores) or >= 1")
-
-
 def _outputs(n: int, out: dict | None) -> dict[str, np.ndarray]:
     """Fresh output arrays, or the caller's after the same checks as the compiled kernels."""
     if out is None:
@@ -78,7 +76,7 @@ def from_counts(tp, n_pred, n_gold, sip_lambda, sip_gamma, workers=1, out=None):
     tp, n_pred, n_gold = (np.asarray(a, dtype=np.int32).ravel() for a in (tp, n_pred, n_gold))
     _same_length(len(tp), len(n_pred))
     _same_length(len(tp), len(n_gold))
-    _check_workers(workers)
+    resolve_workers(workers)
     arrays = _outputs(len(tp), out)
     for i, (t, p, g) in enumerate(zip(tp.tolist(), n_pred.tolist(), n_gold.tolist())):
         if t < 0 or p < 0 or g < 0 or t > p or t > g:
@@ -91,7 +89,7 @@ def from_bitmasks(pred, gold, sip_lambda, sip_gamma, workers=1, out=None):
     pred = np.asarray(pred, dtype=np.uint64).ravel()
     gold = np.asarray(gold, dtype=np.uint64).ravel()
     _same_length(len(pred), len(gold))
-    _check_workers(workers)
+    resolve_workers(workers)
     arrays = _outputs(len(pred), out)
     for i, (p, g) in enumerate(zip(pred.tolist(), gold.tolist())):
         _fill(arrays, i, metrics_from_counts((p & g).bit_count(), p.bit_count(), g.bit_count(), sip_lambda, sip_gamma))
@@ -114,7 +112,7 @@ def from_csr(pred_offsets, pred_keys, gold_offsets, gold_keys, sip_lambda, sip_g
         raise ValueError("offsets must have length n + 1 >= 1")
     n = len(po) - 1
     _same_length(n, len(go) - 1)
-    _check_workers(workers)
+    resolve_workers(workers)
     for side, off, keys in (("pred", po, pk), ("gold", go, gk)):
         if off[0] != 0 or off[n] != len(keys):
             raise ValueError(f"{side} offsets must start at 0 and end at len(keys) = {len(keys)}")

@@ -1,7 +1,7 @@
-"""Plain reference of the XRD profile stage: every stick evaluated at every grid point.
+"""Plain reference of the XRD profile stage (``benchmint.xrd.profile``): every stick evaluated at every grid point.
 
 Obviously correct and slow (n_sticks x n_grid exp() calls); the compiled
-kernel (csrc/xrd.cpp) is tested against it. Per-stick angles use the math
+kernel (``benchmint._core.profile``, csrc/profile.cpp) is tested against it. Per-stick angles use the math
 module (the platform libm, as the kernel does), so the discrete decisions --
 whether a Kα2 copy exists, the sign of a Caglioti radicand, which sticks fall
 in the window -- are taken identically by both. Messages and their order are

@@ -1,4 +1,4 @@
-// _core.scoring: the streaming path from JSONL files to scores.
+// _core.pipeline: the streaming path from JSONL files to scores.
 //
 //   load_gold     GOLD.jsonl -> GoldIndex (ids, answer keys, strata codes)
 //   score_stream  PRED.jsonl files -> scores.jsonl rows + per-row columns
@@ -824,7 +824,7 @@ py::dict score_stream(const std::vector<std::string>& pred_paths, std::shared_pt
 
 }  // namespace
 
-void bind_scoring(py::module_& m) {
+void bind_pipeline(py::module_& m) {
     m.doc() = "Streaming JSONL scoring: gold index, prediction stream, rows identical to the reference path.";
     py::class_<GoldIndex, std::shared_ptr<GoldIndex>>(m, "GoldIndex")
         .def_property_readonly("n_items", &GoldIndex::n_items)

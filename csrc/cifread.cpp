@@ -1,9 +1,9 @@
-// _core.cell: periodic closeness of fractional positions, the inner loop of
+// _core.cifread: periodic closeness of fractional positions, the inner loop of
 // the fast CIF route (benchmint/xrd/cifread.py).
 //
 //   pbc_close(a, b, tol, margin) -> (close[n, m], ambiguous)
 //       close[i, j] = max_k |d_k - rint(d_k)| < tol with d = a_i - b_j, the
-//       same operations as the NumPy reference (rint rounds half to even, as
+//       same operations as the NumPy reference in xrd/cifread_ref.py (rint rounds half to even, as
 //       np.round does), so every decision is identical. ambiguous says some
 //       pair lies within `margin` of the tolerance, where the caller hands
 //       the structure to pymatgen instead.
@@ -153,7 +153,7 @@ py::tuple pbc_groups(const carray<double>& a, double tol, double margin) {
 
 }  // namespace
 
-void bind_cell(py::module_& m) {
+void bind_cifread(py::module_& m) {
     m.doc() = "Periodic closeness of fractional positions for the fast CIF route.";
     m.def("pbc_close", &pbc_close, py::arg("a"), py::arg("b"), py::arg("tol"), py::arg("margin"),
           "(close[n, m], ambiguous): max_k |d_k - rint(d_k)| < tol for d = a_i - b_j; ambiguous when some "

@@ -1,4 +1,4 @@
-// _core.pdf: page triage counts straight from PDF content streams, without
+// _core.triage: page triage counts straight from PDF content streams, without
 // running MuPDF's interpreter. Counts mirror what PyMuPDF reports:
 //   paths  = len(page.get_drawings())   (fills, strokes, a stroke merged into
 //            the identical fill just before it as one "fs" drawing)
@@ -759,7 +759,7 @@ py::tuple py_drop_invocations(const py::bytes& content, const std::vector<std::s
 
 }  // namespace
 
-void bind_pdf(py::module_& m) {
+void bind_triage(py::module_& m) {
     m.doc() = "Page triage counts (painted paths, image placements) from PDF content streams.";
     m.def("count_paths", &py_count_paths, py::arg("content"), py::arg("resources") = py::none(),
           "(images, paths, damaged) of one content stream. resources: dict with optional keys "
