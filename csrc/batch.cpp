@@ -9,8 +9,8 @@
 
 #include <string>
 
-#include "metrics.hpp"
 #include "arrays.hpp"
+#include "metrics.hpp"
 #include "parallel.hpp"
 
 namespace py = pybind11;
@@ -136,8 +136,8 @@ py::dict from_bitmasks(carray<uint64_t> pred, carray<uint64_t> gold, double lam,
 
 void check_offsets_ends(const char* side, const int64_t* off, int64_t n_rows, int64_t n_keys) {
     if (off[0] != 0 || off[n_rows] != n_keys)
-        throw py::value_error(std::string(side) + " offsets must start at 0 and end at len(keys) = " +
-                              std::to_string(n_keys));
+        throw py::value_error(std::string(side) +
+                              " offsets must start at 0 and end at len(keys) = " + std::to_string(n_keys));
 }
 
 // Row checks in reference order: offsets, then strictly increasing keys.
@@ -203,7 +203,8 @@ void bind_batch(py::module_& m) {
     m.def("from_bitmasks", &from_bitmasks, py::arg("pred"), py::arg("gold"), py::arg("sip_lambda"),
           py::arg("sip_gamma"), py::arg("workers") = 1, py::arg("out") = py::none());
     m.def("from_csr", &from_csr, py::arg("pred_offsets"), py::arg("pred_keys"), py::arg("gold_offsets"),
-          py::arg("gold_keys"), py::arg("sip_lambda"), py::arg("sip_gamma"), py::arg("workers") = 1, py::arg("out") = py::none());
+          py::arg("gold_keys"), py::arg("sip_lambda"), py::arg("sip_gamma"), py::arg("workers") = 1,
+          py::arg("out") = py::none());
 }
 
 }  // namespace bm

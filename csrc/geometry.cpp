@@ -32,8 +32,7 @@ inline double nan_max(const double v[4]) {
 }
 
 py::array_t<double> transform_boxes(const carray<double>& boxes, const std::vector<double>& m, int workers) {
-    if (boxes.ndim() != 2 || boxes.shape(1) != 4)
-        throw py::value_error("boxes must be (x0, y0, x1, y1) rows");
+    if (boxes.ndim() != 2 || boxes.shape(1) != 4) throw py::value_error("boxes must be (x0, y0, x1, y1) rows");
     if (m.size() != 6) throw py::value_error("the matrix needs 6 numbers (a, b, c, d, e, f)");
     workers = resolve_workers(workers);
     const int64_t n = boxes.shape(0);

@@ -14,7 +14,7 @@ void bind_triage(py::module_& m);
 void bind_sticks(py::module_& m);
 void bind_geometry(py::module_& m);
 void bind_cifread(py::module_& m);
-}
+}  // namespace bm
 
 PYBIND11_MODULE(_core, m) {
     m.doc() = "Compiled kernels of benchmint. Call them through the Python modules, which check inputs.";

@@ -104,9 +104,10 @@ bool answer_from_hkls(std::vector<Hkl>& hkls, Answer& a) {
     for (const auto& h : hkls)
         for (int k = 0; k < h.n; ++k)
             if (h.idx[k] > HKL_LIMIT || h.idx[k] < -HKL_LIMIT) return false;
-    hkls.erase(std::remove_if(hkls.begin(), hkls.end(),
-                              [](const Hkl& h) { return std::all_of(h.idx, h.idx + h.n, [](int64_t x) { return x == 0; }); }),
-               hkls.end());
+    hkls.erase(
+        std::remove_if(hkls.begin(), hkls.end(),
+                       [](const Hkl& h) { return std::all_of(h.idx, h.idx + h.n, [](int64_t x) { return x == 0; }); }),
+        hkls.end());
     std::sort(hkls.begin(), hkls.end(), hkl_less);
     hkls.erase(std::unique(hkls.begin(), hkls.end(),
                            [](const Hkl& x, const Hkl& y) { return !hkl_less(x, y) && !hkl_less(y, x); }),
@@ -235,8 +236,8 @@ struct GoldIndex {
     IdTable index;
     std::vector<int64_t> key_offsets{0};
     std::vector<int64_t> keys;
-    std::vector<std::vector<int32_t>> codes;            // per by-field, per item (codes into values before sorting)
-    std::vector<std::vector<std::string>> values;       // per by-field, in sorted order after finish()
+    std::vector<std::vector<int32_t>> codes;       // per by-field, per item (codes into values before sorting)
+    std::vector<std::vector<std::string>> values;  // per by-field, in sorted order after finish()
     std::vector<std::unordered_map<std::string, int32_t>> value_codes;
     py::list errors;
 
@@ -459,7 +460,8 @@ class RowWriter {
         wait();
         std::swap(pending_, rows);
         rows.clear();
-        worker_ = std::thread([this] { ok_ = ok_ && std::fwrite(pending_.data(), 1, pending_.size(), fh_.get()) == pending_.size(); });
+        worker_ = std::thread(
+            [this] { ok_ = ok_ && std::fwrite(pending_.data(), 1, pending_.size(), fh_.get()) == pending_.size(); });
     }
     void finish() {
         wait();
@@ -629,7 +631,8 @@ struct SegmentCache {
 
     const RowSegments& get(int32_t tp, int32_t np, int32_t ng, int status) {
         const bool is_small = tp < SMALL && np < SMALL && ng < SMALL;
-        const size_t slot = is_small ? ((size_t(status) * SMALL + size_t(tp)) * SMALL + size_t(np)) * SMALL + size_t(ng) : 0;
+        const size_t slot =
+            is_small ? ((size_t(status) * SMALL + size_t(tp)) * SMALL + size_t(np)) * SMALL + size_t(ng) : 0;
         if (is_small && small[slot]) return *small[slot];
         const uint64_t key = (uint64_t(uint32_t(tp)) << 42) ^ (uint64_t(uint32_t(np)) << 21) ^ uint64_t(uint32_t(ng)) ^
                              (uint64_t(status) << 62);
@@ -830,12 +833,13 @@ void bind_pipeline(py::module_& m) {
         .def_property_readonly("n_items", &GoldIndex::n_items)
         .def_readonly("path", &GoldIndex::path)
         .def_readonly("errors", &GoldIndex::errors)
-        .def("ids_of", [](const GoldIndex& g, const std::vector<int64_t>& idx) {
-            std::vector<std::string> out;
-            out.reserve(idx.size());
-            for (int64_t i : idx) out.push_back(g.ids.at(size_t(i)));
-            return out;
-        })
+        .def("ids_of",
+             [](const GoldIndex& g, const std::vector<int64_t>& idx) {
+                 std::vector<std::string> out;
+                 out.reserve(idx.size());
+                 for (int64_t i : idx) out.push_back(g.ids.at(size_t(i)));
+                 return out;
+             })
         .def("strata", [](GoldIndex& g) {
             py::dict d;
             for (size_t f = 0; f < g.by.size(); ++f) {
@@ -844,16 +848,22 @@ void bind_pipeline(py::module_& m) {
             }
             return d;
         });
-    m.def("float_repr", [](double v) {
-        std::string s;
-        append_py_float(s, v);
-        return s;
-    }, "repr(v) as the rows write it (finite v); exposed for tests.");
-    m.def("json_string", [](const std::string& v) {
-        std::string s;
-        append_json_string(s, v);
-        return s;
-    }, "json.dumps(v, ensure_ascii=False) for a str; exposed for tests.");
+    m.def(
+        "float_repr",
+        [](double v) {
+            std::string s;
+            append_py_float(s, v);
+            return s;
+        },
+        "repr(v) as the rows write it (finite v); exposed for tests.");
+    m.def(
+        "json_string",
+        [](const std::string& v) {
+            std::string s;
+            append_json_string(s, v);
+            return s;
+        },
+        "json.dumps(v, ensure_ascii=False) for a str; exposed for tests.");
     m.def("load_gold", &load_gold, py::arg("path"), py::arg("task"), py::arg("by"), py::arg("workers"),
           py::arg("fallback"), py::arg("make_error"));
     m.def("score_stream", &score_stream, py::arg("pred_paths"), py::arg("gold"), py::arg("sip_lambda"),

@@ -100,9 +100,8 @@ double stick_fwhm(double two_theta, const Params& p, int64_t index, bool ka2) {
         const std::string at = "two_theta[" + std::to_string(index) + "]";
         const std::string where =
             ka2 ? "the Ka2 copy of " + at + " (2theta = " + repr(two_theta) + ")" : at + " = " + repr(two_theta);
-        throw std::invalid_argument("Caglioti width undefined at " + where +
-                                    ": U*tan(theta)^2 + V*tan(theta) + W = " + repr(r) +
-                                    " is not a finite positive number");
+        throw std::invalid_argument("Caglioti width undefined at " + where + ": U*tan(theta)^2 + V*tan(theta) + W = " +
+                                    repr(r) + " is not a finite positive number");
     }
     return std::sqrt(r);
 }
@@ -214,7 +213,7 @@ inline void index_span(double lo, double hi, const Params& p, int64_t& k0, int64
 
 // Lorentzians of sticks [j0, j1) added to curve[k0, k1) at the grid points.
 BM_HOT_LOOP void add_lorentz(const Sticks& s, size_t j0, size_t j1, const double* x, double* curve, int64_t k0,
-                        int64_t k1) {
+                             int64_t k1) {
     for (size_t j = j0; j < j1; ++j) {
         const double pj = s.pos[j], aj = s.a_l[j], kj = s.k_l[j];
         for (int64_t k = k0; k < k1; ++k) {
@@ -463,8 +462,7 @@ py::tuple broaden(const carray<double>& two_theta, const carray<double>& intensi
 
 py::tuple broaden_batch(const py::list& two_thetas, const py::list& intensities, double fwhm, double eta,
                         double ka2_ratio, double wl1, double wl2, double start, double step, int64_t n_grid,
-                        py::object caglioti, double window, double gt_window, py::object window_fwhms,
-                        int workers) {
+                        py::object caglioti, double window, double gt_window, py::object window_fwhms, int workers) {
     const Params p =
         make_params(fwhm, eta, ka2_ratio, wl1, wl2, start, step, n_grid, caglioti, window, gt_window, window_fwhms);
     const int nthreads = resolve_workers(workers);
@@ -491,9 +489,8 @@ py::tuple broaden_batch(const py::list& two_thetas, const py::list& intensities,
         parallel_blocks(n_pat, nthreads, 1, [&](int64_t b, int64_t e) {
             for (int64_t j = b; j < e; ++j) {
                 try {
-                    outcomes[size_t(j)] = run_one(tts[size_t(j)].data(), ins[size_t(j)].data(),
-                                                  tts[size_t(j)].shape(0), ins[size_t(j)].shape(0), p, x.data(),
-                                                  out + j * n_grid);
+                    outcomes[size_t(j)] = run_one(tts[size_t(j)].data(), ins[size_t(j)].data(), tts[size_t(j)].shape(0),
+                                                  ins[size_t(j)].shape(0), p, x.data(), out + j * n_grid);
                 } catch (const std::exception& exc) {
                     errors[size_t(j)] = exc.what();
                 }
@@ -501,7 +498,8 @@ py::tuple broaden_batch(const py::list& two_thetas, const py::list& intensities,
         });
     }
     for (int64_t j = 0; j < n_pat; ++j)  // the lowest failing pattern, as a serial loop would report
-        if (!errors[size_t(j)].empty()) throw py::value_error("pattern " + std::to_string(j) + ": " + errors[size_t(j)]);
+        if (!errors[size_t(j)].empty())
+            throw py::value_error("pattern " + std::to_string(j) + ": " + errors[size_t(j)]);
     py::array_t<int64_t> stars(n_pat);
     py::array_t<double> peaks(n_pat);
     py::list truths;
@@ -519,13 +517,13 @@ void bind_profile(py::module_& m) {
     m.doc() = "XRD profile kernels; call them through benchmint.xrd, which checks the parameters.";
     m.def("broaden", &broaden, py::arg("two_theta"), py::arg("intensity"), py::arg("fwhm"), py::arg("eta"),
           py::arg("ka2_ratio"), py::arg("wavelength_ka1"), py::arg("wavelength_ka2"), py::arg("grid_start"),
-          py::arg("grid_step"), py::arg("n_grid"), py::arg("caglioti"), py::arg("window_deg"),
-          py::arg("gt_window"), py::arg("window_fwhms") = py::none(),
+          py::arg("grid_step"), py::arg("n_grid"), py::arg("caglioti"), py::arg("window_deg"), py::arg("gt_window"),
+          py::arg("window_fwhms") = py::none(),
           "One pattern -> (curve, index of the first argmax, curve max, indices of the Ka1 sticks in the window).");
     m.def("broaden_batch", &broaden_batch, py::arg("two_thetas"), py::arg("intensities"), py::arg("fwhm"),
           py::arg("eta"), py::arg("ka2_ratio"), py::arg("wavelength_ka1"), py::arg("wavelength_ka2"),
-          py::arg("grid_start"), py::arg("grid_step"), py::arg("n_grid"), py::arg("caglioti"),
-          py::arg("window_deg"), py::arg("gt_window"), py::arg("window_fwhms") = py::none(), py::arg("workers") = 1,
+          py::arg("grid_start"), py::arg("grid_step"), py::arg("n_grid"), py::arg("caglioti"), py::arg("window_deg"),
+          py::arg("gt_window"), py::arg("window_fwhms") = py::none(), py::arg("workers") = 1,
           "Many patterns -> (curves[n, n_grid], argmax indices, maxima, list of window stick indices).");
 }
 

@@ -111,7 +111,8 @@ struct Arena {
                 auto t = py::reinterpret_borrow<py::tuple>(kv.second);
                 auto kind = t[0].cast<std::string>();
                 XObject x{kind == "image" ? XKind::Image : kind == "form" ? XKind::Form : XKind::Hidden};
-                if (kind == "form") x.form = program(kv.second);
+                if (kind == "form")
+                    x.form = program(kv.second);
                 else if (kind != "image" && kind != "hidden")
                     throw py::value_error("XObject kind must be 'image', 'form' or 'hidden'");
                 r->xobjects[kv.first.cast<std::string>()] = x;
@@ -121,8 +122,10 @@ struct Arena {
                 auto t = py::reinterpret_borrow<py::tuple>(kv.second);
                 auto kind = t[0].cast<std::string>();
                 Pattern p{kind == "tiling" ? PKind::Tiling : PKind::Shading};
-                if (kind == "tiling") p.tiling = program(kv.second);
-                else if (kind != "shading") throw py::value_error("Pattern kind must be 'tiling' or 'shading'");
+                if (kind == "tiling")
+                    p.tiling = program(kv.second);
+                else if (kind != "shading")
+                    throw py::value_error("Pattern kind must be 'tiling' or 'shading'");
                 r->patterns[kv.first.cast<std::string>()] = p;
             }
         if (d.contains("ExtGState"))
@@ -152,8 +155,8 @@ enum class Tok { End, Number, Name, String, Array, Dict, Keyword, Bool, Error };
 
 inline bool is_white(unsigned char c) { return c == 0 || c == 9 || c == 10 || c == 12 || c == 13 || c == 32; }
 inline bool is_delim(unsigned char c) {
-    return c == '(' || c == ')' || c == '<' || c == '>' || c == '[' || c == ']' || c == '{' || c == '}' ||
-           c == '/' || c == '%';
+    return c == '(' || c == ')' || c == '<' || c == '>' || c == '[' || c == ']' || c == '{' || c == '}' || c == '/' ||
+           c == '%';
 }
 inline bool is_regular(unsigned char c) { return !is_white(c) && !is_delim(c); }
 inline int hexval(unsigned char c) {
@@ -175,10 +178,12 @@ struct Lexer {
     void skip_white() {
         while (i < n) {
             unsigned char c = s[i];
-            if (is_white(c)) ++i;
+            if (is_white(c))
+                ++i;
             else if (c == '%') {
                 while (i < n && s[i] != '\n' && s[i] != '\r') ++i;
-            } else break;
+            } else
+                break;
         }
     }
 
@@ -186,9 +191,12 @@ struct Lexer {
         int depth = 1;
         while (i < n) {
             char c = s[i++];
-            if (c == '\\') ++i;
-            else if (c == '(') ++depth;
-            else if (c == ')' && --depth == 0) return;
+            if (c == '\\')
+                ++i;
+            else if (c == '(')
+                ++depth;
+            else if (c == ')' && --depth == 0)
+                return;
         }
         i = n;
         truncated = true;
@@ -196,8 +204,10 @@ struct Lexer {
 
     void skip_hex_string() {  // after '<'
         while (i < n && s[i] != '>') ++i;
-        if (i < n) ++i;
-        else truncated = true;
+        if (i < n)
+            ++i;
+        else
+            truncated = true;
     }
 
     void read_name() {  // after '/'; #xx escapes decoded
@@ -206,7 +216,8 @@ struct Lexer {
             if (s[i] == '#' && i + 2 < n && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
                 text.push_back(char(hexval(s[i + 1]) * 16 + hexval(s[i + 2])));
                 i += 3;
-            } else text.push_back(s[i++]);
+            } else
+                text.push_back(s[i++]);
         }
     }
 
@@ -231,12 +242,17 @@ struct Lexer {
                 return;
             }
             char c = s[i++];
-            if (c == '(') skip_literal_string();
-            else if (c == '[') ++depth;
-            else if (c == ']') --depth;
+            if (c == '(')
+                skip_literal_string();
+            else if (c == '[')
+                ++depth;
+            else if (c == ']')
+                --depth;
             else if (c == '<') {
-                if (i < n && s[i] == '<') ++i, ++depth;
-                else skip_hex_string();
+                if (i < n && s[i] == '<')
+                    ++i, ++depth;
+                else
+                    skip_hex_string();
             } else if (c == '>') {
                 if (i < n && s[i] == '>') ++i, --depth;
             }
@@ -269,11 +285,16 @@ struct Lexer {
                 ++i;
                 skip_compound(1);
                 return Tok::Array;
-            case ')': case '>': case ']': case '{': case '}':
+            case ')':
+            case '>':
+            case ']':
+            case '{':
+            case '}':
                 ++i;
                 if (c == '>' && i < n && s[i] == '>') ++i;
                 return Tok::Error;
-            default: break;
+            default:
+                break;
         }
         size_t b = i;
         while (i < n && is_regular(s[i])) ++i;
@@ -334,10 +355,14 @@ bool skip_inline_image(Lexer& lx) {
             continue;
         }
         have_key = false;
-        if (key == "W" || key == "Width") info.w = t == Tok::Number ? long(lx.num) : -1;
-        else if (key == "H" || key == "Height") info.h = t == Tok::Number ? long(lx.num) : -1;
-        else if (key == "BPC" || key == "BitsPerComponent") info.bpc = t == Tok::Number ? long(lx.num) : 8;
-        else if (key == "IM" || key == "ImageMask") info.mask = t == Tok::Bool && lx.text == "true";
+        if (key == "W" || key == "Width")
+            info.w = t == Tok::Number ? long(lx.num) : -1;
+        else if (key == "H" || key == "Height")
+            info.h = t == Tok::Number ? long(lx.num) : -1;
+        else if (key == "BPC" || key == "BitsPerComponent")
+            info.bpc = t == Tok::Number ? long(lx.num) : 8;
+        else if (key == "IM" || key == "ImageMask")
+            info.mask = t == Tok::Bool && lx.text == "true";
         else if (key == "F" || key == "Filter") {
             info.filtered = true;
             if (t == Tok::Name) info.filter = lx.text;
@@ -345,9 +370,10 @@ bool skip_inline_image(Lexer& lx) {
             if (t == Tok::Name) {
                 const std::string& v = lx.text;
                 info.comps = (v == "RGB" || v == "DeviceRGB" || v == "CalRGB") ? 3
-                             : (v == "CMYK" || v == "DeviceCMYK")               ? 4
-                                                                                 : 1;
-            } else info.comps = 1;  // indexed arrays hold one index per pixel
+                             : (v == "CMYK" || v == "DeviceCMYK")              ? 4
+                                                                               : 1;
+            } else
+                info.comps = 1;  // indexed arrays hold one index per pixel
         }
     }
     const char* s = lx.s;
@@ -358,8 +384,7 @@ bool skip_inline_image(Lexer& lx) {
         size_t len = size_t(info.h) * size_t((info.w * comps * bpc + 7) / 8);
         size_t j = data + len;
         while (j < n && is_white(s[j])) ++j;
-        if (j + 2 <= n && s[j] == 'E' && s[j + 1] == 'I' &&
-            (j + 2 == n || !is_regular(s[j + 2]))) {
+        if (j + 2 <= n && s[j] == 'E' && s[j + 1] == 'I' && (j + 2 == n || !is_regular(s[j + 2]))) {
             lx.i = j + 2;
             return true;
         }
@@ -371,8 +396,7 @@ bool skip_inline_image(Lexer& lx) {
     const bool ahx = info.filter == "AHx" || info.filter == "ASCIIHexDecode";
     const bool a85 = info.filter == "A85" || info.filter == "ASCII85Decode";
     size_t eod = ahx ? rest.find('>') : a85 ? rest.find("~>") : 0;
-    size_t ei = eod == std::string_view::npos ? std::string::npos
-                                               : find_ei(s, n, from + eod + (ahx ? 1 : a85 ? 2 : 0));
+    size_t ei = eod == std::string_view::npos ? std::string::npos : find_ei(s, n, from + eod + (ahx ? 1 : a85 ? 2 : 0));
     if (ei == std::string::npos) {
         lx.i = n;
         return false;
@@ -397,8 +421,8 @@ struct GState {
 };
 
 inline Matrix concat(const Matrix& m, const Matrix& ctm) {  // m x ctm
-    return {m[0] * ctm[0] + m[1] * ctm[2],        m[0] * ctm[1] + m[1] * ctm[3],
-            m[2] * ctm[0] + m[3] * ctm[2],        m[2] * ctm[1] + m[3] * ctm[3],
+    return {m[0] * ctm[0] + m[1] * ctm[2],          m[0] * ctm[1] + m[1] * ctm[3],
+            m[2] * ctm[0] + m[3] * ctm[2],          m[2] * ctm[1] + m[3] * ctm[3],
             m[4] * ctm[0] + m[5] * ctm[2] + ctm[4], m[4] * ctm[1] + m[5] * ctm[3] + ctm[5]};
 }
 
@@ -413,19 +437,79 @@ constexpr uint32_t C(char a, char b, char c) { return (B(a, b) << 8) | uint8_t(c
 
 bool known_keyword(uint32_t op) {
     switch (op) {
-        case A('w'): case A('J'): case A('j'): case A('M'): case A('d'): case B('r', 'i'): case A('i'):
-        case B('g', 's'): case A('q'): case A('Q'): case B('c', 'm'): case A('m'): case A('l'): case A('c'):
-        case A('v'): case A('y'): case A('h'): case B('r', 'e'): case A('S'): case A('s'): case A('f'):
-        case A('F'): case B('f', '*'): case A('B'): case B('B', '*'): case A('b'): case B('b', '*'):
-        case A('n'): case A('W'): case B('W', '*'): case B('B', 'T'): case B('E', 'T'): case B('T', 'c'):
-        case B('T', 'w'): case B('T', 'z'): case B('T', 'L'): case B('T', 'f'): case B('T', 'r'):
-        case B('T', 's'): case B('T', 'd'): case B('T', 'D'): case B('T', 'm'): case B('T', '*'):
-        case B('T', 'j'): case B('T', 'J'): case A('\''): case A('"'): case B('d', '0'): case B('d', '1'):
-        case B('C', 'S'): case B('c', 's'): case B('S', 'C'): case C('S', 'C', 'N'): case B('s', 'c'):
-        case C('s', 'c', 'n'): case A('G'): case A('g'): case B('R', 'G'): case B('r', 'g'): case A('K'):
-        case A('k'): case B('s', 'h'): case B('B', 'I'): case B('I', 'D'): case B('E', 'I'): case B('D', 'o'):
-        case B('M', 'P'): case B('D', 'P'): case C('B', 'M', 'C'): case C('B', 'D', 'C'): case C('E', 'M', 'C'):
-        case B('B', 'X'): case B('E', 'X'):
+        case A('w'):
+        case A('J'):
+        case A('j'):
+        case A('M'):
+        case A('d'):
+        case B('r', 'i'):
+        case A('i'):
+        case B('g', 's'):
+        case A('q'):
+        case A('Q'):
+        case B('c', 'm'):
+        case A('m'):
+        case A('l'):
+        case A('c'):
+        case A('v'):
+        case A('y'):
+        case A('h'):
+        case B('r', 'e'):
+        case A('S'):
+        case A('s'):
+        case A('f'):
+        case A('F'):
+        case B('f', '*'):
+        case A('B'):
+        case B('B', '*'):
+        case A('b'):
+        case B('b', '*'):
+        case A('n'):
+        case A('W'):
+        case B('W', '*'):
+        case B('B', 'T'):
+        case B('E', 'T'):
+        case B('T', 'c'):
+        case B('T', 'w'):
+        case B('T', 'z'):
+        case B('T', 'L'):
+        case B('T', 'f'):
+        case B('T', 'r'):
+        case B('T', 's'):
+        case B('T', 'd'):
+        case B('T', 'D'):
+        case B('T', 'm'):
+        case B('T', '*'):
+        case B('T', 'j'):
+        case B('T', 'J'):
+        case A('\''):
+        case A('"'):
+        case B('d', '0'):
+        case B('d', '1'):
+        case B('C', 'S'):
+        case B('c', 's'):
+        case B('S', 'C'):
+        case C('S', 'C', 'N'):
+        case B('s', 'c'):
+        case C('s', 'c', 'n'):
+        case A('G'):
+        case A('g'):
+        case B('R', 'G'):
+        case B('r', 'g'):
+        case A('K'):
+        case A('k'):
+        case B('s', 'h'):
+        case B('B', 'I'):
+        case B('I', 'D'):
+        case B('E', 'I'):
+        case B('D', 'o'):
+        case B('M', 'P'):
+        case B('D', 'P'):
+        case C('B', 'M', 'C'):
+        case C('B', 'D', 'C'):
+        case C('E', 'M', 'C'):
+        case B('B', 'X'):
+        case B('E', 'X'):
             return true;
         default:
             return false;
@@ -442,8 +526,8 @@ struct Interpreter {
     std::vector<const Program*> stack;  // forms and patterns being run
 
     static bool device_space(const std::string& n) {
-        return n == "DeviceGray" || n == "DeviceRGB" || n == "DeviceCMYK" || n == "G" || n == "RGB" ||
-               n == "CMYK" || n == "Pattern";
+        return n == "DeviceGray" || n == "DeviceRGB" || n == "DeviceCMYK" || n == "G" || n == "RGB" || n == "CMYK" ||
+               n == "Pattern";
     }
 
     void run_program(const Program* p, const Resources* inherited, const GState& gs, int hidden) {
@@ -473,9 +557,14 @@ struct Interpreter {
                 last_ctm = gs.ctm;
                 last_geom = geom;
                 break;
-            case Paint::Shading: image(gs, hidden); break;
-            case Paint::Tiling: run_program(gs.fill.tiling, res, gs, hidden); break;
-            case Paint::None: break;
+            case Paint::Shading:
+                image(gs, hidden);
+                break;
+            case Paint::Tiling:
+                run_program(gs.fill.tiling, res, gs, hidden);
+                break;
+            case Paint::None:
+                break;
         }
     }
 
@@ -492,8 +581,11 @@ struct Interpreter {
             case Paint::Shading:
                 if (!hidden && gs.alpha.stroke >= 0.5) ++out.images;
                 break;
-            case Paint::Tiling: run_program(gs.stroke.tiling, res, gs, hidden); break;
-            case Paint::None: break;
+            case Paint::Tiling:
+                run_program(gs.stroke.tiling, res, gs, hidden);
+                break;
+            case Paint::None:
+                break;
         }
     }
 
@@ -529,12 +621,15 @@ struct Interpreter {
             if (it == res->patterns.end()) {
                 error();
                 m = Material{Paint::None, nullptr};
-            } else if (it->second.kind == PKind::Shading) m = Material{Paint::Shading, nullptr};
-            else m = Material{Paint::Tiling, it->second.tiling};
+            } else if (it->second.kind == PKind::Shading)
+                m = Material{Paint::Shading, nullptr};
+            else
+                m = Material{Paint::Tiling, it->second.tiling};
         };
         auto set_space = [&](Material& m) {
             if (!have_name) return;
-            if (name == "Pattern") m = Material{Paint::None, nullptr};
+            if (name == "Pattern")
+                m = Material{Paint::None, nullptr};
             else {
                 if (!device_space(name) && !res->colorspaces.count(name)) error();
                 m = Material{};
@@ -545,17 +640,24 @@ struct Interpreter {
             Tok t = lx.next();
             if (t == Tok::End) break;
             switch (t) {
-                case Tok::Number: nums.push_back(lx.num); continue;
+                case Tok::Number:
+                    nums.push_back(lx.num);
+                    continue;
                 case Tok::Name:
                     name = lx.text;
                     if (!have_name) tag = name;
                     have_name = true;
                     continue;
-                case Tok::String: case Tok::Array: case Tok::Dict: case Tok::Bool: continue;
+                case Tok::String:
+                case Tok::Array:
+                case Tok::Dict:
+                case Tok::Bool:
+                    continue;
                 case Tok::Error:
                     error();
                     continue;
-                default: break;
+                default:
+                    break;
             }
             const uint32_t op = op_code(lx.text);
             if (!known_keyword(op)) {
@@ -585,40 +687,78 @@ struct Interpreter {
                     push_geom(6, 4);
                     have_point = has_items = true;
                     break;
-                case A('h'): geom.push_back(7); break;
-                case A('S'): case A('s'): paint = paint_stroke = true; break;
-                case A('f'): case A('F'): case B('f', '*'): paint = paint_fill = true; break;
-                case A('B'): case B('B', '*'): case A('b'): case B('b', '*'):
+                case A('h'):
+                    geom.push_back(7);
+                    break;
+                case A('S'):
+                case A('s'):
+                    paint = paint_stroke = true;
+                    break;
+                case A('f'):
+                case A('F'):
+                case B('f', '*'):
+                    paint = paint_fill = true;
+                    break;
+                case A('B'):
+                case B('B', '*'):
+                case A('b'):
+                case B('b', '*'):
                     paint = paint_fill = paint_stroke = true;
                     break;
-                case A('n'): paint = true; break;
-                case A('q'): saved.push_back(gs); break;
+                case A('n'):
+                    paint = true;
+                    break;
+                case A('q'):
+                    saved.push_back(gs);
+                    break;
                 case A('Q'):
                     if (!saved.empty()) gs = saved.back(), saved.pop_back();
                     break;
                 case B('c', 'm'):
-                    if (nums.size() < 6) error();
-                    else gs.ctm = concat({nums[nums.size() - 6], nums[nums.size() - 5], nums[nums.size() - 4],
-                                          nums[nums.size() - 3], nums[nums.size() - 2], nums[nums.size() - 1]},
-                                         gs.ctm);
+                    if (nums.size() < 6)
+                        error();
+                    else
+                        gs.ctm = concat({nums[nums.size() - 6], nums[nums.size() - 5], nums[nums.size() - 4],
+                                         nums[nums.size() - 3], nums[nums.size() - 2], nums[nums.size() - 1]},
+                                        gs.ctm);
                     break;
                 case B('g', 's'):
                     if (have_name) {
                         auto it = res->extgstates.find(name);
-                        if (it == res->extgstates.end()) error();
-                        else gs.alpha = it->second;
+                        if (it == res->extgstates.end())
+                            error();
+                        else
+                            gs.alpha = it->second;
                     }
                     break;
-                case B('c', 's'): set_space(gs.fill); break;
-                case B('C', 'S'): set_space(gs.stroke); break;
-                case C('s', 'c', 'n'): set_material(gs.fill); break;
-                case C('S', 'C', 'N'): set_material(gs.stroke); break;
-                case A('g'): case B('r', 'g'): case A('k'): gs.fill = Material{}; break;
-                case A('G'): case B('R', 'G'): case A('K'): gs.stroke = Material{}; break;
+                case B('c', 's'):
+                    set_space(gs.fill);
+                    break;
+                case B('C', 'S'):
+                    set_space(gs.stroke);
+                    break;
+                case C('s', 'c', 'n'):
+                    set_material(gs.fill);
+                    break;
+                case C('S', 'C', 'N'):
+                    set_material(gs.stroke);
+                    break;
+                case A('g'):
+                case B('r', 'g'):
+                case A('k'):
+                    gs.fill = Material{};
+                    break;
+                case A('G'):
+                case B('R', 'G'):
+                case A('K'):
+                    gs.stroke = Material{};
+                    break;
                 case B('s', 'h'):
                     if (have_name) {
-                        if (!res->shadings.count(name)) error();
-                        else image(gs, hidden);
+                        if (!res->shadings.count(name))
+                            error();
+                        else
+                            image(gs, hidden);
                     }
                     break;
                 case B('D', 'o'): {
@@ -628,15 +768,20 @@ struct Interpreter {
                         error();
                         break;
                     }
-                    if (it->second.kind == XKind::Image) image(gs, hidden);
-                    else if (it->second.kind == XKind::Form && !hidden) run_program(it->second.form, res, gs, 0);
+                    if (it->second.kind == XKind::Image)
+                        image(gs, hidden);
+                    else if (it->second.kind == XKind::Form && !hidden)
+                        run_program(it->second.form, res, gs, 0);
                     break;
                 }
                 case B('B', 'I'):
-                    if (skip_inline_image(lx)) image(gs, hidden);
-                    else error();
+                    if (skip_inline_image(lx))
+                        image(gs, hidden);
+                    else
+                        error();
                     break;
-                case C('B', 'D', 'C'): case C('B', 'M', 'C'): {
+                case C('B', 'D', 'C'):
+                case C('B', 'M', 'C'): {
                     // "/OC /name BDC" hides when the named optional content is off.
                     bool hides = op == C('B', 'D', 'C') && tag == "OC" && have_name && res->hidden.count(name) > 0;
                     marked.push_back(hides);
@@ -646,7 +791,8 @@ struct Interpreter {
                 case C('E', 'M', 'C'):
                     if (!marked.empty()) hidden -= marked.back(), marked.pop_back();
                     break;
-                default: break;  // text, colour values, line style: no effect on the counts
+                default:
+                    break;  // text, colour values, line style: no effect on the counts
             }
             if (paint) {
                 if (has_items && !hidden) {
