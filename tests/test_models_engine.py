@@ -219,6 +219,24 @@ def test_rerun_reads_the_cache_and_refresh_bypasses_it(server, tmp_path):
     assert server.count == 24 and not any(r.cached for r in refreshed.values())
 
 
+def test_a_reply_is_committed_before_its_item_is_handed_on(server, tmp_path):
+    import sqlite3
+
+    server.script("q3", Reply(text="no"), Reply(text="7"))
+    eng = engine(server, tmp_path, concurrency=4)
+    observer = sqlite3.connect(tmp_path / "cache.sqlite")  # another connection: it sees committed rows only
+    seen = 0
+    for item_id, reply in eng.run_sync((f"q{i}", req(f"q{i}")) for i in range(40)):
+        assert observer.execute("SELECT text FROM replies WHERE key = ?", (reply.key,)).fetchone() == (reply.text,)
+        seen += 1
+    assert seen == 40
+    # An unparseable reply is kept too: the next attempt is asked once, and a rerun asks nothing.
+    first = run(engine(server, tmp_path), ["q3"], parse=int)
+    again = run(engine(server, tmp_path), ["q3"], parse=int)
+    assert first["q3"].value == 7 and first["q3"].requests == 1 and again["q3"].cached
+    assert server.by_prompt["q3"] == 2
+
+
 def test_every_setting_is_part_of_the_key(server):
     eng = engine(server)
     base = req("q")
@@ -231,6 +249,32 @@ def test_every_setting_is_part_of_the_key(server):
     assert eng.key(base) == eng.key(req("q"))
     other_endpoint = Engine(Endpoint("http://127.0.0.1:1/v1"))
     assert other_endpoint.key(base) != eng.key(base)
+
+
+def test_settings_reach_the_server(server):
+    request = ChatRequest(MODEL, (Message.system("be brief"), Message.user("q")), temperature=0.2, top_p=0.9,
+                          max_tokens=7, seed=11, reasoning_effort="low", extra_body={"top_k": 5})
+    run(engine(server), [("q", request)])
+    body = server.bodies[0]
+    assert body["messages"] == [{"role": "system", "content": "be brief"}, {"role": "user", "content": "q"}]
+    assert (body["model"], body["temperature"], body["top_p"], body["max_tokens"], body["seed"]) == (
+        MODEL, 0.2, 0.9, 7, 11)
+    assert body["reasoning_effort"] == "low" and body["top_k"] == 5 and "response_format" not in body
+    run(engine(server, endpoint=Endpoint(server.url, max_tokens_field="max_completion_tokens")), [("q", request)])
+    assert server.bodies[1]["max_completion_tokens"] == 7 and "max_tokens" not in server.bodies[1]
+
+
+def test_items_may_come_from_an_async_iterable(server):
+    async def items():
+        for i in range(5):
+            await asyncio.sleep(0)
+            yield f"q{i}", req(f"q{i}")
+
+    async def main():
+        return {k: o async for k, o in engine(server, concurrency=2).run(items())}
+
+    out = asyncio.run(main())
+    assert {k: o.text for k, o in out.items()} == {f"q{i}": f"echo: q{i}" for i in range(5)}
 
 
 # ---- concurrency, rate limits, streaming
@@ -327,6 +371,27 @@ def test_async_run_closes_cleanly_when_stopped_early(server):
     asyncio.run(main())
     time.sleep(0.1)
     assert server.count <= 4 + 3  # the calls in flight were cancelled, nothing new started
+
+
+def test_stopping_early_keeps_every_reply_received(server, tmp_path):
+    # Replies arrive a few at a time, in most turns of the event loop; the consumer stops at various points,
+    # when some replies are still waiting for their commit. Every reply received must be in the cache.
+    for i in range(300):
+        server.script(f"q{i}", Reply(delay=(i % 13) * 0.001))
+    for stop_after in (7, 19, 31, 43, 57):
+        eng = engine(server, tmp_path / str(stop_after), concurrency=16)
+
+        async def main():
+            async with contextlib.aclosing(eng.run((f"q{i}", req(f"q{i}")) for i in range(300))) as results:
+                n = 0
+                async for _ in results:
+                    n += 1
+                    if n == stop_after:
+                        break
+
+        asyncio.run(main())
+        received = eng.summary()["total"]["prompt_tokens"] // 10  # the server reports 10 prompt tokens per reply
+        assert received >= stop_after and len(eng.cache) == received
 
 
 def test_stopping_early_leaves_no_budget_reserved(server):

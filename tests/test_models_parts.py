@@ -278,3 +278,22 @@ def test_options_build_the_engine_they_describe(tmp_path):
     for argv in (["--concurrency", "0"], ["--max-cost", "-1"], ["--structured", "xml"]):
         with pytest.raises(argparse.ArgumentError):
             parser.parse_args(argv)
+
+
+def test_checkpoints_run_beside_the_writes_and_close_leaves_one_file(tmp_path):
+    import sqlite3
+
+    from benchmint.models.cache import CHECKPOINT_EVERY
+
+    path = tmp_path / "c.sqlite"
+    cache = ReplyCache(path)
+    n = 2 * CHECKPOINT_EVERY + 7
+    for i in range(n):
+        cache.put(f"k{i}", CachedReply(f"text {i}", "stop", 1, 1, "m", None), 0.0)
+    assert cache._checkpointer is not None  # a checkpoint thread was started
+    other = sqlite3.connect(path)  # another reader sees every committed reply before close
+    assert other.execute("SELECT COUNT(*) FROM replies").fetchone()[0] == n
+    other.close()
+    cache.close()
+    assert not (tmp_path / "c.sqlite-wal").exists()
+    assert len(ReplyCache(path)) == n

@@ -4,12 +4,17 @@ Only replies with text are stored; errors and empty replies never are, so they a
 Each reply is committed on its own (WAL journal) before the engine hands it on: a process killed at any moment
 loses at most the replies still in flight. Several processes may share one file. The file also remembers, per
 endpoint and model, which form of structured output the server accepted.
+
+Commits only append to the WAL file; copying the WAL into the database (a checkpoint, the one step that waits for
+the disk) runs in a thread of its own every ``CHECKPOINT_EVERY`` replies, so a caller's event loop never waits for
+an fsync.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import NamedTuple
@@ -36,6 +41,7 @@ CREATE TABLE IF NOT EXISTS structured_modes (
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 FORMAT = "benchmint-reply-cache-1"
+CHECKPOINT_EVERY = 1000
 
 
 class CachedReply(NamedTuple):
@@ -61,6 +67,7 @@ class ReplyCache:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")  # a committed reply survives a killed process
+            self._db.execute("PRAGMA wal_autocheckpoint=0")  # checkpoints run in their own thread (see above)
             self._db.executescript(SCHEMA)
             stored = self._db.execute("SELECT value FROM meta WHERE name = 'format'").fetchone()
         except sqlite3.DatabaseError as exc:
@@ -70,6 +77,7 @@ class ReplyCache:
         elif stored[0] != FORMAT:
             raise ValueError(f"{self.path} is not a benchmint reply cache of this version ({stored[0]!r})")
         self.hits = self.misses = self.writes = 0
+        self._checkpointer: threading.Thread | None = None
 
     def get(self, key: str) -> CachedReply | None:
         row = self._db.execute("SELECT text, finish_reason, prompt_tokens, completion_tokens, model, structured_mode "
@@ -95,12 +103,44 @@ class ReplyCache:
 
     def put(self, key: str, reply: CachedReply, latency_s: float) -> None:
         """Store a reply with text (committed before returning); an empty text is refused."""
-        if not reply.text:
+        self.put_many([(key, reply, latency_s)])
+
+    def put_many(self, rows: list[tuple[str, CachedReply, float]]) -> None:
+        """Store (key, reply, latency) rows in one transaction, committed before returning."""
+        if any(not reply.text for _, reply, _ in rows):
             raise ValueError("an empty reply is never cached")
-        self._db.execute("INSERT OR REPLACE INTO replies VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                         (key, reply.text, reply.finish_reason, reply.prompt_tokens, reply.completion_tokens,
-                          reply.model, reply.structured_mode, latency_s, time.time()))
-        self.writes += 1
+        now = time.time()
+        values = [(key, r.text, r.finish_reason, r.prompt_tokens, r.completion_tokens, r.model, r.structured_mode,
+                   latency_s, now) for key, r, latency_s in rows]
+        before = self.writes
+        if len(values) == 1:
+            self._db.execute("INSERT OR REPLACE INTO replies VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", values[0])
+        else:
+            self._db.execute("BEGIN")
+            try:
+                self._db.executemany("INSERT OR REPLACE INTO replies VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", values)
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+        self.writes += len(values)
+        if (self.writes // CHECKPOINT_EVERY > before // CHECKPOINT_EVERY and self.path != ":memory:"
+                and not self._checkpointing()):
+            self._checkpointer = threading.Thread(target=self._checkpoint, name="reply-cache-checkpoint", daemon=True)
+            self._checkpointer.start()
+
+    def _checkpointing(self) -> bool:
+        return self._checkpointer is not None and self._checkpointer.is_alive()
+
+    def _checkpoint(self, mode: str = "PASSIVE") -> None:
+        """Copy the WAL into the database from a connection of this thread's own (PASSIVE: blocks no one)."""
+        db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+        try:
+            db.execute(f"PRAGMA wal_checkpoint({mode})")
+        except sqlite3.OperationalError:
+            pass  # busy: the next checkpoint (or the one at close) copies it
+        finally:
+            db.close()
 
     def __contains__(self, key: str) -> bool:
         return self._db.execute("SELECT 1 FROM replies WHERE key = ?", (key,)).fetchone() is not None
@@ -122,5 +162,7 @@ class ReplyCache:
 
     def close(self) -> None:
         if self._db is not None:
-            self._db.close()
+            if self._checkpointer is not None:
+                self._checkpointer.join()
+            self._db.close()  # the last connection to close checkpoints what is left
             self._db = None

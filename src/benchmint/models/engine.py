@@ -227,11 +227,12 @@ class Engine:
             self.accounting.check(request.model, request.max_tokens)
             self._checked.add(token)
 
-    def _from_cache(self, key: str, request: ChatRequest, run: _Run, first: CachedReply | None
-                    ) -> Outcome | list[int]:
+    def _from_cache(self, key: str, request: ChatRequest, run: _Run, found: dict[str, CachedReply],
+                    complete: bool) -> Outcome | list[int]:
         """A cached usable reply, a failure (every attempt cached and unparseable), or the attempts to ask.
 
-        ``first`` is the cached reply of the first attempt (already looked up), if any.
+        ``found`` holds cached replies already looked up: the first attempt's, and the other attempts' too when
+        ``complete``.
         """
         n = self.answer_attempts
         if self.refresh:
@@ -240,7 +241,7 @@ class Engine:
         last: tuple[str, str] | None = None
         for i in range(n):
             k = attempt_key(key, i)
-            got = first if i == 0 else self.cache.get(k)
+            got = found.get(k) if i == 0 or complete else self.cache.get(k)
             if got is None:
                 missing.append(i)
                 continue
@@ -276,8 +277,8 @@ class Engine:
             if not got.text:
                 last = (EMPTY_REPLY, f"empty reply (finish_reason {got.finish_reason}){got.note}", None)
                 continue
-            self.cache.put(k, CachedReply(got.text, got.finish_reason, got.prompt_tokens, got.completion_tokens,
-                                          got.model, got.mode), got.latency_s)
+            run.store(k, CachedReply(got.text, got.finish_reason, got.prompt_tokens, got.completion_tokens,
+                                     got.model, got.mode), got.latency_s)
             value, error = run.parse_text(got.text, request)
             if error is None:
                 return ChatReply(k, got.text, value, got.finish_reason, got.prompt_tokens, got.completion_tokens,
@@ -468,6 +469,8 @@ class _Run:
         self.stopped = False
         self.error: BaseException | None = None
         self.client: openai.AsyncOpenAI | None = None
+        self.unstored: list[tuple[str, CachedReply, float]] = []
+        self.unpushed: list[tuple[Any, Outcome, ChatRequest]] = []
 
     async def start(self, items) -> None:
         self.wake = asyncio.Event()
@@ -495,7 +498,8 @@ class _Run:
         return out
 
     def finished(self) -> bool:
-        return not self.feeding and not self.workers and not self.ready and self.error is None
+        return (not self.feeding and not self.workers and not self.ready and not self.unpushed
+                and self.error is None)
 
     def http(self) -> openai.AsyncOpenAI:
         """The run's client, made on first use (a run served from the cache needs none)."""
@@ -506,6 +510,7 @@ class _Run:
         return self.client
 
     async def close(self) -> None:
+        # A commit already scheduled (replies of the last turn) runs while this waits for the cancelled tasks.
         pending = [t for t in (self.feeder, *self.workers) if t is not None and not t.done()]
         for task in pending:
             task.cancel()
@@ -525,6 +530,37 @@ class _Run:
         self.ready.append((item_id, outcome))
         if not self.wake.is_set():
             self.wake.set()
+
+    def store(self, key: str, reply: CachedReply, latency_s: float) -> None:
+        """Queue a reply for the cache; it is committed at the start of the next turn of the event loop."""
+        if not self.unstored and not self.unpushed:
+            asyncio.get_running_loop().call_soon(self._commit)
+        self.unstored.append((key, reply, latency_s))
+
+    def push_stored(self, item_id: Any, outcome: Outcome, request: ChatRequest) -> None:
+        """Hand an outcome on once the replies queued before it are committed."""
+        if not self.unstored and not self.unpushed:
+            asyncio.get_running_loop().call_soon(self._commit)
+        self.unpushed.append((item_id, outcome, request))
+
+    def _commit(self) -> None:
+        """Commit the queued replies in one transaction, then hand on the outcomes that waited for them.
+
+        The replies of one turn of the event loop share a transaction, and a worker goes on to its next item
+        without waiting for it: a reply is durable before its item counts as done, and only replies that arrived
+        in the last turn (at most ``concurrency``) are lost when the process is killed.
+        """
+        rows, outcomes = self.unstored, self.unpushed
+        self.unstored, self.unpushed = [], []
+        if rows:
+            try:
+                self.engine.cache.put_many(rows)
+            except Exception as exc:  # the cache cannot be written: nothing can be kept, so the run ends
+                self.error = exc
+                self.wake.set()
+                return
+        for outcome in outcomes:
+            self.push(*outcome)
 
     def parse_text(self, text: str, request: ChatRequest) -> tuple[Any, str | None]:
         try:
@@ -571,6 +607,11 @@ class _Run:
                 engine._check(request)
             keys.append(request_key(endpoint, request))
         found = {} if engine.refresh else engine.cache.get_many(keys)
+        n = engine.answer_attempts
+        if n > 1 and not engine.refresh and len(found) < len(keys):
+            # Where the first attempt is not cached, a later one may be: one query for all of them.
+            found.update(engine.cache.get_many([attempt_key(k, i) for k in keys if k not in found
+                                                for i in range(1, n)]))
         plain = self.parse is None
         for (item_id, request), key in zip(chunk, keys):
             if self.stopped:
@@ -581,7 +622,7 @@ class _Run:
                 outcome = ChatReply(key, got.text, got.text, got.finish_reason, got.prompt_tokens,
                                     got.completion_tokens, got.model, True, 0, 1, 0.0, got.structured_mode)
             else:
-                outcome = engine._from_cache(key, request, self, got)
+                outcome = engine._from_cache(key, request, self, found, got is None)
             if not isinstance(outcome, list):
                 self.push(item_id, outcome, request)
                 if len(self.ready) >= engine.max_buffered:
@@ -601,7 +642,7 @@ class _Run:
                     self.push(item_id, Failure(key, BUDGET, f"not started: the budget ({self.engine.stop_reason}) "
                                                "would be exceeded", stage=self.stage, model=request.model), request)
                     continue
-                self.push(item_id, await self.engine._resolve(self, key, request, attempts), request)
+                self.push_stored(item_id, await self.engine._resolve(self, key, request, attempts), request)
         except Exception as exc:  # a fault of the engine itself, not of a call: it ends the run
             self.error = exc
         finally:
