@@ -226,7 +226,7 @@ def test_a_reply_is_committed_before_its_item_is_handed_on(server, tmp_path):
     eng = engine(server, tmp_path, concurrency=4)
     observer = sqlite3.connect(tmp_path / "cache.sqlite")  # another connection: it sees committed rows only
     seen = 0
-    for item_id, reply in eng.run_sync((f"q{i}", req(f"q{i}")) for i in range(40)):
+    for _item_id, reply in eng.run_sync((f"q{i}", req(f"q{i}")) for i in range(40)):
         assert observer.execute("SELECT text FROM replies WHERE key = ?", (reply.key,)).fetchone() == (reply.text,)
         seen += 1
     assert seen == 40
@@ -381,7 +381,7 @@ def test_stopping_early_keeps_every_reply_received(server, tmp_path):
     for stop_after in (7, 19, 31, 43, 57):
         eng = engine(server, tmp_path / str(stop_after), concurrency=16)
 
-        async def main():
+        async def main(eng=eng, stop_after=stop_after):
             async with contextlib.aclosing(eng.run((f"q{i}", req(f"q{i}")) for i in range(300))) as results:
                 n = 0
                 async for _ in results:
