@@ -28,9 +28,10 @@ from pathlib import Path
 
 import openai
 import pytest
-from conftest import record_throughput
 
 from benchmint.models import ChatReply, ChatRequest, Endpoint, Engine, Message
+
+from conftest import record_throughput
 
 N_COLD = int(os.environ.get("BENCHMINT_MODELS_ITEMS", "200"))
 N_WARM = int(os.environ.get("BENCHMINT_MODELS_WARM_ITEMS", "1000"))

@@ -14,11 +14,13 @@ import re
 import shutil
 
 import pytest
-from conftest import record_throughput
 
 from benchmint.io import dumps
-from benchmint.metrics.pipeline import ScoreConfig, score_files
+from benchmint.metrics import batch_ref, extract_ref
+from benchmint.metrics.pipeline import MEAN_METRICS, ScoreConfig, score_files
 from benchmint.metrics.synthetic import mcq_dataset
+
+from conftest import record_throughput
 
 N_PRED = int(os.environ.get("BENCHMINT_E2E_ITEMS", "20000"))
 # Predictions as {id, model, output} (1M: ~150 MB with gold, the size the goal is set for);
@@ -85,9 +87,42 @@ def naive_scorer(pred_path, gold_path, out_dir):
     return summary
 
 
-def _run(benchmark, files, impl, monkeypatch, rounds):
+def _gold_sets(gold_path):
+    with open(gold_path, encoding="utf-8") as fh:
+        return {r["id"]: set(r["answer"]) for r in map(json.loads, fh)}
+
+
+def check_scores(out, gold_path, pred_path, sample=5000):
+    """The rows and summary of a score_files run against the plain references, independently of either path:
+    answers as extract_ref reads the outputs (a sample of rows), every row's metrics as batch_ref computes
+    them from its answer and the gold set, and each model's means as the mean of its rows."""
+    gold = _gold_sets(gold_path)
+    with open(pred_path, encoding="utf-8") as fh:
+        outputs = {(r["id"], r.get("model")): r["output"] for r in map(json.loads, fh)}
+    with open(out / "scores.jsonl", encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh]
+    assert len(rows) == N_PRED
+    step = max(1, len(rows) // sample)
+    for row in rows[::step]:
+        assert row["answer"] == (extract_ref.extract_choices(outputs[row["id"], row["model"]]) or []), row
+    sums: dict[str, list] = {}
+    for row in rows:
+        p, g = set(row["answer"]), gold[row["id"]]
+        want = batch_ref.metrics_from_counts(len(p & g), len(p), len(g), 0.6, 6.0)
+        assert all(row[k] == want[k] for k in MEAN_METRICS), row
+        acc = sums.setdefault(row["model"], [0] + [0.0] * len(MEAN_METRICS))
+        acc[0] += 1
+        for k, name in enumerate(MEAN_METRICS, 1):
+            acc[k] += row[name]
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    for model, acc in sums.items():
+        means = summary["models"][model]["metrics"]
+        for k, name in enumerate(MEAN_METRICS, 1):
+            assert means[name]["mean"] == pytest.approx(acc[k] / acc[0], rel=1e-12, abs=1e-15), (model, name)
+
+
+def _run(benchmark, files, impl, forced_impl, rounds):
     gold, pred, root = files
-    monkeypatch.setenv("BENCHMINT_IMPL", impl)
     cfg = ScoreConfig(task="mcq", by=("domain", "level"), workers=-1)
     out = root / f"out-{impl}"
 
@@ -96,22 +131,23 @@ def _run(benchmark, files, impl, monkeypatch, rounds):
         os.sync()
         return (pred, gold, out, cfg), {}
 
-    result = benchmark.pedantic(score_files, setup=fresh_dir, rounds=rounds, iterations=1)
+    with forced_impl(impl):
+        result = benchmark.pedantic(score_files, setup=fresh_dir, rounds=rounds, iterations=1)
     record_throughput(benchmark, N_PRED)
     assert result.exit_code == 0
     assert sum(b["n"] for b in result.summary["models"].values()) == N_PRED
+    check_scores(out, gold, pred)
     return out
 
 
 @pytest.mark.benchmark(group=GROUP)
-def test_benchmint_score_files(benchmark, files, monkeypatch):
-    out = _run(benchmark, files, "compiled", monkeypatch, rounds=5)
-    assert (out / "scores.jsonl").stat().st_size > 0
+def test_benchmint_score_files(benchmark, files, forced_impl):
+    _run(benchmark, files, "compiled", forced_impl, rounds=5)
 
 
 @pytest.mark.benchmark(group=GROUP)
-def test_benchmint_reference_path(benchmark, files, monkeypatch):
-    _run(benchmark, files, "reference", monkeypatch, rounds=1)
+def test_benchmint_reference_path(benchmark, files, forced_impl):
+    _run(benchmark, files, "reference", forced_impl, rounds=1)
 
 
 @pytest.mark.benchmark(group=GROUP)
@@ -126,4 +162,18 @@ def test_naive_json_regex_loop(benchmark, files):
 
     summary = benchmark.pedantic(naive_scorer, setup=fresh_dir, rounds=3, iterations=1)
     record_throughput(benchmark, N_PRED)
-    assert all(0 < means[3] <= 1 for means in summary.values())
+    # Its own answers scored by the reference metrics (other float expressions: equal to rounding),
+    # and its means the means of its rows.
+    gold_sets = _gold_sets(gold)
+    sums: dict[str, list] = {}
+    with open(out / "scores.jsonl", encoding="utf-8") as fh:
+        for row in map(json.loads, fh):
+            p, g = set(row["answer"]), gold_sets[row["id"]]
+            want = batch_ref.metrics_from_counts(len(p & g), len(p), len(g), 0.6, 6.0)
+            for name in MEAN_METRICS:
+                assert row[name] == pytest.approx(want[name], rel=1e-12, abs=1e-15), (row, name)
+            acc = sums.setdefault(row["model"], [0] + [0.0] * len(MEAN_METRICS))
+            acc[0] += 1
+            for k, name in enumerate(MEAN_METRICS, 1):
+                acc[k] += row[name]
+    assert {m: pytest.approx([v / acc[0] for v in acc[1:]], rel=1e-12) for m, acc in sums.items()} == summary

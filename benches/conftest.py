@@ -1,7 +1,19 @@
+import importlib.util
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
+
+# The fixtures of tests/conftest.py (impl, forced_impl, dispatch_counts, compare_forms), shared with the benches.
+_TESTS = Path(__file__).resolve().parents[1] / "tests"
+sys.path.insert(0, str(_TESTS))
+_spec = importlib.util.spec_from_file_location("benchmint_tests_conftest", _TESTS / "conftest.py")
+_shared = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_shared)
+impl, forced_impl, dispatch_counts, compare_forms = (_shared.impl, _shared.forced_impl, _shared.dispatch_counts,
+                                                     _shared.compare_forms)
 
 
 def record_throughput(benchmark, n_items: int) -> None:

@@ -1,5 +1,5 @@
 // _core.extract: answer extraction from raw model output, compiled port of
-// benchmint/metrics/extract.py (its module docstring is the specification and
+// benchmint/metrics/extract_ref.py (its module docstring is the specification and
 // the section names below follow it: J1-J3, L0-L4, C1-C4, H1-H4).
 //
 // The text is worked on as an array of code points, so every index below is a
@@ -18,6 +18,7 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <system_error>
 
 namespace py = pybind11;
@@ -163,8 +164,10 @@ Str<C> strip_wrappers(const Str<C>& s) {
             la = lb = 2;
         } else if (len >= 2) {
             const u32 f = s[a];
-            if ((f == '`' || f == '$' || f == '"' || f == '\'') && last == f) la = lb = 1;
-            else if (f == 0x201C && last == 0x201D) la = lb = 1;
+            if ((f == '`' || f == '$' || f == '"' || f == '\'') && last == f)
+                la = lb = 1;
+            else if (f == 0x201C && last == 0x201D)
+                la = lb = 1;
         }
         if (la) {
             a += la;
@@ -176,8 +179,8 @@ Str<C> strip_wrappers(const Str<C>& s) {
     return s.sub(a, b);
 }
 
-constexpr int kSpanMax = 1000;          // SPAN_MAX
-constexpr int kMaxHklCandidates = 64;   // MAX_HKL_CANDIDATES
+constexpr int kSpanMax = 1000;         // SPAN_MAX
+constexpr int kMaxHklCandidates = 64;  // MAX_HKL_CANDIDATES
 
 // Index of the '}' matching the '{' at open (plain depth count), or -1 when
 // there is none within SPAN_MAX characters of content.
@@ -337,31 +340,26 @@ const auto RX_CONN = alt(seq(Hs, S(U":\uff1a=")), seq(Hp, alt(L(U"is"), L(U"are"
                          seq(Hp, alt(L(U"would"), L(U"should"), L(U"will"), L(U"must")), Hp, L(U"be")));
 const auto RX_BOLD = opt(seq(Hs, RX_STARS));
 const auto RX_ANSWER = seq(L(U"answer"), opt(L(U"s")), opt(L(U"(s)")),
-                           opt(seq(Hp, alt(L(U"choice"), L(U"option"), L(U"letter")), opt(L(U"s")))), RX_BOLD,
-                           RX_CONN);
+                           opt(seq(Hp, alt(L(U"choice"), L(U"option"), L(U"letter")), opt(L(U"s")))), RX_BOLD, RX_CONN);
 const auto RX_HEADING = seq(L(U"answer"), opt(L(U"s")), RX_BOLD, Hs, S(U"\r\n"));
 const auto RX_CORRECT =
     seq(alt(L(U"correct"), L(U"right"), L(U"true"), L(U"best")), Hp,
-        alt(L(U"option"), L(U"choice"), L(U"statement"), L(U"answer")), opt(L(U"s")), opt(L(U"(s)")), RX_BOLD,
-        RX_CONN);
+        alt(L(U"option"), L(U"choice"), L(U"statement"), L(U"answer")), opt(L(U"s")), opt(L(U"(s)")), RX_BOLD, RX_CONN);
 const auto RX_CHOOSE = alt(
-    seq(L(U"i"),
-        opt(alt(seq(Hp, alt(L(U"would"), L(U"will"))), L(U"'d"), L(U"\u2019d"), L(U"'ll"), L(U"\u2019ll"))), Hp,
-        alt(L(U"choose"), L(U"select"), L(U"pick"), seq(L(U"go"), Hp, L(U"with")))),
+    seq(L(U"i"), opt(alt(seq(Hp, alt(L(U"would"), L(U"will"))), L(U"'d"), L(U"\u2019d"), L(U"'ll"), L(U"\u2019ll"))),
+        Hp, alt(L(U"choose"), L(U"select"), L(U"pick"), seq(L(U"go"), Hp, L(U"with")))),
     seq(L(U"my"), Hp, opt(seq(L(U"final"), Hp)), alt(L(U"choice"), L(U"selection"), L(U"pick")), opt(L(U"s")),
         RX_CONN));
-const auto RX_CHINESE =
-    seq(alt(L(U"\u7b54\u6848"), seq(L(U"\u6b63\u786e"), opt(L(U"\u7684")), L(U"\u9009\u9879")),
-            L(U"\u6b63\u786e\u7684\u662f"), L(U"\u9009\u62e9"), L(U"\u9009")),
-        opt(alt(L(U"\u5e94\u8be5\u662f"), L(U"\u5e94\u8be5\u4e3a"), L(U"\u5e94\u4e3a"), L(U"\u5e94\u662f"),
-                L(U"\u662f"), L(U"\u4e3a"))));
+const auto RX_CHINESE = seq(alt(L(U"\u7b54\u6848"), seq(L(U"\u6b63\u786e"), opt(L(U"\u7684")), L(U"\u9009\u9879")),
+                                L(U"\u6b63\u786e\u7684\u662f"), L(U"\u9009\u62e9"), L(U"\u9009")),
+                            opt(alt(L(U"\u5e94\u8be5\u662f"), L(U"\u5e94\u8be5\u4e3a"), L(U"\u5e94\u4e3a"),
+                                    L(U"\u5e94\u662f"), L(U"\u662f"), L(U"\u4e3a"))));
 const auto RX_TAG = L(U"<answer>");
 const auto RX_BOXED = seq(L(U"\\"), alt(L(U"boxed"), L(U"fbox")), Hs, L(U"{"));
 const auto RX_REVERSE = seq(alt(L(U"option"), L(U"choice"), L(U"statement")), opt(L(U"s")), Hp);
-const auto RX_REVERSE_TAIL =
-    seq(Hp, alt(L(U"is"), L(U"are")), Hp, opt(seq(L(U"the"), Hp)),
-        opt(alt(seq(L(U"both"), Hp), seq(L(U"all"), Hp), seq(L(U"also"), Hp))),
-        alt(L(U"correct"), L(U"right"), L(U"true")));
+const auto RX_REVERSE_TAIL = seq(Hp, alt(L(U"is"), L(U"are")), Hp, opt(seq(L(U"the"), Hp)),
+                                 opt(alt(seq(L(U"both"), Hp), seq(L(U"all"), Hp), seq(L(U"also"), Hp))),
+                                 alt(L(U"correct"), L(U"right"), L(U"true")));
 const auto RX_HKL_MARK =
     alt(seq(L(U"hk"), opt(L(U"i")), L(U"l"), opt(L(U"s"))),
         seq(L(U"miller"), Hp, L(U"ind"), alt(L(U"ices"), L(U"exes"), L(U"ex"))),
@@ -393,15 +391,15 @@ struct TrigramSet {
 };
 constexpr TrigramSet kMarkerTrigrams = [] {
     TrigramSet t{};
-    const char* fixed[] = {"ans", "cor", "rig", "tru", "bes", "opt", "cho", "sta", "hkl", "hki", "mil",
+    const char* fixed[] = {"ans", "cor", "rig", "tru", "bes", "opt", "cho", "sta", "hkl", "hki",  "mil",
                            "pea", "ref", "str", "mos", "hig", "max", "tal", "dom", "<an", "\\bo", "\\fb"};
     for (const char* w : fixed) t.add(u32(w[0]), u32(w[1]), u32(w[2]));
     const u32 hs[] = {u32(' '), u32('\t'), 0x7Fu};  // H (U+00A0 and U+3000 map to 0x7F)
     for (u32 h : hs) {
         for (u32 c = 0; c < 128; ++c) t.add(u32('i'), h, c);  // i H...
-        t.add(u32('m'), u32('y'), h);                          // my H
+        t.add(u32('m'), u32('y'), h);                         // my H
     }
-    for (u32 q : {u32('\''), 0x7Fu})                             // i'd i'll (also with U+2019)
+    for (u32 q : {u32('\''), 0x7Fu})  // i'd i'll (also with U+2019)
         for (u32 c : {u32('d'), u32('l')}) t.add(u32('i'), q, c);
     return t;
 }();
@@ -449,16 +447,22 @@ void marker_candidates(const Str<C>& t, bool hkl, std::vector<Cand>& out) {
                 attempt(RX_HEADING, P_HEADING, i);
                 break;
             case 'c':
-                if (c2 == 'o') attempt(RX_CORRECT, P_CORRECT, i);
-                else if (c2 == 'h' && !hkl) attempt(RX_REVERSE, P_REVERSE, i);
+                if (c2 == 'o')
+                    attempt(RX_CORRECT, P_CORRECT, i);
+                else if (c2 == 'h' && !hkl)
+                    attempt(RX_REVERSE, P_REVERSE, i);
                 break;
             case 'r':
-                if (c2 == 'i') attempt(RX_CORRECT, P_CORRECT, i);
-                else if (c2 == 'e' && hkl) attempt(RX_HKL_MARK, P_HKL, i);
+                if (c2 == 'i')
+                    attempt(RX_CORRECT, P_CORRECT, i);
+                else if (c2 == 'e' && hkl)
+                    attempt(RX_HKL_MARK, P_HKL, i);
                 break;
             case 't':
-                if (c2 == 'r') attempt(RX_CORRECT, P_CORRECT, i);
-                else if (c2 == 'a' && hkl) attempt(RX_HKL_MARK, P_HKL, i);
+                if (c2 == 'r')
+                    attempt(RX_CORRECT, P_CORRECT, i);
+                else if (c2 == 'a' && hkl)
+                    attempt(RX_HKL_MARK, P_HKL, i);
                 break;
             case 'b':
                 if (c2 == 'e') attempt(RX_CORRECT, P_CORRECT, i);
@@ -467,16 +471,20 @@ void marker_candidates(const Str<C>& t, bool hkl, std::vector<Cand>& out) {
                 if (is_hspace(c2) || c2 == '\'' || c2 == 0x2019) attempt(RX_CHOOSE, P_CHOOSE, i);
                 break;
             case 'm':
-                if (c2 == 'y') attempt(RX_CHOOSE, P_CHOOSE, i);
-                else if (hkl && (c2 == 'i' || c2 == 'o' || c2 == 'a')) attempt(RX_HKL_MARK, P_HKL, i);
+                if (c2 == 'y')
+                    attempt(RX_CHOOSE, P_CHOOSE, i);
+                else if (hkl && (c2 == 'i' || c2 == 'o' || c2 == 'a'))
+                    attempt(RX_HKL_MARK, P_HKL, i);
                 break;
             case 'o':
                 if (c2 == 'p' && !hkl) attempt(RX_REVERSE, P_REVERSE, i);
                 break;
             case 's':
                 if (c2 == 't') {
-                    if (!hkl) attempt(RX_REVERSE, P_REVERSE, i);
-                    else attempt(RX_HKL_MARK, P_HKL, i);
+                    if (!hkl)
+                        attempt(RX_REVERSE, P_REVERSE, i);
+                    else
+                        attempt(RX_HKL_MARK, P_HKL, i);
                 }
                 break;
             case 'h':
@@ -504,9 +512,8 @@ void marker_candidates(const Str<C>& t, bool hkl, std::vector<Cand>& out) {
         }
     }
     // by position, largest first; ties in the order forward, boxed, reverse
-    std::sort(out.begin(), out.end(), [](const Cand& x, const Cand& y) {
-        return x.pos != y.pos ? x.pos > y.pos : x.kind < y.kind;
-    });
+    std::sort(out.begin(), out.end(),
+              [](const Cand& x, const Cand& y) { return x.pos != y.pos ? x.pos > y.pos : x.kind < y.kind; });
 }
 
 // ---------------------------------------------------------------------------
@@ -527,8 +534,10 @@ bool read_item(const Str<C>& t, int i, Item& out) {
     int closers = 0;  // 1: ) or ）, 2: ]
     if (j < n) {
         const u32 c = t[j];
-        if (c == '(' || c == 0xFF08) closers = 1;
-        else if (c == '[') closers = 2;
+        if (c == '(' || c == 0xFF08)
+            closers = 1;
+        else if (c == '[')
+            closers = 2;
         if (closers) ++j;
     }
     if (j >= n || !is_letter(t[j]) || letter_at(t, j - 1)) return false;
@@ -637,8 +646,7 @@ bool term_word(const Str<C>& t, int a, int b) {
 }
 template <class C>
 bool copula(const Str<C>& t, int a, int b) {
-    return word_is(t, a, b, U"is") || word_is(t, a, b, U"are") || word_is(t, a, b, U"was") ||
-           word_is(t, a, b, U"were");
+    return word_is(t, a, b, U"is") || word_is(t, a, b, U"are") || word_is(t, a, b, U"was") || word_is(t, a, b, U"were");
 }
 template <class C>
 bool negation(const Str<C>& t, int a, int b) {
@@ -708,7 +716,8 @@ int skip_after_marker(const Str<C>& t, int i) {
             continue;
         }
         if (c == '\\') {
-            if (t.lhas(i, U"\\text{")) i += 6;
+            if (t.lhas(i, U"\\text{"))
+                i += 6;
             else if (t.lhas(i, U"\\textbf{") || t.lhas(i, U"\\textrm{") || t.lhas(i, U"\\mathrm{") ||
                      t.lhas(i, U"\\mathbf{"))
                 i += 8;
@@ -862,8 +871,8 @@ inline bool is_minus(u32 c) { return c == '-' || c == 0x2212; }
 struct Piece {
     bool bar;
     bool neg;
-    int nd;            // number of digits (a digit piece); only the first 4 are stored
-    int64_t value;     // a bar piece's value
+    int nd;         // number of digits (a digit piece); only the first 4 are stored
+    int64_t value;  // a bar piece's value
     uint8_t d[4];
     bool over[4];
     int end;
@@ -874,8 +883,10 @@ template <class C>
 bool read_piece(const Str<C>& s, int i, int end, Piece& p) {
     if (i >= end) return false;
     int plen = 0;
-    if (s.has(i, U"\\overline{")) plen = 10;
-    else if (s.has(i, U"\\bar{")) plen = 5;
+    if (s.has(i, U"\\overline{"))
+        plen = 10;
+    else if (s.has(i, U"\\bar{"))
+        plen = 5;
     if (plen) {
         const int j = i + plen;
         int k = j;
@@ -1002,8 +1013,10 @@ bool read_delimited(const Str<C>& s, int i, int end, Hkl& tok, int& jout) {
             j = k + 2;
             break;
         }
-        if (k > j) separated = true;
-        else adjacent = true;
+        if (k > j)
+            separated = true;
+        else
+            adjacent = true;
         j = k;
     }
     if (separated && adjacent) return false;
@@ -1016,9 +1029,7 @@ template <class C>
 bool bare_neighbour_ok(const Str<C>& s, int pos, int far) {
     if (pos < 0 || pos >= s.n) return true;
     const u32 c = s[pos];
-    if (is_letter(c) || is_digit(c) ||
-        in_set(c, U"_/^\u00b0%#+\u00d7\\-\u2212'\u00c5\u03b8\u03bc\u00b5"))
-        return false;
+    if (is_letter(c) || is_digit(c) || in_set(c, U"_/^\u00b0%#+\u00d7\\-\u2212'\u00c5\u03b8\u03bc\u00b5")) return false;
     if ((c == '.' || c == ',' || c == ':') && digit_at(s, far)) return false;
     return true;
 }
@@ -1242,16 +1253,16 @@ bool hkls_bare(const Str<C>& t, std::vector<Hkl>& out) {
 // ---------------------------------------------------------------------------
 // JSON stage: json.loads, reproduced for the values it needs
 
-enum class JR { Ok, Err, Und };  // parsed / json.loads fails / not reproduced here
-constexpr int kMaxDepth = 200;   // deeper nesting may hit Python's recursion limit
+enum class JR { Ok, Err, Und };     // parsed / json.loads fails / not reproduced here
+constexpr int kMaxDepth = 200;      // deeper nesting may hit Python's recursion limit
 constexpr int kMaxIntDigits = 640;  // the lowest int_max_str_digits Python allows
 
 struct Keys {
     const char* names[8];
     int count;
 };
-const Keys kMcqKeys{{"final_answer", "answer", "answers", "correct_options", "choice", "choices", "selected", "options"},
-                    8};
+const Keys kMcqKeys{
+    {"final_answer", "answer", "answers", "correct_options", "choice", "choices", "selected", "options"}, 8};
 const Keys kHklKeys{{"max_peak_hkls", "final_answer", "answer", "answers", "hkls", "hkl", "miller_indices"}, 7};
 
 template <class C>
@@ -1299,14 +1310,30 @@ struct Json {
             }
             if (++i >= n) return -1;
             switch (s[i]) {
-                case '"': c = '"'; break;
-                case '\\': c = '\\'; break;
-                case '/': c = '/'; break;
-                case 'b': c = 8; break;
-                case 'f': c = 12; break;
-                case 'n': c = 10; break;
-                case 'r': c = 13; break;
-                case 't': c = 9; break;
+                case '"':
+                    c = '"';
+                    break;
+                case '\\':
+                    c = '\\';
+                    break;
+                case '/':
+                    c = '/';
+                    break;
+                case 'b':
+                    c = 8;
+                    break;
+                case 'f':
+                    c = 12;
+                    break;
+                case 'n':
+                    c = 10;
+                    break;
+                case 'r':
+                    c = 13;
+                    break;
+                case 't':
+                    c = 9;
+                    break;
                 case 'u': {
                     int e = i + 5;  // after the four hex digits
                     if (e >= n) return -1;
@@ -1651,8 +1678,10 @@ Extracted read_hkl_value(const Json<C>& J, int i, std::vector<Hkl>& out) {
         if (J.s[e] == '"') return exact_hkls(J.decode(e), out);
         const JR r = J.int_tuple(e, tup);
         if (r == JR::Err) return false;
-        if (r == JR::Und) und = true;
-        else out.push_back(tup);
+        if (r == JR::Und)
+            und = true;
+        else
+            out.push_back(tup);
         return true;
     });
     if (!ok) return Extracted::None;
@@ -1693,9 +1722,12 @@ Extracted json_stage(const Str<C>& t, const Keys& keys, const Read& read, bool& 
     for (int i = first_brace < 0 ? n : first_brace; i < n; ++i) {  // nothing happens before the first '{'
         const u32 c = t[i];
         if (in_str) {
-            if (esc) esc = false;
-            else if (c == '\\') esc = true;
-            else if (c == '"') in_str = false;
+            if (esc)
+                esc = false;
+            else if (c == '\\')
+                esc = true;
+            else if (c == '"')
+                in_str = false;
             continue;
         }
         if (c == '{') {
@@ -1749,8 +1781,8 @@ Extracted json_stage(const Str<C>& t, const Keys& keys, const Read& read, bool& 
 template <class C>
 Extracted choices_impl(const Str<C>& t, u32& mask) {
     bool qualified;
-    const Extracted st = json_stage(
-        t, kMcqKeys, [&](const auto& J, int i) { return read_choice_value(J, i, mask); }, qualified);
+    const Extracted st =
+        json_stage(t, kMcqKeys, [&](const auto& J, int i) { return read_choice_value(J, i, mask); }, qualified);
     if (qualified || st == Extracted::Undecided) return st;
     if (choices_from_markers(t, mask)) return Extracted::Found;
     return choices_bare(t, mask) ? Extracted::Found : Extracted::None;
@@ -1938,6 +1970,12 @@ py::object hkls_py(py::handle text) {
     return std::move(out);
 }
 
+py::object extract_py(py::handle text, const std::string& kind) {
+    if (kind == "mcq") return choices_py(text);
+    if (kind == "hkl") return hkls_py(text);
+    throw py::value_error("the compiled extractor knows the answer kinds mcq, hkl; got '" + kind + "'");
+}
+
 }  // namespace
 
 void bind_extract(py::module_& m) {
@@ -1946,6 +1984,8 @@ void bind_extract(py::module_& m) {
           "Sorted option letters, None, or \"undecided\" (then use the Python reference).");
     m.def("hkls", &hkls_py, py::arg("text"),
           "Sorted unique Miller-index tuples, None, or \"undecided\" (then use the Python reference).");
+    m.def("extract", &extract_py, py::arg("text"), py::arg("kind"),
+          "choices() or hkls() by answer-kind name (\"mcq\", \"hkl\").");
 }
 
 }  // namespace bm

@@ -1,5 +1,5 @@
 // Answer extraction from raw model output (UTF-8), compiled port of
-// benchmint/metrics/extract.py. Each function either decides exactly what the
+// benchmint/metrics/extract_ref.py. Each function either decides exactly what the
 // Python reference returns, or answers Undecided and the caller falls back to
 // the reference for that output.
 #pragma once

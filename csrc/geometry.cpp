@@ -1,10 +1,13 @@
 // _core.geometry: boxes through affine maps (thumbnail <-> page <-> crop pixels), many at once.
 // Each output box is the bounding box of the four mapped corners, computed with
-// the same operations in the same order as benchmint/pdf/geometry.py's reference.
+// the same operations in the same order as benchmint/pdf/geometry_ref.py. A NaN
+// among the four corners makes that side NaN, as NumPy's min and max do.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <vector>
 
 #include "arrays.hpp"
@@ -15,9 +18,21 @@ namespace py = pybind11;
 namespace bm {
 namespace {
 
+// std::min/max skip a NaN or not depending on where it sits; NumPy's propagate it.
+inline double nan_min(const double v[4]) {
+    if (std::isnan(v[0]) || std::isnan(v[1]) || std::isnan(v[2]) || std::isnan(v[3]))
+        return std::numeric_limits<double>::quiet_NaN();
+    return std::min({v[0], v[1], v[2], v[3]});
+}
+
+inline double nan_max(const double v[4]) {
+    if (std::isnan(v[0]) || std::isnan(v[1]) || std::isnan(v[2]) || std::isnan(v[3]))
+        return std::numeric_limits<double>::quiet_NaN();
+    return std::max({v[0], v[1], v[2], v[3]});
+}
+
 py::array_t<double> transform_boxes(const carray<double>& boxes, const std::vector<double>& m, int workers) {
-    if (boxes.ndim() != 2 || boxes.shape(1) != 4)
-        throw py::value_error("boxes must be (x0, y0, x1, y1) rows");
+    if (boxes.ndim() != 2 || boxes.shape(1) != 4) throw py::value_error("boxes must be (x0, y0, x1, y1) rows");
     if (m.size() != 6) throw py::value_error("the matrix needs 6 numbers (a, b, c, d, e, f)");
     workers = resolve_workers(workers);
     const int64_t n = boxes.shape(0);
@@ -37,10 +52,10 @@ py::array_t<double> transform_boxes(const carray<double>& boxes, const std::vect
                     ty[k] = b * xs[k] + d * ys[k] + f;
                 }
                 double* w = o + 4 * i;
-                w[0] = std::min({tx[0], tx[1], tx[2], tx[3]});
-                w[1] = std::min({ty[0], ty[1], ty[2], ty[3]});
-                w[2] = std::max({tx[0], tx[1], tx[2], tx[3]});
-                w[3] = std::max({ty[0], ty[1], ty[2], ty[3]});
+                w[0] = nan_min(tx);
+                w[1] = nan_min(ty);
+                w[2] = nan_max(tx);
+                w[3] = nan_max(ty);
             }
             return {};
         });

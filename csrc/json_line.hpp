@@ -28,13 +28,23 @@ inline bool valid_utf8(std::string_view s) {
         }
         if (p >= e) break;
         unsigned c = *p;
-        if (c < 0x80) { ++p; continue; }
+        if (c < 0x80) {
+            ++p;
+            continue;
+        }
         int n;
         unsigned cp;
-        if (c >= 0xC2 && c <= 0xDF) { n = 1; cp = c & 0x1F; }
-        else if (c >= 0xE0 && c <= 0xEF) { n = 2; cp = c & 0x0F; }
-        else if (c >= 0xF0 && c <= 0xF4) { n = 3; cp = c & 0x07; }
-        else return false;
+        if (c >= 0xC2 && c <= 0xDF) {
+            n = 1;
+            cp = c & 0x1F;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            n = 2;
+            cp = c & 0x0F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            n = 3;
+            cp = c & 0x07;
+        } else
+            return false;
         if (e - p <= n) return false;
         for (int k = 1; k <= n; ++k) {
             if ((p[k] & 0xC0) != 0x80) return false;
@@ -58,20 +68,29 @@ struct Cursor {
     }
     bool eat(char c) {
         ws();
-        if (p < end && *p == c) { ++p; return true; }
+        if (p < end && *p == c) {
+            ++p;
+            return true;
+        }
         return false;
     }
     char peek() {
         ws();
         return p < end ? *p : '\0';
     }
-    bool fail() { ok = false; return false; }
+    bool fail() {
+        ok = false;
+        return false;
+    }
 };
 
 inline void put_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) out.push_back(char(cp));
-    else if (cp < 0x800) { out.push_back(char(0xC0 | (cp >> 6))); out.push_back(char(0x80 | (cp & 0x3F))); }
-    else if (cp < 0x10000) {
+    if (cp < 0x80)
+        out.push_back(char(cp));
+    else if (cp < 0x800) {
+        out.push_back(char(0xC0 | (cp >> 6)));
+        out.push_back(char(0x80 | (cp & 0x3F)));
+    } else if (cp < 0x10000) {
         out.push_back(char(0xE0 | (cp >> 12)));
         out.push_back(char(0x80 | ((cp >> 6) & 0x3F)));
         out.push_back(char(0x80 | (cp & 0x3F)));
@@ -87,7 +106,10 @@ inline int hex4(const char* q) {
     int v = 0;
     for (int k = 0; k < 4; ++k) {
         char c = q[k];
-        int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+        int d = (c >= '0' && c <= '9')   ? c - '0'
+                : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                                         : -1;
         if (d < 0) return -1;
         v = v * 16 + d;
     }
@@ -117,21 +139,41 @@ inline bool read_string(Cursor& c, std::string& out) {
         }
         while (p < c.end && *p != '"' && *p != '\\' && static_cast<unsigned char>(*p) >= 0x20) ++p;
         out.append(start, p);
+        // A raw control byte (NUL included) is malformed JSON: Python reads the line and reports it.
         if (p >= c.end || static_cast<unsigned char>(*p) < 0x20) return c.fail();
-        if (*p == '"') { c.p = p + 1; return true; }
+        if (*p == '"') {
+            c.p = p + 1;
+            return true;
+        }
         // escape
         if (p + 1 >= c.end) return c.fail();
         char e = p[1];
         p += 2;
         switch (e) {
-            case '"': out.push_back('"'); break;
-            case '\\': out.push_back('\\'); break;
-            case '/': out.push_back('/'); break;
-            case 'b': out.push_back('\b'); break;
-            case 'f': out.push_back('\f'); break;
-            case 'n': out.push_back('\n'); break;
-            case 'r': out.push_back('\r'); break;
-            case 't': out.push_back('\t'); break;
+            case '"':
+                out.push_back('"');
+                break;
+            case '\\':
+                out.push_back('\\');
+                break;
+            case '/':
+                out.push_back('/');
+                break;
+            case 'b':
+                out.push_back('\b');
+                break;
+            case 'f':
+                out.push_back('\f');
+                break;
+            case 'n':
+                out.push_back('\n');
+                break;
+            case 'r':
+                out.push_back('\r');
+                break;
+            case 't':
+                out.push_back('\t');
+                break;
             case 'u': {
                 if (c.end - p < 4) return c.fail();
                 int u = hex4(p);
@@ -150,7 +192,8 @@ inline bool read_string(Cursor& c, std::string& out) {
                 put_utf8(out, cp);
                 break;
             }
-            default: return c.fail();
+            default:
+                return c.fail();
         }
     }
 }
@@ -161,15 +204,23 @@ struct Number {
     bool is_int = false;
 };
 
+// Python reads an integer token with int(), which refuses more digits than
+// sys.get_int_max_str_digits() allows (never fewer than 640 when limited):
+// longer integer tokens are left to Python.
+constexpr size_t kMaxIntChars = 640;
+
 inline bool read_number(Cursor& c, Number& num) {
     c.ws();
     const char* s = c.p;
     const char* p = s;
     if (p < c.end && *p == '-') ++p;
     if (p >= c.end) return c.fail();
-    if (*p == '0') ++p;
-    else if (*p >= '1' && *p <= '9') while (p < c.end && *p >= '0' && *p <= '9') ++p;
-    else return c.fail();
+    if (*p == '0')
+        ++p;
+    else if (*p >= '1' && *p <= '9')
+        while (p < c.end && *p >= '0' && *p <= '9') ++p;
+    else
+        return c.fail();
     bool is_int = true;
     if (p < c.end && *p == '.') {
         is_int = false;
@@ -184,6 +235,7 @@ inline bool read_number(Cursor& c, Number& num) {
         if (p >= c.end || !(*p >= '0' && *p <= '9')) return c.fail();
         while (p < c.end && *p >= '0' && *p <= '9') ++p;
     }
+    if (is_int && size_t(p - s) > kMaxIntChars) return c.fail();
     num.text = std::string_view(s, size_t(p - s));
     num.is_int = is_int;
     c.p = p;
@@ -227,7 +279,7 @@ bool read_object(Cursor& c, Fn&& member) {
     return c.eat('}') || c.fail();
 }
 
-// Skips any value, checking its syntax; NaN/Infinity and deep nesting are refused (handed to Python).
+// Skips any value, checking its syntax; NaN/Infinity, deep nesting and long integers are refused (handed to Python).
 inline bool skip_value(Cursor& c, int depth = 0) {
     if (depth > 64) return c.fail();
     char ch = c.peek();

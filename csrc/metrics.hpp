@@ -1,7 +1,7 @@
 // Set metrics from the three counts (tp, |P|, |G|). Every metric of
 // spm-bench §3 and crystalxrd-bench §2.4 is a function of these counts, so
 // the bitmask, CSR and streaming paths share this one definition. The
-// expression order matches benchmint/metrics/reference.py exactly so the
+// expression order matches benchmint/metrics/batch_ref.py exactly so the
 // compiled and reference results are equal bit for bit.
 #pragma once
 #include <cstdint>

@@ -1,4 +1,4 @@
-// XRD sticks kernel: the numeric half of pymatgen's XRDCalculator.get_pattern.
+// _core.sticks: the numeric half of pymatgen's XRDCalculator.get_pattern.
 //
 // Two entry points, called by src/benchmint/xrd/sticks.py:
 //
@@ -82,8 +82,7 @@ std::vector<Refl> enumerate(const double* B, const double* A, double max_r, doub
                 for (int d = 0; d < 3; ++d)
                     c[d] = static_cast<double>(h) * B[d] + static_cast<double>(k) * B[3 + d] +
                            static_cast<double>(l) * B[6 + d] + 0.0;
-                if (!(c[0] > vmin && c[0] < vmax && c[1] > vmin && c[1] < vmax && c[2] > vmin && c[2] < vmax))
-                    continue;
+                if (!(c[0] > vmin && c[0] < vmax && c[1] > vmin && c[1] < vmax && c[2] > vmin && c[2] < vmax)) continue;
                 double d2 = 0.0;
                 for (int d = 0; d < 3; ++d) d2 += (c[d] - 0.0) * (c[d] - 0.0);
                 if (!accepted(d2, max_r)) continue;
@@ -103,8 +102,8 @@ std::vector<Refl> enumerate(const double* B, const double* A, double max_r, doub
 }
 
 py::tuple reflections(const carray<double>& recip, const carray<double>& real, double max_r, double min_r) {
-    if (recip.ndim() != 2 || recip.shape(0) != 3 || recip.shape(1) != 3 || real.ndim() != 2 ||
-        real.shape(0) != 3 || real.shape(1) != 3)
+    if (recip.ndim() != 2 || recip.shape(0) != 3 || recip.shape(1) != 3 || real.ndim() != 2 || real.shape(0) != 3 ||
+        real.shape(1) != 3)
         throw py::value_error("recip and real must be 3x3 matrices");
     if (!std::isfinite(max_r) || !std::isfinite(min_r) || max_r < 0.0)
         throw py::value_error("max_r and min_r must be finite, max_r >= 0");
@@ -132,14 +131,14 @@ struct SFInput {
     const double* g;
     const double* theta;
     int64_t m;
-    const double* frac;   // (n, 3), atoms sorted by group
-    const double* occu;   // (n,)
-    const int64_t* grp;   // (n,) non-decreasing group index
+    const double* frac;  // (n, 3), atoms sorted by group
+    const double* occu;  // (n,)
+    const int64_t* grp;  // (n,) non-decreasing group index
     int64_t n;
     const double* z;      // (G,)
     const double* coeff;  // (G, nc, 2)
     int64_t nc;
-    const double* dw;     // (G,)
+    const double* dw;  // (G,)
     int64_t ng;
     const double* ustar;  // (n, 3, 3) or null
 };
@@ -164,8 +163,8 @@ inline V4 load4(const double* p) {
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target_clones("avx2", "default")))
 #endif
-void sf_range(const SFInput& in, const Tables& tb, const std::vector<int64_t>& group_start, int64_t begin,
-              int64_t end, double* out) {
+void sf_range(const SFInput& in, const Tables& tb, const std::vector<int64_t>& group_start, int64_t begin, int64_t end,
+              double* out) {
     const int64_t n = in.n;
     std::vector<double> w(static_cast<size_t>(n)), form(static_cast<size_t>(in.ng));
     double lorentz = 0.0;
@@ -242,9 +241,8 @@ void sf_range(const SFInput& in, const Tables& tb, const std::vector<int64_t>& g
 
 py::array_t<double> intensities(const carray<int64_t>& hkl, const carray<double>& g, const carray<double>& theta,
                                 const carray<double>& frac, const carray<double>& occu,
-                                const carray<int64_t>& atom_group, const carray<double>& z,
-                                const carray<double>& coeff, const carray<double>& dw, py::object ustar_obj,
-                                int workers) {
+                                const carray<int64_t>& atom_group, const carray<double>& z, const carray<double>& coeff,
+                                const carray<double>& dw, py::object ustar_obj, int workers) {
     const int nthreads_max = resolve_workers(workers);
     if (hkl.ndim() != 2 || hkl.shape(1) != 3) throw py::value_error("hkl must have shape (m, 3)");
     const int64_t m = hkl.shape(0);
@@ -269,8 +267,20 @@ py::array_t<double> intensities(const carray<int64_t>& hkl, const carray<double>
         if (ustar.ndim() != 3 || ustar.shape(0) != n || ustar.shape(1) != 3 || ustar.shape(2) != 3)
             throw py::value_error("ustar must have shape (n, 3, 3)");
     }
-    SFInput in{hkl.data(), g.data(), theta.data(), m, frac.data(), occu.data(), grp, n, z.data(), coeff.data(),
-               coeff.shape(1), dw.data(), ng, ustar_obj.is_none() ? nullptr : ustar.data()};
+    SFInput in{hkl.data(),
+               g.data(),
+               theta.data(),
+               m,
+               frac.data(),
+               occu.data(),
+               grp,
+               n,
+               z.data(),
+               coeff.data(),
+               coeff.shape(1),
+               dw.data(),
+               ng,
+               ustar_obj.is_none() ? nullptr : ustar.data()};
     py::array_t<double> out(m);
     double* po = out.mutable_data();
     {
@@ -386,7 +396,8 @@ py::tuple merge_peaks(const carray<int64_t>& keys, const carray<double>& intens,
                 for (int c = 0; c < width; ++c) key[c] = label[c] < 0 ? -label[c] : label[c];
                 std::sort(key.begin(), key.begin() + width);
                 auto it = std::find_if(fams.begin(), fams.end(), [&](const Family& f) { return f.key == key; });
-                if (it == fams.end()) fams.push_back({key, label, 1});
+                if (it == fams.end())
+                    fams.push_back({key, label, 1});
                 else {
                     ++it->rows;
                     if (std::lexicographical_compare(it->best.begin(), it->best.begin() + width, label.begin(),
@@ -419,12 +430,11 @@ void bind_sticks(py::module_& m) {
     m.doc() = "XRD sticks: reciprocal points in the limiting sphere and 2|F|^2 LP intensities.";
     m.def("reflections", &reflections, py::arg("recip"), py::arg("real"), py::arg("max_r"), py::arg("min_r"),
           "Half-space reciprocal points (hkl int64 (m,3), |g| float64 (m,)) sorted by (|g|, -h, -k, -l).");
-    m.def("intensities", &intensities, py::arg("hkl"), py::arg("g"), py::arg("theta"), py::arg("frac"),
-          py::arg("occu"), py::arg("atom_group"), py::arg("z"), py::arg("coeff"), py::arg("dw"),
-          py::arg("ustar") = py::none(), py::arg("workers") = 1,
-          "2|F|^2 times the Lorentz-polarisation factor for each reflection.");
-    m.def("merge_peaks", &merge_peaks, py::arg("keys"), py::arg("intensities"), py::arg("hkl"),
-          py::arg("hexagonal"), py::arg("threshold"),
+    m.def("intensities", &intensities, py::arg("hkl"), py::arg("g"), py::arg("theta"), py::arg("frac"), py::arg("occu"),
+          py::arg("atom_group"), py::arg("z"), py::arg("coeff"), py::arg("dw"), py::arg("ustar") = py::none(),
+          py::arg("workers") = 1, "2|F|^2 times the Lorentz-polarisation factor for each reflection.");
+    m.def("merge_peaks", &merge_peaks, py::arg("keys"), py::arg("intensities"), py::arg("hkl"), py::arg("hexagonal"),
+          py::arg("threshold"),
           "Reflections -> (first reflection of each peak, scaled intensities, family labels (F, 3|4), "
           "multiplicities (F,), family offsets per peak (peaks + 1,)).");
 }

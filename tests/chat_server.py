@@ -8,6 +8,7 @@ most requests it held at once. What it answers is scripted:
   when they are used up the last one repeats.
 - ``server.queue(action, ...)``: the next requests, whatever their prompt, in arrival order (before scripts).
 - otherwise ``server.default`` (a normal reply echoing the prompt, with ``usage``).
+- ``server.when_contains[fragment] = action``: every request whose prompt holds ``fragment`` (after scripts).
 - ``server.reject_formats = {"json_schema": 500}``: any request asking for that ``response_format`` gets the status.
 
 Actions: ``Reply`` (text, usage, delay before answering), ``Status`` (an error status with optional Retry-After),
@@ -28,8 +29,9 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,7 @@ class ChatServer:
     def __init__(self, delay: float = 0.0) -> None:
         self.default: Any = Reply(delay=delay)
         self.reject_formats: dict[str, int] = {}
+        self.when_contains: dict[str, Any] = {}  # prompt fragment -> the action for every prompt holding it
         self._scripts: dict[str, collections.deque] = {}
         self._queue: collections.deque = collections.deque()
         self._lock = threading.Lock()
@@ -155,6 +158,9 @@ class ChatServer:
             steps = self._scripts.get(prompt)
             if steps:
                 return steps.popleft() if len(steps) > 1 else steps[0]
+            for fragment, action in self.when_contains.items():
+                if fragment in prompt:
+                    return action
         kind = (body.get("response_format") or {}).get("type")
         if kind in self.reject_formats:
             return Status(self.reject_formats[kind], body={"error": {"message": f"{kind} is not supported"}})

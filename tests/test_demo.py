@@ -16,5 +16,7 @@ def test_demo_runs_every_capability(tmp_path, capsys):
     assert len((tmp_path / "xrd" / "bench" / "items.jsonl").read_text().splitlines()) == 36
     assert json.loads((tmp_path / "xrd" / "scores" / "summary.json").read_text())["task"] == "hkl"
     assert json.loads((tmp_path / "xrd" / "scores-symmetry" / "summary.json").read_text())["params"]["symmetry"]
+    baseline = json.loads((tmp_path / "xrd" / "eval-baseline" / "scores" / "summary.json").read_text())
+    assert baseline["models"]["benchmint-simulator"]["metrics"]["jaccard"]["mean"] == 1.0
     figures = (tmp_path / "harvest" / "figures.jsonl").read_text().splitlines()
     assert [json.loads(f)["label"] for f in figures] == ["1", "2"]

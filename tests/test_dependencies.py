@@ -12,7 +12,7 @@ PACKAGE = ROOT / "src" / "benchmint"
 # Distributions that provide the same import package under another name.
 SAME_AS = {"pillow-simd": "pillow"}
 # Declared ahead of their first import, each with its reason.
-NOT_YET_IMPORTED = {"numba": "the compiler of user-defined metrics, being added"}
+NOT_YET_IMPORTED: dict[str, str] = {}
 
 
 def _normal(name):

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from golden import load_corpus
+from benchmint.metrics.extract_ref import extract, extract_choices, extract_hkls
 
-from benchmint.metrics.extract import extract, extract_choices, extract_hkls
+from golden import load_corpus
 
 _ROWS = load_corpus()
 

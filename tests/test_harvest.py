@@ -102,13 +102,13 @@ def test_killed_harvest_resumes_to_the_same_files(corpus, tmp_path):
     import sys
     import time
 
-    from benchmint.store import Ledger
+    from benchmint.run import Ledger
 
     dump = tmp_path / "dump"
     dump.mkdir()
     for i in range(150):  # distinct files (content keys) of the sample article
         (dump / f"paper{i:02d}.pdf").write_bytes(SAMPLE.read_bytes() + f"%{i}\n".encode())
-    run = [sys.executable, "-m", "benchmint.cli", "harvest", str(dump), "--workers", "1", "--out"]
+    run = [sys.executable, "-m", "benchmint.cli", "harvest", str(dump), "--out"]  # the settings users get
     killed = tmp_path / "killed"
     proc = subprocess.Popen([*run, str(killed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ledger_file = killed / "ledger.sqlite"

@@ -43,3 +43,8 @@ def test_pip_install_into_a_bare_venv(tmp_path):
                              "--quiet"], capture_output=True, text=True)
     assert scored.returncode == 0, scored.stderr
     assert json.loads((tmp_path / "s" / "summary.json").read_text())["errors"]["count"] == 0
+    # the benchmarks' prompt and protocol files are package data of the wheel
+    shipped = subprocess.run([str(py), "-c", "from benchmint import benchmarks; b = benchmarks.get('seephys'); "
+                              "print(len(b.prompt_files('VO')), b.protocol.max_tokens)"],
+                             capture_output=True, text=True, cwd=tmp_path)
+    assert shipped.stdout.split() == ["4", "8192"], shipped.stderr

@@ -8,20 +8,21 @@ import sys
 
 import pytest
 
-from benchmint.store import Ledger, content_key
+from benchmint.run import Ledger, content_key
 
+# A run as users get it: the runner, its executor, the ledger with its shipped settings.
+# A unit is printed only once the runner reports it finished.
 WORKER = """
 import sys, time
-from benchmint.store import Ledger
-ledger = Ledger(sys.argv[1], "demo", batch=1)
-for i in range(int(sys.argv[2])):
-    key = f"unit-{i:03d}"
-    if ledger.done(key):
-        continue
-    time.sleep(0.01)  # the work
-    ledger.record(key, {"i": i, "square": i * i})
-    print(key, flush=True)
-ledger.close()
+from benchmint.run import Ledger, ThreadExecutor, Unit, run_units
+
+def work(i):
+    time.sleep(0.01)
+    return {"i": i, "square": i * i}
+
+units = [Unit(f"unit-{i:03d}", (i,), str(i)) for i in range(int(sys.argv[2]))]
+with Ledger(sys.argv[1], "demo") as ledger:
+    run_units(ledger, units, work, ThreadExecutor(2), on_recorded=lambda u, r: print(u.key, flush=True))
 """
 
 
@@ -46,12 +47,13 @@ def test_content_key_covers_settings():
 def test_killed_run_resumes_without_duplicates(tmp_path):
     db = tmp_path / "run.sqlite"
     proc = subprocess.Popen([sys.executable, "-c", WORKER, str(db), "200"], stdout=subprocess.PIPE, text=True)
-    seen = [proc.stdout.readline() for _ in range(30)]  # let it finish some units, then kill it hard
+    seen = [proc.stdout.readline().strip() for _ in range(30)]  # let it finish some units, then kill it hard
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert all(s.startswith("unit-") for s in seen)
     with Ledger(db, "demo") as ledger:
         survived = len(ledger)
+        assert all(ledger.done(key) for key in seen)  # every unit reported finished was durable
     assert 30 <= survived < 200
     rerun = subprocess.run([sys.executable, "-c", WORKER, str(db), "200"], capture_output=True, text=True, check=True)
     assert len(rerun.stdout.split()) == 200 - survived  # only the missing units ran

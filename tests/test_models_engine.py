@@ -9,12 +9,25 @@ import time
 import tracemalloc
 
 import pytest
-from chat_server import ChatServer, Close, EmptyChoices, Malformed, Raw, Reply, Status, Trickle
 from PIL import Image
 
-from benchmint.models import (Accounting, Budget, ChatReply, ChatRequest, Endpoint, Engine, Failure, ImagePart,
-                              Message, PriceTable, RateLimits, RetryPolicy)
+from benchmint.models import (
+    Accounting,
+    Budget,
+    ChatReply,
+    ChatRequest,
+    Endpoint,
+    Engine,
+    Failure,
+    ImagePart,
+    Message,
+    PriceTable,
+    RateLimits,
+    RetryPolicy,
+)
 from benchmint.models.cache import CachedReply
+
+from chat_server import ChatServer, Close, EmptyChoices, Malformed, Raw, Reply, Status, Trickle
 
 FAST = RetryPolicy(max_attempts=4, base_delay_s=0.01, max_delay_s=0.05, seed=7)
 MODEL = "test-model"
@@ -213,7 +226,7 @@ def test_a_reply_is_committed_before_its_item_is_handed_on(server, tmp_path):
     eng = engine(server, tmp_path, concurrency=8)
     observer = sqlite3.connect(tmp_path / "cache.sqlite")  # another connection: it sees committed rows only
     seen = 0
-    for item_id, reply in eng.run_sync((f"q{i}", req(f"q{i}")) for i in range(200)):
+    for _item_id, reply in eng.run_sync((f"q{i}", req(f"q{i}")) for i in range(200)):
         assert observer.execute("SELECT text FROM replies WHERE key = ?", (reply.key,)).fetchone() == (reply.text,)
         seen += 1
     assert seen == 200
@@ -368,7 +381,7 @@ def test_stopping_early_keeps_every_reply_received(server, tmp_path):
     for stop_after in (7, 19, 31, 43, 57):
         eng = engine(server, tmp_path / str(stop_after), concurrency=16)
 
-        async def main():
+        async def main(eng=eng, stop_after=stop_after):
             async with contextlib.aclosing(eng.run((f"q{i}", req(f"q{i}")) for i in range(300))) as results:
                 n = 0
                 async for _ in results:
@@ -618,7 +631,7 @@ def test_a_bad_item_stops_the_run_with_a_clear_error(server, tmp_path):
     run(engine(server, tmp_path), good)
     got = []
     with pytest.raises(ValueError, match="pairs"):
-        for item_id, outcome in engine(server, tmp_path).run_sync([*good, ["a", "list"]]):
+        for item_id, _outcome in engine(server, tmp_path).run_sync([*good, ["a", "list"]]):
             got.append(item_id)
     assert sorted(got) == sorted(i for i, _ in good)
 

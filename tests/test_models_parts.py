@@ -10,8 +10,18 @@ import pytest
 from PIL import Image
 
 from benchmint.io import InputError, dumps
-from benchmint.models import (Accounting, Budget, ChatRequest, Failure, ImagePart, Message, PriceTable, ReplyCache,
-                              parse_json, request_key)
+from benchmint.models import (
+    Accounting,
+    Budget,
+    ChatRequest,
+    Failure,
+    ImagePart,
+    Message,
+    PriceTable,
+    ReplyCache,
+    parse_json,
+    request_key,
+)
 from benchmint.models.accounting import Verdict
 from benchmint.models.cache import CachedReply
 from benchmint.models.call import _CANONICAL
@@ -69,8 +79,8 @@ def test_key_is_the_hash_of_the_canonical_json_form():
         ChatRequest("m", (Message.user("q"),), temperature=0.7, top_p=0.9, max_tokens=64, seed=3,
                     reasoning_effort="low", schema={"type": "object", "required": ["z", "a"],
                                                     "properties": {"z": {"type": "string"}, "a": {"type": "integer"}}},
-                    schema_name="verdict", extra_body={"top_k": 20, "chat_template_kwargs": {"think": False,
-                                                                                             "a": [3, {"y": 1, "b": 2}]}}),
+                    schema_name="verdict",
+                    extra_body={"top_k": 20, "chat_template_kwargs": {"think": False, "a": [3, {"y": 1, "b": 2}]}}),
     ]
     for r in requests:
         form = {"v": 1, "endpoint": "http://h:1/v1", "request": r.key_form()}

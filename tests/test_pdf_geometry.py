@@ -3,11 +3,21 @@
 import numpy as np
 import pymupdf
 import pytest
+from harness import THREADED_ROWS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmint.pdf.geometry import (BoxError, PageFrame, page_to_crop_pixels, render_crop, render_thumbnail,
-                                    thumbnail_to_page, transform)
+from benchmint import _core
+from benchmint.pdf import geometry_ref
+from benchmint.pdf.geometry import (
+    BoxError,
+    PageFrame,
+    page_to_crop_pixels,
+    render_crop,
+    render_thumbnail,
+    thumbnail_to_page,
+    transform,
+)
 
 RED = (1, 0, 0)
 FIGURE = pymupdf.Rect(120, 210, 320, 330)  # in mediabox coordinates when drawn
@@ -148,31 +158,78 @@ def test_crop_cli_and_errors(tmp_path, capsys):
 
 
 finite = st.floats(-1e6, 1e6, allow_nan=False)
+# Coordinates for the NaN rule: NaN, infinities, signed zeros, values whose products overflow.
+anything = st.one_of(finite, st.sampled_from([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e308, -1e308]))
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(finite, finite, finite, finite), max_size=40),
-       st.tuples(finite, finite, finite, finite, finite, finite), st.sampled_from([1, 2, -1]))
-def test_compiled_transform_equals_reference(rows, matrix, workers):
-    from benchmint import _core
-    from benchmint.pdf.geometry import transform_reference
-
-    boxes = np.array(rows, dtype=np.float64).reshape(-1, 4)
-    np.testing.assert_array_equal(_core.geometry.transform_boxes(boxes, list(matrix), workers),
-                                  transform_reference(boxes, matrix))
+def _same_boxes(ref, got):
+    assert got.dtype == ref.dtype == np.float64 and got.shape == ref.shape
+    np.testing.assert_array_equal(got, ref)  # bit for bit; NaN exactly where the reference has NaN
 
 
-def test_compiled_transform_errors_and_large_batch(monkeypatch):
-    from benchmint import _core
-    from benchmint.pdf.geometry import transform_reference
+@st.composite
+def box_batches(draw, coordinate=finite):
+    """Up to 40 drawn rows, tiled above the threading threshold half of the time."""
+    rows = draw(st.lists(st.tuples(coordinate, coordinate, coordinate, coordinate), max_size=40))
+    if rows and draw(st.booleans()):
+        rows = [rows[i % len(rows)] for i in range(draw(st.integers(THREADED_ROWS, THREADED_ROWS + 3000)))]
+    return np.array(rows, dtype=np.float64).reshape(-1, 4)
 
+
+@settings(max_examples=150, deadline=None)
+@given(box_batches(), st.tuples(finite, finite, finite, finite, finite, finite), st.sampled_from([1, 2, -1]))
+def test_compiled_transform_equals_reference(compare_forms, boxes, matrix, workers):
+    compare_forms("geometry", lambda: geometry_ref.transform(boxes, matrix),
+                  lambda: transform(boxes, matrix, workers), _same_boxes)
+
+
+@settings(max_examples=150, deadline=None)
+@given(box_batches(anything), st.tuples(finite, finite, finite, finite, finite, finite), st.sampled_from([1, 2]))
+def test_non_finite_boxes_propagate_alike(compare_forms, boxes, matrix, workers):
+    # NaN and infinite coordinates: a NaN corner makes that side NaN, as NumPy's min/max do.
+    compare_forms("geometry", lambda: geometry_ref.transform(boxes, matrix),
+                  lambda: transform(boxes, matrix, workers), _same_boxes)
+
+
+def test_nan_box_regression(compare_forms):
+    # std::min skipped the NaN here and gave [1, 2, 1, 4]; every side is NaN (0·NaN is NaN too).
+    boxes = np.array([[1.0, 2.0, np.nan, 4.0]])
+    _, (_, got) = compare_forms("geometry", lambda: geometry_ref.transform(boxes, (1, 0, 0, 1, 0, 0)),
+                                lambda: transform(boxes, (1, 0, 0, 1, 0, 0)), _same_boxes)
+    assert np.isnan(got).all()
+
+
+@pytest.mark.parametrize("box, matrix, error, message", [
+    ([[0, 0, 1, 1]], (1, 0, 0, np.nan, 0, 0), ValueError, "non-finite entry"),
+    ([[0, 0, 1, 1]], (1, 0, 0, np.inf, 0, 0), ValueError, "non-finite entry"),
+    ([[0, 0, 1, 1]], (1, 0, 0, 1), ValueError, "6 numbers"),
+    ([[0, 0, 1]], (1, 0, 0, 1, 0, 0), BoxError, "shape"),
+])
+def test_transform_rejects_bad_input(impl, dispatch_counts, box, matrix, error, message):
+    with pytest.raises(error, match=message):
+        transform(box, matrix)
+    assert dispatch_counts("geometry") == {"compiled": 0, "reference": 0, "fallback": 0}  # checked before dispatch
+
+
+def test_boxes_from_outside_are_checked():
+    # Where boxes come from a VLM, non-finite ones are rejected before any map.
+    doc, page = make_page(0, None)
+    with pytest.raises(BoxError, match=r"box 1 .* has a non-finite coordinate"):
+        thumbnail_to_page([[0, 0, 500, 500], [0, 0, np.inf, 10]], PageFrame.from_page(page))
+
+
+def test_transform_workers_and_empty(impl, dispatch_counts):
+    with pytest.raises(ValueError, match="workers"):
+        transform([[0, 0, 1, 1]], (1, 0, 0, 1, 0, 0), workers=0)
+    assert transform(np.zeros((0, 4)), (0, -1, 1, 0, 0, 612)).shape == (0, 4)
+    # A 90-degree rotation by hand: (x0, y0, x1, y1) -> (y0, 612 - x1, y1, 612 - x0).
+    got = transform([[10, 20, 30, 50]], (0, -1, 1, 0, 0, 612))
+    assert got.tolist() == [[20.0, 582.0, 50.0, 602.0]]
+    assert dispatch_counts("geometry")[impl] == 2
+
+
+def test_compiled_transform_kernel_errors():
     with pytest.raises(ValueError, match="rows"):
         _core.geometry.transform_boxes(np.zeros((3, 3)), [1, 0, 0, 1, 0, 0])
     with pytest.raises(ValueError, match="6 numbers"):
         _core.geometry.transform_boxes(np.zeros((3, 4)), [1, 0, 0, 1])
-    boxes = np.random.default_rng(0).uniform(0, 1000, (200_000, 4))
-    matrix = (0, -1, 1, 0, 0, 612)
-    np.testing.assert_array_equal(_core.geometry.transform_boxes(boxes, list(matrix), -1),
-                                  transform_reference(boxes, matrix))
-    monkeypatch.setenv("BENCHMINT_IMPL", "reference")
-    np.testing.assert_array_equal(transform(boxes[:10], matrix), transform_reference(boxes[:10], matrix))

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmint import _core
+from benchmint.pdf import triage
 from benchmint.pdf.captions import text_segments
 from benchmint.pdf.triage import LEAN_MIN_DROPPED, _Extractor, lean_text_copy
 
@@ -39,7 +40,7 @@ def _lean_segments(doc, page):
     ],
 )
 def test_drop_invocations(content, names, want, dropped):
-    assert _core.pdf.drop_invocations(content, names) == (want, dropped)
+    assert _core.triage.drop_invocations(content, names) == (want, dropped)
 
 
 def test_scatter_page_text_is_unchanged():
@@ -50,11 +51,19 @@ def test_scatter_page_text_is_unchanged():
     assert any("scatter" in text for text, _ in segments)
 
 
-def test_factory_pages_text_is_unchanged():
+def test_factory_pages_text_is_unchanged(monkeypatch):
+    # Lean copies for every page with anything to drop (not only past the size threshold): the
+    # copy's text is compared with the page's own wherever a copy is made.
+    monkeypatch.setattr(triage, "LEAN_MIN_DROPPED", 1)
     doc, _ = pdf_factory.build_document()
     doc = pymupdf.open("pdf", doc.tobytes())
+    lean_pages = 0
     for page in doc:
-        assert _lean_segments(doc, page)[0] == text_segments(page)
+        copy = lean_text_copy(page, _Extractor(doc))
+        if copy is not None:
+            lean_pages += 1
+            assert text_segments(copy[0]) == text_segments(page), page.number
+    assert lean_pages >= 10  # the pages with images or drawing-only forms
 
 
 def test_few_invocations_keep_the_page():
@@ -112,12 +121,16 @@ def test_lean_copy_reads_the_same_text(n_markers, seed, text_form_runs, texts, r
     assert lean == (len(marker_runs) + len(marker_runs[::7]) >= LEAN_MIN_DROPPED)
 
 
-def test_reference_path_reads_the_page_itself(monkeypatch):
+def test_reference_path_reads_the_page_itself(forced_impl, dispatch_counts):
     from benchmint.pdf.harvest import HarvestConfig, triage_pages
 
     doc = pymupdf.open("pdf", pdf_factory.scatter_pdf(3000).tobytes())
-    fast = triage_pages(doc, "s.pdf", HarvestConfig())
-    monkeypatch.setenv("BENCHMINT_IMPL", "reference")
-    assert lean_text_copy(doc[0], _Extractor(doc)) is None
-    ref = triage_pages(doc, "s.pdf", HarvestConfig())
+    with forced_impl("reference"):
+        assert lean_text_copy(doc[0], _Extractor(doc)) is None
+        ref = triage_pages(doc, "s.pdf", HarvestConfig())
+    with forced_impl("compiled"):
+        dispatch_counts.reset()
+        assert lean_text_copy(doc[0], _Extractor(doc)) is not None  # the fast path reads a lean copy
+        fast = triage_pages(doc, "s.pdf", HarvestConfig())
+        assert dispatch_counts("triage")["reference"] == 0
     assert ref[0] == fast[0] and ref[2] == fast[2]  # page rows and text segments

@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmint import _core
-from benchmint.pdf.triage import _Extractor, document_counts, page_counts, reference_counts
+from benchmint.pdf.triage import _Extractor, document_counts, open_document_counts, page_counts
+from benchmint.pdf.triage_ref import page_counts as reference_counts
 
 import pdf_factory
 
@@ -35,7 +36,7 @@ def factory_doc():
 
 def _kernel(doc, page):
     content, res = _Extractor(doc).page_input(page)
-    return _core.pdf.count_paths(content, res)
+    return _core.triage.count_paths(content, res)
 
 
 def test_every_page_matches_reference(factory_doc):
@@ -49,32 +50,49 @@ def test_every_page_matches_reference(factory_doc):
     assert not mismatches
 
 
-def test_document_counts_workers_and_reference(factory_doc, tmp_path, monkeypatch):
+def _same_counts(ref, got):
+    assert [(im, pa) for im, pa, _ in got] == [(im, pa) for im, pa in ref]
+
+
+@pytest.mark.parametrize("workers", [1, 2, -1])
+def test_document_counts_equal_reference(factory_doc, compare_forms, workers):
+    # Pages counted on worker threads (count_pages) against PyMuPDF's own counts, page by page.
+    doc, names = factory_doc
+    compare_forms("triage", lambda: [reference_counts(page) for page in doc],
+                  lambda: open_document_counts(doc, workers), _same_counts)
+    got = open_document_counts(doc, workers)
+    assert [da for _, _, da in got] == [n in DAMAGED for n in names]
+
+
+def test_document_counts_file_and_implementations(factory_doc, tmp_path, impl, dispatch_counts):
     doc, names = factory_doc
     path = tmp_path / "factory.pdf"
     doc.save(path)
-    serial = document_counts(str(path))
-    assert document_counts(str(path), workers=2) == serial
-    assert [r["page"] for r in serial] == list(range(len(names)))
-    assert [r["damaged"] for r in serial] == [n in DAMAGED for n in names]
-    monkeypatch.setenv("BENCHMINT_IMPL", "reference")
-    ref = document_counts(str(path))
-    assert [(r["images"], r["paths"]) for r in ref] == [(r["images"], r["paths"]) for r in serial]
-    assert page_counts(doc[0]) == reference_counts(doc[0])
-    with pytest.raises(ValueError):
+    rows = document_counts(str(path), workers=2)
+    assert [r["page"] for r in rows] == list(range(len(names)))
+    assert [(r["images"], r["paths"]) for r in rows] == [reference_counts(page) for page in doc]
+    # damaged is the kernel's finding; the reference path reports none
+    assert [r["damaged"] for r in rows] == [impl == "compiled" and n in DAMAGED for n in names]
+    assert dispatch_counts("triage")[impl] == 1
+    with pytest.raises(ValueError, match="workers"):
         document_counts(str(path), workers=0)
 
 
-def test_page_counts_public(factory_doc):
+def test_page_counts_public(factory_doc, compare_forms):
     doc, names = factory_doc
     page = doc[names.index("nested forms")]
-    assert page_counts(page) == reference_counts(page) == (4, 6)
+    ref, _ = compare_forms("triage", lambda: reference_counts(page), lambda: page_counts(page), _equal)
+    assert ref[1] == (4, 6)
 
 
-def test_scatter_5000_markers():
+def _equal(a, b):
+    assert a == b
+
+
+def test_scatter_5000_markers(compare_forms):
     doc = pdf_factory.scatter_pdf(5000)
-    assert page_counts(doc[0]) == reference_counts(doc[0])
-    assert page_counts(doc[0])[1] > 6000
+    ref, _ = compare_forms("triage", lambda: reference_counts(doc[0]), lambda: page_counts(doc[0]), _equal)
+    assert ref[1][1] > 6000
 
 
 def test_hatch_tiles_documented_difference():
@@ -94,14 +112,14 @@ def test_deep_nesting_documented_difference():
     inner = ("form", b"0 0 m 1 1 l S", None, None)
     for _ in range(99):
         inner = ("form", b"0 0 m 1 1 l S /N Do", {"XObject": {"N": inner}}, None)
-    images, paths, damaged = _core.pdf.count_paths(b"/N Do", {"XObject": {"N": inner}})
+    images, paths, damaged = _core.triage.count_paths(b"/N Do", {"XObject": {"N": inner}})
     assert (images, paths, damaged) == (0, 64, True)
 
 
 def test_self_cycle_in_kernel():
     res: dict = {"XObject": {}}
     res["XObject"]["F"] = ("form", b"0 0 m 1 1 l S /F Do", res, None)
-    assert _core.pdf.count_paths(b"/F Do /F Do", res) == (0, 2, False)
+    assert _core.triage.count_paths(b"/F Do /F Do", res) == (0, 2, False)
 
 
 @settings(max_examples=300, deadline=None)
@@ -109,7 +127,7 @@ def test_self_cycle_in_kernel():
 def test_garbage_never_crashes(noise, cut):
     base = pdf_factory.PRIMITIVES["inline images"] + b" (str <</A [1 2"
     data = base[:cut] + noise + base[cut:]
-    images, paths, damaged = _core.pdf.count_paths(data, {"XObject": {"Im1": ("image",)}})
+    images, paths, damaged = _core.triage.count_paths(data, {"XObject": {"Im1": ("image",)}})
     assert images >= 0 and paths >= 0 and isinstance(damaged, bool)
 
 
@@ -130,4 +148,4 @@ def test_truncations_match_reference():
     ex = _Extractor(doc)
     for page in doc:
         c, r = ex.page_input(page)
-        assert _core.pdf.count_paths(c, r)[:2] == reference_counts(page)
+        assert _core.triage.count_paths(c, r)[:2] == reference_counts(page)

@@ -1,4 +1,9 @@
-"""The compiled streaming path writes exactly what the reference path writes."""
+"""The compiled streaming path writes exactly what the reference path writes.
+
+The reference run is ``score_files`` under BENCHMINT_IMPL=reference (its
+streaming stage is ``pipeline_ref``); the compiled run must take the compiled
+loader and stream, handing to the reference only the lines it cannot decide.
+"""
 
 import json
 import os
@@ -9,24 +14,32 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmint import _core
-from benchmint.io import dumps
+from benchmint import _core, _dispatch
+from benchmint.io import InputError, dumps
 from benchmint.metrics.pipeline import ScoreConfig, score_files
 from benchmint.metrics.synthetic import hkl_dataset, mcq_dataset
 
 OUTPUTS = ("scores.jsonl", "summary.json", "errors.jsonl")
 
 
-def run_both(monkeypatch, tmp_path, preds, gold, cfg):
+def run_both(forced_impl, tmp_path, preds, gold, cfg):
+    """Outputs of both runs, and the compiled run's dispatch counts of the pipeline."""
     results = {}
     for impl in ("reference", "compiled"):
-        monkeypatch.setenv("BENCHMINT_IMPL", impl)
-        res = score_files(preds, gold, tmp_path / impl, cfg)
-        results[impl] = (res.exit_code, {f: (tmp_path / impl / f).read_bytes() for f in OUTPUTS})
+        with forced_impl(impl):
+            _dispatch.reset_counts()
+            res = score_files(preds, gold, tmp_path / impl, cfg)
+            results[impl] = (res.exit_code, {f: (tmp_path / impl / f).read_bytes() for f in OUTPUTS})
+    counts = _dispatch.counts("pipeline")
+    assert counts["compiled"] == 1 and counts["reference"] == 0, counts  # one gold load, one stream
+    results["fallback"] = counts["fallback"]
     return results
 
 
-def assert_same(results):
+def assert_same(results, fallback: int | None = None):
+    """Byte-identical outputs; ``fallback``: how many lines the compiled run must have handed to the reference."""
+    if fallback is not None:
+        assert results["fallback"] == fallback
     ref, comp = results["reference"], results["compiled"]
     assert ref[0] == comp[0]
     for f in OUTPUTS:
@@ -42,19 +55,28 @@ def write_dataset(tmp_path, records, name="d"):
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_mcq_dataset(monkeypatch, tmp_path, workers):
+def test_mcq_dataset(forced_impl, tmp_path, workers):
     gold, pred = write_dataset(tmp_path, mcq_dataset(400, ["wise-model", "gambling-model", "bold-model"], seed=9))
     cfg = ScoreConfig(task="mcq", by=("domain", "level", "n_options"), workers=workers)
-    assert_same(run_both(monkeypatch, tmp_path, pred, gold, cfg))
+    assert_same(run_both(forced_impl, tmp_path, pred, gold, cfg), fallback=0)
 
 
-def test_hkl_dataset(monkeypatch, tmp_path):
+def test_hkl_dataset(forced_impl, tmp_path):
+    # Every gold and prediction line is decided by the compiled reader.
     gold, pred = write_dataset(tmp_path, hkl_dataset(300, ["wise-model", "bold-model"], seed=4))
-    cfg = ScoreConfig(task="hkl", by=("db", "union_size", "angle_range", "two_theta_star"))
-    assert_same(run_both(monkeypatch, tmp_path, pred, gold, cfg))
+    cfg = ScoreConfig(task="hkl", by=("db", "union_size", "angle_range"), workers=2)
+    assert_same(run_both(forced_impl, tmp_path, pred, gold, cfg), fallback=0)
 
 
-def test_awkward_lines(monkeypatch, tmp_path):
+def test_float_strata_go_to_the_reference(forced_impl, tmp_path):
+    # A float stratum (two_theta_star) is written as Python writes floats: the compiled
+    # loader hands each gold line to the reference, and the outputs are still the same.
+    gold, pred = write_dataset(tmp_path, hkl_dataset(60, ["wise-model"], seed=4))
+    cfg = ScoreConfig(task="hkl", by=("db", "two_theta_star"))
+    assert_same(run_both(forced_impl, tmp_path, pred, gold, cfg), fallback=60)
+
+
+def test_awkward_lines(forced_impl, tmp_path):
     gold = tmp_path / "gold.jsonl"
     gold.write_bytes("\n".join([
         '{"id": "a", "answer": ["A"], "meta": {"domain": "STM", "x": [1, {"y": 2}]}}',
@@ -91,10 +113,10 @@ def test_awkward_lines(monkeypatch, tmp_path):
         '{"id": "d", "answer": ["A"], "tokens": 123456789012345678901234567890}',
     ]).encode("utf-8") + b"\n\xff\xfe{}\n")
     cfg = ScoreConfig(task="mcq", by=("domain", "model"))
-    assert_same(run_both(monkeypatch, tmp_path, pred, gold, cfg))
+    assert_same(run_both(forced_impl, tmp_path, pred, gold, cfg))
 
 
-def test_hkl_awkward(monkeypatch, tmp_path):
+def test_hkl_awkward(forced_impl, tmp_path):
     gold = tmp_path / "gold.jsonl"
     gold.write_text("\n".join([
         '{"id": "a", "answer": [[1, 1, 0], [0, 0, 0], [1, 1, 0]]}',
@@ -112,10 +134,10 @@ def test_hkl_awkward(monkeypatch, tmp_path):
         '{"id": "a", "model": "x", "output": "Answer: (9999 0 0)"}',
         '{"id": "b", "model": "x", "answer": [[1, 1, -2, 0, 5]]}',
     ]) + "\n", encoding="utf-8")
-    assert_same(run_both(monkeypatch, tmp_path, pred, gold, ScoreConfig(task="hkl")))
+    assert_same(run_both(forced_impl, tmp_path, pred, gold, ScoreConfig(task="hkl")))
 
 
-def test_lines_across_chunks(monkeypatch, tmp_path):
+def test_lines_across_chunks(forced_impl, tmp_path):
     # More than one 4 MiB read, and one line longer than a read.
     rng = random.Random(3)
     gold_rows, pred_rows = [], []
@@ -128,64 +150,101 @@ def test_lines_across_chunks(monkeypatch, tmp_path):
     gold.write_text("".join(json.dumps(r) + "\n" for r in gold_rows), encoding="utf-8")
     pred = tmp_path / "pred.jsonl"
     pred.write_text("".join(json.dumps(r) + "\n" for r in pred_rows), encoding="utf-8")
-    assert_same(run_both(monkeypatch, tmp_path, pred, gold, ScoreConfig(task="mcq", workers=2)))
+    assert_same(run_both(forced_impl, tmp_path, pred, gold, ScoreConfig(task="mcq", workers=2)))
 
 
 ids = st.text(alphabet=string.ascii_letters + "é\"\\\n\t😀 ", min_size=0, max_size=4)
 letters = st.lists(st.sampled_from(list("ABCDEab") + ["AB", "", 1]), max_size=4)
-pred_record = st.fixed_dictionaries(
-    {"id": ids},
-    optional={
-        "model": st.sampled_from(["m1", "m2", "m\u00fc", 3]),
-        "answer": letters,
-        "output": st.one_of(
-            st.sampled_from(["Answer: A, C", "**Answer:** (B)", "答案：BD", '{"answer": ["A"]}', "no idea", "A or B"]),
-            st.text(max_size=40).map(lambda t: t + "\nAnswer: C")),
-        "confidence": st.one_of(st.floats(-0.5, 1.5), st.none(), st.booleans()),
-        "tokens": st.one_of(st.integers(-5, 10**6), st.none()),
-    },
-)
+good_letters = st.lists(st.sampled_from(list("ABCDEab")), max_size=4)
+domains = st.one_of(st.sampled_from(["STM", "AFM"]), st.integers(-2, 2), st.booleans(), st.none(),
+                    st.floats(allow_nan=False, allow_infinity=False), st.lists(st.integers(), max_size=2))
+
+
+def pred_record(id_strategy):
+    return st.fixed_dictionaries(
+        {"id": id_strategy},
+        optional={
+            "model": st.sampled_from(["m1", "m2", "m\u00fc", 3]),
+            "answer": st.one_of(good_letters, letters),
+            "output": st.one_of(
+                st.sampled_from(["Answer: A, C", "**Answer:** (B)", "答案：BD", '{"answer": ["A"]}', "no idea",
+                                 "A or B"]),
+                st.text(max_size=40).map(lambda t: t + "\nAnswer: C")),
+            "confidence": st.one_of(st.floats(-0.5, 1.5), st.none(), st.booleans()),
+            "tokens": st.one_of(st.integers(-5, 10**6), st.none()),
+        },
+    )
+
+
 gold_record = st.fixed_dictionaries(
     {"id": ids, "answer": letters},
-    optional={"meta": st.one_of(st.none(), st.fixed_dictionaries({}, optional={
-        "domain": st.one_of(st.sampled_from(["STM", "AFM"]), st.integers(-2, 2), st.booleans(), st.none(),
-                            st.floats(allow_nan=False, allow_infinity=False), st.lists(st.integers(), max_size=2))}))},
+    optional={"meta": st.one_of(st.none(), st.fixed_dictionaries({}, optional={"domain": domains}))},
 )
+
+
+@st.composite
+def datasets(draw):
+    """Gold and prediction rows, valid and not, with at least one usable gold item and one usable
+    prediction of it (so every example gets as far as rows and a summary); predictions mostly name
+    gold ids."""
+    gold_rows = draw(st.lists(gold_record, max_size=11))
+    anchor = {"id": draw(ids), "answer": draw(good_letters), "meta": {"domain": draw(domains)}}
+    gold_rows.insert(draw(st.integers(0, len(gold_rows))), anchor)
+    gold_ids = [r["id"] for r in gold_rows]
+    pred_rows = draw(st.lists(pred_record(st.one_of(st.sampled_from(gold_ids), ids)), max_size=20))
+    sure = draw(pred_record(st.just(anchor["id"])))
+    sure["answer"] = draw(good_letters)
+    if not isinstance(sure.get("model", ""), str):
+        del sure["model"]
+    pred_rows.insert(draw(st.integers(0, len(pred_rows))), sure)
+    return gold_rows, pred_rows
+
+
+def _write_rows(path, rows):
+    path.write_text("".join(json.dumps(r, ensure_ascii=bool(i % 2)) + "\n" for i, r in enumerate(rows)),
+                    encoding="utf-8", errors="surrogatepass")
 
 
 @settings(max_examples=int(os.environ.get("BENCHMINT_FUZZ_EXAMPLES", "40")), deadline=None)
-@given(st.lists(gold_record, min_size=1, max_size=12), st.lists(pred_record, max_size=20))
-def test_random_records(tmp_path_factory, gold_rows, pred_rows):
+@given(datasets())
+def test_random_records(tmp_path_factory, forced_impl, rows):
+    # Every example is scored by both paths and compared: rows, summary and errors.
+    gold_rows, pred_rows = rows
     tmp_path = tmp_path_factory.mktemp("rand")
-    gold = tmp_path / "gold.jsonl"
-    gold.write_text("".join(json.dumps(r, ensure_ascii=bool(i % 2)) + "\n" for i, r in enumerate(gold_rows)),
-                    encoding="utf-8", errors="surrogatepass")
-    pred = tmp_path / "pred.jsonl"
-    pred.write_text("".join(json.dumps(r, ensure_ascii=bool(i % 2)) + "\n" for i, r in enumerate(pred_rows)),
-                    encoding="utf-8", errors="surrogatepass")
-    outcomes = []
-    with pytest.MonkeyPatch.context() as mp:
+    gold, pred = tmp_path / "gold.jsonl", tmp_path / "pred.jsonl"
+    _write_rows(gold, gold_rows)
+    _write_rows(pred, pred_rows)
+    results = run_both(forced_impl, tmp_path, pred, gold, ScoreConfig(task="mcq", by=("domain",)))
+    assert results["compiled"][1]["scores.jsonl"]  # rows were written and compared
+    assert_same(results)
+
+
+def test_unusable_files_fail_alike(forced_impl, tmp_path):
+    # No usable gold item, then no usable prediction: the same error and the same listed problems.
+    gold, pred = tmp_path / "gold.jsonl", tmp_path / "pred.jsonl"
+    for gold_text, pred_text in (('{"id": "a", "answer": ["AB"]}\n[1]\n', '{"id": "a", "answer": ["A"]}\n'),
+                                 ('{"id": "a", "answer": ["A"]}\n', '{"id": "b", "answer": ["A"]}\n{"x": 1}\n')):
+        gold.write_text(gold_text, encoding="utf-8")
+        pred.write_text(pred_text, encoding="utf-8")
+        outcomes = []
         for impl in ("reference", "compiled"):
-            mp.setenv("BENCHMINT_IMPL", impl)
-            try:
-                res = score_files(pred, gold, tmp_path / impl, ScoreConfig(task="mcq", by=("domain",)))
-                outcomes.append(("ok", res.exit_code, *((tmp_path / impl / f).read_bytes() for f in OUTPUTS)))
-            except Exception as exc:  # both paths must fail alike, and list the same problems
-                errors = tmp_path / impl / "errors.jsonl"
-                outcomes.append(("error", type(exc).__name__, str(exc).replace(str(tmp_path / impl), "OUT"),
-                                 errors.read_bytes() if errors.exists() else None))
-    assert outcomes[0] == outcomes[1]
+            with forced_impl(impl):
+                with pytest.raises(InputError) as exc:
+                    score_files(pred, gold, tmp_path / impl, ScoreConfig(task="mcq"))
+                outcomes.append((str(exc.value).replace(str(tmp_path / impl), "OUT"),
+                                 (tmp_path / impl / "errors.jsonl").read_bytes()))
+        assert outcomes[0] == outcomes[1]
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.floats(allow_nan=False, allow_infinity=False))
 def test_float_repr(x):
-    assert _core.scoring.float_repr(x) == repr(x)
+    assert _core.pipeline.float_repr(x) == repr(x)
 
 
 @pytest.mark.parametrize("x", [0.0, -0.0, 1.0, 0.24, 1e-5, 1e-4, 1e16, 1e15, 123456789.0, 2 / 3, 5e-324, 1.7976931348623157e308])
 def test_float_repr_edges(x):
-    assert _core.scoring.float_repr(x) == repr(x)
+    assert _core.pipeline.float_repr(x) == repr(x)
 
 
 @settings(max_examples=300, deadline=None)
@@ -195,10 +254,10 @@ def test_json_string(s):
         s.encode("utf-8")
     except UnicodeEncodeError:
         return  # lone surrogates cannot reach the compiled path
-    assert _core.scoring.json_string(s) == json.dumps(s, ensure_ascii=False)
+    assert _core.pipeline.json_string(s) == json.dumps(s, ensure_ascii=False)
 
 
-def test_many_stratum_values(monkeypatch, tmp_path):
+def test_many_stratum_values(forced_impl, tmp_path):
     # More distinct values than the compiled loader's linear scan holds, in a shuffled order.
     rng = random.Random(8)
     papers = [f"paper-{k:02d}" for k in range(40)]
@@ -209,4 +268,4 @@ def test_many_stratum_values(monkeypatch, tmp_path):
     pred = tmp_path / "pred.jsonl"
     pred.write_text("".join(json.dumps({"id": r["id"], "answer": [rng.choice("AB")]}) + "\n" for r in gold_rows),
                     encoding="utf-8")
-    assert_same(run_both(monkeypatch, tmp_path, pred, gold, ScoreConfig(task="mcq", by=("paper", "year"))))
+    assert_same(run_both(forced_impl, tmp_path, pred, gold, ScoreConfig(task="mcq", by=("paper", "year"))))

@@ -1,14 +1,16 @@
 """Set metrics: paper tables, edge cases, and compiled == reference."""
 
 import math
+import re
 
 import numpy as np
 import pytest
+from harness import THREADED_ROWS, assert_metrics_equal
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmint import _core
-from benchmint.metrics import reference
+from benchmint.metrics import batch_ref
 from benchmint.metrics.batch import METRIC_NAMES, score_batch, score_counts, score_item
 
 LETTERS = "ABCD"
@@ -86,7 +88,7 @@ def test_crystalxrd_edge_cases():
     empty_gold = score_item([(1, 0, 0)], [], task="hkl")
     assert all(empty_gold[m] == 0.0 for m in ("jaccard", "precision", "recall", "f1", "j_pen", "f1_pen", "em", "sip_f1", "spc"))
     both = score_item([], [], task="hkl")
-    assert all(both[m] == 1.0 for m in reference.METRIC_FLOATS)
+    assert all(both[m] == 1.0 for m in batch_ref.METRIC_FLOATS)
     # (000) filtered and duplicates removed before scoring.
     row = score_item([(0, 0, 0), (1, 1, 0), [1, 1, 0]], [(1, 1, 0)], task="hkl")
     assert row["em"] == 1.0 and row["tp"] == 1 and row["fp"] == 0
@@ -118,7 +120,7 @@ def test_param_range(lam, gamma):
 
 
 def test_wrong_kind_answers():
-    from benchmint.metrics.encode import AnswerError
+    from benchmint.tasks import AnswerError
 
     with pytest.raises(AnswerError, match="option letters"):
         score_item(["AB"], ["A"], task="mcq")
@@ -129,71 +131,118 @@ def test_wrong_kind_answers():
 
 
 # ---- compiled == reference ------------------------------------------------
-
-def _compare(kernel: str, *args, workers=1):
-    lam, gamma = args[-2], args[-1]
-    ref_err = comp_err = None
-    try:
-        ref = getattr(reference, kernel)(*args, workers=workers)
-    except ValueError as exc:
-        ref_err = str(exc)
-    try:
-        comp = getattr(_core.metrics, kernel)(*args, workers=workers)
-    except ValueError as exc:
-        comp_err = str(exc)
-    assert ref_err == comp_err
-    if ref_err is None:
-        assert set(comp) == set(ref) == set(METRIC_NAMES)
-        for name in METRIC_NAMES:
-            assert comp[name].dtype == ref[name].dtype, name
-            np.testing.assert_array_equal(comp[name], ref[name], err_msg=name)  # bit-exact
-
-
-sets = st.frozensets(st.integers(0, 40), max_size=12)
-params = st.tuples(st.floats(0, 1), st.floats(1, 50))
-
+# The reference is batch_ref called directly; the compiled result comes from the public
+# functions under BENCHMINT_IMPL=compiled, which must have run the compiled kernel. Batches
+# reach above THREADED_ROWS, so the threaded kernels and their merge of row errors run.
 
 def _csr(rows):
+    """CSR of rows given as key lists, taken as they are (unsorted rows stay unsorted)."""
     offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-    keys = []
-    for i, r in enumerate(rows):
-        keys.extend(sorted(r))
-        offsets[i + 1] = len(keys)
-    return offsets, np.array(keys, dtype=np.int64)
+    np.cumsum([len(r) for r in rows], out=offsets[1:])
+    keys = np.fromiter((k for r in rows for k in r), dtype=np.int64, count=int(offsets[-1]))
+    return offsets, keys
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(sets, sets), max_size=50), params, st.sampled_from([1, 2, -1]))
-def test_csr_equivalence(pairs, prm, workers):
+sets = st.frozensets(st.integers(0, 40), max_size=12).map(sorted)
+params = st.tuples(st.floats(0, 1), st.floats(1, 50))
+workers_choice = st.sampled_from([1, 2, -1])
+
+
+@st.composite
+def big_batches(draw, row, bad_row=None):
+    """Drawn rows tiled to n >= THREADED_ROWS rows; with ``bad_row``, up to three invalid rows at drawn
+    places (often on both sides of the two-thread split), so the lowest row's error must win."""
+    rows = draw(st.lists(row, min_size=1, max_size=40))
+    n = draw(st.integers(THREADED_ROWS, THREADED_ROWS + 4000))
+    out = [rows[i % len(rows)] for i in range(n)]
+    if bad_row is not None:
+        for at in draw(st.lists(st.integers(0, n - 1), max_size=3)):
+            out[at] = draw(bad_row)
+    return out
+
+
+# Rows whose keys are not strictly increasing.
+unsorted_keys = st.lists(st.integers(0, 40), min_size=2, max_size=6).filter(
+    lambda r: any(b <= a for a, b in zip(r, r[1:])))
+
+
+@settings(max_examples=25, deadline=None)
+@given(big_batches(st.tuples(sets, sets), bad_row=st.tuples(unsorted_keys, sets)), params, workers_choice)
+def test_csr_equivalence(compare_forms, pairs, prm, workers):
     po, pk = _csr([p for p, _ in pairs])
     go, gk = _csr([g for _, g in pairs])
-    _compare("from_csr", po, pk, go, gk, *prm, workers=workers)
+    compare_forms("batch", lambda: batch_ref.from_csr(po, pk, go, gk, *prm, workers=workers),
+                  lambda: score_batch((po, pk), (go, gk), sip_lambda=prm[0], sip_gamma=prm[1], workers=workers),
+                  assert_metrics_equal)
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1)), max_size=50), params)
-def test_bitmask_equivalence(pairs, prm):
+@settings(max_examples=25, deadline=None)
+@given(big_batches(st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1))), params, workers_choice)
+def test_bitmask_equivalence(compare_forms, pairs, prm, workers):
     p = np.array([a for a, _ in pairs], dtype=np.uint64)
     g = np.array([b for _, b in pairs], dtype=np.uint64)
-    _compare("from_bitmasks", p, g, *prm)
+    compare_forms("batch", lambda: batch_ref.from_bitmasks(p, g, *prm, workers=workers),
+                  lambda: score_batch(p, g, sip_lambda=prm[0], sip_gamma=prm[1], workers=workers),
+                  assert_metrics_equal)
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(-2, 30), st.integers(-2, 30), st.integers(-2, 30)), max_size=40), params)
-def test_counts_equivalence_and_errors(rows, prm):
+valid_counts = st.tuples(st.integers(0, 30), st.integers(0, 30), st.integers(0, 30)).map(
+    lambda r: (min(r), r[1], r[2]))
+any_counts = st.tuples(st.integers(-2, 30), st.integers(-2, 30), st.integers(-2, 30))
+
+
+@settings(max_examples=25, deadline=None)
+@given(big_batches(valid_counts, bad_row=any_counts), params, workers_choice)
+def test_counts_equivalence_and_errors(compare_forms, rows, prm, workers):
     t, p, g = (np.array([r[k] for r in rows], dtype=np.int32) for k in range(3))
-    _compare("from_counts", t, p, g, *prm)
+    compare_forms("batch", lambda: batch_ref.from_counts(t, p, g, *prm, workers=workers),
+                  lambda: score_counts(t, p, g, sip_lambda=prm[0], sip_gamma=prm[1], workers=workers),
+                  assert_metrics_equal)
 
 
-def test_large_batch_threads_equal_serial():
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(sets, sets), max_size=50), params)
+def test_small_batches_equal(compare_forms, pairs, prm):
+    # Short batches, the empty one included: the serial path of every kernel.
+    po, pk = _csr([p for p, _ in pairs])
+    go, gk = _csr([g for _, g in pairs])
+    compare_forms("batch", lambda: batch_ref.from_csr(po, pk, go, gk, *prm),
+                  lambda: score_batch((po, pk), (go, gk), sip_lambda=prm[0], sip_gamma=prm[1]),
+                  assert_metrics_equal)
+
+
+@pytest.mark.parametrize("bad_rows, first", [
+    ((9_999, 10_000), 9_999),        # the last row of the first thread's chunk and the first of the second's
+    ((15_000, 10_001), 10_001),      # both in the second chunk
+    ((19_999, 3, 12_000), 3),        # the first chunk's error, though the second chunk fails too
+    ((19_999,), 19_999),             # only the last row
+])
+@pytest.mark.parametrize("workers", [2, -1])
+def test_lowest_row_error_wins(compare_forms, bad_rows, first, workers):
+    n = 20_000
+    t, p, g = np.ones(n, np.int32), np.full(n, 2, np.int32), np.full(n, 3, np.int32)
+    for at in bad_rows:
+        t[at] = 5  # tp > n_pred
+    ref, _ = compare_forms("batch", lambda: batch_ref.from_counts(t, p, g, 0.6, 6.0, workers=workers),
+                        lambda: score_counts(t, p, g, workers=workers), assert_metrics_equal)
+    assert ref[2].startswith(f"row {first}: counts must satisfy")
+    rows = [[1, 2]] * n
+    for at in bad_rows:
+        rows[at] = [2, 1]
+    po, pk = _csr(rows)
+    go, gk = _csr([[1]] * n)
+    ref, _ = compare_forms("batch", lambda: batch_ref.from_csr(po, pk, go, gk, 0.6, 6.0, workers=workers),
+                        lambda: score_batch((po, pk), (go, gk), workers=workers), assert_metrics_equal)
+    assert ref[2].startswith(f"pred row {first}: keys are not strictly increasing")
+
+
+def test_large_batch_threads(compare_forms):
     rng = np.random.default_rng(7)
     n = 200_000
     p = rng.integers(0, 2**16, n, dtype=np.uint64)
     g = rng.integers(0, 2**16, n, dtype=np.uint64)
-    one = _core.metrics.from_bitmasks(p, g, 0.6, 6.0, workers=1)
-    many = _core.metrics.from_bitmasks(p, g, 0.6, 6.0, workers=-1)
-    for name in METRIC_NAMES:
-        np.testing.assert_array_equal(one[name], many[name])
+    compare_forms("batch", lambda: batch_ref.from_bitmasks(p, g, 0.6, 6.0), lambda: score_batch(p, g, workers=-1),
+                  assert_metrics_equal)
 
 
 @pytest.mark.parametrize(
@@ -209,22 +258,24 @@ def test_large_batch_threads_equal_serial():
         ([], [], [0], [], "length n \\+ 1"),
     ],
 )
-def test_csr_errors_same(po, pk, go, gk, message):
+def test_csr_errors_same(compare_forms, po, pk, go, gk, message):
     arrays = [np.array(a, dtype=np.int64) for a in (po, pk, go, gk)]
-    for impl in (reference, _core.metrics):
-        with pytest.raises(ValueError, match=message):
-            impl.from_csr(*arrays, 0.6, 6.0)
+    ref, _ = compare_forms("batch", lambda: batch_ref.from_csr(*arrays, 0.6, 6.0),
+                        lambda: score_batch(tuple(arrays[:2]), tuple(arrays[2:])), assert_metrics_equal)
+    assert ref[0] == "error" and re.search(message, ref[2])
 
 
-def test_reference_switch(monkeypatch):
-    monkeypatch.setenv("BENCHMINT_IMPL", "reference")
-    ref = score_batch([{"A"}, {"B", "C"}], [{"A"}, {"B"}], task="mcq")
-    monkeypatch.setenv("BENCHMINT_IMPL", "compiled")
-    comp = score_batch([{"A"}, {"B", "C"}], [{"A"}, {"B"}], task="mcq")
-    for name in METRIC_NAMES:
-        np.testing.assert_array_equal(ref[name], comp[name])
-    monkeypatch.setenv("BENCHMINT_IMPL", "fast")
-    with pytest.raises(ValueError, match="BENCHMINT_IMPL"):
+def test_implementation_switch(impl, dispatch_counts):
+    got = score_batch([{"A"}, {"B", "C"}], [{"A"}, {"B"}], task="mcq")
+    assert dispatch_counts("batch") == {"compiled": int(impl == "compiled"), "reference": int(impl == "reference"),
+                                        "fallback": 0}
+    # P = G scores 1 everywhere; {B, C} against {B}: tp 1, fp 1, Jaccard 1/2, SIP-F1 0.6·2/(1 + 6 + 1).
+    assert got["em"].tolist() == [1.0, 0.0] and got["jaccard"].tolist() == [1.0, 0.5]
+    assert got["fp"].tolist() == [0, 1] and got["sip_f1"][1] == 0.6 * 2 / 8
+
+
+def test_unknown_implementation_is_an_error(forced_impl):
+    with forced_impl("fast"), pytest.raises(ValueError, match="BENCHMINT_IMPL"):
         score_batch([{1}], [{1}])
 
 
@@ -247,7 +298,7 @@ def test_batch_input_forms_agree():
 def test_out_buffers_reused_and_checked():
     p = np.array([3, 1, 0], dtype=np.uint64)
     g = np.array([1, 1, 0], dtype=np.uint64)
-    for impl in (reference, _core.metrics):
+    for impl in (batch_ref, _core.batch):
         fresh = impl.from_bitmasks(p, g, 0.6, 6.0)
         out = {k: np.full_like(v, 7) for k, v in fresh.items()}
         again = impl.from_bitmasks(p, g, 0.6, 6.0, 1, out)
@@ -261,13 +312,13 @@ def test_out_buffers_reused_and_checked():
         ({**fresh, "f1": np.zeros(6)[::2]}, r"out\['f1'\] must be"),
     ]
     for bad, message in bad_cases:
-        for impl in (reference, _core.metrics):
+        for impl in (batch_ref, _core.batch):
             with pytest.raises(ValueError, match=message):
                 impl.from_bitmasks(p, g, 0.6, 6.0, 1, bad)
 
 
 @pytest.mark.parametrize("workers", [0, -2])
 def test_workers_checked_alike(workers):
-    for impl in (reference, _core.metrics):
+    for impl in (batch_ref, _core.batch):
         with pytest.raises(ValueError, match="workers must be"):
             impl.from_counts(np.zeros(1, np.int32), np.zeros(1, np.int32), np.zeros(1, np.int32), 0.6, 6.0, workers)

@@ -9,11 +9,11 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from benchmint import _core
-from benchmint.xrd import reference
-from benchmint.xrd.cifread import MARGIN, SITE_TOL, CellSites, read_sites, read_structure, reference_close, reference_groups
+from benchmint.xrd import cifread_ref, profile_ref, sticks_ref
+from benchmint.xrd.cifread import MARGIN, SITE_TOL, CellSites, read_sites
 from benchmint.xrd.profile import ProfileParams
 from benchmint.xrd.simulate import simulate, simulate_many
-from benchmint.xrd.sticks import compute_sticks, reference_sticks
+from benchmint.xrd.sticks import compute_sticks
 
 # Coordinates that hit the kernels' edges: halves (rint rounds them to even),
 # pairs at the tolerance and within the ambiguity margin of it, huge values, NaN and infinities.
@@ -29,8 +29,9 @@ def positions(max_n: int = 12):
 @settings(max_examples=300, deadline=None)
 @given(positions(), positions())
 def test_pbc_close_equals_reference(a, b):
-    close, ambiguous = _core.cell.pbc_close(a, b, SITE_TOL, MARGIN)
-    want, want_ambiguous = reference_close(a, b)
+    # Kernel-level: the closeness kernels have no public function of their own (the fast CIF route calls them).
+    close, ambiguous = _core.cifread.pbc_close(a, b, SITE_TOL, MARGIN)
+    want, want_ambiguous = cifread_ref.pbc_close(a, b, SITE_TOL, MARGIN)
     np.testing.assert_array_equal(close, want)
     assert ambiguous == want_ambiguous
 
@@ -38,8 +39,8 @@ def test_pbc_close_equals_reference(a, b):
 @settings(max_examples=300, deadline=None)
 @given(positions(16))
 def test_pbc_groups_equals_reference(a):
-    root, consistent, ambiguous = _core.cell.pbc_groups(a, SITE_TOL, MARGIN)
-    want_root, want_consistent, want_ambiguous = reference_groups(a)
+    root, consistent, ambiguous = _core.cifread.pbc_groups(a, SITE_TOL, MARGIN)
+    want_root, want_consistent, want_ambiguous = cifread_ref.pbc_groups(a, SITE_TOL, MARGIN)
     assert (consistent, ambiguous) == (want_consistent, want_ambiguous)
     np.testing.assert_array_equal(root, want_root)
 
@@ -47,18 +48,22 @@ def test_pbc_groups_equals_reference(a):
 def test_pbc_groups_worked_example():
     # 0.1 and 1.1 are one position modulo 1; 0.30005 is 5e-5 from 0.3; 0.7 stands alone.
     a = np.array([[0.1, 0, 0], [0.3, 0, 0], [1.1, 0, 0], [0.7, 0, 0], [0.30005, 0, 0]])
-    root, consistent, ambiguous = _core.cell.pbc_groups(a, SITE_TOL, MARGIN)
-    assert root.tolist() == [0, 1, 0, 3, 1] and consistent and not ambiguous
-    # a chain 0 ~ 1 ~ 2 with 0 !~ 2 is no equivalence
     chain = np.array([[0.0, 0, 0], [0.00006, 0, 0], [0.00012, 0, 0]])
-    assert _core.cell.pbc_groups(chain, SITE_TOL, MARGIN)[1] is False
+    for form in (_core.cifread, cifread_ref):
+        root, consistent, ambiguous = form.pbc_groups(a, SITE_TOL, MARGIN)
+        assert root.tolist() == [0, 1, 0, 3, 1] and consistent and not ambiguous
+        # a chain 0 ~ 1 ~ 2 with 0 !~ 2 is no equivalence
+        assert form.pbc_groups(chain, SITE_TOL, MARGIN)[1] is False
 
 
 def test_pbc_kernels_check_shapes():
-    with pytest.raises(ValueError, match=r"shape \(n, 3\)"):
-        _core.cell.pbc_close(np.zeros((2, 2)), np.zeros((2, 3)), SITE_TOL, MARGIN)
-    with pytest.raises(ValueError, match=r"shape \(n, 3\)"):
-        _core.cell.pbc_groups(np.zeros(3), SITE_TOL, MARGIN)
+    for form in (_core.cifread, cifread_ref):
+        with pytest.raises(ValueError, match=r"^a must have shape \(n, 3\)"):
+            form.pbc_close(np.zeros((2, 2)), np.zeros((2, 3)), SITE_TOL, MARGIN)
+        with pytest.raises(ValueError, match=r"^b must have shape \(n, 3\)"):
+            form.pbc_close(np.zeros((2, 3)), np.zeros(3), SITE_TOL, MARGIN)
+        with pytest.raises(ValueError, match=r"^positions must have shape \(n, 3\)"):
+            form.pbc_groups(np.zeros(3), SITE_TOL, MARGIN)
 
 
 @pytest.fixture(scope="module")
@@ -69,30 +74,44 @@ def cif_texts():
     return [str(CifWriter(AFLOW_PROTOTYPE_LIBRARY[i]["snl"].structure, symprec=0.01)) for i in range(0, 288, 24)]
 
 
-def test_read_sites_matches_read_structure(cif_texts, monkeypatch):
+def test_read_sites_match_their_structure(cif_texts, forced_impl, dispatch_counts):
+    with forced_impl("compiled"):
+        for text in cif_texts:
+            sites, route = read_sites(text)
+            assert isinstance(sites, CellSites) and route == "gemmi"
+            structure = sites.structure()
+            assert sites.structure() is structure  # built once
+            assert [s.species for s in structure] == sites.species
+            np.testing.assert_array_equal(structure.frac_coords, sites.frac_coords)
+            a, b = compute_sticks(sites), compute_sticks(structure)
+            np.testing.assert_array_equal(a.two_theta, b.two_theta)
+            np.testing.assert_array_equal(a.intensity, b.intensity)
+            assert a.hkls == b.hkls and a.multiplicities == b.multiplicities
+        assert dispatch_counts("cifread") == {"compiled": len(cif_texts), "reference": 0, "fallback": 0}
+
+
+def test_reference_reads_with_pymatgen(cif_texts, forced_impl, dispatch_counts):
+    # BENCHMINT_IMPL=reference: CifParser reads every CIF and pymatgen computes the sticks; both equal
+    # what the compiled route gives on the same text.
     for text in cif_texts:
-        sites, route = read_sites(text)
-        assert isinstance(sites, CellSites) and route == "gemmi"
-        structure = sites.structure()
-        assert sites.structure() is structure  # built once
-        assert [s.species for s in structure] == sites.species
-        np.testing.assert_array_equal(structure.frac_coords, sites.frac_coords)
-        a, b = compute_sticks(sites), compute_sticks(structure)
-        np.testing.assert_array_equal(a.two_theta, b.two_theta)
-        np.testing.assert_array_equal(a.intensity, b.intensity)
-        assert a.hkls == b.hkls and a.multiplicities == b.multiplicities
-    monkeypatch.setenv("BENCHMINT_IMPL", "reference")  # NumPy closeness, pymatgen sticks: the same structures
-    for text in cif_texts:
-        sites, route = read_sites(text)
-        assert route == "gemmi"
-        assert read_structure(text)[0] == sites.structure()
-        want = reference_sticks(sites.structure())
-        assert compute_sticks(sites).hkls == want.hkls
+        with forced_impl("compiled"):
+            fast_sites, fast_route = read_sites(text)
+            fast_sticks = compute_sticks(fast_sites)
+        with forced_impl("reference"):
+            dispatch_counts.reset()
+            sites, route = read_sites(text)
+            sticks = compute_sticks(sites)
+            assert dispatch_counts("cifread") == {"compiled": 0, "reference": 1, "fallback": 0}
+            assert dispatch_counts("sticks") == {"compiled": 0, "reference": 1, "fallback": 0}
+        assert (fast_route, route) == ("gemmi", "pymatgen")
+        assert sites.structure() == fast_sites.structure()
+        assert sticks.hkls == fast_sticks.hkls and sticks.multiplicities == fast_sticks.multiplicities
+        np.testing.assert_allclose(sticks.intensity, fast_sticks.intensity, rtol=1e-9, atol=0)
 
 
 def _reference_item(structure, params: ProfileParams):
-    s = reference_sticks(structure)
-    curve, star, _, truth = reference.broaden(s.two_theta, s.intensity, params)
+    s = sticks_ref.sticks(structure)
+    curve, star, _, truth = profile_ref.broaden(s.two_theta, s.intensity, params)
     return float(params.grid()[star]), sorted({h for i in truth.tolist() for h in s.hkls[i] if any(h)})
 
 

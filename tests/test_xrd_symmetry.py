@@ -7,7 +7,8 @@ from pymatgen.core import Lattice, Structure
 from pymatgen.io.cif import CifWriter
 
 from benchmint.cli import main
-from benchmint.xrd.symmetry import check_rotations, fold, laue_rotations
+from benchmint.tasks.hkl import check_rotations, fold
+from benchmint.xrd.symmetry import laue_rotations
 
 NACL = Structure.from_spacegroup("Fm-3m", Lattice.cubic(5.64), ["Na", "Cl"], [[0, 0, 0], [0.5, 0.5, 0.5]])
 MG = Structure.from_spacegroup("P6_3/mmc", Lattice.hexagonal(3.21, 5.21), ["Mg"], [[1 / 3, 2 / 3, 1 / 4]])

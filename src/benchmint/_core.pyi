@@ -1,4 +1,6 @@
-"""Typed stubs of the compiled module benchmint._core (call it through benchmint's Python modules)."""
+"""Typed stubs of the compiled module benchmint._core (call it through benchmint's Python modules).
+
+Submodule X serves the Python module X.py; see benchmint._dispatch for the table."""
 
 from collections.abc import Callable
 from typing import Any, Literal, TypedDict
@@ -6,7 +8,7 @@ from typing import Any, Literal, TypedDict
 import numpy as np
 import numpy.typing as npt
 
-class MetricArrays(TypedDict):
+class _MetricArrays(TypedDict):
     tp: npt.NDArray[np.int32]
     fp: npt.NDArray[np.int32]
     fn: npt.NDArray[np.int32]
@@ -21,7 +23,7 @@ class MetricArrays(TypedDict):
     f1_pen: npt.NDArray[np.float64]
     over_predicted: npt.NDArray[np.bool_]
 
-class _Metrics:
+class _Batch:
     @staticmethod
     def from_counts(
         tp: npt.ArrayLike,
@@ -30,8 +32,8 @@ class _Metrics:
         sip_lambda: float,
         sip_gamma: float,
         workers: int = 1,
-        out: MetricArrays | None = None,
-    ) -> MetricArrays: ...
+        out: _MetricArrays | None = None,
+    ) -> _MetricArrays: ...
     @staticmethod
     def from_bitmasks(
         pred: npt.NDArray[np.uint64],
@@ -39,8 +41,8 @@ class _Metrics:
         sip_lambda: float,
         sip_gamma: float,
         workers: int = 1,
-        out: MetricArrays | None = None,
-    ) -> MetricArrays: ...
+        out: _MetricArrays | None = None,
+    ) -> _MetricArrays: ...
     @staticmethod
     def from_csr(
         pred_offsets: npt.NDArray[np.int64],
@@ -50,10 +52,10 @@ class _Metrics:
         sip_lambda: float,
         sip_gamma: float,
         workers: int = 1,
-        out: MetricArrays | None = None,
-    ) -> MetricArrays: ...
+        out: _MetricArrays | None = None,
+    ) -> _MetricArrays: ...
 
-metrics: _Metrics
+batch: _Batch
 
 class _GoldIndex:
     @property
@@ -65,7 +67,7 @@ class _GoldIndex:
     def ids_of(self, indices: list[int]) -> list[str]: ...
     def strata(self) -> dict[str, tuple[npt.NDArray[np.int64], list[str]]]: ...
 
-class _Scoring:
+class _Pipeline:
     GoldIndex: type[_GoldIndex]
     @staticmethod
     def float_repr(v: float) -> str: ...
@@ -99,8 +101,10 @@ class _Extract:
     def choices(text: str) -> list[str] | None | Literal["undecided"]: ...
     @staticmethod
     def hkls(text: str) -> list[tuple[int, ...]] | None | Literal["undecided"]: ...
+    @staticmethod
+    def extract(text: str, kind: str) -> list | None | Literal["undecided"]: ...
 
-class _Pdf:
+class _Triage:
     @staticmethod
     def count_paths(content: bytes, resources: dict[str, Any] | None = None) -> tuple[int, int, bool]: ...
     @staticmethod
@@ -108,7 +112,7 @@ class _Pdf:
     @staticmethod
     def drop_invocations(content: bytes, names: list[str]) -> tuple[bytes, int]: ...
 
-class _Xrd:
+class _Profile:
     @staticmethod
     def broaden(
         two_theta: npt.NDArray[np.float64], intensity: npt.NDArray[np.float64], fwhm: float, eta: float,
@@ -144,7 +148,7 @@ class _Geometry:
     def transform_boxes(boxes: npt.NDArray[np.float64], matrix: list[float], workers: int = 1
                         ) -> npt.NDArray[np.float64]: ...
 
-class _Cell:
+class _Cifread:
     @staticmethod
     def pbc_groups(positions: npt.NDArray[np.float64], tol: float,
                    margin: float) -> tuple[npt.NDArray[np.int64], bool, bool]: ...
@@ -152,10 +156,10 @@ class _Cell:
     def pbc_close(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64], tol: float,
                   margin: float) -> tuple[npt.NDArray[np.bool_], bool]: ...
 
-scoring: _Scoring
+pipeline: _Pipeline
 extract: _Extract
-pdf: _Pdf
-xrd: _Xrd
+triage: _Triage
+profile: _Profile
 sticks: _Sticks
 geometry: _Geometry
-cell: _Cell
+cifread: _Cifread

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -14,9 +15,28 @@ class InputError(Exception):
     """A whole input is unusable (missing file, unreadable): the run stops."""
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def escape_surrogates(text: str) -> str:
+    """JSON text with every lone surrogate escaped (JSON can carry ``"\\ud800"``, UTF-8 cannot).
+
+    Outside its strings JSON text is ASCII, so every surrogate is inside one and
+    the escaped text reads back to the same value.
+    """
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def dumps(obj: Any) -> str:
-    """The project's one JSON form: sorted keys, compact, UTF-8 text kept as is."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    """The project's one JSON form: sorted keys, compact, UTF-8 text kept as is (lone surrogates escaped)."""
+    return escape_surrogates(json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                                        allow_nan=False))
 
 
 def open_input(path: str | os.PathLike, what: str) -> IO[bytes]:
@@ -31,14 +51,56 @@ def open_input(path: str | os.PathLike, what: str) -> IO[bytes]:
         raise InputError(f"cannot read {what} file {p}: {exc.strerror}") from exc
 
 
+# The deepest nesting of arrays and objects a line may have. Python's own limit
+# depends on how deep the caller's stack already is, so one line could decode in
+# one place and fail in another; a fixed limit well below it decides every line
+# the same way wherever it is read.
+MAX_DEPTH = 512
+
+# A JSON string (possibly cut off by the end of the line) or one bracket.
+_STRING_OR_BRACKET = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"?|[\[\]{}]', re.DOTALL)
+
+
+def nesting_error(text: str) -> str | None:
+    """Why ``text`` cannot be read as JSON because of its nesting, or None when it nests at most MAX_DEPTH deep."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return None  # too few brackets to nest that deep
+    depth = 0
+    for m in _STRING_OR_BRACKET.finditer(text):
+        c = text[m.start()]
+        if c == '"':
+            continue
+        if c in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return f"nested deeper than {MAX_DEPTH} levels at column {m.start() + 1}"
+        else:
+            depth -= 1
+    return None
+
+
 def decode_line(raw: bytes) -> tuple[Any, str | None]:
-    """One JSONL line -> (object, None) or (None, error message)."""
+    """One JSONL line -> (object, None) or (None, error message); never raises for any bytes.
+
+    The bytes must be UTF-8 (one leading byte-order mark is skipped, as JSON
+    readers do). A raw NUL byte is malformed JSON, inside a string as anywhere
+    else; an escaped one (``\\u0000``) is text like any other character.
+    """
     try:
-        return json.loads(raw), None
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         return None, f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+    problem = nesting_error(text)
+    if problem:
+        return None, f"malformed JSON ({problem})"
+    try:
+        return json.loads(text), None
     except json.JSONDecodeError as exc:
         return None, f"malformed JSON ({exc.msg} at column {exc.colno})"
+    except ValueError as exc:  # an integer literal longer than Python converts (sys.get_int_max_str_digits)
+        return None, f"malformed JSON ({str(exc).split(':')[0]})"
+    except RecursionError:  # only when the caller's own stack is nearly exhausted
+        return None, "malformed JSON (nested too deep for the reader)"
 
 
 def iter_jsonl(path: str | os.PathLike, what: str) -> Iterator[tuple[int, Any, str | None]]:
@@ -68,8 +130,9 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
     """Write to a temporary file beside ``path`` and rename it into place on success."""
-    kwargs = {} if "b" in mode else {"encoding": "utf-8", "newline": "\n"}
-    with atomic_path(path) as tmp, open(tmp, mode, **kwargs) as fh:
+    text = "b" not in mode
+    with atomic_path(path) as tmp, open(tmp, mode, encoding="utf-8" if text else None,
+                                        newline="\n" if text else None) as fh:
         yield fh
 
 

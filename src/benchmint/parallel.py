@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import os
 import threading
 import time
@@ -14,10 +15,19 @@ R = TypeVar("R")
 
 
 def resolve_workers(workers: int) -> int:
-    """-1 -> all cores; n >= 1 -> n; anything else is a ValueError."""
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers == 0 or workers < -1:
+    """-1 -> all cores; n >= 1 -> n; anything else is a ValueError.
+
+    The one worker-count rule of every ``workers=`` argument (the compiled
+    kernels apply the same rule, csrc/parallel.hpp). Integers of any type
+    (NumPy's too) are accepted; bools, floats and strings are not.
+    """
+    try:
+        n = operator.index(workers) if not isinstance(workers, bool) else 0
+    except TypeError:
+        n = 0
+    if n == 0 or n < -1:
         raise ValueError("workers must be -1 (all cores) or >= 1")
-    return (os.cpu_count() or 1) if workers == -1 else workers
+    return (os.cpu_count() or 1) if n == -1 else n
 
 
 def thread_map(fn: Callable[[T], R], items: Iterable[T], workers: int) -> list[R]:

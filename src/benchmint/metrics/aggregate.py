@@ -7,15 +7,17 @@ bootstrap needs no per-item resampling: drawing n items with replacement puts
 Multinomial(n, c_k / n) of them on triple k, so one multinomial draw over the
 K distinct triples (K is small: tens to hundreds) is one bootstrap resample,
 with exactly the distribution of the classical index bootstrap.
+
+``group_counts`` has a NumPy form here and a plain reference in
+``aggregate_ref``; there is no compiled form.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-
 import numpy as np
 
 from benchmint import _dispatch
+from benchmint.metrics import aggregate_ref
 
 DENSE_LIMIT = 1 << 22  # cells of the dense (group x triple) table before switching to sorting
 
@@ -34,15 +36,6 @@ def unpack_triples(keys: np.ndarray, base: int) -> tuple[np.ndarray, np.ndarray,
     return tp.astype(np.int32), n_pred.astype(np.int32), n_gold.astype(np.int32)
 
 
-def _counts_reference(group, key):
-    counter = Counter(zip(group.tolist(), key.tolist()))
-    items = sorted(counter.items())
-    groups = np.array([g for (g, _), _ in items], dtype=np.int64)
-    keys = np.array([k for (_, k), _ in items], dtype=np.int64)
-    counts = np.array([c for _, c in items], dtype=np.int64)
-    return groups, keys, counts
-
-
 def group_counts(group: np.ndarray, key: np.ndarray, n_groups: int, n_keys: int):
     """Count items per (group, key): returns (groups, keys, counts) sorted by (group, key).
 
@@ -57,8 +50,8 @@ def group_counts(group: np.ndarray, key: np.ndarray, n_groups: int, n_keys: int)
         raise ValueError(f"group and key have different lengths ({len(group)} vs {len(key)})")
     if len(group) and (group.min() < 0 or group.max() >= n_groups or key.min() < 0 or key.max() >= n_keys):
         raise ValueError("group or key out of range")
-    if _dispatch.use_reference():
-        return _counts_reference(group, key)
+    if _dispatch.use_reference("aggregate"):
+        return aggregate_ref.group_counts(group, key)
     cell = group * n_keys + key
     cells = n_groups * n_keys
     if cells <= DENSE_LIMIT:

@@ -3,6 +3,7 @@
 The batch entry point takes plain Python lists of sets/lists, pre-encoded
 uint64 bitmasks, or pre-encoded CSR pairs ``(offsets, keys)``, and returns a
 dict of numpy arrays with every metric (names in ``METRIC_NAMES``).
+Compiled form ``benchmint._core.batch``, reference ``batch_ref``.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from benchmint import _dispatch
-from benchmint.metrics import reference
-from benchmint.metrics.encode import check_task, encode_csr, normalize
-from benchmint.metrics.reference import METRIC_NAMES
+from benchmint import _dispatch, tasks
+from benchmint.metrics import batch_ref
+from benchmint.metrics.batch_ref import METRIC_NAMES
+from benchmint.metrics.encode import encode_csr
+from benchmint.parallel import resolve_workers
 
 DEFAULT_SIP_LAMBDA = 0.6
 DEFAULT_SIP_GAMMA = 6.0
@@ -35,19 +37,19 @@ def check_params(sip_lambda: float, sip_gamma: float) -> tuple[float, float]:
 
 
 def _backend():
-    return reference if _dispatch.use_reference() else _dispatch.core().metrics
+    return batch_ref if _dispatch.use_reference("batch") else _dispatch.core().batch
 
 
 def score_item(pred: Iterable, gold: Iterable, task: str | None = None, *,
                sip_lambda: float = DEFAULT_SIP_LAMBDA, sip_gamma: float = DEFAULT_SIP_GAMMA) -> dict:
-    """Every metric for one prediction. ``task`` ("mcq"/"hkl") normalises the answers first."""
+    """Every metric for one prediction. ``task`` (an answer kind: "mcq", "hkl") normalises the answers first."""
     lam, gamma = check_params(sip_lambda, sip_gamma)
     if task is not None:
-        check_task(task)
-        p, g = set(normalize(pred, task)), set(normalize(gold, task))
+        kind = tasks.get(task)
+        p, g = set(kind.normalize(pred)), set(kind.normalize(gold))
     else:
         p, g = set(pred), set(gold)
-    return reference.metrics_from_counts(len(p & g), len(p), len(g), lam, gamma)
+    return batch_ref.metrics_from_counts(len(p & g), len(p), len(g), lam, gamma)
 
 
 def score_counts(tp, n_pred, n_gold, *, sip_lambda: float = DEFAULT_SIP_LAMBDA,
@@ -65,7 +67,7 @@ def _is_csr(x: Any) -> bool:
 def score_batch(pred: Sequence | np.ndarray | tuple, gold: Sequence | np.ndarray | tuple, *,
                 task: str | None = None, sip_lambda: float = DEFAULT_SIP_LAMBDA,
                 sip_gamma: float = DEFAULT_SIP_GAMMA, workers: int = 1,
-                out: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+                out: dict[str, np.ndarray] | None = None, user_metrics: Sequence = ()) -> dict[str, np.ndarray]:
     """Every metric for many predictions at once.
 
     ``pred``/``gold`` are either
@@ -77,10 +79,20 @@ def score_batch(pred: Sequence | np.ndarray | tuple, gold: Sequence | np.ndarray
     ``workers``: 1 serial, -1 all cores, n threads.
     ``out``: the dict of a previous call of the same length, to be overwritten
     (saves allocating ~85 bytes per item when scoring batch after batch).
+    ``user_metrics``: ``benchmint.metrics.user.UserMetric`` objects; each adds a
+    float64 column under its name, computed from the item's (tp, fp, fn, |G|).
     """
     lam, gamma = check_params(sip_lambda, sip_gamma)
-    if workers == 0 or workers < -1:
-        raise ValueError("workers must be -1 (all cores) or >= 1")
+    resolve_workers(workers)
+    arrays = _score_sets(pred, gold, task, lam, gamma, workers, out)
+    if user_metrics:
+        from benchmint.metrics.user import add_columns
+
+        add_columns(arrays, user_metrics, workers)
+    return arrays
+
+
+def _score_sets(pred, gold, task, lam, gamma, workers, out):
     backend = _backend()
     if isinstance(pred, np.ndarray) and isinstance(gold, np.ndarray):
         if pred.dtype != np.uint64 or gold.dtype != np.uint64:
@@ -89,9 +101,8 @@ def score_batch(pred: Sequence | np.ndarray | tuple, gold: Sequence | np.ndarray
     if _is_csr(pred) and _is_csr(gold):
         arrays = [np.ascontiguousarray(a, dtype=np.int64) for a in (*pred, *gold)]
         return backend.from_csr(*arrays, lam, gamma, workers, out)
-    if task is not None:
-        check_task(task)
-    vocabulary: dict | None = None if task is not None else {}
-    po, pk = encode_csr(pred, task, vocabulary)
-    go, gk = encode_csr(gold, task, vocabulary)
+    kind = tasks.get(task) if task is not None else None
+    vocabulary: dict | None = None if kind is not None else {}
+    po, pk = encode_csr(pred, kind, vocabulary)
+    go, gk = encode_csr(gold, kind, vocabulary)
     return backend.from_csr(po, pk, go, gk, lam, gamma, workers, out)

@@ -3,8 +3,10 @@
 Stages: load gold -> stream predictions (read, extract, score, write one row
 each) -> add rows for gold items a model never answered -> aggregate by
 model and strata -> write the summary. The streaming stage has a compiled
-form and a reference form; both produce the same rows, byte for byte, and
-the same columns.
+form (``benchmint._core.pipeline``) and a reference form (``pipeline_ref``);
+both produce the same rows, byte for byte, and the same columns. The compiled
+reader hands each line it does not decide to the reference's reading of that
+line (counted as a fallback).
 """
 
 from __future__ import annotations
@@ -13,30 +15,26 @@ import json
 import math
 import os
 import zlib
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
 import numpy as np
 
-from benchmint import _dispatch
-from benchmint.io import (InputError, atomic_path, atomic_write, decode_line, dumps, iter_jsonl, open_input,
-                          write_jsonl)
-from benchmint.metrics import reference
+from benchmint import _dispatch, tasks
+from benchmint.io import InputError, atomic_path, atomic_write, decode_line, dumps, open_input, write_jsonl
 from benchmint.metrics.aggregate import bootstrap_ci, group_counts, triple_keys, unpack_triples
-from benchmint.metrics.batch import DEFAULT_SIP_GAMMA, DEFAULT_SIP_LAMBDA, check_params, score_counts
+from benchmint.metrics.batch import DEFAULT_SIP_GAMMA, DEFAULT_SIP_LAMBDA, METRIC_NAMES, check_params, score_counts
 from benchmint.metrics.behaviour import PersonalityRules, calibration, personality
-from benchmint.metrics.encode import AnswerError, check_task, normalize
-from benchmint.metrics.extract import extract
-from benchmint.xrd.symmetry import check_rotations, fold
+from benchmint.parallel import resolve_workers, thread_map
+from benchmint.records import ABSENT, Item, Prediction, RecordError, ScoreRow, error_row, lone_surrogate
+from benchmint.tasks import AnswerError, AnswerKind
 
 MEAN_METRICS = ("em", "spc", "sip_f1", "jaccard", "precision", "recall", "f1", "j_pen", "f1_pen")
-PRIMARY_METRIC = {"mcq": "sip_f1", "hkl": "jaccard"}
-DEFAULT_MODEL = "default"
 MISSING_STRATUM = "(missing)"
 OK, UNPARSED, MISSING = 0, 1, 2
 STATUS_NAMES = ("ok", "unparsed", "missing")
+ROW_KEYS = tuple(sorted(METRIC_NAMES + ("id", "model", "answer", "status", "parse_ok")))
 
 
 @dataclass
@@ -49,19 +47,34 @@ class ScoreConfig:
     n_boot: int = 1000
     seed: int = 0
     progress: bool = False
-    symmetry: bool = False  # hkl only: compare reflections after folding by each item's Laue group
+    symmetry: bool = False  # kinds that fold (hkl): compare answers after folding by each item's data
     personality_rules: PersonalityRules = field(default_factory=PersonalityRules)
+    # benchmint.metrics.user.UserMetric objects: extra columns in scores.jsonl and extra means in the summary
+    user_metrics: tuple = ()
 
     def __post_init__(self) -> None:
-        check_task(self.task)
+        kind = tasks.get(self.task)
+        if kind.scoring != "set":
+            raise ValueError(f"answers of kind {kind.name!r} are graded, not scored as sets; "
+                             f"set-scored kinds: {', '.join(tasks.names('set'))}")
         self.sip_lambda, self.sip_gamma = check_params(self.sip_lambda, self.sip_gamma)
         if self.n_boot < 1000:
             raise ValueError(f"n_boot must be >= 1000 for stable 95% intervals, got {self.n_boot}")
-        if self.workers == 0 or self.workers < -1:
-            raise ValueError("workers must be -1 (all cores) or >= 1")
+        resolve_workers(self.workers)
         self.by = tuple(dict.fromkeys(self.by))
-        if self.symmetry and self.task != "hkl":
-            raise ValueError("symmetry folding applies to --task hkl only")
+        if self.symmetry and kind.fold_field is None:
+            foldable = [n for n in tasks.names() if tasks.get(n).fold_field is not None]
+            raise ValueError(f"symmetry folding applies to --task {' / '.join(foldable)} only")
+        self.user_metrics = tuple(self.user_metrics)
+        names = [m.name for m in self.user_metrics]
+        taken = sorted(set(names) & set(ROW_KEYS))
+        if taken or len(set(names)) != len(names):
+            raise ValueError(f"user metric names must be unique and differ from the columns of scores.jsonl: "
+                             f"{taken or names}")
+
+    @property
+    def kind(self) -> AnswerKind:
+        return tasks.get(self.task)
 
 
 @dataclass
@@ -75,7 +88,7 @@ class Gold:
     ids: list[str] | None = None  # reference form only
     index: dict[str, int] | None = None
     answers: list[tuple] | None = None
-    rotations: list | None = None  # per item, with symmetry folding
+    fold_data: list | None = None  # per item, with symmetry folding (e.g. Laue rotations)
     native: object = None
 
     def ids_of(self, indices) -> list[str]:
@@ -99,16 +112,18 @@ class Columns:
     tokens: np.ndarray
 
 
-def _error(kind: str, message: str, file: str, line: int | None = None, **extra) -> dict:
-    row = {"kind": kind, "message": message, "file": file}
-    if line is not None:
-        row["line"] = line
-    row.update({k: v for k, v in extra.items() if v is not None})
-    return row
+_error = error_row
 
 
-def _stratum_value(value) -> str:
-    return value if isinstance(value, str) else dumps(value)
+def _stratum_value(value) -> tuple[str, str | None]:
+    """A meta value as a stratum name, or (MISSING_STRATUM, why) when no file could hold it."""
+    if isinstance(value, str):
+        where = lone_surrogate(value)
+        return (MISSING_STRATUM, f"holds {where}") if where else (value, None)
+    try:
+        return dumps(value), None
+    except ValueError:  # NaN or an infinity (1e400 reads as one)
+        return MISSING_STRATUM, "holds a number that is not finite"
 
 
 def event_error(kind: str, path: str, line: int | None, rid: str, model: str | None) -> dict:
@@ -126,137 +141,74 @@ def event_error(kind: str, path: str, line: int | None, rid: str, model: str | N
     raise ValueError(f"unknown event {kind!r}")
 
 
-def parse_gold_record(obj, path: str, line: int, task: str, fields: tuple[str, ...]):
+def parse_gold_record(obj, path: str, line: int, kind: AnswerKind, fields: tuple[str, ...]):
     """One decoded gold line -> (id, answer, strata values, problem).
 
     ``answer`` None means the record is unusable and ``problem`` says why;
     otherwise ``problem`` is a warning (or None) and the record is kept.
     """
-    if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):
-        return None, None, None, _error("missing_id", 'a gold record needs a string "id"', path, line)
-    rid = obj["id"]
-    if "answer" not in obj:
-        return rid, None, None, _error("missing_answer", f'gold record {rid!r} has no "answer"', path, line, id=rid)
     try:
-        answer = normalize(obj["answer"], task)
+        item = Item.from_json(obj, path, line)
+    except RecordError as exc:
+        return exc.id, None, None, exc.row()
+    return (item.id, *gold_answer(item, path, line, kind, fields))
+
+
+def gold_answer(item: Item, path: str, line: int, kind: AnswerKind, fields: tuple[str, ...]):
+    """An item's answer read as ``kind`` and its strata values -> (answer, strata, problem), as parse_gold_record."""
+    rid = item.id
+    try:
+        answer = kind.normalize(item.answer)
     except AnswerError as exc:
-        return rid, None, None, _error("wrong_kind", f"gold answer of {rid!r} is not a {task} answer: {exc}", path,
-                                       line, id=rid)
-    meta, warning = obj.get("meta", {}), None
-    if not isinstance(meta, dict):
-        warning = _error("bad_field", f'"meta" of {rid!r} must be an object; ignored', path, line, id=rid)
-        meta = {}
-    strata = [_stratum_value(meta[f]) if f in meta else MISSING_STRATUM for f in fields]
-    return rid, answer, strata, warning
+        return None, None, _error("wrong_kind", f"gold answer of {rid!r} is not a {kind.name} answer: {exc}", path,
+                                  line, id=rid)
+    warning = item.problems[0].row() if item.problems else None  # only "meta" can be left out
+    strata, unusable = [], []
+    for f in fields:
+        value, why = _stratum_value(item.meta[f]) if f in item.meta else (MISSING_STRATUM, None)
+        strata.append(value)
+        if why:
+            unusable.append(f"{f!r} {why}")
+    if unusable:
+        warning = _error("bad_field", f'"meta" of {rid!r}: {"; ".join(unusable)}; counted as {MISSING_STRATUM!r}',
+                         path, line, id=rid)
+    return answer, strata, warning
 
 
-def _gold_line(raw: bytes, line: int, path: str, task: str, fields: tuple[str, ...]):
+def _gold_line(raw: bytes, line: int, path: str, kind: AnswerKind, fields: tuple[str, ...]):
+    """The reference's reading of one gold line the compiled loader did not decide."""
+    _dispatch.fallback("pipeline")
     obj, err = decode_line(raw)
     if err:
         return None, None, None, _error("malformed_json", err, path, line)
-    return parse_gold_record(obj, path, line, task, fields)
+    return parse_gold_record(obj, path, line, kind, fields)
 
 
 def _strata_fields(by: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(f for f in by if f != "model")  # every model gets its own block anyway
 
 
-def load_gold(path: str | os.PathLike, task: str, by: tuple[str, ...] = (), workers: int = 1,
+def load_gold(path: str | os.PathLike, task: str | AnswerKind, by: tuple[str, ...] = (), workers: int = 1,
               symmetry: bool = False) -> Gold:
-    """The gold items. With ``symmetry`` (always the reference path) answers are folded by each item's Laue group."""
+    """The gold items. With ``symmetry`` (always the reference path) answers are folded by each item's data."""
+    from benchmint.metrics import pipeline_ref
+
+    kind = tasks.get(task)
     path, fields = str(path), _strata_fields(by)
-    if not _dispatch.use_reference() and not symmetry:
+    if not _dispatch.use_reference("pipeline", available=kind.compiled is not None and not symmetry):
         with open_input(path, "gold"):
             pass  # the same missing-file error as the reference
-        native = _dispatch.core().scoring.load_gold(path, task, list(fields), workers,
-                                                     partial(_gold_line, path=path, task=task, fields=fields),
+        native = _dispatch.core().pipeline.load_gold(path, kind.compiled, list(fields), workers,
+                                                     partial(_gold_line, path=path, kind=kind, fields=fields),
                                                      event_error)
         return Gold(path, native.n_items, native.strata(), list(native.errors), native=native)
-    ids: list[str] = []
-    index: dict[str, int] = {}
-    answers: list[tuple] = []
-    values_per_item: list[list[str]] = []
-    rotations: list = []
-    errors: list[dict] = []
-    for line, obj, err in iter_jsonl(path, "gold"):
-        if err:
-            errors.append(_error("malformed_json", err, path, line))
-            continue
-        rid, answer, strata, problem = parse_gold_record(obj, path, line, task, fields)
-        if rid is None:
-            errors.append(problem)
-        elif rid in index:
-            errors.append(event_error("duplicate_gold", path, line, rid, None))
-        elif answer is None:
-            errors.append(problem)
-        else:
-            if symmetry:
-                try:
-                    rot = check_rotations(obj.get("laue_rotations"), rid)
-                except ValueError as exc:
-                    errors.append(_error("missing_symmetry", str(exc), path, line, id=rid))
-                    continue
-                answer = fold(answer, rot)
-                rotations.append(rot)
-            if problem:
-                errors.append(problem)
-            index[rid] = len(ids)
-            ids.append(rid)
-            answers.append(answer)
-            values_per_item.append(strata)
-    strata_codes = {}
-    for f, name in enumerate(fields):
-        order = sorted({v[f] for v in values_per_item})
-        code = {v: i for i, v in enumerate(order)}
-        strata_codes[name] = (np.array([code[v[f]] for v in values_per_item], dtype=np.int64), order)
-    return Gold(path, len(ids), strata_codes, errors, ids=ids, index=index, answers=answers,
-                rotations=rotations if symmetry else None)
+    return pipeline_ref.load_gold(path, kind, fields, symmetry)
 
 
-def answer_json(answer: tuple, task: str) -> list:
-    return list(answer) if task == "mcq" else [list(h) for h in answer]
-
-
-def format_row(rid: str, model: str, answer: tuple, task: str, status: int, metrics: dict) -> str:
-    row = dict(metrics)
-    row.update(id=rid, model=model, answer=answer_json(answer, task), status=STATUS_NAMES[status],
-               parse_ok=status == OK)
-    return dumps(row)
-
-
-def _optional_number(obj: dict, key: str, lo: float, hi: float) -> tuple[float, str | None]:
-    if key not in obj or obj[key] is None:
-        return math.nan, None
-    v = obj[key]
-    problem = f'"{key}" must be a finite number in [{lo}, {hi}], got {v!r}; ignored'
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return math.nan, problem
-    try:
-        f = float(v)
-    except OverflowError:
-        return math.nan, problem
-    if not (math.isfinite(f) and lo <= f <= hi):
-        return math.nan, problem
-    return f, None
-
-
-class _ColumnBuilder:
-    def __init__(self) -> None:
-        self.models: dict[str, int] = {}
-        self.cols: dict[str, list] = {k: [] for k in ("model", "gold_idx", "tp", "n_pred", "n_gold", "status",
-                                                      "confidence", "difficulty", "tokens")}
-
-    def model_code(self, name: str) -> int:
-        return self.models.setdefault(name, len(self.models))
-
-    def add(self, **values) -> None:
-        for k, v in values.items():
-            self.cols[k].append(v)
-
-    def build(self) -> Columns:
-        dt = {"confidence": np.float64, "difficulty": np.float64, "tokens": np.float64, "status": np.uint8}
-        arrays = {k: np.array(v, dtype=dt.get(k, np.int32)) for k, v in self.cols.items()}
-        return Columns(models=list(self.models), **arrays)
+def format_row(rid: str, model: str, answer: tuple, kind: AnswerKind, status: int, metrics: dict) -> str:
+    row = ScoreRow(id=rid, model=model, answer=kind.to_json(answer), status=STATUS_NAMES[status],
+                   parse_ok=status == OK, **metrics)
+    return dumps(row.to_json())
 
 
 @dataclass
@@ -270,139 +222,125 @@ class ParsedPrediction:
     tokens: float
 
 
-def parse_prediction(obj, task: str, path: str, line: int, errors: list[dict]) -> ParsedPrediction | None:
+def parse_prediction(obj, kind: AnswerKind, path: str, line: int, errors: list[dict]) -> ParsedPrediction | None:
     """One decoded prediction line -> its answer, or None with the problem appended to ``errors``.
 
     Shared by the reference stream and, for the lines it does not decide
     itself, the compiled stream.
     """
-    if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):
-        errors.append(_error("missing_id", 'a prediction needs a string "id"', path, line))
+    try:
+        pred = Prediction.from_json(obj, path, line)
+    except RecordError as exc:
+        errors.append(exc.row())
         return None
-    rid = obj["id"]
-    model = obj.get("model", DEFAULT_MODEL)
-    if not isinstance(model, str):
-        errors.append(_error("bad_field", '"model" must be a string', path, line, id=rid))
-        return None
-    if "answer" in obj:
+    return read_answer(pred, kind, path, line, errors)
+
+
+# The fields of a prediction the scorer reads besides its answer: problems with others are not its concern.
+SCORED_FIELDS = ("confidence", "difficulty", "tokens")
+
+
+def read_answer(pred: Prediction, kind: AnswerKind, path: str, line: int,
+                errors: list[dict]) -> ParsedPrediction | None:
+    """A prediction's answer read as ``kind`` (given, or extracted from its output), as parse_prediction."""
+    if pred.answer is not ABSENT:
         try:
-            answer, status = normalize(obj["answer"], task), OK
+            answer, status = kind.normalize(pred.answer), OK
         except AnswerError as exc:
-            errors.append(_error("wrong_kind", f"answer is not a {task} answer: {exc}", path, line, id=rid, model=model))
+            errors.append(_error("wrong_kind", f"answer is not a {kind.name} answer: {exc}", path, line, id=pred.id,
+                                 model=pred.model))
             return None
-    elif isinstance(obj.get("output"), str):
-        parsed = extract(obj["output"], task)
+    else:
+        parsed = kind.extract(pred.output)
         try:
-            answer, status = (normalize(parsed, task), OK) if parsed is not None else ((), UNPARSED)
+            answer, status = (kind.normalize(parsed), OK) if parsed is not None else ((), UNPARSED)
         except AnswerError:  # e.g. an index beyond the packable range: the output is unusable
             answer, status = (), UNPARSED
-    else:
-        errors.append(_error("missing_answer", 'a prediction needs "output" (text) or "answer" (list)', path, line,
-                             id=rid, model=model))
-        return None
-    optional = {}
-    for key, hi in (("confidence", 1.0), ("difficulty", 1.0), ("tokens", math.inf)):
-        optional[key], problem = _optional_number(obj, key, 0.0, hi)
-        if problem:
-            errors.append(_error("bad_field", problem, path, line, id=rid, model=model))
-    return ParsedPrediction(rid, model, answer, status, **optional)
+    errors.extend(p.row() for p in pred.problems if p.field in SCORED_FIELDS)
+    confidence, difficulty, tokens = (math.nan if v is None else float(v)
+                                      for v in (pred.confidence, pred.difficulty, pred.tokens))
+    return ParsedPrediction(pred.id, pred.model, answer, status, confidence, difficulty, tokens)
 
 
-def _stream_reference(pred_paths, gold: Gold, cfg: ScoreConfig, out, errors: list[dict], progress) -> tuple[Columns, list[set]]:
-    """Read, extract, score and write every prediction with plain Python."""
-    builder = _ColumnBuilder()
-    seen: list[set] = []
-    for path in pred_paths:
-        path = str(path)
-        for line, obj, err in iter_jsonl(path, "predictions"):
-            progress(1)
-            if err:
-                errors.append(_error("malformed_json", err, path, line))
-                continue
-            # Problems of a line that is not kept are not reported twice.
-            line_errors: list[dict] = []
-            p = parse_prediction(obj, cfg.task, path, line, line_errors)
-            if p is None:
-                errors.extend(line_errors)
-                continue
-            gi = gold.index.get(p.rid)
-            if gi is None:
-                errors.append(event_error("unknown_id", path, line, p.rid, p.model))
-                continue
-            m = builder.model_code(p.model)
-            if m == len(seen):
-                seen.append(set())
-            if gi in seen[m]:
-                errors.append(event_error("duplicate_prediction", path, line, p.rid, p.model))
-                continue
-            errors.extend(line_errors)
-            seen[m].add(gi)
-            g = gold.answers[gi]
-            # The row shows the answer as read; with symmetry, it is compared after folding.
-            compared = fold(p.answer, gold.rotations[gi]) if gold.rotations is not None else p.answer
-            tp = len(set(compared) & set(g))
-            metrics = reference.metrics_from_counts(tp, len(compared), len(g), cfg.sip_lambda, cfg.sip_gamma)
-            out.write(format_row(p.rid, p.model, p.answer, cfg.task, p.status, metrics) + "\n")
-            builder.add(model=m, gold_idx=gi, tp=tp, n_pred=len(compared), n_gold=len(g), status=p.status,
-                        confidence=p.confidence, difficulty=p.difficulty, tokens=p.tokens)
-    return builder.build(), seen
-
-
-def _pred_line(raw: bytes, path: str, line: int, task: str):
+def _pred_line(raw: bytes, path: str, line: int, kind: AnswerKind):
     """The reference's reading of one line the compiled stream did not decide: (problems, parsed or None)."""
+    _dispatch.fallback("pipeline")
     obj, err = decode_line(raw)
     if err:
         return [_error("malformed_json", err, path, line)], None
     problems: list[dict] = []
-    p = parse_prediction(obj, task, path, line, problems)
+    p = parse_prediction(obj, kind, path, line, problems)
     if p is None:
         return problems, None
     return problems, (p.rid, p.model, p.answer, p.status, p.confidence, p.difficulty, p.tokens)
 
 
 def _stream_compiled(pred_paths, gold: Gold, cfg: ScoreConfig, out_path: Path, errors: list[dict], progress) -> Columns:
-    res = _dispatch.core().scoring.score_stream(
+    res = _dispatch.core().pipeline.score_stream(
         [str(p) for p in pred_paths], gold.native, cfg.sip_lambda, cfg.sip_gamma, cfg.workers, str(out_path),
-        partial(_pred_line, task=cfg.task), event_error, progress, errors)
+        partial(_pred_line, kind=cfg.kind), event_error, progress, errors)
     return Columns(**res)
-
-
-def _append_missing(cols: Columns, seen: list[set], gold: Gold, cfg: ScoreConfig, out, errors: list[dict]) -> Columns:
-    extra: dict[str, list] = {k: [] for k in ("model", "gold_idx", "n_gold")}
-    for m, name in enumerate(cols.models):
-        for gi, rid in enumerate(gold.ids):
-            if gi in seen[m]:
-                continue
-            g = gold.answers[gi]
-            metrics = reference.metrics_from_counts(0, 0, len(g), cfg.sip_lambda, cfg.sip_gamma)
-            out.write(format_row(rid, name, (), cfg.task, MISSING, metrics) + "\n")
-            errors.append(event_error("missing_prediction", gold.path, None, rid, name))
-            extra["model"].append(m)
-            extra["gold_idx"].append(gi)
-            extra["n_gold"].append(len(g))
-    k = len(extra["model"])
-    if not k:
-        return cols
-    cat = lambda a, b, dt: np.concatenate([a, np.asarray(b, dtype=dt)])  # noqa: E731
-    nan = np.full(k, np.nan)
-    return Columns(
-        models=cols.models,
-        model=cat(cols.model, extra["model"], np.int32),
-        gold_idx=cat(cols.gold_idx, extra["gold_idx"], np.int32),
-        tp=cat(cols.tp, np.zeros(k), np.int32),
-        n_pred=cat(cols.n_pred, np.zeros(k), np.int32),
-        n_gold=cat(cols.n_gold, extra["n_gold"], np.int32),
-        status=cat(cols.status, np.full(k, MISSING), np.uint8),
-        confidence=np.concatenate([cols.confidence, nan]),
-        difficulty=np.concatenate([cols.difficulty, nan]),
-        tokens=np.concatenate([cols.tokens, nan]),
-    )
 
 
 def _block_rng(seed: int, path: str) -> np.random.Generator:
     # Each block's resamples depend only on the seed and the block's name, so adding
     # a --by field never changes another block's interval.
     return np.random.default_rng([seed, zlib.crc32(path.encode("utf-8"))])
+
+
+def _user_values(metrics, tp: np.ndarray, n_pred: np.ndarray, n_gold: np.ndarray) -> np.ndarray:
+    """(len(tp), len(metrics)) values of the user metrics; ValueError at the first non-finite one."""
+    if not metrics:
+        return np.empty((len(tp), 0))
+    from benchmint.metrics.user import evaluate
+
+    columns = [evaluate(m, tp, n_pred - tp, n_gold - tp, n_gold) for m in metrics]
+    for m, col in zip(metrics, columns):
+        bad = np.flatnonzero(~np.isfinite(col))
+        if bad.size:
+            i = bad[0]
+            raise ValueError(f"user metric {m.name!r} gives {col[i]} at tp={tp[i]}, fp={n_pred[i] - tp[i]}, "
+                             f"fn={n_gold[i] - tp[i]}, g={n_gold[i]}; scores.jsonl and summary.json need finite values")
+    return np.column_stack(columns)
+
+
+def _add_user_columns(path: Path, cols: Columns, metrics) -> None:
+    """Insert each row's user-metric values into scores.jsonl at their sorted-key places; other bytes stay."""
+    keys, base = triple_keys(cols.tp, cols.n_pred, cols.n_gold)
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    values = _user_values(metrics, *unpack_triples(uniq, base)).tolist()
+    # Group the names by the first fixed key after them. A quote inside a JSON string is escaped and
+    # the only nested values are lists, so ',"key":' occurs only where that top-level key starts.
+    anchors: dict[str | None, list[int]] = {}
+    for j in sorted(range(len(metrics)), key=lambda j: metrics[j].name):
+        after = next((k for k in ROW_KEYS if k > metrics[j].name), None)
+        anchors.setdefault(after, []).append(j)
+    # The inserted text depends only on the row's triple: formatted once per distinct triple.
+    inserts = [(None if after is None else f',"{after}":'.encode(), after == ROW_KEYS[0],
+                [",".join(f"{dumps(metrics[j].name)}:{dumps(v[j])}" for j in js).encode() for v in values])
+               for after, js in anchors.items()]
+    tmp = path.with_name(path.name + ".user")
+    try:
+        n = 0
+        with open(path, "rb") as src, open(tmp, "wb") as dst:
+            for line, k in zip(src, inverse.tolist()):
+                for anchor, first, texts in inserts:
+                    if anchor is None:
+                        cut = line.rindex(b"}")
+                        line = line[:cut] + b"," + texts[k] + line[cut:]
+                    elif first:
+                        line = b"{" + texts[k] + b"," + line[1:]
+                    else:
+                        cut = line.index(anchor)
+                        line = line[:cut] + b"," + texts[k] + line[cut:]
+                dst.write(line)
+                n += 1
+        if n != len(inverse):
+            raise RuntimeError(f"scores.jsonl has {n} rows, the scored columns {len(inverse)}")
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
 
 
 def _blocks(group: np.ndarray, n_groups: int, cols: Columns, keys: np.ndarray, base: int, cfg: ScoreConfig,
@@ -417,6 +355,7 @@ def _blocks(group: np.ndarray, n_groups: int, cols: Columns, keys: np.ndarray, b
     per_triple = score_counts(tp, n_pred, n_gold, sip_lambda=cfg.sip_lambda, sip_gamma=cfg.sip_gamma)
     values = np.column_stack([per_triple[m] for m in MEAN_METRICS]
                              + [n_pred.astype(np.float64), per_triple["over_predicted"].astype(np.float64)])
+    user_values = _user_values(cfg.user_metrics, tp, n_pred, n_gold)
     starts = np.searchsorted(g_ids, np.arange(n_groups + 1))
     out: list[dict | None] = []
     for gid in range(n_groups):
@@ -426,10 +365,16 @@ def _blocks(group: np.ndarray, n_groups: int, cols: Columns, keys: np.ndarray, b
         sl = slice(starts[gid], starts[gid + 1])
         counts, vals = g_counts[sl], values[inverse[sl]]
         mean, low, high = bootstrap_ci(counts, vals[:, : len(MEAN_METRICS)], cfg.n_boot, _block_rng(cfg.seed, names[gid]))
+        metrics = {m: {"mean": float(mean[i]), "ci95": [float(low[i]), float(high[i])]} for i, m in enumerate(MEAN_METRICS)}
+        if cfg.user_metrics:
+            # A fresh generator with the block's seed draws the same resamples as above.
+            mean, low, high = bootstrap_ci(counts, user_values[inverse[sl]], cfg.n_boot, _block_rng(cfg.seed, names[gid]))
+            metrics.update({m.name: {"mean": float(mean[i]), "ci95": [float(low[i]), float(high[i])]}
+                            for i, m in enumerate(cfg.user_metrics)})
         n = int(n_items[gid])
         out.append({
             "n": n,
-            "metrics": {m: {"mean": float(mean[i]), "ci95": [float(low[i]), float(high[i])]} for i, m in enumerate(MEAN_METRICS)},
+            "metrics": metrics,
             "parse_success_rate": float(n_ok[gid] / n),
             "n_missing": int(n_missing[gid]),
             "mean_pred_size": float(np.sum(counts * vals[:, -2]) / n),
@@ -451,7 +396,7 @@ def summarize(cols: Columns, gold: Gold, cfg: ScoreConfig) -> dict:
     # The distinct triples (few) and the primary score of each: per-item scores are lookups.
     uniq_keys = np.unique(group_counts(model, keys, len(models), base ** 3)[1])
     class_score = score_counts(*unpack_triples(uniq_keys, base), sip_lambda=cfg.sip_lambda,
-                               sip_gamma=cfg.sip_gamma)[PRIMARY_METRIC[cfg.task]]
+                               sip_gamma=cfg.sip_gamma)[cfg.kind.primary_metric]
     def model_block(m: int) -> dict:
         block = dict(overall[m])
         sel = cols.model == m
@@ -468,14 +413,13 @@ def summarize(cols: Columns, gold: Gold, cfg: ScoreConfig) -> dict:
         calib = calibration(class_score[cls], cols.confidence[sel], cols.difficulty[sel], cols.tokens[sel],
                             score_classes=(cls, class_score))
         if calib is not None:
-            calib["score_metric"] = PRIMARY_METRIC[cfg.task]
+            calib["score_metric"] = cfg.kind.primary_metric
             block["calibration"] = calib
         block["unparsed_ids"] = gold.ids_of(cols.gold_idx[sel & (cols.status == UNPARSED)])
         return block
 
     # Models are independent and their sorts release the GIL: one thread each.
-    with ThreadPoolExecutor(max_workers=max(1, min(len(models), os.cpu_count() or 1))) as pool:
-        return dict(zip(models, pool.map(model_block, range(len(models)))))
+    return dict(zip(models, thread_map(model_block, range(len(models)), -1)))
 
 
 @dataclass
@@ -508,12 +452,14 @@ class _Progress:
 
 def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult:
     """Score one or more prediction files; writes scores.jsonl, summary.json and errors.jsonl into ``out_dir``."""
+    from benchmint.metrics import pipeline_ref
+
     if isinstance(pred_paths, (str, os.PathLike)):
         pred_paths = [pred_paths]
     for p in pred_paths:
         if not Path(p).is_file():
             raise InputError(f"predictions file not found: {p}")
-    gold = load_gold(gold_path, cfg.task, cfg.by, cfg.workers, symmetry=cfg.symmetry)
+    gold = load_gold(gold_path, cfg.kind, cfg.by, cfg.workers, symmetry=cfg.symmetry)
     out_dir = Path(out_dir)
     errors = list(gold.errors)
     if not gold.n_items:
@@ -525,10 +471,12 @@ def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult
         with atomic_path(out_dir / "scores.jsonl") as tmp:
             if gold.native is None:
                 with open(tmp, "w", encoding="utf-8", newline="\n") as out:
-                    cols, seen = _stream_reference(pred_paths, gold, cfg, out, errors, progress)
-                    cols = _append_missing(cols, seen, gold, cfg, out, errors)
+                    cols, seen = pipeline_ref.stream(pred_paths, gold, cfg, out, errors, progress)
+                    cols = pipeline_ref.append_missing(cols, seen, gold, cfg, out, errors)
             else:
                 cols = _stream_compiled(pred_paths, gold, cfg, tmp, errors, progress)
+            if cfg.user_metrics:
+                _add_user_columns(tmp, cols, cfg.user_metrics)
     finally:
         progress.close()
     write_jsonl(out_dir / "errors.jsonl", errors)
@@ -539,10 +487,13 @@ def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult
     counts: dict[str, int] = {}
     for e in errors:
         counts[e["kind"]] = counts.get(e["kind"], 0) + 1
+    summary_params = {"sip_lambda": cfg.sip_lambda, "sip_gamma": cfg.sip_gamma, "bootstrap_resamples": cfg.n_boot,
+                      "seed": cfg.seed, "by": list(cfg.by), "symmetry": cfg.symmetry}
+    if cfg.user_metrics:
+        summary_params["user_metrics"] = {m.name: m.source for m in cfg.user_metrics}
     summary = {
         "task": cfg.task,
-        "params": {"sip_lambda": cfg.sip_lambda, "sip_gamma": cfg.sip_gamma, "bootstrap_resamples": cfg.n_boot,
-                   "seed": cfg.seed, "by": list(cfg.by), "symmetry": cfg.symmetry},
+        "params": summary_params,
         "gold": {"file": str(gold_path), "n_items": gold.n_items},
         "predictions": [str(p) for p in pred_paths],
         "errors": {"count": len(errors), "by_kind": counts, "file": "errors.jsonl"},

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from benchmint import tasks
+
 COLUMNS = (("EM", "em"), ("SPC", "spc"), ("SIP-F1", "sip_f1"), ("Jacc", "jaccard"), ("Prec", "precision"),
            ("Rec", "recall"), ("F1", "f1"), ("J_pen", "j_pen"), ("F1_pen", "f1_pen"))
 
@@ -28,7 +30,7 @@ def render(summary: dict) -> str:
              f"95% CI from {summary['params']['bootstrap_resamples']} bootstrap resamples (in summary.json)"
              + ("  ·  reflections folded by each item's Laue group" if summary["params"].get("symmetry") else ""),
              _table(header, rows)]
-    primary = "sip_f1" if summary["task"] == "mcq" else "jaccard"
+    primary = tasks.get(summary["task"]).primary_metric
     names = list(summary["models"])
     for field in summary["params"]["by"]:
         values = sorted({v for b in summary["models"].values() for v in b["by"].get(field, {})})

@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple, Union
+from typing import Any, NamedTuple
 
 from benchmint.io import InputError, dumps
 from benchmint.models import images
@@ -77,7 +77,7 @@ class ImagePart:
         return images.data_url(self.data, self.max_side)
 
 
-Part = Union[str, ImagePart]
+Part = str | ImagePart
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,8 @@ class Message:
 def _number(name: str, value, low: float, high: float) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not low <= value <= high:
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            or not low <= value <= high):
         raise ValueError(f"{name} must be a number in [{low:g}, {high:g}], got {value!r}")
     return float(value)
 

@@ -41,8 +41,18 @@ from openai.types.chat import ChatCompletion
 from benchmint.models import structured
 from benchmint.models.accounting import Accounting, Verdict
 from benchmint.models.cache import CachedReply, ReplyCache
-from benchmint.models.call import (BAD_REQUEST, BAD_RESPONSE, BUDGET, EMPTY_REPLY, UNPARSEABLE, ChatReply,
-                                   ChatRequest, Failure, attempt_key, request_key)
+from benchmint.models.call import (
+    BAD_REQUEST,
+    BAD_RESPONSE,
+    BUDGET,
+    EMPTY_REPLY,
+    UNPARSEABLE,
+    ChatReply,
+    ChatRequest,
+    Failure,
+    attempt_key,
+    request_key,
+)
 from benchmint.models.limits import Limiter, RateLimits
 from benchmint.models.retry import Problem, RetryPolicy, classify
 from benchmint.models.structured import MODES as STRUCTURED_MODES
@@ -283,7 +293,8 @@ class Engine:
                        run.stage, request.model)
 
     # ---- one answer attempt: one call with its transport retries
-    async def _call(self, run: _Run, key: str, request: ChatRequest, messages: list[dict]) -> tuple[_Got | Failure, int]:
+    async def _call(self, run: _Run, key: str, request: ChatRequest,
+                    messages: list[dict]) -> tuple[_Got | Failure, int]:
         made = 0
         attempt = 0
         estimate = request.estimate_prompt_tokens()

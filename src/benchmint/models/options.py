@@ -48,8 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "dropped connections, malformed replies")
     g.add_argument("--retry-delay", type=_non_negative, default=1.0, metavar="S",
                    help="first backoff in seconds, doubled per attempt up to 60 s, with seeded jitter (1.0)")
-    g.add_argument("--answer-attempts", type=_positive_int, default=3, metavar="N",
-                   help="answer attempts per item when a reply is empty or cannot be parsed (3)")
+    g.add_argument("--answer-attempts", type=_positive_int, default=None, metavar="N",
+                   help="answer attempts per item when a reply is empty or cannot be parsed (default: the "
+                        "benchmark protocol's retries + 1 in eval, 3 elsewhere)")
     g.add_argument("--cache", metavar="PATH", help="the request cache (SQLite); replies there are never paid again")
     g.add_argument("--refresh", action="store_true", help="ignore cached replies (new replies are still stored)")
     g.add_argument("--prices", metavar="JSON",
@@ -78,4 +79,5 @@ def engine_from_arguments(args: argparse.Namespace, default_cache: str | os.Path
                   limits=RateLimits(args.rpm, args.tpm),
                   accounting=Accounting(prices, Budget(args.max_cost, args.max_tokens)),
                   retry=RetryPolicy(max_attempts=args.retries, base_delay_s=args.retry_delay, seed=seed),
-                  answer_attempts=args.answer_attempts, refresh=args.refresh, structured=args.structured)
+                  answer_attempts=args.answer_attempts if args.answer_attempts is not None else 3,
+                  refresh=args.refresh, structured=args.structured)

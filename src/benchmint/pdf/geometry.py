@@ -10,16 +10,20 @@ Spaces, all with y pointing down:
               (PyMuPDF's text and drawing coordinates): where figure records
               keep their boxes, so captions and bodies share one space.
 Rotation and crop-box offsets live in the page's rotation matrices, so every
-map is affine and works on arrays of boxes at once.
+map is affine and works on arrays of boxes at once (``transform``: compiled
+form ``benchmint._core.geometry``, reference ``geometry_ref``).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from benchmint import _dispatch
+from benchmint.parallel import resolve_workers
+from benchmint.pdf import geometry_ref
 
 THUMB_LONGEST = 1024
 CROP_DPI = 300
@@ -66,22 +70,30 @@ def _as_boxes(boxes) -> np.ndarray:
     return a
 
 
-def transform_reference(boxes, matrix) -> np.ndarray:
-    """Plain NumPy form of ``transform`` (the compiled kernel must equal it bit for bit)."""
-    a, b, c, d, e, f = matrix
-    boxes = _as_boxes(boxes)
-    xs = boxes[:, [0, 2, 0, 2]]
-    ys = boxes[:, [1, 1, 3, 3]]
-    tx = a * xs + c * ys + e
-    ty = b * xs + d * ys + f
-    return np.column_stack([tx.min(axis=1), ty.min(axis=1), tx.max(axis=1), ty.max(axis=1)])
+def _as_matrix(matrix) -> list[float]:
+    m = [float(v) for v in matrix]
+    if len(m) != 6:
+        raise ValueError(f"the matrix needs 6 numbers (a, b, c, d, e, f), got {len(m)}")
+    if not all(math.isfinite(v) for v in m):
+        raise ValueError(f"the matrix {m} has a non-finite entry")
+    return m
 
 
 def transform(boxes, matrix, workers: int = 1) -> np.ndarray:
-    """The bounding boxes of ``boxes`` under an affine (a, b, c, d, e, f) map (x' = a·x + c·y + e, y' = b·x + d·y + f)."""
-    if _dispatch.use_reference():
-        return transform_reference(boxes, matrix)
-    return _dispatch.core().geometry.transform_boxes(_as_boxes(boxes), [float(v) for v in matrix], workers)
+    """The bounding boxes of ``boxes`` under an affine (a, b, c, d, e, f) map (x' = a·x + c·y + e, y' = b·x + d·y + f).
+
+    Non-finite box coordinates are not checked (that would cost another pass
+    over the boxes; ``check_boxes`` does it where boxes come from outside) and
+    propagate as NumPy's min and max propagate them: a side whose four mapped
+    corners include a NaN is NaN, in both forms. The matrix must be finite
+    (ValueError otherwise). ``workers``: 1 serial, -1 all cores, n threads.
+    """
+    boxes = _as_boxes(boxes)
+    m = _as_matrix(matrix)
+    resolve_workers(workers)
+    if _dispatch.use_reference("geometry"):
+        return geometry_ref.transform(boxes, m)
+    return _dispatch.core().geometry.transform_boxes(boxes, m, workers)
 
 
 def _first_bad(mask: np.ndarray) -> int | None:

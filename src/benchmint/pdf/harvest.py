@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from benchmint.io import write_jsonl
-from benchmint.store.runner import run_files
+from benchmint.run import run_files
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,8 @@ def pair(captions: list[Caption], graphics: list[Box], width: float, height: flo
         above = [b for b in mine if b[3] <= cap.bbox[1] + 2 and b[1] >= above_limit - 2]
         below = [b for b in mine if b[1] >= cap.bbox[3] - 2 and b[3] <= below_limit + 2]
         body = None
-        for group, gap in ((above, lambda u: cap.bbox[1] - u[3]), (below, lambda u: u[1] - cap.bbox[3])):
+        for group, gap in ((above, lambda u, cap=cap: cap.bbox[1] - u[3]),
+                           (below, lambda u, cap=cap: u[1] - cap.bbox[3])):
             if group:
                 u = _union(group)
                 if gap(u) <= max_gap * height:

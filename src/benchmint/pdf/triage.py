@@ -3,7 +3,7 @@
 ``page_counts(page)`` returns ``(images, paths)`` where, on the pages we test,
 ``paths == len(page.get_drawings())`` and ``images == len(page.get_image_info())``,
 at a fraction of their cost: PyMuPDF hands over the raw content streams and
-resource dictionaries, and the compiled tokenizer (``benchmint._core.pdf``)
+resource dictionaries, and the compiled tokenizer (``benchmint._core.triage``)
 counts painting operators, following Form XObjects (a form already being run
 counts nothing more) and tiling patterns.
 
@@ -56,14 +56,11 @@ from typing import Any
 import pymupdf
 
 from benchmint import _dispatch
+from benchmint.parallel import resolve_workers
+from benchmint.pdf import triage_ref
 
 _REF = re.compile(rb"^\s*(\d+)\s+\d+\s+R\s*$")
 _DEVICE_SPACES = {"DeviceGray", "DeviceRGB", "DeviceCMYK", "Pattern"}
-
-
-def reference_counts(page: pymupdf.Page) -> tuple[int, int]:
-    """The plain reference: what PyMuPDF itself reports (renders the page's display list)."""
-    return len(page.get_image_info()), len(page.get_drawings())
 
 
 def _dict_entries(text: str) -> dict[str, str]:
@@ -227,12 +224,12 @@ def _number(text: str | None, default: float) -> float:
 def page_counts(page: pymupdf.Page) -> tuple[int, int]:
     """(images placed, vector paths painted) of one page, without rendering it.
 
-    ``BENCHMINT_IMPL=reference`` returns ``reference_counts(page)`` instead.
+    ``BENCHMINT_IMPL=reference`` returns ``triage_ref.page_counts(page)`` instead.
     """
-    if _dispatch.use_reference():
-        return reference_counts(page)
+    if _dispatch.use_reference("triage"):
+        return triage_ref.page_counts(page)
     content, res = _Extractor(page.parent).page_input(page)
-    images, paths, _ = _dispatch.core().pdf.count_paths(content, res)
+    images, paths, _ = _dispatch.core().triage.count_paths(content, res)
     return images, paths
 
 
@@ -246,12 +243,11 @@ def open_document_counts(doc: pymupdf.Document, workers: int = 1,
     A caller that goes on reading the pages (``lean_text_copy``) passes its
     own ``extractor``, which keeps what it read.
     """
-    if workers == 0 or workers < -1:
-        raise ValueError("workers must be -1 (all cores) or >= 1")
-    if _dispatch.use_reference():
-        return [(*reference_counts(page), False) for page in doc]
+    resolve_workers(workers)
+    if _dispatch.use_reference("triage"):
+        return [(*triage_ref.page_counts(page), False) for page in doc]
     ex = extractor or _Extractor(doc)
-    got = _dispatch.core().pdf.count_pages([ex.page_input(page) for page in doc], workers)
+    got = _dispatch.core().triage.count_pages([ex.page_input(page) for page in doc], workers)
     return [(int(im), int(pa), bool(da)) for im, pa, da in zip(got["images"], got["paths"], got["damaged"])]
 
 
@@ -286,7 +282,7 @@ def lean_text_copy(page: pymupdf.Page, extractor: _Extractor) -> pymupdf.Documen
     None when fewer than ``LEAN_MIN_DROPPED`` invocations would be saved, and
     on the reference path (``BENCHMINT_IMPL=reference``: the page is read as is).
     """
-    if _dispatch.use_reference():
+    if _dispatch.use_reference("triage"):
         return None
     content, resources = extractor.page_input(page)
     xobjects = resources.get("XObject", {})
@@ -294,7 +290,7 @@ def lean_text_copy(page: pymupdf.Page, extractor: _Extractor) -> pymupdf.Documen
              if e[0] == "image" or (e[0] == "form" and not _may_show_text(e, set()))]
     if not names:
         return None
-    lean, dropped = _dispatch.core().pdf.drop_invocations(content, names)
+    lean, dropped = _dispatch.core().triage.drop_invocations(content, names)
     if dropped < LEAN_MIN_DROPPED:
         return None
     copy = pymupdf.open()

@@ -12,13 +12,14 @@ and resumed runs give identical files.
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 from benchmint.io import InputError, write_jsonl
-from benchmint.store.runner import run_files
+from benchmint.run import run_files
 from benchmint.xrd.profile import ProfileParams
 
 CRYSTAL_SYSTEMS = ("triclinic", "monoclinic", "orthorhombic", "tetragonal", "trigonal", "hexagonal", "cubic")
@@ -63,8 +64,8 @@ class PatternRenderer:
         import matplotlib
 
         matplotlib.use("Agg")
-        from matplotlib.figure import Figure
         from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
 
         self.grid = np.array(grid, dtype=np.float64)
         self.fig, self.ax, self.line = _pattern_figure(self.grid, np.zeros_like(self.grid), size, Figure)
@@ -230,7 +231,11 @@ def build(inputs, out_dir, cfg: BuildConfig = BuildConfig(), workers: int = 1, p
     db_of = (lambda p: p.parent.name) if cfg.db_from_dirname else (lambda p: "default")
     out, results, skipped = run_files(inputs, ".cif", out_dir, "xrd-build", _build_one, lambda p: (db_of(p), cfg),
                                       lambda p: {**settings, "db": db_of(p)}, workers, progress)
-    items = [r for _, r in results if "error" not in r]
+    # What a prompt needs beside the item: the CIF (its path relative to items.jsonl, added here rather than in
+    # the worker so that a resumed run in another place still points at its files) and the index convention.
+    items = [{**r, "cif": Path(os.path.relpath(Path(p).resolve(), out.resolve())).as_posix(),
+              "hkl_convention": "4-index" if r["answer"] and len(r["answer"][0]) == 4 else "3-index"}
+             for p, r in results if "error" not in r]
     errors = [{"cif": str(p), "error": r["error"]} for p, r in results if "error" in r]
     seen: dict[str, str] = {}
     for p, r in results:  # ids are file stems: two files with one stem would make the gold ambiguous

@@ -1,9 +1,10 @@
 """CIF text -> pymatgen Structure, fast where provably identical to pymatgen's parser.
 
-``pymatgen_structure`` is the reference route: ``CifParser.from_str(text)
-.parse_structures(primitive=False)[0]`` with warnings silenced (~12 ms for an
-ordinary CIF, mostly Python tokenising, per-operation ``SymmOp`` parsing,
-per-image ``in_coord_list_pbc`` calls and the composition check).
+The reference route (``cifread_ref.structure``) is
+``CifParser.from_str(text).parse_structures(primitive=False)[0]`` with
+warnings silenced (~12 ms for an ordinary CIF, mostly Python tokenising,
+per-operation ``SymmOp`` parsing, per-image ``in_coord_list_pbc`` calls and the
+composition check). ``BENCHMINT_IMPL=reference`` sends every CIF there.
 
 ``read_structure`` tokenises the CIF with gemmi (C++), checks the space group
 with gemmi, and rebuilds the unit cell with NumPy following pymatgen's
@@ -35,7 +36,9 @@ no magnetic (magCIF), implicit-hydrogen or oxidation-number data; every
 closeness decision at least 1e-9 away from pymatgen's 1e-4 threshold (so
 rounding-order differences cannot flip it), and the closeness relation among
 each group's images is an equivalence (so the vectorised "first of each
-class" equals pymatgen's greedy loop). Anything else goes to pymatgen.
+class" equals pymatgen's greedy loop). Anything else goes to pymatgen (counted
+as a fallback). The closeness tests run in ``benchmint._core.cifread``, whose
+NumPy forms are ``cifread_ref.pbc_close`` / ``pbc_groups``.
 """
 
 from __future__ import annotations
@@ -43,14 +46,14 @@ from __future__ import annotations
 import functools
 import math
 import re
-import warnings
 from itertools import groupby
 
 import numpy as np
 
 from benchmint import _dispatch
+from benchmint.xrd import cifread_ref
 
-__all__ = ["CellSites", "pymatgen_structure", "read_sites", "read_structure"]
+__all__ = ["CellSites", "read_sites", "read_structure"]
 
 SITE_TOL = 1e-4  # CifParser's default site_tolerance
 FRAC_TOL = 1e-4  # CifParser's default frac_tolerance
@@ -121,15 +124,6 @@ class _SiteOrder:
         return self.ss < other.ss
 
 
-def pymatgen_structure(text: str):
-    """The reference route: pymatgen's CifParser, the cell as written (``primitive=False``)."""
-    from pymatgen.io.cif import CifParser
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # pymatgen warns on many harmless CIF quirks
-        return CifParser.from_str(text).parse_structures(primitive=False)[0]
-
-
 class CellSites:
     """The sites of a unit cell as plain lists: what the XRD kernels need, without a pymatgen Structure.
 
@@ -161,11 +155,14 @@ class CellSites:
 
 
 def read_sites(text: str) -> tuple[CellSites, str]:
-    """(sites, route): route is "gemmi" when the fast route applies, else "pymatgen" (CifParser decides)."""
-    try:
-        return _fast(text), "gemmi"
-    except Exception:  # noqa: BLE001 - _Fallback, or anything unforeseen: pymatgen decides, exactly as before
-        return CellSites.of(pymatgen_structure(text)), "pymatgen"
+    """(sites, route): route is "gemmi" when the fast route applies, else "pymatgen" (CifParser decides;
+    always under ``BENCHMINT_IMPL=reference``)."""
+    if not _dispatch.use_reference("cifread"):
+        try:
+            return _fast(text), "gemmi"
+        except Exception:  # noqa: BLE001 - _Fallback, or anything unforeseen: pymatgen decides, exactly as before
+            _dispatch.fallback("cifread")
+    return CellSites.of(cifread_ref.structure(text)), "pymatgen"
 
 
 def read_structure(text: str):
@@ -224,57 +221,27 @@ def _operations(xyz: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
     return rots, trans
 
 
-def _pbc_max(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """max_k |a_k - b_k - round(a_k - b_k)| for all pairs (a: n x 3, b: m x 3) -> n x m (the plain reference)."""
-    with np.errstate(invalid="ignore"):  # non-finite coordinates compare as not close
-        d = a[:, None, :] - b[None, :, :]
-        d -= np.round(d)
-    np.abs(d, out=d)
-    return np.maximum(np.maximum(d[..., 0], d[..., 1]), d[..., 2])
-
-
-def reference_close(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, bool]:
-    """(pairs closer than SITE_TOL, whether any pair lies within MARGIN of it): the NumPy reference."""
-    m = _pbc_max(a, b)
-    return m < SITE_TOL, bool(np.any(np.abs(m - SITE_TOL) <= MARGIN))
-
-
 def _close(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Pairs of positions within pymatgen's site tolerance; a pair too near the tolerance sends the CIF to pymatgen."""
-    if _dispatch.use_reference():
-        close, ambiguous = reference_close(a, b)
-    else:
-        close, ambiguous = _dispatch.core().cell.pbc_close(np.ascontiguousarray(a, dtype=np.float64),
-                                                          np.ascontiguousarray(b, dtype=np.float64),
-                                                          SITE_TOL, MARGIN)
+    close, ambiguous = _dispatch.core().cifread.pbc_close(np.ascontiguousarray(a, dtype=np.float64),
+                                                         np.ascontiguousarray(b, dtype=np.float64),
+                                                         SITE_TOL, MARGIN)
     if ambiguous:
         raise _Fallback
     return close
 
 
-def reference_groups(a: np.ndarray) -> tuple[np.ndarray, bool, bool]:
-    """(root, consistent, ambiguous) of the positions' closeness to each other: the NumPy reference."""
-    close, ambiguous = reference_close(a, a)
-    if len(a) == 0:
-        return np.zeros(0, dtype=np.int64), True, ambiguous
-    root = np.argmax(close, axis=0)
-    return root, bool(np.array_equal(close, root[:, None] == root[None, :])), ambiguous
-
-
 def _groups(a: np.ndarray) -> np.ndarray:
     """root[j]: the first position close to position j. Sends the CIF to pymatgen when closeness is not
     an equivalence (pymatgen's greedy order would then matter) or a pair is too near the tolerance."""
-    if _dispatch.use_reference():
-        root, consistent, ambiguous = reference_groups(a)
-    else:
-        root, consistent, ambiguous = _dispatch.core().cell.pbc_groups(
-            np.ascontiguousarray(a, dtype=np.float64), SITE_TOL, MARGIN)
+    root, consistent, ambiguous = _dispatch.core().cifread.pbc_groups(
+        np.ascontiguousarray(a, dtype=np.float64), SITE_TOL, MARGIN)
     if ambiguous or not consistent:
         raise _Fallback
     return root
 
 
-def _fast(text: str):
+def _fast(text: str):  # noqa: C901 - one pass over CifParser's rules, in their order; kept whole to read beside them
     import gemmi
     from pymatgen.core import Composition, Element, Lattice
     from pymatgen.core.periodic_table import get_el_sp

@@ -1,24 +1,30 @@
-"""The XRD profile stage of CrystalXRD-Bench (DESIGN.md §5, crystalxrd-bench.txt §2.2).
+"""The XRD profile stage of CrystalXRD-Bench (crystalxrd-bench.txt §2.2).
 
 Kα1 sticks (2θ, intensity, hkl labels) -> Kα1 + Kα2 pseudo-Voigt curve on the
 2θ grid -> 2θ* (first argmax) -> HKL ground truth (union of the labels of the
 Kα1 sticks with |2θ - 2θ*| < gt_window, (000)/(0000) removed, deduplicated,
-sorted).
+sorted). The benchmark's settings are the defaults of ``ProfileParams``: Cu
+Kα1 = 1.54056 Å and Kα2 = 1.54439 Å at half the intensity, area-normalised
+pseudo-Voigt profiles of FWHM 0.15° with Lorentzian fraction η = 0.4, the grid
+2.00…90.00° in 0.01° steps (8801 points), a ground-truth window of 0.30°;
+the curve must equal a dense float64 evaluation within 1e-9 of its maximum.
 
 The Kα2 copy of a stick sits at 2·asin((λ2/λ1)·sin θ) with the intensity
 times ``ka2_ratio``; a stick whose copy would need sin θ2 > 1 (only possible
 at 2θ above ~165° for Cu) gets no copy. Sticks off the grid are allowed: their
-tails still reach it. ``BENCHMINT_IMPL=reference`` runs the dense reference
-instead of the compiled kernel.
+tails still reach it. Compiled form ``benchmint._core.profile``; the dense
+reference ``profile_ref`` runs instead under ``BENCHMINT_IMPL=reference``.
 
-Exactness: the compiled curve equals the dense float64 evaluation within
-1e-12 of the curve at each point plus rounding (~1e-15), well inside the
-required 1e-9·max(curve). Gaussians are cut where their tail is below 1e-16
+Exactness: at every grid point the compiled curve is within 1e-11 of the dense
+float64 value plus 1e-14 of the curve's maximum (rounding), well inside the
+required 1e-9·max(curve). Most of it comes from the Gaussian runs, whose
+neighbour ratios are taken as products (csrc/profile.cpp): a few 1e-12 in the
+tails of narrow Gaussians. Gaussians are cut where their tail is below 1e-16
 of the same stick's Lorentzian (±4 FWHM at η = 0.4), Lorentzians are exact within ``window_deg`` of each block of grid
 points and, beyond, summed as a Chebyshev interpolant whose relative error per
 stick is bounded by 2·(D/4W)^n·(1 + (W + D)/g_min) (D block length, W window,
 g_min the smallest half-width, n nodes chosen to make it <= 1e-12). The proof
-is at the top of csrc/xrd.cpp. Both forms divide the intensities by a power of two
+is at the top of csrc/profile.cpp. Both forms divide the intensities by a power of two
 near their maximum (exact) and multiply the curve back, so the bounds hold
 across the float64 range.
 """
@@ -33,7 +39,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from benchmint import _dispatch
-from benchmint.xrd import reference
+from benchmint.parallel import resolve_workers
+from benchmint.xrd import profile_ref
 
 __all__ = ["HKL", "PatternResult", "ProfileParams", "kalpha2_sticks", "pattern", "patterns", "sticks_pattern"]
 
@@ -181,9 +188,9 @@ def _shared_grid(params: ProfileParams) -> np.ndarray:
 
 def _broaden(tt: np.ndarray, inten: np.ndarray, params: ProfileParams):
     """(curve, argmax index, curve max, window stick indices): the kernel, or the dense reference."""
-    if _dispatch.use_reference():
-        return reference.broaden(tt, inten, params)
-    return _dispatch.core().xrd.broaden(tt, inten, **params.kernel_args())
+    if _dispatch.use_reference("profile"):
+        return profile_ref.broaden(tt, inten, params)
+    return _dispatch.core().profile.broaden(tt, inten, **params.kernel_args())
 
 
 def _result(grid: np.ndarray, outcome, window_labels: Iterable[HKL], n_sticks: int) -> PatternResult:
@@ -215,10 +222,10 @@ def kalpha2_sticks(two_theta, intensity, params: ProfileParams | None = None
     """The Kα2 copies: (2θ, intensity, index of the Kα1 stick); sticks without a copy are left out."""
     p = params or DEFAULT_PARAMS
     tt, inten = _as_sticks(two_theta, intensity)
-    reference.check_sticks(tt, inten, p)
+    profile_ref.check_sticks(tt, inten, p)
     pos, val, src = [], [], []
     for i, (t, v) in enumerate(zip(tt.tolist(), inten.tolist())):
-        t2 = reference.ka2_position(t, p)
+        t2 = profile_ref.ka2_position(t, p)
         if t2 is not None:
             pos.append(t2)
             val.append(v * p.ka2_ratio)
@@ -249,8 +256,7 @@ def patterns(list_of_sticks: Sequence[tuple], params: ProfileParams | None = Non
     array. The reference path runs serially.
     """
     p = params or DEFAULT_PARAMS
-    if not (workers == -1 or (isinstance(workers, int) and workers >= 1)):
-        raise ValueError("workers must be -1 (all cores) or >= 1")
+    resolve_workers(workers)
     sticks, labels = [], []
     for j, item in enumerate(list_of_sticks):
         try:
@@ -262,10 +268,10 @@ def patterns(list_of_sticks: Sequence[tuple], params: ProfileParams | None = Non
         sticks.append((tt, inten))
     grid = p.grid()
     grid.flags.writeable = False
-    if _dispatch.use_reference():
-        outcomes = reference.broaden_batch(sticks, p)
+    if _dispatch.use_reference("profile"):
+        outcomes = profile_ref.broaden_batch(sticks, p)
     else:
-        curves, stars, peaks, truths = _dispatch.core().xrd.broaden_batch(
+        curves, stars, peaks, truths = _dispatch.core().profile.broaden_batch(
             [s[0] for s in sticks], [s[1] for s in sticks], **p.kernel_args(), workers=workers)
         outcomes = zip(curves, stars.tolist(), peaks.tolist(), truths)
     return [_result(grid, o, _window_labels(lab, o), len(lab)) for o, lab in zip(outcomes, labels)]

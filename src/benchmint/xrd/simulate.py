@@ -4,7 +4,7 @@
 gives the Miller indices) or CIF text (read as ``CifParser(...).parse_structures(
 primitive=False)[0]`` would, through ``benchmint.xrd.cifread``), computes the
 sticks pymatgen's ``XRDCalculator("CuKa1", symprec=0)`` gives, and broadens
-them (DESIGN.md §5). ``simulate_many`` does the same for many sources over
+them into the benchmark's Kα1/Kα2 curve (``benchmint.xrd.profile``). ``simulate_many`` does the same for many sources over
 threads (the kernels release the GIL).
 """
 

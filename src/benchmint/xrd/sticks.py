@@ -1,4 +1,8 @@
-"""XRD sticks of a structure, as pymatgen's XRDCalculator gives them (DESIGN.md §5).
+"""XRD sticks of a structure, as pymatgen's XRDCalculator gives them.
+
+CrystalXRD-Bench takes Cu Kα1 sticks (1.54056 Å) with symprec 0, the structure
+read with primitive=False (Miller indices in the CIF's cell), 2θ from 2 to 90°,
+pymatgen's merging, intensity cutoff and hkl family labels.
 
 ``compute_sticks(structure)`` equals
 ``XRDCalculator(wavelength="CuKa1", symprec=0).get_pattern(structure, scaled=True,
@@ -21,7 +25,7 @@ evaluated exactly as pymatgen's neighbour search does, and θ, 2θ and the merge
 bins are computed here with the same NumPy calls pymatgen makes, so the
 discrete decisions (ordering, merging) are taken on identical floats.
 Intensities agree to rounding (~1e-15 relative). ``BENCHMINT_IMPL=reference``
-(or ``reference_sticks``) calls pymatgen itself.
+calls pymatgen itself (``sticks_ref.sticks``).
 """
 
 from __future__ import annotations
@@ -34,14 +38,17 @@ import numpy as np
 
 from benchmint import _dispatch
 from benchmint.parallel import thread_map
+from benchmint.xrd import sticks_ref
 
 if TYPE_CHECKING:
     from pymatgen.core import Structure
 
-__all__ = ["CU_KA1", "Sticks", "compute_sticks", "compute_sticks_many", "reference_sticks"]
+    from benchmint.xrd.cifread import CellSites
 
-CU_KA1 = 1.54056
-DEFAULT_RANGE = (2.0, 90.0)
+__all__ = ["CU_KA1", "Sticks", "compute_sticks", "compute_sticks_many"]
+
+CU_KA1 = sticks_ref.CU_KA1
+DEFAULT_RANGE = sticks_ref.DEFAULT_RANGE
 
 HKLLabel = tuple[int, ...]
 
@@ -109,7 +116,7 @@ class Sticks:
                 for hs, ms in zip(self.hkls, self.multiplicities)]
 
 
-def _wavelength(wavelength: float | str) -> float:
+def check_wavelength(wavelength: float | str) -> float:
     if isinstance(wavelength, str):
         from pymatgen.analysis.diffraction.xrd import WAVELENGTHS
 
@@ -125,28 +132,13 @@ def _wavelength(wavelength: float | str) -> float:
     return w
 
 
-def _check_range(two_theta_range: Sequence[float] | None) -> tuple[float, float] | None:
+def check_range(two_theta_range: Sequence[float] | None) -> tuple[float, float] | None:
     if two_theta_range is None:
         return None
     lo, hi = (float(t) for t in two_theta_range)
     if not (math.isfinite(lo) and math.isfinite(hi) and 0.0 <= lo < hi <= 180.0):
         raise ValueError(f"two_theta_range must satisfy 0 <= low < high <= 180, got {two_theta_range!r}")
     return lo, hi
-
-
-def reference_sticks(structure: Structure, two_theta_range: Sequence[float] | None = DEFAULT_RANGE,
-                     wavelength: float | str = CU_KA1,
-                     debye_waller_factors: dict[str, float] | None = None) -> Sticks:
-    """pymatgen's own XRDCalculator(symprec=0).get_pattern(scaled=True), as Sticks."""
-    from pymatgen.analysis.diffraction.xrd import XRDCalculator
-
-    calc = XRDCalculator(wavelength=_wavelength(wavelength), symprec=0, debye_waller_factors=debye_waller_factors)
-    rng = _check_range(two_theta_range)
-    pat = calc.get_pattern(structure, scaled=True, two_theta_range=rng)
-    hkls = [[tuple(int(v) for v in fam["hkl"]) for fam in peak] for peak in pat.hkls]
-    mults = [[int(fam["multiplicity"]) for fam in peak] for peak in pat.hkls]
-    return Sticks(np.asarray(pat.x, dtype=np.float64), np.asarray(pat.y, dtype=np.float64),
-                  np.asarray(pat.d_hkls, dtype=np.float64), hkls, mults)
 
 
 def _scattering_inputs(species: Sequence, frac_coords: np.ndarray, dw_factors: dict[str, float]):
@@ -231,7 +223,7 @@ def _compiled_sticks(structure, two_theta_range: tuple[float, float] | None, wav
     return Sticks(two_thetas[rep].astype(np.float64), y, 1.0 / g[rep], packed=(labels, mults, start))
 
 
-def compute_sticks(structure: Structure, two_theta_range: Sequence[float] | None = DEFAULT_RANGE,
+def compute_sticks(structure: Structure | CellSites, two_theta_range: Sequence[float] | None = DEFAULT_RANGE,
                    wavelength: float | str = CU_KA1, debye_waller_factors: dict[str, float] | None = None,
                    workers: int = 1) -> Sticks:
     """Sticks of ``structure`` (a pymatgen Structure or ``benchmint.xrd.cifread.CellSites``, taken as
@@ -239,14 +231,10 @@ def compute_sticks(structure: Structure, two_theta_range: Sequence[float] | None
     XRDCalculator(wavelength, symprec=0).get_pattern(structure, scaled=True, two_theta_range).
     ``workers`` threads share the structure-factor sums (-1: all cores). Raises ValueError for an
     element without scattering coefficients."""
-    wl = _wavelength(wavelength)
-    rng = _check_range(two_theta_range)
-    if _dispatch.use_reference():
-        from benchmint.xrd.cifread import CellSites
-
-        if isinstance(structure, CellSites):  # pymatgen needs its Structure
-            structure = structure.structure()
-        return reference_sticks(structure, rng, wl, debye_waller_factors)
+    wl = check_wavelength(wavelength)
+    rng = check_range(two_theta_range)
+    if _dispatch.use_reference("sticks"):
+        return sticks_ref.sticks(structure, rng, wl, debye_waller_factors)
     return _compiled_sticks(structure, rng, wl, debye_waller_factors, workers)
 
 

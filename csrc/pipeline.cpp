@@ -1,0 +1,874 @@
+// _core.pipeline: the streaming path from JSONL files to scores.
+//
+//   load_gold     GOLD.jsonl -> GoldIndex (ids, answer keys, strata codes)
+//   score_stream  PRED.jsonl files -> scores.jsonl rows + per-row columns
+//
+// Lines are parsed and answers extracted in parallel, chunk by chunk, while
+// the previous chunk goes through one sequential pass for what depends on
+// order (model codes, duplicates, first-kept rules) and row formatting, and a
+// writer thread writes the chunk before. A line this reader does
+// not fully decide (malformed JSON, unusual values, an output the compiled
+// extractor leaves undecided, any problem to report) goes to the Python
+// reference for that one line, so rows and errors equal the reference path.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "extract.hpp"
+#include "json_line.hpp"
+#include "metrics.hpp"
+#include "parallel.hpp"
+#include "pyrepr.hpp"
+
+namespace py = pybind11;
+using namespace std::string_view_literals;
+
+namespace bm {
+namespace {
+
+constexpr int TASK_MCQ = 0, TASK_HKL = 1;
+constexpr int ST_OK = 0, ST_UNPARSED = 1, ST_MISSING = 2;
+constexpr int64_t HKL_LIMIT = 2047;
+constexpr size_t CHUNK_BYTES = size_t(4) << 20;
+const double NaN = std::numeric_limits<double>::quiet_NaN();
+
+int task_code(const std::string& task) {
+    if (task == "mcq") return TASK_MCQ;
+    if (task == "hkl") return TASK_HKL;
+    throw py::value_error("task must be one of mcq, hkl; got '" + task + "'");
+}
+
+// Same packing as benchmint.metrics.encode.hkl_key / choice_key.
+int64_t hkl_key(const Hkl& h) {
+    int64_t key = h.n;
+    for (int k = 0; k < h.n; ++k) key = (key << 12) | (h.idx[k] + 2048);
+    return key;
+}
+
+bool hkl_less(const Hkl& a, const Hkl& b) {  // Python tuple order
+    for (int k = 0; k < std::min(a.n, b.n); ++k)
+        if (a.idx[k] != b.idx[k]) return a.idx[k] < b.idx[k];
+    return a.n < b.n;
+}
+
+// A normalised answer: sorted keys for intersections, and its JSON text.
+struct Answer {
+    std::vector<int64_t> keys;
+    std::string json = "[]";
+};
+
+void build_letters(uint32_t mask, Answer& a) {
+    a.keys.clear();
+    a.json = "[";
+    for (int k = 0; k < 26; ++k)
+        if (mask >> k & 1u) {
+            if (!a.keys.empty()) a.json.push_back(',');
+            a.keys.push_back(k);
+            a.json += "\"";
+            a.json.push_back(char('A' + k));
+            a.json += "\"";
+        }
+    a.json.push_back(']');
+}
+
+// Answers over the first ten letters are built once and copied (string copies reuse capacity).
+void answer_from_letters(uint32_t mask, Answer& a) {
+    constexpr uint32_t N = 1u << 10;
+    static const std::vector<Answer> table = [] {
+        std::vector<Answer> t(N);
+        for (uint32_t m = 0; m < N; ++m) build_letters(m, t[m]);
+        return t;
+    }();
+    if (mask < N) {
+        a.keys = table[mask].keys;
+        a.json = table[mask].json;
+    } else {
+        build_letters(mask, a);
+    }
+}
+
+// Drops (000)/(0000), sorts and deduplicates like normalize_hkls; false when an index is out of range.
+bool answer_from_hkls(std::vector<Hkl>& hkls, Answer& a) {
+    for (const auto& h : hkls)
+        for (int k = 0; k < h.n; ++k)
+            if (h.idx[k] > HKL_LIMIT || h.idx[k] < -HKL_LIMIT) return false;
+    hkls.erase(
+        std::remove_if(hkls.begin(), hkls.end(),
+                       [](const Hkl& h) { return std::all_of(h.idx, h.idx + h.n, [](int64_t x) { return x == 0; }); }),
+        hkls.end());
+    std::sort(hkls.begin(), hkls.end(), hkl_less);
+    hkls.erase(std::unique(hkls.begin(), hkls.end(),
+                           [](const Hkl& x, const Hkl& y) { return !hkl_less(x, y) && !hkl_less(y, x); }),
+               hkls.end());
+    a.keys.clear();
+    a.json = "[";
+    for (size_t i = 0; i < hkls.size(); ++i) {
+        if (i) a.json.push_back(',');
+        a.json.push_back('[');
+        for (int k = 0; k < hkls[i].n; ++k) {
+            if (k) a.json.push_back(',');
+            a.json += std::to_string(hkls[i].idx[k]);
+        }
+        a.json.push_back(']');
+        a.keys.push_back(hkl_key(hkls[i]));
+    }
+    a.json.push_back(']');
+    std::sort(a.keys.begin(), a.keys.end());
+    return true;
+}
+
+// Reads an "answer" value of the task's kind; false (-> reference) on anything else.
+bool read_answer(json::Cursor& c, int task, Answer& a) {
+    if (!c.eat('[')) return c.fail();
+    if (task == TASK_MCQ) {
+        uint32_t mask = 0;
+        if (!c.eat(']')) {
+            std::string s;
+            do {
+                if (!json::read_string(c, s) || s.size() != 1) return c.fail();
+                char ch = s[0];
+                if (ch >= 'a' && ch <= 'z') ch = char(ch - 'a' + 'A');
+                if (ch < 'A' || ch > 'Z') return c.fail();
+                mask |= 1u << (ch - 'A');
+            } while (c.eat(','));
+            if (!c.eat(']')) return c.fail();
+        }
+        answer_from_letters(mask, a);
+        return true;
+    }
+    std::vector<Hkl> hkls;
+    if (!c.eat(']')) {
+        do {
+            if (!c.eat('[')) return c.fail();
+            Hkl h;
+            do {
+                json::Number num;
+                int64_t v;
+                if (h.n == 4 || !json::read_number(c, num) || !json::small_int(num, v)) return c.fail();
+                h.idx[h.n++] = v;
+            } while (c.eat(','));
+            if (!c.eat(']') || h.n < 3) return c.fail();
+            hkls.push_back(h);
+        } while (c.eat(','));
+        if (!c.eat(']')) return c.fail();
+    }
+    return answer_from_hkls(hkls, a) || c.fail();  // out of range: the reference reports it
+}
+
+bool is_blank(std::string_view line) {
+    for (char ch : line)
+        if (!(ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\x0b' || ch == '\x0c')) return false;
+    return true;
+}
+
+bool plain_line(std::string_view line) {
+    if (line.size() >= 3 && static_cast<unsigned char>(line[0]) == 0xEF) return false;  // BOM: leave to Python
+    return json::valid_utf8(line);
+}
+
+// ------------------------------------------------------------ id table ----
+
+inline uint64_t hash_bytes(std::string_view s) {
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ s.size();
+    size_t i = 0;
+    for (; i + 8 <= s.size(); i += 8) {
+        uint64_t w;
+        std::memcpy(&w, s.data() + i, 8);
+        h = (h ^ w) * 0xBF58476D1CE4E5B9ULL;
+        h ^= h >> 29;
+    }
+    uint64_t tail = 0;
+    std::memcpy(&tail, s.data() + i, s.size() - i);
+    h = (h ^ tail) * 0x94D049BB133111EBULL;
+    h ^= h >> 31;
+    h *= 0xBF58476D1CE4E5B9ULL;
+    return h ^ (h >> 32);
+}
+
+// Open addressing over the gold ids; hashes are computed in the parallel parse.
+struct IdTable {
+    std::vector<int32_t> slots = std::vector<int32_t>(1024, -1);
+    std::vector<uint64_t> hashes;  // per item
+
+    int32_t find(const std::vector<std::string>& ids, std::string_view key, uint64_t h) const {
+        const size_t mask = slots.size() - 1;
+        for (size_t i = h & mask;; i = (i + 1) & mask) {
+            const int32_t v = slots[i];
+            if (v < 0) return -1;
+            if (hashes[size_t(v)] == h && ids[size_t(v)] == key) return v;
+        }
+    }
+    void place(int32_t item) {
+        const size_t mask = slots.size() - 1;
+        size_t i = hashes[size_t(item)] & mask;
+        while (slots[i] >= 0) i = (i + 1) & mask;
+        slots[i] = item;
+    }
+    void insert(int32_t item, uint64_t h) {
+        hashes.push_back(h);
+        if (hashes.size() * 2 > slots.size()) {
+            slots.assign(slots.size() * 2, -1);
+            for (int32_t k = 0; k < int32_t(hashes.size()) - 1; ++k) place(k);
+        }
+        place(item);
+    }
+};
+
+// ---------------------------------------------------------------- gold ----
+
+struct GoldIndex {
+    std::string path;
+    int task = TASK_MCQ;
+    std::vector<std::string> by;
+    std::vector<std::string> ids;
+    IdTable index;
+    std::vector<int64_t> key_offsets{0};
+    std::vector<int64_t> keys;
+    std::vector<std::vector<int32_t>> codes;       // per by-field, per item (codes into values before sorting)
+    std::vector<std::vector<std::string>> values;  // per by-field, in sorted order after finish()
+    std::vector<std::unordered_map<std::string, int32_t>> value_codes;
+    py::list errors;
+
+    int32_t n_items() const { return int32_t(ids.size()); }
+
+    int32_t value_code(size_t field, const std::string& v) {
+        std::vector<std::string>& vals = values[field];
+        if (vals.size() <= 16) {  // strata usually have a handful of values: a scan beats hashing
+            for (size_t k = 0; k < vals.size(); ++k)
+                if (vals[k] == v) return int32_t(k);
+            if (vals.size() == 16)  // growing past the scan: index what we have
+                for (size_t k = 0; k < vals.size(); ++k) value_codes[field].emplace(vals[k], int32_t(k));
+            else {
+                vals.push_back(v);
+                return int32_t(vals.size()) - 1;
+            }
+        }
+        auto [it, fresh] = value_codes[field].emplace(v, int32_t(vals.size()));
+        if (fresh) vals.push_back(v);
+        return it->second;
+    }
+
+    void finish() {  // value codes follow the sorted order of the values (UTF-8 byte order = code point order)
+        for (size_t f = 0; f < by.size(); ++f) {
+            std::vector<int32_t> order(values[f].size());
+            for (size_t i = 0; i < order.size(); ++i) order[i] = int32_t(i);
+            std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return values[f][a] < values[f][b]; });
+            std::vector<int32_t> remap(order.size());
+            std::vector<std::string> sorted(order.size());
+            for (size_t r = 0; r < order.size(); ++r) {
+                remap[order[r]] = int32_t(r);
+                sorted[r] = values[f][order[r]];
+            }
+            for (auto& c : codes[f]) c = remap[c];
+            values[f] = std::move(sorted);
+        }
+    }
+};
+
+struct GoldLine {
+    bool blank = false, decided = false;
+    std::string rid;
+    uint64_t hash = 0;
+    Answer answer;
+    std::vector<std::string> strata;
+};
+
+void parse_gold_line(std::string_view line, const GoldIndex& g, GoldLine& out) {
+    out.decided = false;
+    if ((out.blank = is_blank(line))) return;
+    if (!plain_line(line)) return;
+    json::Cursor c(line);
+    bool has_id = false, has_answer = false, has_meta = false;
+    out.strata.assign(g.by.size(), "(missing)");
+    std::vector<bool> seen(g.by.size(), false);
+    auto meta_member = [&](std::string_view key) {
+        auto it = std::find(g.by.begin(), g.by.end(), key);
+        if (it == g.by.end()) return json::skip_value(c);
+        const size_t f = size_t(it - g.by.begin());
+        if (seen[f]) return false;  // a repeated key: the reference keeps the last
+        seen[f] = true;
+        std::string& value = out.strata[f];
+        const char ch = c.peek();
+        if (ch == '"') return json::read_string(c, value);
+        if (ch == '-' || (ch >= '0' && ch <= '9')) {
+            json::Number num;
+            if (!json::read_number(c, num) || !num.is_int || num.text == "-0") return false;
+            value.assign(num.text);
+            return true;
+        }
+        for (const char* word : {"true", "false", "null"})
+            if (json::literal(c, word)) {
+                value = word;
+                return true;
+            }
+        return false;  // objects, arrays, floats: their JSON text comes from the reference
+    };
+    auto member = [&](std::string_view key) {
+        if (key == "id"sv) return !has_id && (has_id = json::read_string(c, out.rid));
+        if (key == "answer"sv) return !has_answer && (has_answer = read_answer(c, g.task, out.answer));
+        if (key == "meta"sv) return !has_meta && (has_meta = json::read_object(c, meta_member));
+        return json::skip_value(c);
+    };
+    if (!json::read_object(c, member)) return;
+    c.ws();
+    out.decided = c.ok && c.p == c.end && has_id && has_answer;
+    if (out.decided) out.hash = hash_bytes(out.rid);
+}
+
+// Converts a reference answer (tuple of letters or of int tuples) into keys and JSON.
+void answer_from_python(const py::handle& obj, int task, Answer& a) {
+    if (task == TASK_MCQ) {
+        uint32_t mask = 0;
+        for (auto item : obj) mask |= 1u << (item.cast<std::string>()[0] - 'A');
+        answer_from_letters(mask, a);
+        return;
+    }
+    std::vector<Hkl> hkls;
+    for (auto item : obj) {
+        Hkl h;
+        for (auto x : item) h.idx[h.n++] = x.cast<int64_t>();
+        hkls.push_back(h);
+    }
+    answer_from_hkls(hkls, a);
+}
+
+// Successive chunks of whole lines of a file.
+class ChunkReader {
+   public:
+    explicit ChunkReader(const std::string& path) : fh_(std::fopen(path.c_str(), "rb"), &std::fclose) {
+        if (!fh_) throw py::value_error("cannot open " + path);
+    }
+    // Fills buf/lines with the next chunk; false at the end of the file.
+    bool next(std::string& buf, std::vector<std::string_view>& lines, int64_t& first_line) {
+        lines.clear();
+        while (true) {
+            if (eof_ && carry_.empty()) return false;
+            buf = std::move(carry_);
+            carry_.clear();
+            size_t have = buf.size(), got = 0;
+            if (!eof_) {
+                buf.resize(have + CHUNK_BYTES);
+                got = std::fread(buf.data() + have, 1, CHUNK_BYTES, fh_.get());
+                buf.resize(have + got);
+                eof_ = got < CHUNK_BYTES;
+            }
+            size_t end = buf.size();
+            if (!eof_) {
+                size_t nl = buf.rfind('\n');
+                if (nl == std::string::npos) {  // a line longer than the chunk: keep reading
+                    carry_ = std::move(buf);
+                    continue;
+                }
+                carry_.assign(buf, nl + 1, std::string::npos);
+                end = nl + 1;
+            }
+            for (size_t start = 0; start < end;) {
+                size_t nl = buf.find('\n', start);
+                size_t stop = (nl == std::string::npos || nl >= end) ? end : nl + 1;
+                lines.emplace_back(buf.data() + start, stop - start);
+                start = stop;
+            }
+            first_line = next_line_;
+            next_line_ += int64_t(lines.size());
+            return !lines.empty() || !eof_;
+        }
+    }
+
+   private:
+    std::unique_ptr<FILE, int (*)(FILE*)> fh_;
+    std::string carry_;
+    int64_t next_line_ = 1;
+    bool eof_ = false;
+};
+
+template <class Line>
+struct Chunk {
+    std::string buf;
+    std::vector<std::string_view> lines;
+    std::vector<Line> parsed;
+    int64_t first_line = 1;
+};
+
+// Joins a thread on every exit path (std::thread must not be destroyed joinable).
+struct Joiner {
+    std::thread t;
+    ~Joiner() {
+        if (t.joinable()) t.join();
+    }
+};
+
+// Reads and parses chunk k+1 on background threads while merge() handles
+// chunk k on the calling thread (which holds the GIL for fallbacks).
+// parse(line, Line&) must be thread-safe; merge(Chunk&) runs in file order.
+template <class Line, class Parse, class Merge>
+void stream_file(const std::string& path, int workers, Parse&& parse, Merge&& merge) {
+    ChunkReader reader(path);
+    Chunk<Line> chunks[2];
+    auto load = [&](Chunk<Line>& c) -> bool {
+        if (!reader.next(c.buf, c.lines, c.first_line)) return false;
+        c.parsed.resize(c.lines.size());
+        parallel_blocks(int64_t(c.lines.size()), workers, 256, [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) parse(c.lines[size_t(i)], c.parsed[size_t(i)]);
+        });
+        return true;
+    };
+    bool have;
+    {
+        py::gil_scoped_release nogil;
+        have = load(chunks[0]);
+    }
+    for (int k = 0; have; k ^= 1) {
+        bool have_next = false;
+        std::exception_ptr failure;
+        {
+            Joiner bg{std::thread([&] {
+                try {
+                    have_next = load(chunks[k ^ 1]);
+                } catch (...) {
+                    failure = std::current_exception();
+                }
+            })};
+            merge(chunks[k]);
+            py::gil_scoped_release nogil;
+            bg.t.join();
+        }
+        if (failure) std::rethrow_exception(failure);
+        have = have_next;
+    }
+}
+
+// Writes row buffers on a background thread, one buffer in flight.
+class RowWriter {
+   public:
+    explicit RowWriter(const std::string& path) : fh_(std::fopen(path.c_str(), "wb"), &std::fclose) {
+        if (!fh_) throw py::value_error("cannot write " + path);
+    }
+    ~RowWriter() { wait(); }
+    void write(std::string& rows) {  // takes the contents; rows is left empty, with spare capacity
+        wait();
+        std::swap(pending_, rows);
+        rows.clear();
+        worker_ = std::thread(
+            [this] { ok_ = ok_ && std::fwrite(pending_.data(), 1, pending_.size(), fh_.get()) == pending_.size(); });
+    }
+    void finish() {
+        wait();
+        if (!ok_ || std::fflush(fh_.get()) != 0) throw py::value_error("writing the scores failed (disk full?)");
+    }
+
+   private:
+    void wait() {
+        if (worker_.joinable()) worker_.join();
+    }
+    std::unique_ptr<FILE, int (*)(FILE*)> fh_;
+    std::string pending_;
+    std::thread worker_;
+    bool ok_ = true;
+};
+
+std::shared_ptr<GoldIndex> load_gold(const std::string& path, const std::string& task, std::vector<std::string> by,
+                                     int workers, py::function fallback, py::function make_error) {
+    auto g = std::make_shared<GoldIndex>();
+    g->path = path;
+    g->task = task_code(task);
+    g->by = std::move(by);
+    g->codes.resize(g->by.size());
+    g->values.resize(g->by.size());
+    g->value_codes.resize(g->by.size());
+    workers = resolve_workers(workers);
+    auto parse = [&](std::string_view line, GoldLine& out) { parse_gold_line(line, *g, out); };
+    auto insert = [&](GoldLine& r) {
+        g->index.insert(g->n_items(), r.hash);
+        g->ids.push_back(r.rid);
+        g->keys.insert(g->keys.end(), r.answer.keys.begin(), r.answer.keys.end());
+        g->key_offsets.push_back(int64_t(g->keys.size()));
+        for (size_t f = 0; f < g->by.size(); ++f) g->codes[f].push_back(g->value_code(f, r.strata[f]));
+    };
+    auto by_reference = [&](GoldLine& r, int64_t line, std::string_view raw) {
+        py::gil_scoped_acquire gil;
+        // The reference decides this line: (rid, answer, strata, problem).
+        py::tuple res = fallback(py::bytes(raw.data(), raw.size()), line);
+        py::object rid = res[0], answer = res[1], strata = res[2], problem = res[3];
+        if (rid.is_none()) {
+            g->errors.append(problem);
+            return;
+        }
+        r.rid = rid.cast<std::string>();
+        r.hash = hash_bytes(r.rid);
+        if (g->index.find(g->ids, r.rid, r.hash) >= 0) {
+            g->errors.append(make_error("duplicate_gold", path, line, r.rid, py::none()));
+            return;
+        }
+        if (answer.is_none()) {
+            g->errors.append(problem);
+            return;
+        }
+        if (!problem.is_none()) g->errors.append(problem);
+        answer_from_python(answer, g->task, r.answer);
+        r.strata = strata.cast<std::vector<std::string>>();
+        insert(r);
+    };
+    auto merge = [&](Chunk<GoldLine>& chunk) {
+        py::gil_scoped_release nogil;
+        for (size_t i = 0; i < chunk.lines.size(); ++i) {
+            GoldLine& r = chunk.parsed[i];
+            const int64_t line = chunk.first_line + int64_t(i);
+            if (r.blank) continue;
+            if (!r.decided) {
+                by_reference(r, line, chunk.lines[i]);
+            } else if (g->index.find(g->ids, r.rid, r.hash) >= 0) {
+                py::gil_scoped_acquire gil;
+                g->errors.append(make_error("duplicate_gold", path, line, r.rid, py::none()));
+            } else {
+                insert(r);
+            }
+        }
+    };
+    stream_file<GoldLine>(path, workers, parse, merge);
+    g->finish();
+    return g;
+}
+
+// --------------------------------------------------------- predictions ----
+
+struct PredLine {
+    bool blank = false, decided = false;
+    std::string rid, model;
+    uint64_t hash = 0;
+    Answer answer;
+    int status = ST_OK;
+    double confidence = NaN, difficulty = NaN, tokens = NaN;
+};
+
+bool read_optional(json::Cursor& c, double hi, double& out) {
+    if (json::literal(c, "null")) {
+        out = NaN;
+        return true;
+    }
+    json::Number num;
+    double v;
+    if (!json::read_number(c, num) || !json::to_double(num, v)) return c.fail();
+    if (!(v >= 0.0 && v <= hi)) return c.fail();  // the reference reports it
+    out = v;
+    return true;
+}
+
+void parse_pred_line(std::string_view line, int task, PredLine& out) {
+    out.decided = false;
+    if ((out.blank = is_blank(line))) return;
+    if (!plain_line(line)) return;
+    json::Cursor c(line);
+    out.model.assign("default"sv);
+    out.confidence = out.difficulty = out.tokens = NaN;
+    bool has_id = false, has_model = false, has_answer = false, has_output = false;
+    bool has_conf = false, has_diff = false, has_tok = false;
+    std::string output;
+    constexpr double unbounded = std::numeric_limits<double>::infinity();
+    auto member = [&](std::string_view key) {
+        // A repeated key is left to the reference (json.loads keeps the last).
+        if (key == "id"sv) return !has_id && (has_id = json::read_string(c, out.rid));
+        if (key == "model"sv) return !has_model && (has_model = json::read_string(c, out.model));
+        if (key == "answer"sv) return !has_answer && (has_answer = read_answer(c, task, out.answer));
+        if (key == "output"sv) return !has_output && (has_output = json::read_string(c, output));
+        if (key == "confidence"sv) return !has_conf && (has_conf = read_optional(c, 1.0, out.confidence));
+        if (key == "difficulty"sv) return !has_diff && (has_diff = read_optional(c, 1.0, out.difficulty));
+        if (key == "tokens"sv) return !has_tok && (has_tok = read_optional(c, unbounded, out.tokens));
+        return json::skip_value(c);
+    };
+    if (!json::read_object(c, member)) return;
+    c.ws();
+    if (!c.ok || c.p != c.end || !has_id || !(has_answer || has_output)) return;
+    out.status = ST_OK;
+    if (!has_answer) {
+        if (task == TASK_MCQ) {
+            uint32_t mask = 0;
+            Extracted r = extract_choices(output, mask);
+            if (r == Extracted::Undecided) return;
+            if (r == Extracted::None) {
+                out.status = ST_UNPARSED;
+                mask = 0;
+            }
+            answer_from_letters(mask, out.answer);
+        } else {
+            std::vector<Hkl> hkls;
+            Extracted r = extract_hkls(output, hkls);
+            if (r == Extracted::Undecided) return;
+            if (r == Extracted::None || !answer_from_hkls(hkls, out.answer)) {
+                out.status = ST_UNPARSED;
+                out.answer.keys.clear();
+                out.answer.json = "[]";
+            }
+        }
+    }
+    out.hash = hash_bytes(out.rid);
+    out.decided = true;
+}
+
+// The metric part of a row depends only on (tp, |P|, |G|, status): formatted once, reused.
+struct RowSegments {
+    std::string before_id, before_model, tail;
+};
+
+struct SegmentCache {
+    explicit SegmentCache(MetricParams p) : prm(p) {}
+    MetricParams prm;
+    std::unordered_map<uint64_t, RowSegments> cache;
+
+    static constexpr int SMALL = 32;
+    std::vector<const RowSegments*> small = std::vector<const RowSegments*>(3 * SMALL * SMALL * SMALL, nullptr);
+
+    const RowSegments& get(int32_t tp, int32_t np, int32_t ng, int status) {
+        const bool is_small = tp < SMALL && np < SMALL && ng < SMALL;
+        const size_t slot =
+            is_small ? ((size_t(status) * SMALL + size_t(tp)) * SMALL + size_t(np)) * SMALL + size_t(ng) : 0;
+        if (is_small && small[slot]) return *small[slot];
+        const uint64_t key = (uint64_t(uint32_t(tp)) << 42) ^ (uint64_t(uint32_t(np)) << 21) ^ uint64_t(uint32_t(ng)) ^
+                             (uint64_t(status) << 62);
+        auto it = cache.find(key);
+        if (it != cache.end()) return it->second;
+        const MetricRow r = metrics_from_counts(tp, np, ng, prm);
+        RowSegments s;
+        auto num = [](std::string& o, const char* name, double v) {
+            o += name;
+            append_py_float(o, v);
+        };
+        num(s.before_id, ",\"em\":", r.em);
+        num(s.before_id, ",\"f1\":", r.f1);
+        num(s.before_id, ",\"f1_pen\":", r.f1_pen);
+        s.before_id += ",\"fn\":" + std::to_string(r.fn) + ",\"fp\":" + std::to_string(r.fp) + ",\"id\":";
+        num(s.before_model, ",\"j_pen\":", r.j_pen);
+        num(s.before_model, ",\"jaccard\":", r.jaccard);
+        s.before_model += ",\"model\":";
+        s.tail = std::string(",\"over_predicted\":") + (r.over_predicted ? "true" : "false") +
+                 ",\"parse_ok\":" + (status == ST_OK ? "true" : "false");
+        num(s.tail, ",\"precision\":", r.precision);
+        num(s.tail, ",\"recall\":", r.recall);
+        num(s.tail, ",\"sip_f1\":", r.sip_f1);
+        num(s.tail, ",\"spc\":", r.spc);
+        static const char* names[] = {"ok", "unparsed", "missing"};
+        s.tail += std::string(",\"status\":\"") + names[status] + "\",\"tp\":" + std::to_string(r.tp) + "}\n";
+        const RowSegments& stored = cache.emplace(key, std::move(s)).first->second;  // node storage: stable address
+        if (is_small) small[slot] = &stored;
+        return stored;
+    }
+};
+
+struct Columns {
+    std::vector<int32_t> model, gold_idx, tp, n_pred, n_gold;
+    std::vector<uint8_t> status;
+    std::vector<double> confidence, difficulty, tokens;
+};
+
+// Hands the vector's storage to numpy without a copy.
+template <class T>
+py::array_t<T> to_numpy(std::vector<T>&& v) {
+    auto* heap = new std::vector<T>(std::move(v));
+    py::capsule owner(heap, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+    return py::array_t<T>(py::ssize_t(heap->size()), heap->data(), owner);
+}
+
+int32_t count_tp(const int64_t* a, const int64_t* ae, const int64_t* b, const int64_t* be) {
+    int32_t tp = 0;
+    while (a < ae && b < be) {
+        tp += (*a == *b);
+        const int64_t x = *a, y = *b;
+        a += (x <= y);
+        b += (y <= x);
+    }
+    return tp;
+}
+
+py::dict score_stream(const std::vector<std::string>& pred_paths, std::shared_ptr<GoldIndex> gold, double lam,
+                      double gamma, int workers, const std::string& out_path, py::function fallback,
+                      py::function make_error, py::function progress, py::list errors) {
+    workers = resolve_workers(workers);
+    GoldIndex& g = *gold;
+    RowWriter out(out_path);
+    SegmentCache segments(MetricParams{lam, gamma});
+    std::vector<std::string> models;
+    std::vector<std::vector<uint8_t>> seen;
+    Columns cols;
+    std::string rows;
+
+    auto model_code = [&](const std::string& name) -> int32_t {
+        for (int32_t m = int32_t(models.size()) - 1; m >= 0; --m)  // few models: a scan beats hashing
+            if (models[size_t(m)] == name) return m;
+        models.push_back(name);
+        seen.emplace_back(size_t(g.n_items()), uint8_t(0));
+        return int32_t(models.size()) - 1;
+    };
+    auto emit = [&](const std::string& rid, int32_t m, int32_t gi, const Answer& ans, int status, double conf,
+                    double diff, double tok) {
+        const int64_t gb = g.key_offsets[gi], ge = g.key_offsets[gi + 1];
+        const int32_t np = int32_t(ans.keys.size()), ng = int32_t(ge - gb);
+        const int32_t tp = count_tp(ans.keys.data(), ans.keys.data() + np, g.keys.data() + gb, g.keys.data() + ge);
+        const RowSegments& s = segments.get(tp, np, ng, status);
+        rows += "{\"answer\":";
+        rows += ans.json;
+        rows += s.before_id;
+        append_json_string(rows, rid);
+        rows += s.before_model;
+        append_json_string(rows, models[size_t(m)]);
+        rows += s.tail;
+        cols.model.push_back(m);
+        cols.gold_idx.push_back(gi);
+        cols.tp.push_back(tp);
+        cols.n_pred.push_back(np);
+        cols.n_gold.push_back(ng);
+        cols.status.push_back(uint8_t(status));
+        cols.confidence.push_back(conf);
+        cols.difficulty.push_back(diff);
+        cols.tokens.push_back(tok);
+    };
+    // Order-dependent checks, then the row. Runs without the GIL; Python is
+    // entered only for lines the reference decides and for problems to report.
+    auto keep = [&](PredLine& r, const std::string& path, int64_t line, const py::object* warnings) {
+        const int32_t gi = g.index.find(g.ids, r.rid, r.hash);
+        if (gi < 0) {
+            py::gil_scoped_acquire gil;
+            errors.append(make_error("unknown_id", path, line, r.rid, r.model));
+            return;
+        }
+        const int32_t m = model_code(r.model);
+        if (seen[size_t(m)][size_t(gi)]) {
+            py::gil_scoped_acquire gil;
+            errors.append(make_error("duplicate_prediction", path, line, r.rid, r.model));
+            return;
+        }
+        if (warnings) {
+            py::gil_scoped_acquire gil;
+            for (auto e : *warnings) errors.append(e);
+        }
+        seen[size_t(m)][size_t(gi)] = 1;
+        emit(r.rid, m, gi, r.answer, r.status, r.confidence, r.difficulty, r.tokens);
+    };
+    auto handle_by_reference = [&](PredLine& r, const std::string& path, int64_t line, std::string_view raw) {
+        py::gil_scoped_acquire gil;
+        // (problems, None) or (problems, (rid, model, answer, status, confidence, difficulty, tokens))
+        py::tuple res = fallback(py::bytes(raw.data(), raw.size()), path, line);
+        py::object warnings = res[0];
+        if (res[1].is_none()) {
+            for (auto e : warnings) errors.append(e);
+            return;
+        }
+        py::tuple p = res[1];
+        r.rid = p[0].cast<std::string>();
+        r.model = p[1].cast<std::string>();
+        answer_from_python(p[2], g.task, r.answer);
+        r.status = p[3].cast<int>();
+        r.confidence = p[4].cast<double>();
+        r.difficulty = p[5].cast<double>();
+        r.tokens = p[6].cast<double>();
+        r.hash = hash_bytes(r.rid);
+        keep(r, path, line, &warnings);  // re-entering the GIL from its holder is allowed
+    };
+
+    for (const std::string& path : pred_paths) {
+        auto parse = [&](std::string_view line, PredLine& out) { parse_pred_line(line, g.task, out); };
+        auto merge = [&](Chunk<PredLine>& chunk) {
+            int64_t n_records = 0;
+            {
+                py::gil_scoped_release nogil;
+                for (size_t i = 0; i < chunk.lines.size(); ++i) {
+                    PredLine& r = chunk.parsed[i];
+                    if (r.blank) continue;
+                    ++n_records;
+                    const int64_t line = chunk.first_line + int64_t(i);
+                    if (r.decided)
+                        keep(r, path, line, nullptr);
+                    else
+                        handle_by_reference(r, path, line, chunk.lines[i]);
+                }
+                out.write(rows);
+            }
+            progress(n_records);
+        };
+        stream_file<PredLine>(path, workers, parse, merge);
+    }
+    // Rows for gold items a model never answered: scored as empty predictions.
+    const Answer empty;
+    for (int32_t m = 0; m < int32_t(models.size()); ++m) {
+        for (int32_t gi = 0; gi < g.n_items(); ++gi) {
+            if (seen[size_t(m)][size_t(gi)]) continue;
+            emit(g.ids[size_t(gi)], m, gi, empty, ST_MISSING, NaN, NaN, NaN);
+            errors.append(make_error("missing_prediction", g.path, py::none(), g.ids[size_t(gi)], models[size_t(m)]));
+        }
+        out.write(rows);
+    }
+    {
+        py::gil_scoped_release nogil;
+        out.finish();
+    }
+    py::dict res;
+    res["models"] = models;
+    res["model"] = to_numpy(std::move(cols.model));
+    res["gold_idx"] = to_numpy(std::move(cols.gold_idx));
+    res["tp"] = to_numpy(std::move(cols.tp));
+    res["n_pred"] = to_numpy(std::move(cols.n_pred));
+    res["n_gold"] = to_numpy(std::move(cols.n_gold));
+    res["status"] = to_numpy(std::move(cols.status));
+    res["confidence"] = to_numpy(std::move(cols.confidence));
+    res["difficulty"] = to_numpy(std::move(cols.difficulty));
+    res["tokens"] = to_numpy(std::move(cols.tokens));
+    return res;
+}
+
+}  // namespace
+
+void bind_pipeline(py::module_& m) {
+    m.doc() = "Streaming JSONL scoring: gold index, prediction stream, rows identical to the reference path.";
+    py::class_<GoldIndex, std::shared_ptr<GoldIndex>>(m, "GoldIndex")
+        .def_property_readonly("n_items", &GoldIndex::n_items)
+        .def_readonly("path", &GoldIndex::path)
+        .def_readonly("errors", &GoldIndex::errors)
+        .def("ids_of",
+             [](const GoldIndex& g, const std::vector<int64_t>& idx) {
+                 std::vector<std::string> out;
+                 out.reserve(idx.size());
+                 for (int64_t i : idx) out.push_back(g.ids.at(size_t(i)));
+                 return out;
+             })
+        .def("strata", [](GoldIndex& g) {
+            py::dict d;
+            for (size_t f = 0; f < g.by.size(); ++f) {
+                std::vector<int64_t> codes(g.codes[f].begin(), g.codes[f].end());
+                d[py::str(g.by[f])] = py::make_tuple(to_numpy(std::move(codes)), g.values[f]);
+            }
+            return d;
+        });
+    m.def(
+        "float_repr",
+        [](double v) {
+            std::string s;
+            append_py_float(s, v);
+            return s;
+        },
+        "repr(v) as the rows write it (finite v); exposed for tests.");
+    m.def(
+        "json_string",
+        [](const std::string& v) {
+            std::string s;
+            append_json_string(s, v);
+            return s;
+        },
+        "json.dumps(v, ensure_ascii=False) for a str; exposed for tests.");
+    m.def("load_gold", &load_gold, py::arg("path"), py::arg("task"), py::arg("by"), py::arg("workers"),
+          py::arg("fallback"), py::arg("make_error"));
+    m.def("score_stream", &score_stream, py::arg("pred_paths"), py::arg("gold"), py::arg("sip_lambda"),
+          py::arg("sip_gamma"), py::arg("workers"), py::arg("out_path"), py::arg("fallback"), py::arg("make_error"),
+          py::arg("progress"), py::arg("errors"));
+}
+
+}  // namespace bm

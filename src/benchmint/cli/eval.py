@@ -1,0 +1,102 @@
+"""benchmint eval: a benchmark's items through a model (or the benchmark's own baseline) -> predictions."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def run(args: argparse.Namespace) -> int:
+    from benchmint import benchmarks
+    from benchmint.benchmarks.evaluate import CACHE_NAME, EvalConfig, evaluate
+    from benchmint.io import InputError
+
+    try:
+        bench = benchmarks.get(args.benchmark, prompts=args.prompts, protocol=args.protocol)
+        system = Path(args.system).read_text(encoding="utf-8") if args.system else None
+        cfg = EvalConfig(model=args.model or "", setting=args.setting, limit=args.limit, repeats=args.repeats,
+                         seed=args.seed, system=system, progress=sys.stderr.isatty())
+        engine = None
+        if not args.baseline:
+            from benchmint.models.options import engine_from_arguments
+
+            if not args.model:
+                raise ValueError("--model is required (or --baseline for the benchmark's own deterministic answers)")
+            engine = engine_from_arguments(args, Path(args.out) / CACHE_NAME, seed=args.seed)
+            if args.answer_attempts is None:  # the paper's protocol: e.g. no retry at all for CrystalXRD
+                engine.answer_attempts = bench.protocol.answer_retries + 1
+        try:
+            result = evaluate(args.items, args.out, bench, cfg, engine)
+        finally:
+            if engine is not None:
+                engine.close()
+    except (InputError, ValueError, OSError) as exc:
+        print(f"benchmint eval: error: {exc}", file=sys.stderr)
+        return 2
+    counts = result.run["counts"]
+    print(f"{bench.name} ({result.run['setting']}), model {result.run['model']}: {counts['items']} items, "
+          f"{counts['predictions']} predictions ({counts['already_done']} already done), {counts['errors']} errors "
+          f"-> {args.out}/predictions.jsonl, gold.jsonl, errors.jsonl, run.json")
+    if result.run.get("engine"):
+        engine = result.run["engine"]
+        t = engine["total"]
+        print(f"  calls: {t['requests']} requests, {t['cached']} replies from the cache, {t['failed']} failed; tokens "
+              f"{t['prompt_tokens']} in / {t['completion_tokens']} out"
+              + (f"; cost ${t['cost_usd']:.4f}" if t["cost_usd"] is not None else "; cost unknown (no --prices)")
+              + (f"; stopped by the budget ({engine['stop_reason']})" if engine["stop_reason"] else ""))
+    for e in result.errors[:10]:
+        print(f"  {e.get('id', e.get('location', ''))}: {e.get('cause', e.get('kind'))}: {e.get('message', '')}")
+    status = result.exit_code
+    if args.score:
+        status = max(status, _score(args, bench, result))
+    return status
+
+
+def _score(args: argparse.Namespace, bench, result) -> int:
+    from benchmint.cli import score
+
+    if bench.answer_kind is None:
+        print(f"--score: {bench.name} answers are open and graded, not scored as sets", file=sys.stderr)
+        return 0
+    if not result.predictions:
+        print("--score: no predictions to score", file=sys.stderr)
+        return 1
+    out = Path(args.out)
+    ns = argparse.Namespace(pred=[str(out / "predictions.jsonl")], gold=str(out / "gold.jsonl"),
+                            task=bench.answer_kind, out=str(out / "scores"), by=list(bench.strata),
+                            sip_lambda=0.6, sip_gamma=6.0, workers=-1, bootstrap=1000, seed=args.seed, quiet=False,
+                            symmetry=False, metric=None)
+    print(f"\n=== benchmint score --task {bench.answer_kind} on the predictions")
+    return score.run(ns)
+
+
+def add_parser(sub) -> None:
+    from benchmint import benchmarks
+    from benchmint.models.options import add_arguments
+
+    ev = sub.add_parser("eval", help="run a model over a benchmark's items",
+                        description="Ask a model (any OpenAI-compatible chat server) every item of a benchmark, as "
+                                    "its paper did; writes predictions.jsonl (the format benchmint score reads), "
+                                    "gold.jsonl, errors.jsonl and run.json to --out. Resumable: rerun with the same "
+                                    "--out and nothing answered is asked again. Exit status: 0 clean, 1 some items "
+                                    "failed (all listed in errors.jsonl), 2 the run could not start.")
+    ev.add_argument("items", help="items: benchmint's JSONL, or a release as it ships (parquet, TSV, JSON rows, "
+                                  "an ImageFolder directory)")
+    ev.add_argument("--benchmark", required=True, choices=benchmarks.names())
+    ev.add_argument("--model", help="the model name the server knows")
+    ev.add_argument("--out", required=True, metavar="DIR")
+    ev.add_argument("--setting", help="the benchmark's setting (SeePhys: TV, TC, TO, VO; CrystalXRD: full, "
+                                      "image_only, cif_only, release; MatVQA: default, full_context)")
+    ev.add_argument("--limit", type=int, help="the first N items only")
+    ev.add_argument("--repeats", type=int, default=1, help="ask each item N times (seeds seed..seed+N-1)")
+    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--system", metavar="PROMPT_FILE", help="a system prompt for every call")
+    ev.add_argument("--prompts", metavar="DIR", help="prompt files replacing the package's (<benchmark>/<file>.txt)")
+    ev.add_argument("--protocol", metavar="JSON", help="protocol keys replacing the package's (temperature, ...)")
+    ev.add_argument("--baseline", action="store_true",
+                    help="no model: the benchmark's deterministic baseline (CrystalXRD: the answer simulated from "
+                         "the CIF)")
+    ev.add_argument("--score", action="store_true", help="score the predictions in the same run (option and HKL sets)")
+    add_arguments(ev)
+    ev.set_defaults(func=run)

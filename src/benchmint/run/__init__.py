@@ -1,0 +1,16 @@
+"""Resumable runs over keyed units: the SQLite ledger, executors and the runner.
+
+A unit is anything with a content key: a file (its bytes and the settings that
+shape its result), a page range, an (item, model, setting) triple. The runner
+skips the keys the ledger holds, runs the rest on an executor, records each
+result in the ledger as it arrives (the driver is the ledger's only writer),
+and reads the results back in the order of the units, so outputs do not
+depend on the executor or on how often the run was interrupted.
+"""
+
+from benchmint.run.executors import Executor, ProcessExecutor, SerialExecutor, ThreadExecutor, executor_for
+from benchmint.run.ledger import Ledger, content_key
+from benchmint.run.runner import Unit, find_files, run_files, run_units
+
+__all__ = ["Executor", "Ledger", "ProcessExecutor", "SerialExecutor", "ThreadExecutor", "Unit", "content_key",
+           "executor_for", "find_files", "run_files", "run_units"]

@@ -1,0 +1,115 @@
+"""The run ledger: one SQLite file per output directory, so a killed run resumes.
+
+Every unit of work (a PDF, a CIF, a model call) is keyed by the hash of its
+content and of the settings that shape its result. A finished unit's result is
+committed to the ledger, in a transaction of its own, before it counts as done;
+a rerun skips every key already there.
+Output files are written from the ledger at the end of a run, in a stable
+order, so a run killed half way and rerun produces the same files as one
+uninterrupted run, with no duplicates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from benchmint.io import decode_line, escape_surrogates
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS units (
+    key      TEXT PRIMARY KEY,
+    ok       INTEGER NOT NULL,
+    result   TEXT NOT NULL,
+    recorded REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+def content_key(data: bytes, settings: dict | None = None) -> str:
+    """SHA-256 of the content and of the settings that shape its result."""
+    h = hashlib.sha256(data)
+    if settings:
+        h.update(json.dumps(settings, sort_keys=True, separators=(",", ":")).encode("utf-8"))
+    return h.hexdigest()
+
+
+class Ledger:
+    """Results by key in ``path`` (SQLite, WAL journal); one writer, the calling process.
+
+    Each ``record`` is its own transaction: in WAL mode with synchronous=NORMAL
+    a commit is an append to the log without an fsync, so it survives a killed
+    process (not a power cut) and costs about a tenth of a millisecond (benches/bench_ledger.py).
+    """
+
+    def __init__(self, path: str | os.PathLike, kind: str) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, isolation_level=None)
+        self._closed = False
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")  # a committed unit survives a killed process
+        self._db.executescript(SCHEMA)
+        stored = self._db.execute("SELECT value FROM meta WHERE name = 'kind'").fetchone()
+        if stored is None:
+            self._db.execute("INSERT INTO meta VALUES ('kind', ?)", (kind,))
+        elif stored[0] != kind:
+            raise ValueError(f"{self.path} is the ledger of a {stored[0]!r} run, not {kind!r}; "
+                             "use another output directory")
+
+    def done(self, key: str) -> bool:
+        return self._db.execute("SELECT 1 FROM units WHERE key = ?", (key,)).fetchone() is not None
+
+    def record(self, key: str, result: dict, ok: bool = True) -> None:
+        """Store a unit's result (a JSON-able dict), committed before this returns.
+
+        A result that would not read back (not JSON-able, nested too deep) is
+        stored as that unit's error instead.
+        """
+        try:
+            text = escape_surrogates(json.dumps(result, sort_keys=True, ensure_ascii=False))
+            problem = decode_line(text.encode("utf-8"))[1]
+        except (TypeError, ValueError, RecursionError) as exc:
+            problem = f"{type(exc).__name__}: {exc}"
+        if problem:
+            text, ok = json.dumps({"error": f"result not storable as JSON: {problem}"}), False
+        self._db.execute("INSERT OR REPLACE INTO units VALUES (?, ?, ?, ?)", (key, int(ok), text, time.time()))
+
+    @staticmethod
+    def _decode(ok, stored: bytes) -> tuple[bool, dict]:
+        # Read as bytes: a damaged file may hold text that is not UTF-8, which is that unit's error, not the run's.
+        result, problem = decode_line(stored)
+        if problem is None and not isinstance(result, dict):
+            problem = "not a JSON object"
+        if problem:
+            return False, {"error": f"stored result unreadable: {problem}"}
+        return bool(ok), result
+
+    def get(self, key: str) -> tuple[bool, dict] | None:
+        row = self._db.execute("SELECT ok, CAST(result AS BLOB) FROM units WHERE key = ?", (key,)).fetchone()
+        return None if row is None else self._decode(*row)
+
+    def results(self) -> Iterator[tuple[str, bool, dict]]:
+        """Every recorded unit, ordered by key (callers re-order by their inputs)."""
+        for key, ok, result in self._db.execute("SELECT key, ok, CAST(result AS BLOB) FROM units ORDER BY key"):
+            yield (key, *self._decode(ok, result))
+
+    def __len__(self) -> int:
+        return self._db.execute("SELECT COUNT(*) FROM units").fetchone()[0]
+
+    def close(self) -> None:
+        if not self._closed:
+            self._db.close()
+            self._closed = True
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,107 @@
+"""The one runner: keyed units, the ledger deciding what is left, results read back in unit order."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmint.io import InputError
+from benchmint.parallel import resolve_workers
+from benchmint.run.executors import Executor, ProcessExecutor, WorkerDied
+from benchmint.run.ledger import Ledger, content_key
+
+LEDGER_NAME = "ledger.sqlite"
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One piece of work: its content ``key``, the arguments of the work function, and a label for messages."""
+
+    key: str
+    args: tuple
+    label: str
+
+
+def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict], executor: Executor,
+              desc: str = "units", progress: bool = False,
+              on_recorded: Callable[[Unit, dict], None] | None = None) -> tuple[list[dict], int]:
+    """Run ``work(*unit.args)`` for every unit whose key the ledger lacks; return (results in unit order, skipped).
+
+    A result is a JSON-able dict, with "error" when the unit failed; an exception
+    raised by ``work`` becomes that unit's ``{"error": "Type: message"}``. Each
+    result is committed to the ledger as it arrives, before the next one is
+    reported (``on_recorded``, the progress bar), so a killed run keeps every
+    unit it reported finished. Units sharing a key run once.
+    """
+    todo = list({u.key: u for u in units if not ledger.done(u.key)}.values())
+    bar = None
+    if progress and todo:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(todo), desc=desc, unit=" unit")
+    try:
+        for i, result in executor.map_unordered(work, [u.args for u in todo]):
+            if isinstance(result, BaseException):
+                result = {"error": f"{type(result).__name__}: {result}"}
+            ledger.record(todo[i].key, result, ok="error" not in result)
+            if on_recorded is not None:
+                on_recorded(todo[i], result)
+            if bar is not None:
+                bar.update(1)
+    except WorkerDied as exc:
+        raise InputError(f"a worker process died (at {todo[exc.index].label} or a unit beside it); finished units "
+                         f"are kept in {ledger.path}: rerun to go on") from exc
+    finally:
+        executor.close()
+        if bar is not None:
+            bar.close()
+    skipped = len({u.key for u in units}) - len(todo)
+    results = []
+    for u in units:
+        got = ledger.get(u.key)
+        if got is None:  # every unit was recorded above or by an earlier run
+            raise RuntimeError(f"unit {u.label} has no result in {ledger.path}")
+        results.append(got[1])
+    return results, skipped
+
+
+def find_files(inputs: Sequence[str | os.PathLike], suffix: str) -> list[Path]:
+    """Files named, or found recursively with ``suffix`` in the folders named; stable order, no repeats."""
+    found: list[Path] = []
+    for item in inputs:
+        p = Path(item)
+        if p.is_dir():
+            found.extend(sorted(q for q in p.rglob("*") if q.is_file() and q.suffix.lower() == suffix))
+        elif p.is_file():
+            found.append(p)
+        else:
+            raise InputError(f"no such file or directory: {p}")
+    return list(dict.fromkeys(found))
+
+
+def run_files(inputs: Sequence[str | os.PathLike], suffix: str, out_dir: str | os.PathLike, kind: str,
+              work: Callable[..., dict], args_of: Callable[[Path], tuple], settings_of: Callable[[Path], dict],
+              workers: int = 1, progress: bool = False) -> tuple[Path, list[tuple[Path, dict]], int]:
+    """A resumable run over the files in ``inputs``: ``work(path, key, out_dir, *args_of(path))`` per file.
+
+    A file's key hashes its bytes with ``settings_of(path)``; files run in worker
+    processes (a crash in a C library takes down a worker, not the run's
+    ledger). Results come back in input order from ``out_dir/ledger.sqlite``.
+    Returns (output folder, [(path, result)], files already done).
+    """
+    files = find_files(inputs, suffix)
+    if not files:
+        raise InputError(f"no {suffix} files found in " + ", ".join(map(str, inputs)))
+    resolve_workers(workers)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    units = []
+    for p in files:
+        key = content_key(p.read_bytes(), settings_of(p))
+        units.append(Unit(key, (str(p), key, str(out), *args_of(p)), str(p)))
+    with Ledger(out / LEDGER_NAME, kind) as ledger:
+        results, skipped = run_units(ledger, units, work, ProcessExecutor(workers), kind, progress)
+    return out, list(zip(files, results)), skipped
+

@@ -1,0 +1,189 @@
+"""benchmint eval against a real chat-completions server on 127.0.0.1: predictions, errors, reruns, scoring."""
+
+import io
+import json
+
+import pytest
+from PIL import Image
+
+from benchmint.cli import main
+
+from chat_server import ChatServer, Reply, Status
+
+OPTIONS = ["Phase alpha dissolves.", "The inset shows subunits.", "A solid-state transition.",
+           "Two phases coexist.", "Pure ripening.", "An amorphous precursor."]
+# what the scripted model answers, by the first words of the question
+ANSWERS = {"Q1": "Answer: A, B\nConfidence: 0.8\nDifficulty: 0.3", "Q2": "I would pick C.\nAnswer: C\nConfidence: 0.5",
+           "Q3": "The answer is B, D, F", "Q4": "no idea"}
+
+
+def png_bytes(shade):
+    buf = io.BytesIO()
+    Image.new("L", (32, 24), shade).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def reply_for(body):
+    text = "\n".join(p.get("text", "") for p in body["messages"][-1]["content"] if p.get("type") == "text")
+    for q, answer in ANSWERS.items():
+        if q in text:
+            return answer
+    return "?"
+
+
+@pytest.fixture
+def spm_items(tmp_path):
+    (tmp_path / "fig.png").write_bytes(png_bytes(90))
+    rows = [{"id": f"q{i}", "question": f"Q{i}: which statements fit the panels?", "options": OPTIONS,
+             "answer": gold, "image": "fig.png", "technique": tech}
+            for i, (gold, tech) in enumerate([("A, B", "SEM"), ("C", "TEM"), ("B, D", "SEM"), ("E", "AFM")], 1)]
+    rows.insert(2, {"id": "broken", "question": "Q?", "options": OPTIONS})  # no answer: an item error
+    path = tmp_path / "items.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture
+def server():
+    with ChatServer() as s:
+        s.default = Reply(text=reply_for, completion_tokens=7)
+        yield s
+
+
+def read(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def run_eval(items, out, server, *extra):
+    return main(["eval", str(items), "--benchmark", "spm", "--model", "tiny", "--base-url", server.url,
+                 "--out", str(out), "--retry-delay", "0", *extra])
+
+
+def test_spm_eval_predictions_scores_and_a_rerun_that_asks_nothing(spm_items, server, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert run_eval(spm_items, out, server, "--score") == 1  # the broken item is listed
+    assert server.count == 4  # the SPM-Bench protocol asks once: an answer that cannot be read is scored empty
+    preds = {p["id"]: p for p in read(out / "predictions.jsonl")}
+    assert list(preds) == ["q1", "q2", "q3", "q4"]
+    assert preds["q1"]["output"] == ANSWERS["Q1"] and preds["q1"]["confidence"] == 0.8
+    assert preds["q1"]["difficulty"] == 0.3 and preds["q1"]["tokens"] == 7 and preds["q1"]["cached"] is False
+    assert preds["q4"]["attempts"] == 1 and preds["q4"]["output"] == "no idea"
+    errors = read(out / "errors.jsonl")
+    assert [(e["kind"], e.get("id", ""), e.get("cause")) for e in errors] == [
+        ("bad_item", "", None), ("model_call", "q4", "unparseable")]
+    assert "answer" in errors[0]["message"] and "items.jsonl" in errors[0]["location"]
+    gold = read(out / "gold.jsonl")
+    assert [g["id"] for g in gold] == ["q1", "q2", "q3", "q4"] and gold[0]["answer"] == ["A", "B"]
+    run = json.loads((out / "run.json").read_text())
+    assert run["benchmark"] == "spm" and run["model"] == "tiny" and run["counts"]["predictions"] == 4
+    assert run["engine"]["total"]["requests"] == 4 and len(run["prompts"][0]["sha256"]) == 64
+    summary = json.loads((out / "scores" / "summary.json").read_text())
+    m = summary["models"]["tiny"]
+    # q1 exact, q2 exact, q3 {B,D,F} vs {B,D}: SIP-F1 = 0.6·F1γ, Pw = 2/(2+6) = 1/4, R = 1, F1γ = 0.4; q4 empty
+    assert m["metrics"]["sip_f1"]["mean"] == pytest.approx((1 + 1 + 0.6 * 0.4 + 0) / 4)
+    assert m["unparsed_ids"] == ["q4"]
+    first = (out / "predictions.jsonl").read_bytes()
+    capsys.readouterr()
+    server.reset()
+    server.default = Reply(text=reply_for, completion_tokens=7)
+    assert run_eval(spm_items, out, server) == 1
+    assert server.count == 0  # every unit was done: nothing asked again
+    assert (out / "predictions.jsonl").read_bytes() == first
+    assert "4 predictions (4 already done)" in capsys.readouterr().out
+
+
+def test_failed_calls_are_listed_and_asked_again_next_run(spm_items, server, tmp_path):
+    out = tmp_path / "run"
+    server.when_contains["Q2:"] = Status(500)  # q2 fails every time; the engine gives up after its retries
+    assert run_eval(spm_items, out, server, "--retries", "2") == 1
+    errors = [e for e in read(out / "errors.jsonl") if e["kind"] == "model_call" and e["id"] == "q2"]
+    assert [(e["cause"], e["status"], e["requests"]) for e in errors] == [("http_status", 500, 2)]
+    assert "q2" not in {p["id"] for p in read(out / "predictions.jsonl")}
+    del server.when_contains["Q2:"]  # the server recovers
+    asked = server.count
+    run_eval(spm_items, out, server)
+    assert server.count - asked == 1  # only q2 is asked again
+    assert [p["id"] for p in read(out / "predictions.jsonl")] == ["q1", "q2", "q3", "q4"]
+
+
+def test_answer_attempts_ask_an_unreadable_reply_again(spm_items, server, tmp_path):
+    assert run_eval(spm_items, tmp_path / "run", server, "--answer-attempts", "3") == 1
+    assert server.by_prompt and server.count == 4 + 2  # q4 twice more
+    q4 = [p for p in read(tmp_path / "run" / "predictions.jsonl") if p["id"] == "q4"]
+    assert q4[0]["attempts"] == 3
+
+
+def test_crystalxrd_baseline_through_the_same_path_scores_jaccard_one(tmp_path, capsys):
+    from pymatgen.core import Lattice, Structure
+    from pymatgen.io.cif import CifWriter
+
+    cifs = tmp_path / "cifs"
+    cifs.mkdir()
+    CifWriter(Structure.from_spacegroup("Fm-3m", Lattice.cubic(5.64), ["Na", "Cl"],
+                                        [[0, 0, 0], [0.5, 0.5, 0.5]])).write_file(cifs / "nacl.cif")
+    CifWriter(Structure.from_spacegroup("P6_3/mmc", Lattice.hexagonal(3.21, 5.21), ["Mg"],
+                                        [[1 / 3, 2 / 3, 0.25]])).write_file(cifs / "mg.cif")
+    assert main(["xrd", "build", str(cifs), "--out", str(tmp_path / "bench"), "--per-db", "1"]) == 0
+    out = tmp_path / "eval"
+    assert main(["eval", str(tmp_path / "bench" / "items.jsonl"), "--benchmark", "crystalxrd", "--baseline",
+                 "--out", str(out), "--score"]) == 0
+    preds = read(out / "predictions.jsonl")
+    assert [p["model"] for p in preds] == ["benchmint-simulator"] * 2
+    summary = json.loads((out / "scores" / "summary.json").read_text())
+    assert summary["models"]["benchmint-simulator"]["metrics"]["jaccard"]["mean"] == 1.0
+    assert json.loads((out / "run.json").read_text())["protocol"]["answer_retries"] == 0
+    capsys.readouterr()
+    assert main(["eval", str(tmp_path / "bench" / "items.jsonl"), "--benchmark", "seephys", "--baseline",
+                 "--out", str(tmp_path / "x")]) == 2
+    assert "no deterministic baseline" in capsys.readouterr().err
+
+
+def test_killed_eval_resumes_asking_nothing_answered_again(tmp_path):
+    """SIGKILL mid-run (the settings users get), then rerun: the predictions of an uninterrupted run, and no
+    request answered before the kill asked again (only those in flight: at most --concurrency)."""
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "fig.png").write_bytes(png_bytes(120))
+    n = 150
+    rows = [{"id": f"item{i:03d}", "question": f"Q1 number {i}: which fit?", "options": OPTIONS, "answer": "A, B",
+             "image": "fig.png"} for i in range(n)]
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with ChatServer() as server:
+        server.default = Reply(text=reply_for, delay=0.02)
+        cmd = [sys.executable, "-m", "benchmint.cli", "eval", str(items), "--benchmark", "spm", "--model", "tiny",
+               "--base-url", server.url, "--concurrency", "4", "--out"]
+        killed = tmp_path / "killed"
+        proc = subprocess.Popen([*cmd, str(killed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                with sqlite3.connect(f"file:{killed / 'ledger.sqlite'}?mode=ro", uri=True) as db:
+                    if db.execute("SELECT COUNT(*) FROM units").fetchone()[0] >= 30:
+                        break
+            except sqlite3.Error:
+                pass
+            time.sleep(0.01)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        with sqlite3.connect(killed / "ledger.sqlite") as db:
+            recorded = db.execute("SELECT COUNT(*) FROM units").fetchone()[0]
+        assert 30 <= recorded < n
+        asked_before = server.count
+        assert subprocess.run([*cmd, str(killed)], capture_output=True).returncode == 0
+        asked_twice = [p for p, k in server.by_prompt.items() if k > 1]
+        assert len(asked_twice) <= 4 and server.count == n + len(asked_twice)
+        assert asked_before - recorded <= 4 + len(asked_twice)
+        clean = tmp_path / "clean"
+        assert subprocess.run([*cmd, str(clean)], capture_output=True).returncode == 0
+
+    def without_cached(path):  # "cached" says where this run got the reply; everything else is the same
+        return [{k: v for k, v in r.items() if k != "cached"} for r in read(path)]
+
+    assert without_cached(killed / "predictions.jsonl") == without_cached(clean / "predictions.jsonl")
+    assert len(read(clean / "predictions.jsonl")) == n
