@@ -202,7 +202,8 @@ class Accounting:
             row["cached_completion_tokens"] += completion_tokens or 0
 
     def summary(self) -> dict:
-        rows, total = [], dict.fromkeys(COUNTERS, 0)
+        rows: list[dict] = []
+        total: dict[str, float | None] = dict.fromkeys(COUNTERS, 0)
         total_cost: float | None = 0.0
         for (stage, model), counts in sorted(self._rows.items()):
             price = self.prices.get(model)
@@ -210,7 +211,7 @@ class Accounting:
             rows.append({"stage": stage, "model": model, **counts,
                          "cost_usd": None if cost is None else round(cost, 6)})
             for name in COUNTERS:
-                total[name] += counts[name]
+                total[name] = (total[name] or 0) + counts[name]
             total_cost = None if cost is None or total_cost is None else total_cost + cost
         total["cost_usd"] = None if total_cost is None else round(total_cost, 6)
         return {"by_stage_model": rows, "total": total,

@@ -78,6 +78,7 @@ class ReplyCache:
             raise ValueError(f"{self.path} is not a benchmint reply cache of this version ({stored[0]!r})")
         self.hits = self.misses = self.writes = 0
         self._checkpointer: threading.Thread | None = None
+        self._closed = False
 
     def get(self, key: str) -> CachedReply | None:
         row = self._db.execute("SELECT text, finish_reason, prompt_tokens, completion_tokens, model, structured_mode "
@@ -161,8 +162,8 @@ class ReplyCache:
         return {"path": self.path, "hits": self.hits, "misses": self.misses, "writes": self.writes}
 
     def close(self) -> None:
-        if self._db is not None:
+        if not self._closed:
             if self._checkpointer is not None:
                 self._checkpointer.join()
             self._db.close()  # the last connection to close checkpoints what is left
-            self._db = None
+            self._closed = True

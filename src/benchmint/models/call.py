@@ -190,7 +190,7 @@ class ChatRequest:
         if self.schema is not None:
             object.__setattr__(self, "schema", _json_mapping("schema", self.schema))
         if self.extra_body is not None:
-            extra = _json_mapping("extra_body", self.extra_body)
+            extra = _json_mapping("extra_body", self.extra_body) or {}
             if MANAGED & extra.keys():
                 raise ValueError(f"extra_body may not set {sorted(MANAGED & extra.keys())}: use the ChatRequest "
                                  "fields (streaming and n > 1 are not supported)")

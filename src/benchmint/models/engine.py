@@ -253,7 +253,7 @@ class Engine:
                 return ChatReply(k, got.text, value, got.finish_reason, got.prompt_tokens, got.completion_tokens,
                                  got.model, True, 0, i + 1, 0.0, got.structured_mode)
             last = (got.text, error)
-        if missing:
+        if missing or last is None:
             return missing
         return Failure(key, UNPARSEABLE, f"unparseable after {n} answer attempts (all from the cache): {last[1]}",
                        answer_attempts=n, text=last[0], stage=run.stage, model=request.model)
@@ -288,6 +288,7 @@ class Engine:
                                  got.model, False, requests, i + 1, got.latency_s, got.mode)
             last = (UNPARSEABLE, f"unparseable: {error}", got.text)
         n = self.answer_attempts
+        assert last is not None  # attempts is never empty: every attempt ended in an empty or unparseable reply
         cause, detail, text = last
         return Failure(key, cause, f"{detail} (after {n} answer attempts)", None, requests, n, text,
                        run.stage, request.model)
@@ -367,7 +368,7 @@ class Engine:
             kwargs["reasoning_effort"] = request.reasoning_effort
         if request.extra_body:
             kwargs["extra_body"] = request.extra_body
-        if mode is not None:
+        if mode is not None and request.schema is not None:
             fmt = structured.response_format(mode, request.schema_name, request.schema)
             if fmt is not None:
                 kwargs["response_format"] = fmt
@@ -618,8 +619,9 @@ class _Run:
             got = found.get(key)
             if got is not None and plain and request.schema is None:
                 # The common warm case, inline: the first attempt is cached and the text is the value.
-                outcome = ChatReply(key, got.text, got.text, got.finish_reason, got.prompt_tokens,
-                                    got.completion_tokens, got.model, True, 0, 1, 0.0, got.structured_mode)
+                outcome: Outcome | list[int] = ChatReply(key, got.text, got.text, got.finish_reason,
+                                                         got.prompt_tokens, got.completion_tokens, got.model, True,
+                                                         0, 1, 0.0, got.structured_mode)
             else:
                 outcome = engine._from_cache(key, request, self, found, got is None)
             if not isinstance(outcome, list):

@@ -22,6 +22,7 @@ schema is left to the stage's parser.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from benchmint.io import dumps
@@ -34,7 +35,7 @@ MODES = ("auto", *LADDER)
 FALLBACK_STATUSES = frozenset({400, 404, 415, 422, 500, 501})
 
 
-def response_format(mode: str, name: str, schema: dict) -> dict | None:
+def response_format(mode: str, name: str, schema: Mapping[str, Any]) -> dict | None:
     if mode == JSON_SCHEMA:
         return {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
     if mode == JSON_OBJECT:
@@ -42,7 +43,7 @@ def response_format(mode: str, name: str, schema: dict) -> dict | None:
     return None
 
 
-def instruction(schema: dict) -> str:
+def instruction(schema: Mapping[str, Any]) -> str:
     """The text added to the last user message when the schema travels in the prompt."""
     return ("Reply with one JSON object that conforms to this JSON Schema, and nothing else:\n" + dumps(schema))
 
@@ -70,7 +71,7 @@ def _json_object(text: str) -> Any:
         raise ValueError(f"malformed JSON in the reply ({exc.msg} at column {exc.colno})") from None
 
 
-def parse_json(text: str, schema: dict | None = None) -> Any:
+def parse_json(text: str, schema: Mapping[str, Any] | None = None) -> Any:
     """The JSON value of a reply; ValueError when there is none or a required top-level key is missing."""
     value = _json_object(text)
     if schema and schema.get("type") == "object":
