@@ -29,9 +29,9 @@ from benchmint import tasks
 from benchmint.benchmarks.base import Benchmark, EvalItem, ImagePart, ItemError, Prompt, PromptError
 from benchmint.io import atomic_write, write_jsonl
 from benchmint.run import Ledger, content_key
+from benchmint.run.runner import LEDGER_NAME
 
 BASELINE_MODEL = "benchmint-simulator"
-LEDGER_NAME = "ledger.sqlite"
 CACHE_NAME = "requests.sqlite"
 
 

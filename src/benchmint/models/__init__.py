@@ -16,13 +16,38 @@ call itself. ``Engine.summary()`` gives tokens, calls and cost per stage and mod
     summary = engine.summary()  # engine.stop_reason is set when the budget ended the run
 """
 
-from benchmint.models.accounting import Accounting, Budget, Price, PriceTable
-from benchmint.models.cache import ReplyCache
-from benchmint.models.call import CAUSES, ChatReply, ChatRequest, Failure, ImagePart, Message, request_key
-from benchmint.models.engine import Endpoint, Engine
-from benchmint.models.limits import RateLimits
-from benchmint.models.retry import RetryPolicy
-from benchmint.models.structured import parse_json
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# The names load on first use: the engine pulls in the openai SDK (~0.5 s), which a command that only
+# parses its options, or a stage that only builds requests, should not pay for.
+_HOMES = {
+    "Accounting": "accounting", "Budget": "accounting", "Price": "accounting", "PriceTable": "accounting",
+    "ReplyCache": "cache", "CAUSES": "call", "ChatReply": "call", "ChatRequest": "call", "Failure": "call",
+    "ImagePart": "call", "Message": "call", "request_key": "call", "Endpoint": "engine", "Engine": "engine",
+    "RateLimits": "limits", "RetryPolicy": "retry", "parse_json": "structured",
+}
+
+if TYPE_CHECKING:
+    from benchmint.models.accounting import Accounting, Budget, Price, PriceTable
+    from benchmint.models.cache import ReplyCache
+    from benchmint.models.call import CAUSES, ChatReply, ChatRequest, Failure, ImagePart, Message, request_key
+    from benchmint.models.engine import Endpoint, Engine
+    from benchmint.models.limits import RateLimits
+    from benchmint.models.retry import RetryPolicy
+    from benchmint.models.structured import parse_json
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'benchmint.models' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"benchmint.models.{home}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = ["Accounting", "Budget", "CAUSES", "ChatReply", "ChatRequest", "Endpoint", "Engine", "Failure",
            "ImagePart", "Message", "Price", "PriceTable", "RateLimits", "ReplyCache", "RetryPolicy", "parse_json",

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import TYPE_CHECKING
 
-from benchmint.models.accounting import Accounting, Budget, PriceTable
-from benchmint.models.engine import Endpoint, Engine
-from benchmint.models.limits import RateLimits
-from benchmint.models.retry import RetryPolicy
 from benchmint.models.structured import MODES
+
+if TYPE_CHECKING:
+    from benchmint.models.engine import Engine
 
 
 def _positive_int(text: str) -> int:
@@ -66,6 +66,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def engine_from_arguments(args: argparse.Namespace, default_cache: str | os.PathLike, seed: int = 0) -> Engine:
     """The engine the options describe; ValueError or benchmint.io.InputError for a bad combination or file."""
+    from benchmint.models.accounting import Accounting, Budget, PriceTable
+    from benchmint.models.engine import Endpoint, Engine
+    from benchmint.models.limits import RateLimits
+    from benchmint.models.retry import RetryPolicy
+
     if not args.base_url:
         raise ValueError("--base-url is required (the server's OpenAI-compatible base URL, ending in /v1)")
     if args.max_cost is not None and not args.prices:
