@@ -67,6 +67,7 @@ import time
 import types
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numba
 import numpy as np
@@ -259,15 +260,15 @@ class UserMetric:
         except TypeError:
             raise TypeError(f"user metric {name!r}: fn must take four positional arguments (tp, fp, fn, g)") from None
         self.name = name
-        self.fn = fn
+        self.fn: types.FunctionType = fn
         self.source = source or f"{fn.__module__}:{fn.__qualname__}"
         self.cached: bool | None = None
         self.cache_reason: str | None = None
         self.cache_hit: bool | None = None
         self.compile_seconds: float | None = None
         self.last_run: Run | None = None
-        self._kernel = None
-        self._jitted = None
+        self._kernel: Any = None  # numba Dispatchers, set by compile()
+        self._jitted: Any = None
         self._failed: Exception | None = None
         self._lock = threading.Lock()
 
@@ -333,7 +334,7 @@ class UserMetric:
     def _run(self, tp, fp, fn, g, out, workers: int) -> np.ndarray:
         kernel = self.compile()._kernel
         n = len(tp)
-        chunks = max(1, min(workers, numba.config.NUMBA_NUM_THREADS, n // ROWS_PER_THREAD))
+        chunks = max(1, min(workers, numba.config.NUMBA_NUM_THREADS, n // ROWS_PER_THREAD))  # type: ignore[attr-defined]
         first_bad = np.empty(chunks, np.int64)
         kind = np.empty(chunks, np.int64)
         thread = np.empty(chunks, np.int64)
@@ -396,10 +397,10 @@ def evaluate(metric: UserMetric, tp, fp, fn, g, *, workers: int = 1, out: np.nda
     if not isinstance(metric, UserMetric):
         raise TypeError("metric must be a UserMetric (wrap the function with benchmint.metrics.user.metric)")
     workers = resolve_workers(workers)
-    arrays = [_counts(label, a) for label, a in (("tp", tp), ("fp", fp), ("fn", fn), ("g", g))]
-    n = len(arrays[0])
-    if any(len(a) != n for a in arrays):
-        raise ValueError(f"tp, fp, fn and g have different lengths ({', '.join(str(len(a)) for a in arrays)})")
+    tp, fp, fn, g = (_counts(label, a) for label, a in (("tp", tp), ("fp", fp), ("fn", fn), ("g", g)))
+    n = len(tp)
+    if any(len(a) != n for a in (fp, fn, g)):
+        raise ValueError(f"tp, fp, fn and g have different lengths ({', '.join(str(len(a)) for a in (tp, fp, fn, g))})")
     if out is None:
         out = np.empty(n, np.float64)
     elif (not isinstance(out, np.ndarray) or out.dtype != np.float64 or out.ndim != 1 or out.shape[0] != n
@@ -407,8 +408,8 @@ def evaluate(metric: UserMetric, tp, fp, fn, g, *, workers: int = 1, out: np.nda
         raise ValueError(f"out must be a writable contiguous 1-D float64 array of length {n}")
     if _dispatch.use_reference():
         metric.last_run = Run("reference", n, 1, 1)
-        return user_ref.evaluate(metric, *arrays, out)
-    return metric._run(*arrays, out, workers)
+        return user_ref.evaluate(metric, tp, fp, fn, g, out)
+    return metric._run(tp, fp, fn, g, out, workers)
 
 
 def add_columns(arrays: dict[str, np.ndarray], metrics, workers: int = 1) -> dict[str, np.ndarray]:
@@ -443,6 +444,8 @@ def load_metric(spec: str) -> UserMetric:
         module = sys.modules.get(module_name)
         if module is None:
             module_spec = importlib.util.spec_from_file_location(module_name, path)
+            if module_spec is None or module_spec.loader is None:
+                raise ValueError(f"metric {name!r}: cannot load {where} as a Python module")
             module = importlib.util.module_from_spec(module_spec)
             sys.modules[module_name] = module  # Numba re-imports a cached function's module by name
             try:
