@@ -1,11 +1,13 @@
 """The runner over keyed units: executors interchangeable, failures per unit, skips, order."""
 
 import os
+import subprocess
+import sys
+import time
 
 import pytest
 
-from benchmint.io import InputError
-from benchmint.run import Ledger, ProcessExecutor, SerialExecutor, ThreadExecutor, Unit, executor_for, run_units
+from benchmint.run import Ledger, ProcessExecutor, SerialExecutor, ThreadExecutor, Unit, executor_for, run_units, stage
 
 
 def square_or_fail(i):
@@ -14,8 +16,10 @@ def square_or_fail(i):
     return {"i": i, "square": i * i, "pid": os.getpid()}
 
 
-def die(i):
-    os._exit(3)  # a worker killed mid-unit, as by a crash inside a C library
+def die_on_two(i):
+    if i == 2:
+        os._exit(3)  # a worker killed mid-unit, as by a crash inside a C library
+    return {"i": i}
 
 
 UNITS = [Unit(f"k{i:03d}", (i,), f"unit {i}") for i in range(40)]
@@ -56,13 +60,99 @@ def test_done_units_are_skipped_and_shared_keys_run_once(tmp_path):
     assert (skipped, calls) == (2, [1, 2, 3]) and results[-1] == {"i": 3}
 
 
-def test_a_dead_worker_stops_the_run_keeping_what_finished(tmp_path):
-    units = [Unit("fine", (1,), "fine.pdf")]
+def test_a_dead_worker_costs_its_unit_only_and_the_next_run_tries_it_again(tmp_path):
+    units = [Unit(f"u{i}", (i,), f"unit {i}") for i in range(5)]
     with Ledger(tmp_path / "l.sqlite", "t") as ledger:
-        run_units(ledger, units, square_or_fail, ProcessExecutor(1))
-        with pytest.raises(InputError, match=r"worker process died \(at crash.pdf.*rerun to go on"):
-            run_units(ledger, [Unit("crash", (0,), "crash.pdf")], die, ProcessExecutor(1))
-        assert ledger.done("fine") and not ledger.done("crash")
+        results, _ = run_units(ledger, units, die_on_two, ProcessExecutor(2))
+        assert [r.get("i") for r in results] == [0, 1, None, 3, 4]
+        assert results[2] == {"error": "WorkerDied: the worker process died while running this unit (exit code 3)"}
+        assert [ledger.done(u.key) for u in units] == [True, True, False, True, True]
+        results, skipped = run_units(ledger, units, square_or_fail, ProcessExecutor(1))
+    assert skipped == 4 and results[2]["i"] == 2
+
+
+def sleepy(i, seconds):
+    stage(f"unit {i} started")
+    time.sleep(seconds)
+    return {"i": i}
+
+
+def staged(i, stages, seconds):
+    for k in range(stages):
+        stage(f"unit {i} step {k}")
+        time.sleep(seconds)
+    return {"i": i}
+
+
+def test_a_unit_past_its_time_limit_is_stopped_and_the_run_goes_on(tmp_path):
+    units = [Unit("slow", (0, 60), "slow"), *[Unit(f"f{i}", (i, 0.01), f"fast {i}") for i in range(1, 6)]]
+    start = time.monotonic()
+    with Ledger(tmp_path / "l.sqlite", "t") as ledger:
+        results, _ = run_units(ledger, units, sleepy, ProcessExecutor(2, unit_seconds=1.0))
+        assert not ledger.done("slow") and ledger.done("f1")
+    assert time.monotonic() - start < 20
+    assert results[0] == {"error": "UnitTimeout: 'unit 0 started' ran past the unit time limit of 1 s; its worker was "
+                                   "stopped", "time_limit": {"limit": "unit", "seconds": 1.0, "stage": "unit 0 started"}}
+    assert [r["i"] for r in results[1:]] == [1, 2, 3, 4, 5]
+
+
+def test_the_stage_limit_restarts_at_every_stage(tmp_path):
+    # 8 stages of 0.3 s: 2.4 s in all, each stage well inside a 1.5 s stage limit; the second unit's
+    # one 5 s stage is not.
+    units = [Unit("steps", (0, 8, 0.3), "steps"), Unit("stuck", (1, 2, 5.0), "stuck")]
+    with Ledger(tmp_path / "l.sqlite", "t") as ledger:
+        results, _ = run_units(ledger, units, staged, ProcessExecutor(2, stage_seconds=1.5))
+    assert results[0] == {"i": 0}
+    assert results[1]["time_limit"] == {"limit": "stage", "seconds": 1.5, "stage": "unit 1 step 0"}
+
+
+def test_time_limits_must_be_positive():
+    with pytest.raises(ValueError, match="unit_seconds must be a positive"):
+        ProcessExecutor(1, unit_seconds=0)
+    with pytest.raises(ValueError, match="stage_seconds must be a positive"):
+        ProcessExecutor(1, stage_seconds=-1.0)
+
+
+_STUCK_DRIVER = """
+import ctypes, sys
+from benchmint.run import Ledger, ProcessExecutor, Unit, run_units
+
+def stuck(path):
+    import os
+    open(path, "w").write(str(os.getpid()))
+    ctypes.PyDLL(None).sleep(120)  # C code that keeps the GIL: no Python thread of the worker can run
+    return {}
+
+if __name__ == "__main__":
+    with Ledger(sys.argv[1] + "/l.sqlite", "t") as ledger:
+        run_units(ledger, [Unit("k", (sys.argv[1] + "/pid",), "k")], stuck, ProcessExecutor(1))
+"""
+
+
+def test_a_worker_stuck_in_c_code_dies_with_a_killed_run(tmp_path):
+    script = tmp_path / "driver.py"
+    script.write_text(_STUCK_DRIVER)
+    driver = subprocess.Popen([sys.executable, str(script), str(tmp_path)])
+    pid_file = tmp_path / "pid"
+    deadline = time.monotonic() + 60
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    worker = int(pid_file.read_text())
+    time.sleep(0.3)  # inside sleep(120) by now
+    driver.kill()
+    driver.wait()
+    deadline = time.monotonic() + 5
+    while _alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(worker), "the worker outlived the killed run"
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def test_executor_for():

@@ -55,7 +55,8 @@ def _exit_when_orphaned(parent: int) -> None:
             os._exit(1)
 
 
-def _watch_parent() -> None:
+def watch_parent() -> None:
+    """Start a daemon thread that ends this (worker) process once its parent is gone."""
     # A pool worker blocks on its task queue forever once the parent is gone
     # (SIGKILL, OOM killer), so it watches the parent's PID from a daemon thread.
     # A parent-death signal is not used: Linux sends it when the *thread* that
@@ -66,4 +67,4 @@ def _watch_parent() -> None:
 
 def process_pool(workers: int) -> ProcessPoolExecutor:
     """A process pool of ``workers`` (-1: all cores) whose workers exit when the calling process dies."""
-    return ProcessPoolExecutor(max_workers=resolve_workers(workers), initializer=_watch_parent)
+    return ProcessPoolExecutor(max_workers=resolve_workers(workers), initializer=watch_parent)

@@ -8,9 +8,18 @@ and reads the results back in the order of the units, so outputs do not
 depend on the executor or on how often the run was interrupted.
 """
 
-from benchmint.run.executors import Executor, ProcessExecutor, SerialExecutor, ThreadExecutor, executor_for
+from benchmint.run.executors import (
+    Executor,
+    ProcessExecutor,
+    SerialExecutor,
+    ThreadExecutor,
+    UnitTimeout,
+    WorkerDied,
+    executor_for,
+    stage,
+)
 from benchmint.run.ledger import Ledger, content_key
 from benchmint.run.runner import Unit, find_files, run_files, run_units
 
-__all__ = ["Executor", "Ledger", "ProcessExecutor", "SerialExecutor", "ThreadExecutor", "Unit", "content_key",
-           "executor_for", "find_files", "run_files", "run_units"]
+__all__ = ["Executor", "Ledger", "ProcessExecutor", "SerialExecutor", "ThreadExecutor", "Unit", "UnitTimeout",
+           "WorkerDied", "content_key", "executor_for", "find_files", "run_files", "run_units", "stage"]

@@ -9,20 +9,41 @@ executor (Ray) implements the same two methods.
 
 from __future__ import annotations
 
+import ctypes
+import multiprocessing
+import os
+import signal
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
+from multiprocessing import connection as mp_connection
 from typing import Any, Protocol
 
-from benchmint.parallel import process_pool, resolve_workers
+from benchmint.parallel import resolve_workers, watch_parent
 
 
 class WorkerDied(RuntimeError):
-    """A worker process died (a crash inside a C library, the OOM killer): the pool is unusable."""
+    """The worker process running a unit died (a crash inside a C library, the OOM killer)."""
 
-    def __init__(self, index: int) -> None:
-        super().__init__(f"a worker process died while running unit {index}")
-        self.index = index
+    def __init__(self, index: int, exitcode: int | None = None) -> None:
+        how = f" (exit code {exitcode})" if exitcode is not None else ""
+        super().__init__(f"the worker process died while running this unit{how}")
+        self.index, self.exitcode = index, exitcode
+
+
+class UnitTimeout(RuntimeError):
+    """A unit ran past a time limit: ``limit`` is "unit" (the whole unit) or "stage" (one stage of it).
+
+    ``stage`` is the label the unit last reported through ``stage()`` (None: none yet).
+    """
+
+    def __init__(self, limit: str, seconds: float, stage: str | None) -> None:
+        what = f"{stage!r}" if stage else "the unit"
+        super().__init__(f"{what} ran past the {limit} time limit of {seconds:g} s; its worker was stopped")
+        self.limit, self.seconds, self.stage = limit, seconds, stage
+
+    def as_dict(self) -> dict:
+        return {"limit": self.limit, "seconds": self.seconds, "stage": self.stage}
 
 
 class Executor(Protocol):
@@ -65,8 +86,6 @@ class _PoolExecutor:
                 i = pending.pop(fut)
                 try:
                     yield i, fut.result()
-                except BrokenProcessPool as exc:
-                    raise WorkerDied(i) from exc
                 except Exception as exc:
                     yield i, exc
 
@@ -82,12 +101,184 @@ class ThreadExecutor(_PoolExecutor):
         super().__init__(ThreadPoolExecutor(max_workers=n, thread_name_prefix="benchmint-unit"), n)
 
 
-class ProcessExecutor(_PoolExecutor):
-    """Worker processes (which exit if the run is killed): for Python-bound work on many files."""
+class ProcessExecutor:
+    """Worker processes, each running one unit at a time: for Python-bound work on many files.
 
-    def __init__(self, workers: int = -1) -> None:
-        n = resolve_workers(workers)
-        super().__init__(process_pool(n), n)
+    ``unit_seconds`` bounds a unit's whole run and ``stage_seconds`` the time
+    between two ``stage()`` reports of a unit (say, one page of a document). A
+    unit past either limit has its worker killed (MuPDF or a CIF parser stuck in
+    C code cannot be interrupted any other way) and yields ``UnitTimeout``; a
+    worker that dies yields ``WorkerDied``. Either way a fresh worker takes the
+    next unit, so one bad input never stops the run. Workers exit when the
+    calling process dies, even while stuck in C code holding the GIL.
+    """
+
+    def __init__(self, workers: int = -1, *, unit_seconds: float | None = None,
+                 stage_seconds: float | None = None) -> None:
+        for name, value in (("unit_seconds", unit_seconds), ("stage_seconds", stage_seconds)):
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        self._n = resolve_workers(workers)
+        self._unit_s, self._stage_s = unit_seconds, stage_seconds
+        self._workers: list[_Worker] = []
+
+    def map_unordered(self, fn, args):
+        idle: list[_Worker] = []
+        busy: dict[Any, _Worker] = {}  # connection -> worker
+        next_i = 0
+        while next_i < len(args) or busy:
+            while next_i < len(args) and (idle or len(self._workers) < self._n):
+                w = idle.pop() if idle else self._start()
+                w.give(next_i, fn, args[next_i])
+                busy[w.conn] = w
+                next_i += 1
+            for conn in mp_connection.wait(list(busy), timeout=self._wait_seconds(busy.values())):
+                w = busy[conn]
+                got = w.receive()
+                if got is None:  # a stage report
+                    continue
+                del busy[conn]
+                if isinstance(got[1], WorkerDied):
+                    self._replace(w)
+                else:
+                    w.index = -1
+                    idle.append(w)
+                yield got
+            for w in [w for w in busy.values() if w.overdue(self._unit_s, self._stage_s)]:
+                del busy[w.conn]
+                timeout = w.overdue(self._unit_s, self._stage_s)
+                index = w.index
+                self._replace(w)
+                yield index, timeout
+
+    def _wait_seconds(self, busy) -> float | None:
+        deadlines = [d for w in busy for d in w.deadlines(self._unit_s, self._stage_s)]
+        return max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+
+    def _start(self) -> _Worker:
+        w = _Worker()
+        self._workers.append(w)
+        return w
+
+    def _replace(self, w: _Worker) -> None:
+        w.kill()
+        self._workers.remove(w)
+
+    def close(self) -> None:
+        for w in self._workers:
+            if w.index >= 0:  # a unit nobody will wait for (the run was interrupted)
+                w.proc.kill()
+            w.stop()
+        for w in self._workers:
+            w.join()
+        self._workers.clear()
+
+
+# The connection to the driver while a unit runs in a ProcessExecutor worker (None elsewhere).
+_REPORT_TO = None
+
+
+def stage(label: str) -> None:
+    """Report that the running unit enters a stage (its stage time limit restarts); a no-op outside a worker."""
+    if _REPORT_TO is not None:
+        _REPORT_TO.send(("stage", str(label)))
+
+
+def _worker_main(conn, parent: int) -> None:
+    global _REPORT_TO
+    _die_with(parent)
+    while True:
+        try:
+            task = conn.recv()
+        except EOFError:
+            return
+        if task is None:
+            return
+        i, fn, args = task
+        _REPORT_TO = conn
+        try:
+            reply = ("done", i, fn(*args))
+        except Exception as exc:  # the unit's failure, reported as its result
+            reply = ("done", i, exc)
+        finally:
+            _REPORT_TO = None
+        try:
+            conn.send(reply)
+        except Exception as exc:  # the result or exception does not pickle: say so instead
+            conn.send(("done", i, RuntimeError(f"the unit's result cannot be sent back: {type(exc).__name__}: {exc}")))
+
+
+def _die_with(parent: int) -> None:
+    # PR_SET_PDEATHSIG reaches a worker stuck in C code holding the GIL, where the watching thread
+    # (parallel.watch_parent) cannot run. Linux sends it when the forking *thread* ends; these workers are
+    # started and stopped by one call of map_unordered/close in one thread, so that thread outlives them.
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the watching thread alone
+        pass
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(1)
+    watch_parent()
+
+
+class _Worker:
+    def __init__(self) -> None:
+        ctx = multiprocessing.get_context()
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker_main, args=(child, os.getpid()), daemon=True,
+                                name="benchmint-unit-worker")
+        self.proc.start()
+        child.close()
+        self.index = -1
+        self.started = self.stage_started = 0.0
+        self.stage: str | None = None
+
+    def give(self, i: int, fn, args: tuple) -> None:
+        self.index, self.stage = i, None
+        self.started = self.stage_started = time.monotonic()
+        self.conn.send((i, fn, args))
+
+    def receive(self) -> tuple[int, Any] | None:
+        """(index, result) when the unit ended, None for a stage report."""
+        try:
+            msg = self.conn.recv()
+        except (EOFError, OSError):
+            self.proc.join(1)
+            return self.index, WorkerDied(self.index, self.proc.exitcode)
+        if msg[0] == "stage":
+            self.stage, self.stage_started = msg[1], time.monotonic()
+            return None
+        return msg[1], msg[2]
+
+    def deadlines(self, unit_s: float | None, stage_s: float | None) -> list[float]:
+        return ([self.started + unit_s] if unit_s else []) + ([self.stage_started + stage_s] if stage_s else [])
+
+    def overdue(self, unit_s: float | None, stage_s: float | None) -> UnitTimeout | None:
+        now = time.monotonic()
+        if unit_s and now >= self.started + unit_s:
+            return UnitTimeout("unit", unit_s, self.stage)
+        if stage_s and now >= self.stage_started + stage_s:
+            return UnitTimeout("stage", stage_s, self.stage)
+        return None
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.join()
+        self.conn.close()
+
+    def stop(self) -> None:
+        try:
+            self.conn.send(None)
+        except OSError:
+            pass
+
+    def join(self) -> None:
+        self.proc.join(5)
+        if self.proc.is_alive():  # still inside a unit nobody waits for
+            self.proc.kill()
+            self.proc.join()
+        self.conn.close()
 
 
 def executor_for(kind: str, workers: int) -> Executor:

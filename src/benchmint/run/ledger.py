@@ -64,13 +64,16 @@ class Ledger:
                              "use another output directory")
 
     def done(self, key: str) -> bool:
-        return self._db.execute("SELECT 1 FROM units WHERE key = ?", (key,)).fetchone() is not None
+        """The unit has a final result (one recorded with ``final=False`` runs again on the next run)."""
+        return self._db.execute("SELECT 1 FROM units WHERE key = ? AND ok >= 0", (key,)).fetchone() is not None
 
-    def record(self, key: str, result: dict, ok: bool = True) -> None:
+    def record(self, key: str, result: dict, ok: bool = True, final: bool = True) -> None:
         """Store a unit's result (a JSON-able dict), committed before this returns.
 
         A result that would not read back (not JSON-able, nested too deep) is
-        stored as that unit's error instead.
+        stored as that unit's error instead. ``final=False`` (a failure that
+        may not happen again: a time limit, a crashed worker) keeps the result
+        for this run's outputs and lets the next run try the unit again.
         """
         try:
             text = escape_surrogates(json.dumps(result, sort_keys=True, ensure_ascii=False))
@@ -79,7 +82,9 @@ class Ledger:
             problem = f"{type(exc).__name__}: {exc}"
         if problem:
             text, ok = json.dumps({"error": f"result not storable as JSON: {problem}"}), False
-        self._db.execute("INSERT OR REPLACE INTO units VALUES (?, ?, ?, ?)", (key, int(ok), text, time.time()))
+        # ok column: 1 done, 0 failed, -1 failed and to be tried again by the next run
+        state = int(ok) if final else -1
+        self._db.execute("INSERT OR REPLACE INTO units VALUES (?, ?, ?, ?)", (key, state, text, time.time()))
 
     @staticmethod
     def _decode(ok, stored: bytes) -> tuple[bool, dict]:
@@ -89,7 +94,7 @@ class Ledger:
             problem = "not a JSON object"
         if problem:
             return False, {"error": f"stored result unreadable: {problem}"}
-        return bool(ok), result
+        return ok == 1, result
 
     def get(self, key: str) -> tuple[bool, dict] | None:
         row = self._db.execute("SELECT ok, CAST(result AS BLOB) FROM units WHERE key = ?", (key,)).fetchone()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from benchmint.io import InputError
 from benchmint.parallel import resolve_workers
-from benchmint.run.executors import Executor, ProcessExecutor, WorkerDied
+from benchmint.run.executors import Executor, ProcessExecutor, UnitTimeout, WorkerDied
 from benchmint.run.ledger import Ledger, content_key
 
 LEDGER_NAME = "ledger.sqlite"
@@ -30,7 +30,10 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict], 
     """Run ``work(*unit.args)`` for every unit whose key the ledger lacks; return (results in unit order, skipped).
 
     A result is a JSON-able dict, with "error" when the unit failed; an exception
-    raised by ``work`` becomes that unit's ``{"error": "Type: message"}``. Each
+    raised by ``work`` becomes that unit's ``{"error": "Type: message"}``; a unit
+    that ran past a time limit (``ProcessExecutor``) also carries ``"time_limit"``
+    ({limit, seconds, stage}); such units, and those whose worker died, are
+    tried again by the next run. Each
     result is committed to the ledger as it arrives, before the next one is
     reported (``on_recorded``, the progress bar), so a killed run keeps every
     unit it reported finished. Units sharing a key run once.
@@ -43,16 +46,16 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict], 
         bar = tqdm(total=len(todo), desc=desc, unit=" unit")
     try:
         for i, result in executor.map_unordered(work, [u.args for u in todo]):
-            if isinstance(result, BaseException):
+            final = not isinstance(result, (UnitTimeout, WorkerDied))
+            if isinstance(result, UnitTimeout):
+                result = {"error": f"UnitTimeout: {result}", "time_limit": result.as_dict()}
+            elif isinstance(result, BaseException):
                 result = {"error": f"{type(result).__name__}: {result}"}
-            ledger.record(todo[i].key, result, ok="error" not in result)
+            ledger.record(todo[i].key, result, ok="error" not in result, final=final)
             if on_recorded is not None:
                 on_recorded(todo[i], result)
             if bar is not None:
                 bar.update(1)
-    except WorkerDied as exc:
-        raise InputError(f"a worker process died (at {todo[exc.index].label} or a unit beside it); finished units "
-                         f"are kept in {ledger.path}: rerun to go on") from exc
     finally:
         executor.close()
         if bar is not None:
@@ -83,12 +86,14 @@ def find_files(inputs: Sequence[str | os.PathLike], suffix: str) -> list[Path]:
 
 def run_files(inputs: Sequence[str | os.PathLike], suffix: str, out_dir: str | os.PathLike, kind: str,
               work: Callable[..., dict], args_of: Callable[[Path], tuple], settings_of: Callable[[Path], dict],
-              workers: int = 1, progress: bool = False) -> tuple[Path, list[tuple[Path, dict]], int]:
+              workers: int = 1, progress: bool = False, unit_seconds: float | None = None,
+              stage_seconds: float | None = None) -> tuple[Path, list[tuple[Path, dict]], int]:
     """A resumable run over the files in ``inputs``: ``work(path, key, out_dir, *args_of(path))`` per file.
 
     A file's key hashes its bytes with ``settings_of(path)``; files run in worker
     processes (a crash in a C library takes down a worker, not the run's
     ledger). Results come back in input order from ``out_dir/ledger.sqlite``.
+    ``unit_seconds`` and ``stage_seconds`` are the ``ProcessExecutor`` time limits.
     Returns (output folder, [(path, result)], files already done).
     """
     files = find_files(inputs, suffix)
@@ -102,6 +107,7 @@ def run_files(inputs: Sequence[str | os.PathLike], suffix: str, out_dir: str | o
         key = content_key(p.read_bytes(), settings_of(p))
         units.append(Unit(key, (str(p), key, str(out), *args_of(p)), str(p)))
     with Ledger(out / LEDGER_NAME, kind) as ledger:
-        results, skipped = run_units(ledger, units, work, ProcessExecutor(workers), kind, progress)
+        results, skipped = run_units(ledger, units, work, ProcessExecutor(workers, unit_seconds=unit_seconds,
+                                                                         stage_seconds=stage_seconds), kind, progress)
     return out, list(zip(files, results)), skipped
 
