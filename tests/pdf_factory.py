@@ -233,3 +233,34 @@ def figure_pdf(hatch: bool = False) -> bytes:
     fig.savefig(buf, format="pdf")
     plt.close(fig)
     return buf.getvalue()
+
+
+def append_slow_page(doc: pymupdf.Document, depth: int = 5) -> None:
+    """Append a page with a figure caption and a drawing MuPDF needs seconds to render.
+
+    The drawing is one filled triangle reached through ``depth`` levels of Form
+    XObjects, each drawing the level below ten times: 10**depth fills from a
+    file of a few kilobytes (depth 5: about 10 s to render at 40 dpi here,
+    1 s to extract the text, 0.1 s to count the paths).
+    """
+    page = doc.new_page(width=600, height=800)
+    page.insert_text((72, 700), "Figure 9. A nested vector drawing that is slow to render.", fontsize=10)
+    for i in range(14):
+        page.draw_line((72 + 10 * i, 300), (72 + 10 * i, 600))
+
+    def form(content: bytes, resources: str = "") -> int:
+        x = doc.get_new_xref()
+        doc.update_object(x, f"<< /Type /XObject /Subtype /Form /BBox [0 0 600 800] {resources} >>")
+        doc.update_stream(x, content)
+        return x
+
+    level = form(b"0.5 g 100 300 m 500 300 l 300 600 l h f")
+    for _ in range(depth):
+        level = form(b"q /F Do Q " * 10, f"/Resources << /XObject << /F {level} 0 R >> >>")
+    page.clean_contents()  # one content stream, so the drawing can be appended to it
+    contents = page.get_contents()[0]
+    doc.update_stream(contents, doc.xref_stream(contents) + b"\nq /Slow Do Q\n")
+    resources = doc.xref_get_key(page.xref, "Resources")
+    res_xref = int(resources[1].split()[0]) if resources[0] == "xref" else page.xref
+    prefix = "" if resources[0] == "xref" else "Resources/"
+    doc.xref_set_key(res_xref, prefix + "XObject", f"<< /Slow {level} 0 R >>")

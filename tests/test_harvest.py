@@ -131,3 +131,36 @@ def test_killed_harvest_resumes_to_the_same_files(corpus, tmp_path):
     for name in ("pages.jsonl", "figures.jsonl", "errors.jsonl"):
         assert (killed / name).read_bytes() == (clean / name).read_bytes(), name
     assert sorted(p.name for p in (killed / "thumbs").iterdir()) == sorted(p.name for p in (clean / "thumbs").iterdir())
+
+
+def test_a_page_past_the_page_time_limit_is_skipped_and_the_document_harvested(tmp_path):
+    from pdf_factory import append_slow_page
+
+    doc = pymupdf.open(SAMPLE)
+    append_slow_page(doc)  # page 3: ~10 s to render (and 1 s of text), far past a 3 s page limit
+    (tmp_path / "in").mkdir()
+    doc.save(tmp_path / "in" / "slow.pdf")
+    res = harvest([tmp_path / "in"], tmp_path / "out", HarvestConfig(page_seconds=3.0), workers=1)
+    pages = read(tmp_path / "out" / "pages.jsonl")
+    assert [p["candidate"] for p in pages] == [True, True, False]
+    assert pages[2]["reason"] in {"skipped: page 3 thumbnail ran past the page time limit (3 s)",
+                                  "skipped: page 3 text ran past the page time limit (3 s)"}
+    assert [(f["label"], f["page"]) for f in read(tmp_path / "out" / "figures.jsonl")] == [("1", 1), ("2", 2)]
+    errors = read(tmp_path / "out" / "errors.jsonl")
+    assert errors == [{"pdf": str(tmp_path / "in" / "slow.pdf"), "page": 3, "error": pages[2]["reason"]}]
+    assert res.errors == errors and res.figures == 2
+
+
+def test_a_document_past_the_document_time_limit_is_an_error_row(tmp_path, corpus):
+    from pdf_factory import append_slow_page
+
+    doc = pymupdf.open()
+    append_slow_page(doc)
+    (tmp_path / "in").mkdir()
+    doc.save(tmp_path / "in" / "b_slow.pdf")
+    shutil.copy(SAMPLE, tmp_path / "in" / "a_article.pdf")
+    res = harvest([tmp_path / "in"], tmp_path / "out", HarvestConfig(document_seconds=2.0), workers=2)
+    errors = read(tmp_path / "out" / "errors.jsonl")
+    assert len(errors) == 1 and errors[0]["time_limit"]["limit"] == "unit"
+    assert errors[0]["error"].endswith("ran past the unit time limit of 2 s; its worker was stopped")
+    assert res.figures == 2  # the other document is harvested in full

@@ -12,16 +12,18 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         cfg = HarvestConfig(min_paths=args.min_paths, min_panels=args.min_panels, triage_only=args.triage_only,
-                            max_pages=args.max_pages)
+                            max_pages=args.max_pages, page_seconds=args.page_seconds,
+                            document_seconds=args.document_seconds)
         res = harvest(args.inputs, args.out, cfg, workers=args.workers, progress=sys.stderr.isatty())
     except (InputError, ValueError) as exc:
         print(f"benchmint harvest: error: {exc}", file=sys.stderr)
         return 2
     print(f"{res.pdfs} PDFs ({res.skipped} already done), {res.pages} pages, {res.candidates} candidate pages, "
-          f"{res.figures} figures, {len(res.errors)} unreadable files -> {args.out}/pages.jsonl, figures.jsonl, "
+          f"{res.figures} figures, {len(res.errors)} errors (files or pages) -> {args.out}/pages.jsonl, figures.jsonl, "
           f"errors.jsonl, thumbs/")
     for e in res.errors[:10]:
-        print(f"  {e['pdf']}: {e['error']}")
+        where = f"{e['pdf']} page {e['page']}" if "page" in e else e["pdf"]
+        print(f"  {where}: {e['error']}")
     return 1 if res.errors else 0
 
 
@@ -38,5 +40,10 @@ def add_parser(sub) -> None:
     harvest.add_argument("--min-paths", type=int, default=12, help="vector paths that make a page graphic (default 12)")
     harvest.add_argument("--min-panels", type=int, default=1, help="keep figures with at least this many panels")
     harvest.add_argument("--max-pages", type=int, default=5000, help="refuse documents longer than this")
+    harvest.add_argument("--page-seconds", type=float, default=60.0,
+                         help="time limit of one page's text reading, rendering or figure pairing; a page past it is "
+                              "skipped and listed in errors.jsonl (default 60)")
+    harvest.add_argument("--document-seconds", type=float, default=900.0,
+                         help="time limit of one document (default 900)")
     harvest.add_argument("--triage-only", action="store_true", help="only pages.jsonl: the fast first pass")
     harvest.set_defaults(func=run)
