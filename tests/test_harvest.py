@@ -164,3 +164,18 @@ def test_a_document_past_the_document_time_limit_is_an_error_row(tmp_path, corpu
     assert len(errors) == 1 and errors[0]["time_limit"]["limit"] == "unit"
     assert errors[0]["error"].endswith("ran past the unit time limit of 2 s; its worker was stopped")
     assert res.figures == 2  # the other document is harvested in full
+
+
+def test_files_with_the_same_bytes_keep_their_own_names(tmp_path):
+    (tmp_path / "in").mkdir()
+    for name in ("x.pdf", "y.pdf"):
+        shutil.copy(SAMPLE, tmp_path / "in" / name)
+    for name in ("e1.pdf", "e2.pdf"):  # empty downloads
+        (tmp_path / "in" / name).write_bytes(b"")
+    res = harvest([tmp_path / "in"], tmp_path / "out", HarvestConfig(triage_only=True), workers=2)
+    assert [(p["pdf"], p["page"]) for p in read(tmp_path / "out" / "pages.jsonl")] == [
+        ("x.pdf", 1), ("x.pdf", 2), ("y.pdf", 1), ("y.pdf", 2)]
+    errors = read(tmp_path / "out" / "errors.jsonl")
+    assert [(e["pdf"].rsplit("/", 1)[1], e["error"].rsplit("/", 1)[1]) for e in errors] == [
+        ("e1.pdf", "e1.pdf'."), ("e2.pdf", "e2.pdf'.")]
+    assert res.pdfs == 4

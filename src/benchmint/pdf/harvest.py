@@ -195,7 +195,7 @@ def harvest(inputs, out_dir, cfg: HarvestConfig = HarvestConfig(), workers: int 
     for attempt in range(MAX_SKIPPED_PAGES + 1):
         out, results, done = run_files(
             pending, ".pdf", out_dir, "harvest", _harvest_pdf, lambda p: (cfg, skips.get(p)),
-            lambda p: {**cfg.key_settings(), "skip": sorted(skips[p])} if p in skips else cfg.key_settings(),
+            lambda p: _key_settings(cfg, p, skips.get(p)),
             workers, progress, unit_seconds=cfg.document_seconds, stage_seconds=cfg.page_seconds)
         skipped += done if attempt == 0 else 0
         pending = []
@@ -222,6 +222,13 @@ def harvest(inputs, out_dir, cfg: HarvestConfig = HarvestConfig(), workers: int 
     write_jsonl(out / "errors.jsonl", errors)
     return HarvestResult(len(results), len(pages), sum(row["candidate"] for row in pages),
                          sum(len(r.get("figures", [])) for _, r in results), errors, skipped)
+
+
+def _key_settings(cfg: HarvestConfig, path: Path, skip: dict[int, str] | None) -> dict:
+    # The file name is part of the key: rows and messages name their file, and real dumps hold the
+    # same bytes under several names (empty or truncated downloads above all).
+    settings = {**cfg.key_settings(), "name": path.name}
+    return {**settings, "skip": sorted(skip)} if skip else settings
 
 
 def _stuck_page(result: dict) -> int | None:
