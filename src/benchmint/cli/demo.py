@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from benchmint.cli import crop, harvest, score, xrd
-from benchmint.cli import eval as eval_command
+
+
+def _command(argv: list[str]) -> int:
+    """Run one benchmint command through its real parser, so the demo takes every option's default as users do."""
+    from benchmint.cli import main
+
+    return main(argv)
 
 
 def _xrd(root, workers: int) -> int:
@@ -22,9 +27,8 @@ def _xrd(root, workers: int) -> int:
         db.mkdir(parents=True, exist_ok=True)
         CifWriter(entry["snl"].structure).write_file(db / f"aflow-{i:03d}.cif")
     bench = root / "bench"
-    paper = {"fwhm": 0.15, "eta": 0.4, "caglioti": None, "window_fwhms": None}
-    status = xrd.run(argparse.Namespace(inputs=[str(cifs)], out=str(bench), db_from_dirname=True, per_db=6,
-                                           workers=workers, **paper))
+    common = ["--db-from-dirname", "--per-db", "6", "--workers", str(workers)]
+    status = _command(["xrd", "build", str(cifs), "--out", str(bench), *common])
     import json
 
     def answers(path):
@@ -33,9 +37,8 @@ def _xrd(root, workers: int) -> int:
     print("\n=== benchmint xrd build --caglioti 0.05 -0.002 0.02 --window-fwhms 2: widths growing with angle, "
           "adaptive ground-truth window")
     wide = root / "bench-caglioti"
-    status = max(status, xrd.run(argparse.Namespace(
-        inputs=[str(cifs)], out=str(wide), db_from_dirname=True, per_db=6, workers=workers,
-        **{**paper, "caglioti": [0.05, -0.002, 0.02], "window_fwhms": 2.0})))
+    status = max(status, _command(["xrd", "build", str(cifs), "--out", str(wide), *common,
+                                   "--caglioti", "0.05", "-0.002", "0.02", "--window-fwhms", "2"]))
     fixed, adaptive = answers(bench), answers(wide)
     changed = sorted(k for k in fixed if k in adaptive and fixed[k] != adaptive[k])
     print(f"{len(changed)} of {len(fixed)} ground-truth sets differ from the paper's fixed settings"
@@ -47,19 +50,15 @@ def _xrd(root, workers: int) -> int:
                     encoding="utf-8")
     for symmetry in (False, True):
         print(f"\n=== benchmint score --task hkl{' --symmetry' if symmetry else ''} on the built items")
-        ns = argparse.Namespace(pred=[str(pred)], gold=str(bench / "items.jsonl"), task="hkl",
-                                out=str(root / ("scores-symmetry" if symmetry else "scores")),
-                                by=["db", "union_size", "angle_range"], sip_lambda=0.6, sip_gamma=6.0,
-                                workers=workers, bootstrap=1000, seed=0, quiet=False, symmetry=symmetry)
-        status = max(status, score.run(ns))
+        argv = ["score", str(pred), "--gold", str(bench / "items.jsonl"), "--task", "hkl",
+                "--out", str(root / ("scores-symmetry" if symmetry else "scores")),
+                "--by", "db", "union_size", "angle_range", "--workers", str(workers)]
+        status = max(status, _command(argv + (["--symmetry"] if symmetry else [])))
 
     print("\n=== benchmint eval --benchmark crystalxrd --baseline --score: the answer simulated from each CIF, "
           "asked and scored through the eval path (the paper's sanity row: Jaccard 1.0)")
-    parser = argparse.ArgumentParser()
-    eval_command.add_parser(parser.add_subparsers())
-    ns = parser.parse_args(["eval", str(bench / "items.jsonl"), "--benchmark", "crystalxrd", "--baseline",
-                            "--score", "--out", str(root / "eval-baseline")])
-    status = max(status, eval_command.run(ns))
+    status = max(status, _command(["eval", str(bench / "items.jsonl"), "--benchmark", "crystalxrd", "--baseline",
+                                   "--score", "--out", str(root / "eval-baseline")]))
     return status
 
 
@@ -77,10 +76,10 @@ def run(args: argparse.Namespace) -> int:
     status = 0
     for task, title, by in runs:
         print(f"\n=== benchmint score --task {task}: {title}")
-        ns = argparse.Namespace(pred=[str(samples / f"{task}_pred.jsonl")], gold=str(samples / f"{task}_gold.jsonl"),
-                                task=task, out=str(out / f"score-{task}"), by=by, sip_lambda=0.6, sip_gamma=6.0,
-                                workers=args.workers, bootstrap=1000, seed=0, quiet=False, symmetry=False)
-        status = max(status, score.run(ns))
+        status = max(status, _command(["score", str(samples / f"{task}_pred.jsonl"),
+                                       "--gold", str(samples / f"{task}_gold.jsonl"), "--task", task,
+                                       "--out", str(out / f"score-{task}"), "--by", *by,
+                                       "--workers", str(args.workers)]))
 
     import json
 
@@ -88,16 +87,15 @@ def run(args: argparse.Namespace) -> int:
     status = max(status, _xrd(out / "xrd", args.workers))
 
     print("\n=== benchmint harvest: page triage and figure records from the bundled sample article")
-    ns = argparse.Namespace(inputs=[str(samples / "sample_paper.pdf")], out=str(out / "harvest"), workers=1,
-                            min_paths=12, min_panels=1, triage_only=False, max_pages=5000)
-    status = max(status, harvest.run(ns))
+    status = max(status, _command(["harvest", str(samples / "sample_paper.pdf"), "--out", str(out / "harvest"),
+                                   "--workers", "1"]))
 
     box = json.loads((samples / "sample_vlm_box.json").read_text(encoding="utf-8"))
     print(f"\n=== benchmint crop: {box['label']} on page {box['page']} of the sample article, from a VLM box "
           f"({box['units']}) to a 300-DPI PNG")
-    ns = argparse.Namespace(pdf=str(samples / box["pdf"]), page=box["page"], box=box["box"], units=box["units"],
-                            label=box["label"], dpi=300, out=str(out / "crops" / "figure1.png"))
-    status = max(status, crop.run(ns))
+    status = max(status, _command(["crop", str(samples / box["pdf"]), "--page", str(box["page"]),
+                                   "--box", *map(str, box["box"]), "--units", box["units"], "--label", box["label"],
+                                   "--out", str(out / "crops" / "figure1.png")]))
     return status
 
 

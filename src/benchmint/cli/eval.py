@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _score(args: argparse.Namespace, bench, result) -> int:
-    from benchmint.cli import score
+    from benchmint.cli import main
 
     if bench.answer_kind is None:
         print(f"--score: {bench.name} answers are open and graded, not scored as sets", file=sys.stderr)
@@ -63,12 +63,12 @@ def _score(args: argparse.Namespace, bench, result) -> int:
         print("--score: no predictions to score", file=sys.stderr)
         return 1
     out = Path(args.out)
-    ns = argparse.Namespace(pred=[str(out / "predictions.jsonl")], gold=str(out / "gold.jsonl"),
-                            task=bench.answer_kind, out=str(out / "scores"), by=list(bench.strata),
-                            sip_lambda=0.6, sip_gamma=6.0, workers=-1, bootstrap=1000, seed=args.seed, quiet=False,
-                            symmetry=False, metric=None)
+    argv = ["score", str(out / "predictions.jsonl"), "--gold", str(out / "gold.jsonl"), "--task", bench.answer_kind,
+            "--out", str(out / "scores"), "--seed", str(args.seed)]
+    if bench.strata:
+        argv += ["--by", *bench.strata]
     print(f"\n=== benchmint score --task {bench.answer_kind} on the predictions")
-    return score.run(ns)
+    return main(argv)
 
 
 def add_parser(sub) -> None:
