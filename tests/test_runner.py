@@ -106,6 +106,24 @@ def test_the_stage_limit_restarts_at_every_stage(tmp_path):
     assert results[1]["time_limit"] == {"limit": "stage", "seconds": 1.5, "stage": "unit 1 step 0"}
 
 
+def sleep_then_square(i):
+    time.sleep(0.2 if i == 0 else 0)
+    return i * i
+
+
+def test_a_process_executor_serves_call_after_call_and_after_an_abandoned_call():
+    ex = ProcessExecutor(2)
+    try:
+        for _ in range(3):  # the workers of the first call are reused, not waited for
+            assert sorted(ex.map_unordered(sleep_then_square, [(i,) for i in range(5)])) == [(i, i * i) for i in range(5)]
+        first = ex.map_unordered(sleep_then_square, [(i,) for i in range(5)])
+        next(first)  # the caller stops reading while unit 0 still runs
+        first.close()
+        assert sorted(ex.map_unordered(sleep_then_square, [(i,) for i in range(3, 6)])) == [(0, 9), (1, 16), (2, 25)]
+    finally:
+        ex.close()
+
+
 def test_time_limits_must_be_positive():
     with pytest.raises(ValueError, match="unit_seconds must be a positive"):
         ProcessExecutor(1, unit_seconds=0)

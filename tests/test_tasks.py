@@ -54,7 +54,7 @@ def test_builtin_kinds():
 
 
 def test_lookup_errors(registry):
-    with pytest.raises(ValueError, match="task must be one of mcq, hkl, option_number; got 'nope'"):
+    with pytest.raises(ValueError, match="task must be one of mcq, hkl, option_number, quantity, free_text; got 'nope'"):
         registry.get("nope")
     assert registry.get(registry.get("mcq")) is registry.get("mcq")
     registry.register(Integers())

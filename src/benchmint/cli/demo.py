@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 
-
 def _command(argv: list[str]) -> int:
     """Run one benchmint command through its real parser, so the demo takes every option's default as users do."""
     from benchmint.cli import main

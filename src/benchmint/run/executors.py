@@ -123,7 +123,11 @@ class ProcessExecutor:
         self._workers: list[_Worker] = []
 
     def map_unordered(self, fn, args):
-        idle: list[_Worker] = []
+        # Workers persist across calls. One still holding a unit belongs to a call whose caller stopped
+        # reading; its late result would be taken for this call's, so it is replaced.
+        for stale in [w for w in self._workers if w.index >= 0]:
+            self._replace(stale)
+        idle = list(self._workers)
         busy: dict[Any, _Worker] = {}  # connection -> worker
         next_i = 0
         while next_i < len(args) or busy:

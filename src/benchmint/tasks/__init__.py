@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from benchmint.tasks.base import AnswerError, AnswerKind
 from benchmint.tasks.choices import OptionLetters
+from benchmint.tasks.free_text import FreeText
 from benchmint.tasks.hkl import MillerIndices
 from benchmint.tasks.option_numbers import OptionNumbers
+from benchmint.tasks.quantity import Quantities
 
 _REGISTRY: dict[str, AnswerKind] = {}
 
@@ -38,7 +40,7 @@ def names(scoring: str | None = None) -> list[str]:
     return [n for n, k in _REGISTRY.items() if scoring is None or k.scoring == scoring]
 
 
-for _kind in (OptionLetters(), MillerIndices(), OptionNumbers()):
+for _kind in (OptionLetters(), MillerIndices(), OptionNumbers(), Quantities(), FreeText()):
     register(_kind)
 
 __all__ = ["AnswerError", "AnswerKind", "get", "names", "register"]
