@@ -629,14 +629,16 @@ class Benchmark(ABC):
 
     # -- items ------------------------------------------------------------------
 
-    def read_items(self, path: str | Path, setting: str | None = None) -> Iterator[tuple[str, EvalItem | ItemError]]:
+    def read_items(self, path: str | Path, setting: str | None = None, *,
+                   check: bool = True) -> Iterator[tuple[str, EvalItem | ItemError]]:
         """Every item of ``path`` as (location, item) or (location, ItemError); one bad item never stops reading.
 
         The layout is found from the path: a directory is an HF ImageFolder
         (``metadata.jsonl`` beside the images), ``.parquet``, ``.tsv``,
         ``.json`` (an array of rows, or JSON lines) or ``.jsonl``. Fields the
         ``setting`` needs are checked here, so its errors carry the file and
-        line. A whole file that cannot be read raises InputError.
+        line (``check=False``: not checked, for grading, which needs no prompt).
+        A whole file that cannot be read raises InputError.
         """
         setting = self.check_setting(setting)
         seen: dict[str, str] = {}
@@ -646,7 +648,8 @@ class Benchmark(ABC):
                 continue
             try:
                 item = self.item_from_row(row, origin, location)
-                self.check_item(item, setting)
+                if check:
+                    self.check_item(item, setting)
             except FieldError as exc:
                 yield location, ItemError(location, str(exc), exc.field)
                 continue

@@ -109,11 +109,16 @@ def _statements(body: str) -> list[str]:
     return out
 
 
+def strip_reasoning(text: str) -> str:
+    """``text`` without its ``<think>…</think>`` blocks (an unclosed one runs to the end)."""
+    return _THINK.sub("", text)
+
+
 def extract_final(text: str) -> Extraction:
     """The final answer(s) stated in ``text`` by the rules above; ``rule=None`` when none matched."""
     if not isinstance(text, str):
         return Extraction((), None)
-    body = _THINK.sub("", text)
+    body = strip_reasoning(text)
     tags = [a for a in (_clean(t) for t in _TAG.findall(body)) if a]
     if tags:
         inner = [b for t in tags for b in boxed(t)]

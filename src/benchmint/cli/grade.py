@@ -1,0 +1,111 @@
+"""benchmint grade: open answers (and single-answer options) against a benchmark's items -> grades, summary."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+CACHE_NAME = "requests.sqlite"
+
+
+def _pct(block: dict | None) -> str:
+    if not block or block.get("mean") is None:
+        return "-"
+    return f"{100 * block['mean']:.1f} [{100 * block['low']:.1f}, {100 * block['high']:.1f}]"
+
+
+def render(summary: dict) -> str:
+    """The printed table: one row per model and setting, then the settings gaps."""
+    rows = [["model", "setting", "answers", "graded", "accuracy % [95% CI]", "undecided", "judge failed",
+             "rule/symbolic/judge"]]
+    for b in summary["models"]:
+        st = b["stages"]
+        rows.append([b["model"], b["setting"] or "-", str(b["answers"]), str(b["graded"]), _pct(b["accuracy"]),
+                     str(b["undecided"]), str(b["judge_failures"]), f"{st['rule']}/{st['symbolic']}/{st['judge']}"])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    for model, gaps in summary.get("settings_gaps", {}).items():
+        parts = [f"{name} {_pct(gaps[name])}" for name in ("delta1", "delta2", "delta3") if name in gaps]
+        if "vision_gain" in gaps:
+            parts.append(f"vision gain {100 * gaps['vision_gain']:+.1f} points")
+        lines.append(f"{model}: relative gaps to TV (%): " + ", ".join(parts))
+    c = summary["counts"]
+    lines.append(f"{c['answers']} answers, {c['graded']} graded, {c['undecided']} undecided "
+                 f"({c['judge_failures']} judge failures, {c['no_judge']} without a judge), {c['unparsed']} unparsed, "
+                 f"{c['errors']} rows in errors.jsonl")
+    return "\n".join(lines)
+
+
+def judge_from_arguments(args: argparse.Namespace, out: Path):
+    """The judge the options describe, or None without --judge-model."""
+    if not args.judge_model:
+        return None
+    from benchmint.grade.judge import Judge
+    from benchmint.models.options import engine_from_arguments
+
+    if not args.judge_base_url:
+        raise ValueError("--judge-model needs --judge-base-url (the judge server's OpenAI-compatible base URL)")
+    judge_args = argparse.Namespace(**{**vars(args), "base_url": args.judge_base_url})
+    return Judge(engine_from_arguments(judge_args, out / CACHE_NAME, seed=args.seed), args.judge_model)
+
+
+def run(args: argparse.Namespace) -> int:
+    from benchmint.grade.flow import GradeConfig, grade_files
+    from benchmint.io import InputError
+
+    out = Path(args.out)
+    judge = None
+    try:
+        cfg = GradeConfig(benchmark=args.benchmark, by=tuple(args.by) if args.by is not None else None,
+                          n_boot=args.bootstrap, seed=args.seed, rtol=args.rtol,
+                          symbolic_timeout_s=args.symbolic_timeout, workers=args.workers,
+                          progress=not args.quiet and sys.stderr.isatty())
+        judge = judge_from_arguments(args, out)
+        result = grade_files(args.pred, args.gold, out, cfg, judge)
+    except (InputError, ValueError, OSError) as exc:
+        print(f"benchmint grade: error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if judge is not None:
+            judge.engine.close()
+    if not args.quiet:
+        print(render(result.summary))
+        print(f"wrote {out}/grades.jsonl, summary.json, errors.jsonl")
+    return result.exit_code
+
+
+def add_judge_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("the judge (stage 3: what rules and the symbolic screen cannot decide)")
+    g.add_argument("--judge-model", metavar="NAME", help="the judge model's name on its server")
+    g.add_argument("--judge-base-url", metavar="URL", help="the judge server's OpenAI-compatible base URL")
+
+
+def add_parser(sub) -> None:
+    from benchmint.grade.flow import GRADED
+    from benchmint.models.options import add_arguments
+
+    p = sub.add_parser("grade", help="grade open answers: rules, symbolic screen, judge",
+                       description="Grade model answers against a benchmark's items as its paper does (SeePhys: "
+                                   "final answer by rules, symbolic screen, 0/1 judge; MatVQA and CSMBench MCQ: the "
+                                   "option read by rules). Writes grades.jsonl, summary.json and errors.jsonl to "
+                                   "--out. An answer nothing could decide (judge failure, no judge) is listed and "
+                                   "counted, never graded wrong. Exit status: 0 clean, 1 some answers or records "
+                                   "had problems (all in errors.jsonl), 2 the run could not start.")
+    p.add_argument("pred", nargs="+", help="predictions JSONL ({id, model, output | answer, [setting, repeat]}), "
+                                           "e.g. benchmint eval's predictions.jsonl")
+    p.add_argument("--gold", required=True, help="the benchmark's items, in any layout benchmint eval reads")
+    p.add_argument("--benchmark", required=True, choices=GRADED)
+    p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--by", nargs="*", metavar="FIELD", help="strata (gold meta keys); default: the benchmark's")
+    p.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance of numbers without significant "
+                                                            "figures (1e-3)")
+    p.add_argument("--symbolic-timeout", type=float, default=5.0, metavar="S",
+                   help="time limit of one symbolic check; its worker is killed (5)")
+    p.add_argument("--workers", type=int, default=-1, help="symbolic-check processes: -1 all cores (default)")
+    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for 95%% CIs (>= 1000)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true", help="no table")
+    add_judge_arguments(p)
+    add_arguments(p)
+    p.set_defaults(func=run)

@@ -1,0 +1,293 @@
+"""``benchmint grade``: model answers against a benchmark's items -> grades.jsonl, summary.json, errors.jsonl.
+
+One answer is one unit, keyed by (model, setting, repeat, item id). How a unit
+is decided depends on the benchmark:
+
+``seephys``
+    seephys.txt §3 "Composite judgment strategy" and D.4: the final answer by
+    rules (``benchmint.tasks.quantity``), by the extraction model when no rule
+    matches; then the symbolic screen (``benchmint.grade.screen``), which
+    decides only what it is sure of; then the 0/1 judge of Figure 14 for
+    everything else, the screen's definite differences included (the paper
+    sends every answer that does not pass the screen to the judge).
+``matvqa``, ``csmbench-mcq``
+    the option read by the answer kind's rules (MatVQA: the A.2 rule with
+    its parenthesis fixed); an answer nothing can be read from is wrong and
+    counted as unparsed.
+
+An answer that no stage could decide (the judge failed after its bounded
+attempts, or no judge was given) gets no grade: it is a row of errors.jsonl and
+a count of its own in the summary, never a wrong answer. Every judge call is in
+the engine's request cache, so a rerun pays for nothing it already asked.
+Outputs are in unit order (model, setting, repeat, the items' order).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmint import benchmarks, tasks
+from benchmint.grade import summary as summaries
+from benchmint.grade.judge import SEEPHYS_EXTRACT, SEEPHYS_JUDGE, Judge
+from benchmint.io import InputError, atomic_write, write_jsonl
+from benchmint.records import ABSENT, Grade, Prediction, RecordError, error_row, read_predictions
+from benchmint.tasks.quantity import Extraction, extract_final
+
+GRADED = ("seephys", "matvqa", "csmbench-mcq")
+JUDGE_REPLY_CHARS = 6000  # the judge sees the end of a reply that stated no clean final answer
+
+
+@dataclass(frozen=True)
+class GradeConfig:
+    benchmark: str
+    by: tuple[str, ...] | None = None  # None: the benchmark's strata that the items have
+    n_boot: int = 1000
+    seed: int = 0
+    rtol: float = 1e-3
+    symbolic_timeout_s: float = 5.0
+    workers: int = -1
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        if self.benchmark not in GRADED:
+            raise ValueError(f"grade takes --benchmark {', '.join(GRADED)}; got {self.benchmark!r}"
+                             + (" (option and HKL sets are scored by benchmint score)"
+                                if self.benchmark in ("spm", "crystalxrd") else ""))
+        if self.n_boot < 1000:
+            raise ValueError(f"--bootstrap must be >= 1000 for stable 95% intervals, got {self.n_boot}")
+        if not self.rtol >= 0:
+            raise ValueError(f"--rtol must be >= 0, got {self.rtol}")
+        if not self.symbolic_timeout_s > 0:
+            raise ValueError(f"--symbolic-timeout must be > 0, got {self.symbolic_timeout_s}")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One answer to grade: its key fields, the prediction and where it was read."""
+
+    model: str
+    setting: str
+    repeat: int
+    pred: Prediction
+    file: str
+    line: int
+
+    @property
+    def key(self) -> tuple[str, str, int, str]:
+        return (self.model, self.setting, self.repeat, self.pred.id)
+
+
+@dataclass
+class GradeResult:
+    out_dir: Path
+    grades: list[Grade] = field(default_factory=list)
+    errors: list[dict] = field(default_factory=list)
+    summary: dict = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.errors else 0
+
+
+# ---------------------------------------------------------------------------------------------- reading
+
+def _read_gold(bench, path, errors: list[dict]) -> dict:
+    items: dict[str, Any] = {}
+    for location, got in bench.read_items(path, check=False):
+        if isinstance(got, benchmarks.ItemError):
+            errors.append({"kind": "bad_item", "message": got.message, "location": location, "field": got.field})
+        else:
+            items[got.id] = got
+    if not items:
+        first = f"; the first: {errors[0]['location']}: {errors[0]['message']}" if errors else ""
+        raise InputError(f"{path}: no usable items ({len(errors)} unusable{first})")
+    return items
+
+
+def _read_units(paths: Sequence[str], items: dict, errors: list[dict]) -> list[Unit]:
+    seen: dict[tuple, str] = {}
+    units = []
+    for path in paths:
+        for line, got in read_predictions(path):
+            if isinstance(got, RecordError):
+                errors.append(got.row())
+                continue
+            for problem in got.problems:
+                errors.append(problem.row())
+            setting = got.extra.get("setting")
+            repeat = got.extra.get("repeat", 0)
+            if not isinstance(setting, (str, type(None))) or isinstance(repeat, bool) or not isinstance(repeat, int):
+                errors.append(error_row("bad_field", '"setting" must be text and "repeat" an integer', str(path),
+                                        line, id=got.id, model=got.model))
+                continue
+            unit = Unit(got.model, setting or "", repeat, got, str(path), line)
+            where = f"{path}:{line}"
+            if got.id not in items:
+                errors.append(error_row("unknown_id", f"no item {got.id!r} in the gold items", str(path), line,
+                                        id=got.id, model=got.model))
+            elif unit.key in seen:
+                errors.append(error_row("duplicate", f"a second answer for item {got.id!r} of model {got.model!r}"
+                                        f"{f' in setting {setting}' if setting else ''} (first at {seen[unit.key]}); "
+                                        "ignored", str(path), line, id=got.id, model=got.model))
+            else:
+                seen[unit.key] = where
+                units.append(unit)
+    order = {item_id: i for i, item_id in enumerate(items)}
+    units.sort(key=lambda u: (u.model, u.setting, u.repeat, order[u.pred.id]))
+    return units
+
+
+# ---------------------------------------------------------------------------------------------- deciding
+
+def _grade(unit: Unit, answer: Any, stage: str, score: float, verdict: str | None, **extra) -> Grade:
+    extra = {k: v for k, v in extra.items() if v is not None}
+    if unit.setting:
+        extra["setting"] = unit.setting
+    if unit.repeat:
+        extra["repeat"] = unit.repeat
+    return Grade(unit.pred.id, unit.model, answer, stage, score, verdict, extra.pop("judge_reply", None),
+                 extra.pop("attempts", 0), extra)
+
+
+def _undecided(unit: Unit, cause: str, message: str, **extra) -> dict:
+    return error_row("undecided", message, unit.file, unit.line, id=unit.pred.id, model=unit.model,
+                     setting=unit.setting or None, cause=cause, **extra)
+
+
+def _choice_grades(bench, units: list[Unit], items: dict, errors: list[dict]) -> list[Grade]:
+    kind = tasks.get(bench.answer_kind)
+    grades = []
+    for u in units:
+        gold = kind.normalize(items[u.pred.id].answer)
+        read: tuple | None = None
+        how: str | None = None
+        try:
+            if u.pred.answer is not ABSENT:
+                read, how = kind.normalize(u.pred.answer), "given"
+            else:
+                found = kind.extract(u.pred.output or "")
+                if found is not None:
+                    read, how = kind.normalize(found), "rule"
+        except tasks.AnswerError as exc:
+            errors.append(error_row("bad_answer", str(exc), u.file, u.line, id=u.pred.id, model=u.model))
+        if read is None:
+            grades.append(_grade(u, None, "rule", 0.0, "unparsed"))
+        else:
+            ok = read == gold
+            grades.append(_grade(u, list(read), "rule", 1.0 if ok else 0.0, "correct" if ok else "wrong", read_by=how))
+    return grades
+
+
+def _seephys_grades(units: list[Unit], items: dict, cfg: GradeConfig, judge: Judge | None,
+                    errors: list[dict]) -> list[Grade]:
+    from benchmint.grade.screen import Screen
+
+    # Stage 1: rules, then the extraction model where no rule matched.
+    extracted: list[Extraction] = []
+    for u in units:
+        if u.pred.answer is not ABSENT:
+            given = u.pred.answer
+            parts = [given] if isinstance(given, str) else [str(p) for p in given] if isinstance(given, list) else []
+            extracted.append(Extraction(tuple(p for p in parts if p.strip()), "given"))
+        else:
+            extracted.append(extract_final(u.pred.output or ""))
+    if judge is not None:
+        need = [i for i, e in enumerate(extracted) if e.rule is None and (units[i].pred.output or "").strip()]
+        jobs = [(i, {"question": _question(items[units[i].pred.id]), "reply": _tail(units[i].pred.output)})
+                for i in need]
+        for i, judged in judge.run(SEEPHYS_EXTRACT, jobs):
+            if judged.failure is not None:
+                u = units[i]
+                errors.append(error_row("extraction_failed", judged.failure["detail"], u.file, u.line, id=u.pred.id,
+                                        model=u.model, setting=u.setting or None, judge=_call(judged.failure)))
+            elif judged.value is not None:
+                extracted[i] = Extraction((judged.value,), "model")
+    # Stage 2: the symbolic screen.
+    with Screen(rtol=cfg.rtol, timeout_s=cfg.symbolic_timeout_s, workers=cfg.workers) as screen:
+        screened = screen.check_many((items[u.pred.id].answer, e, items[u.pred.id].fields.get("sig_figs"))
+                                     for u, e in zip(units, extracted))
+    grades: list[Grade | None] = [None] * len(units)
+    to_judge = []
+    for i, (u, e, s) in enumerate(zip(units, extracted, screened)):
+        common = {"extraction": e.rule, "screen": s.reason}
+        if s.equivalent:
+            grades[i] = _grade(u, list(e.answers), "rule" if s.reason == "text" else "symbolic", 1.0, s.reason,
+                               **common)
+        else:
+            to_judge.append(i)
+    # Stage 3: the judge.
+    if judge is None:
+        for i in to_judge:
+            errors.append(_undecided(units[i], "no_judge", f"the screen could not decide ({screened[i].reason}) and "
+                                     "no judge was given (--judge-model)", screen=screened[i].reason))
+    else:
+        jobs = []
+        for i in to_judge:
+            u, e = units[i], extracted[i]
+            shown = "; ".join(e.answers) if e.answers and not e.conflict else _tail(u.pred.output or "")
+            jobs.append((i, {"question": _question(items[u.pred.id]), "gold": str(items[u.pred.id].answer),
+                             "answer": shown}))
+        for i, judged in judge.run(SEEPHYS_JUDGE, jobs):
+            u, e = units[i], extracted[i]
+            if judged.failure is not None:
+                errors.append(_undecided(u, "judge_failed", judged.failure["detail"], screen=screened[i].reason,
+                                         judge=_call(judged.failure)))
+                continue
+            grades[i] = _grade(u, list(e.answers) or None, "judge", float(judged.value), str(judged.value),
+                               judge_reply=judged.reply, attempts=judged.attempts, cached=judged.cached,
+                               extraction=e.rule, screen=screened[i].reason)
+    return [g for g in grades if g is not None]
+
+
+def _call(failure: dict) -> dict:
+    """A failed judge call as its errors.jsonl row shows it (the unit's own id and model are the row's)."""
+    return {k: v for k, v in failure.items() if k != "id"}
+
+
+def _question(item) -> str:
+    q = (item.fields.get("question") or "").strip()
+    return q if q else "(the question is given in an image)"
+
+
+def _tail(text: str | None) -> str:
+    from benchmint.tasks.quantity import strip_reasoning
+
+    body = strip_reasoning(text or "").strip()
+    return body if len(body) <= JUDGE_REPLY_CHARS else "…" + body[-JUDGE_REPLY_CHARS:]
+
+
+# ---------------------------------------------------------------------------------------------- the run
+
+def grade_files(pred_paths: Iterable[str | Path], gold_path: str | Path, out_dir: str | Path, cfg: GradeConfig,
+                judge: Judge | None = None) -> GradeResult:
+    """Grade every prediction of ``pred_paths`` against the items of ``gold_path``; write the outputs."""
+    t0 = time.perf_counter()
+    bench = benchmarks.get(cfg.benchmark)
+    out = Path(out_dir)
+    result = GradeResult(out)
+    paths = [str(p) for p in pred_paths]
+    items = _read_gold(bench, gold_path, result.errors)
+    units = _read_units(paths, items, result.errors)
+    if cfg.benchmark == "seephys":
+        result.grades = _seephys_grades(units, items, cfg, judge, result.errors)
+    else:
+        result.grades = _choice_grades(bench, units, items, result.errors)
+    by = cfg.by if cfg.by is not None else tuple(k for k in bench.strata
+                                                 if any(k in it.meta for it in items.values()))
+    result.summary = summaries.build(cfg.benchmark, units, result.grades, items, result.errors, by,
+                                     cfg.n_boot, cfg.seed)
+    result.summary["inputs"] = {"predictions": paths, "gold": str(gold_path)}
+    if judge is not None:
+        result.summary["judge"] = {"model": judge.model, **judge.engine.summary()}
+    result.summary["seconds"] = round(time.perf_counter() - t0, 3)
+    out.mkdir(parents=True, exist_ok=True)
+    write_jsonl(out / "grades.jsonl", (g.to_json() for g in result.grades))
+    write_jsonl(out / "errors.jsonl", result.errors)
+    with atomic_write(out / "summary.json") as f:
+        json.dump(result.summary, f, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    return result

@@ -1,0 +1,184 @@
+"""summary.json of ``benchmint grade``: accuracies with bootstrap intervals, strata, settings gaps, difficulty tags.
+
+Blocks, one per (model, setting):
+
+- ``accuracy``: mean score over the graded answers, with a 95% percentile
+  bootstrap interval; ``accuracy_undecided_as_wrong`` counts every answer
+  that could not be decided as wrong (a lower bound); ``undecided``,
+  ``judge_failures`` and ``unparsed`` are counts of their own.
+- ``by``: the same per value of each stratum (gold ``meta`` keys).
+
+Across settings (SeePhys, seephys.txt Table 3): for a model graded in TV and
+another setting X, the relative gap (TV − X) / TV on the items graded in both,
+Δ1 for TC, Δ2 for TO, Δ3 for VO, with a paired bootstrap interval;
+``vision_gain`` = TV − TO is how much the model gains from seeing.
+
+SeePhys levels (Tables 4 and 5): the eight knowledge levels grouped as theory
+memorization (UG, SUG, MA, PhD) and problem solving (Mid, High, BO, AO); the
+release stores levels as integers whose mapping it does not document, read
+here as 1..8 in the paper's order Mid, High, BO, AO, UG, SUG, MA, PhD. The
+difficulty tag of an item is the share of the evaluated models (TV, first
+repeat) that solve it (Table 5 used five models: 100%, 80%, …, 0%).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from benchmint.metrics.aggregate import bootstrap_ci
+
+LEVELS = ("Mid", "High", "BO", "AO", "UG", "SUG", "MA", "PhD")
+THEORY = ("UG", "SUG", "MA", "PhD")
+PROBLEM_SOLVING = ("Mid", "High", "BO", "AO")
+GAPS = {"TC": "delta1", "TO": "delta2", "VO": "delta3"}
+
+
+def mean_ci(scores: Sequence[float], n_boot: int, rng: np.random.Generator) -> dict:
+    """Mean and 95% bootstrap interval of per-answer scores (None when there are none)."""
+    if not len(scores):
+        return {"mean": None, "low": None, "high": None, "n": 0}
+    values, counts = np.unique(np.asarray(scores, dtype=np.float64), return_counts=True)
+    mean, low, high = bootstrap_ci(counts, values[:, None], n_boot, rng)
+    return {"mean": float(mean[0]), "low": float(low[0]), "high": float(high[0]), "n": int(counts.sum())}
+
+
+def level_name(value: Any) -> str | None:
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= len(LEVELS):
+        return LEVELS[value - 1]
+    if isinstance(value, str):
+        for name in LEVELS:
+            if value.strip().casefold() == name.casefold():
+                return name
+    return None
+
+
+def _gap(tv: np.ndarray, other: np.ndarray, n_boot: int, rng: np.random.Generator) -> dict:
+    """(mean(tv) − mean(other)) / mean(tv) over paired items, with a paired bootstrap interval."""
+    n = len(tv)
+    base = tv.mean()
+    if base == 0:
+        return {"mean": None, "low": None, "high": None, "n": n, "note": "TV accuracy is 0: the gap is undefined"}
+    idx = rng.integers(0, n, size=(n_boot, n))
+    tv_b, other_b = tv[idx].mean(axis=1), other[idx].mean(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        boot = (tv_b - other_b) / tv_b
+    boot = boot[np.isfinite(boot)]
+    low, high = np.quantile(boot, [0.025, 0.975])
+    return {"mean": float((base - other.mean()) / base), "low": float(low), "high": float(high), "n": n}
+
+
+def build(benchmark: str, units, grades, items: dict, errors: list[dict], by: Sequence[str], n_boot: int,
+          seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    graded: dict[tuple, Any] = {(g.model, g.extra.get("setting", ""), g.extra.get("repeat", 0), g.id): g
+                                for g in grades}
+    undecided: dict[tuple, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for e in errors:
+        if e.get("kind") == "undecided":
+            undecided[(e["model"], e.get("setting") or "")][e["cause"]] += 1
+    groups: dict[tuple[str, str], list] = defaultdict(list)
+    for u in units:
+        groups[(u.model, u.setting)].append(u)
+    blocks = []
+    for (model, setting), members in sorted(groups.items()):
+        got = [graded[u.key] for u in members if u.key in graded]
+        scores = [g.score for g in got]
+        causes = undecided[(model, setting)]
+        block: dict[str, Any] = {
+            "model": model, "setting": setting or None, "answers": len(members), "graded": len(got),
+            "accuracy": mean_ci(scores, n_boot, rng),
+            "accuracy_undecided_as_wrong": (sum(scores) / len(members)) if members else None,
+            "undecided": sum(causes.values()), "judge_failures": causes.get("judge_failed", 0),
+            "no_judge": causes.get("no_judge", 0),
+            "unparsed": sum(1 for g in got if g.verdict == "unparsed"),
+            "stages": {s: sum(1 for g in got if g.stage == s) for s in ("rule", "symbolic", "judge")},
+            "by": {},
+        }
+        for key in by:
+            cells: dict[str, list[float]] = defaultdict(list)
+            for g in got:
+                value = items[g.id].meta.get(key)
+                cells["(none)" if value is None else str(value)].append(g.score)
+            block["by"][key] = {v: mean_ci(s, n_boot, rng) for v, s in sorted(cells.items())}
+        if benchmark == "seephys":
+            block["levels"] = _levels(got, items, n_boot, rng)
+        blocks.append(block)
+    out: dict[str, Any] = {
+        "benchmark": benchmark,
+        "counts": {"answers": len(units), "graded": len(grades), "undecided": sum(b["undecided"] for b in blocks),
+                   "judge_failures": sum(b["judge_failures"] for b in blocks),
+                   "no_judge": sum(b["no_judge"] for b in blocks), "unparsed": sum(b["unparsed"] for b in blocks),
+                   "errors": len(errors)},
+        "models": blocks,
+        "settings_gaps": _gaps(graded, n_boot, rng),
+    }
+    if benchmark == "seephys":
+        out["difficulty_tags"] = _difficulty(graded, items)
+    return out
+
+
+def _levels(got, items, n_boot, rng) -> dict:
+    cells: dict[str, list[float]] = defaultdict(list)
+    for g in got:
+        name = level_name(items[g.id].meta.get("level"))
+        if name is None:
+            continue
+        cells[name].append(g.score)
+        cells["theory_memorization" if name in THEORY else "problem_solving"].append(g.score)
+    return {k: mean_ci(v, n_boot, rng) for k, v in sorted(cells.items())}
+
+
+def _gaps(graded: dict, n_boot: int, rng: np.random.Generator) -> dict:
+    per: dict[str, dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
+    for (model, setting, repeat, item_id), g in graded.items():
+        if repeat == 0 and setting:
+            per[model][setting][item_id] = g.score
+    out = {}
+    for model, settings in sorted(per.items()):
+        if "TV" not in settings or len(settings) < 2:
+            continue
+        tv = settings["TV"]
+        row: dict[str, Any] = {s: float(np.mean(list(v.values()))) for s, v in sorted(settings.items())}
+        for setting, name in GAPS.items():
+            if setting in settings:
+                common = sorted(tv.keys() & settings[setting].keys())
+                if common:
+                    a = np.array([tv[i] for i in common])
+                    b = np.array([settings[setting][i] for i in common])
+                    row[name] = _gap(a, b, n_boot, rng)
+                    if setting == "TO":
+                        row["vision_gain"] = float(a.mean() - b.mean())
+        out[model] = row
+    return out
+
+
+def _difficulty(graded: dict, items: dict) -> dict:
+    """Table 5: each item tagged by the share of models (TV, first repeat) that solve it."""
+    solved: dict[str, dict[str, float]] = defaultdict(dict)
+    for (model, setting, repeat, item_id), g in graded.items():
+        if repeat == 0 and setting in ("TV", ""):
+            solved[item_id][model] = g.score
+    models = sorted({m for v in solved.values() for m in v})
+    if len(models) < 2:
+        return {"models": models, "note": "needs two or more models graded on the same items"}
+    tags: dict[str, dict[str, Any]] = {}
+    for item_id, scores in solved.items():
+        if len(scores) != len(models):
+            continue  # an item not graded for every model has no share
+        tag = f"{round(100 * sum(scores.values()) / len(models))}%"
+        cell = tags.setdefault(tag, {"items": 0, "level_counts": defaultdict(int), "solved": defaultdict(float)})
+        cell["items"] += 1
+        for model, score in scores.items():
+            cell["solved"][model] += score
+        name = level_name(items[item_id].meta.get("level"))
+        if name is not None:
+            cell["level_counts"][name] += 1
+    for cell in tags.values():
+        cell["level_counts"] = dict(sorted(cell["level_counts"].items()))
+        cell["accuracy"] = {m: cell["solved"][m] / cell["items"] for m in models}
+        del cell["solved"]
+    return {"models": models, "tags": dict(sorted(tags.items(), key=lambda kv: -float(kv[0][:-1])))}

@@ -1,0 +1,242 @@
+"""benchmint grade: SeePhys's rules -> screen -> judge, judge failures apart, choice benchmarks, summaries."""
+
+import json
+
+import numpy as np
+import pytest
+
+from benchmint.cli import main
+from benchmint.grade.judge import VerdictError, fill, parse_binary, parse_extracted, parse_scale
+from benchmint.grade.summary import _gap, level_name
+
+from chat_server import ChatServer, Reply, Status, prompt_of
+
+ITEMS = [
+    {"id": "p1", "question": "An engine does 1.2e5 J of work in 2 min. Its power?", "answer": "1 kW",
+     "language": "English", "level": 2, "subject": "mechanics"},
+    {"id": "p2", "question": "Which ray leaves the prism?", "answer": "Ray E", "language": "English", "level": 5,
+     "subject": "optics"},
+    {"id": "p3", "question": "Speed at the bottom?", "answer": "$\\sqrt{2gh}$", "language": "English", "level": 6,
+     "subject": "mechanics"},
+    {"id": "p4", "question": "The charge on the sphere?", "answer": "1.5e-7 C", "language": "English", "sig_figs": 2,
+     "level": 1, "subject": "electricity"},
+    {"id": "p5", "question": "求加速度。", "answer": "2 m/s^2", "language": "Chinese", "level": 3, "subject": "mechanics"},
+    {"id": "p6", "question": "The period?", "answer": "2.0 s", "language": "English", "level": 7, "subject": "waves"},
+    {"id": "p7", "question": "Where is the field zero?", "answer": "Both Regions II and III", "language": "English",
+     "level": 4, "subject": "electricity"},
+]
+
+PREDS = [
+    {"id": "p1", "model": "m", "output": "P = W/t = 1000 W. <answer>1000 W</answer>"},  # screen: units converted
+    {"id": "p2", "model": "m", "output": "The final answer is ray e."},  # screen: same words
+    {"id": "p3", "model": "m", "output": "so v = \\boxed{(2gh)^{1/2}}"},  # screen: SymPy
+    {"id": "p4", "model": "m", "output": "I think it is about 0.15 microcoulomb"},  # no rule: extraction model
+    {"id": "p5", "model": "m", "output": "<answer>3 m/s^2</answer>"},  # screen differs: the judge says 0
+    {"id": "p6", "model": "m", "output": "<answer>it doubles</answer>"},  # the judge never gives a verdict
+    {"id": "p7", "model": "m", "output": "<answer>regions II and III</answer>"},  # the judge says 1
+]
+
+
+def _judge(body):
+    prompt = prompt_of(body)
+    if prompt.startswith("Read the response"):  # the extraction prompt
+        return "Extracted answer: 0.15 \\mu C" if "microcoulomb" in prompt else "None"
+    answer = prompt.rsplit("Model Answer:", 1)[1]
+    if "regions II and III" in answer:
+        return "Judgement: 1"
+    if "3 m/s^2" in answer:
+        return "**0**"
+    return "I think 1 is plausible but 0 is safer"  # a verdict-like digit in prose is no verdict
+
+
+def _write(path, rows):
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+
+
+def _lines(path):
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.fixture
+def files(tmp_path):
+    _write(tmp_path / "items.jsonl", ITEMS)
+    _write(tmp_path / "preds.jsonl", PREDS)
+    return tmp_path
+
+
+def test_seephys_rules_screen_judge_and_judge_failures(files):
+    with ChatServer() as server:
+        server.default = Reply(text=_judge)
+        argv = ["grade", str(files / "preds.jsonl"), "--gold", str(files / "items.jsonl"), "--benchmark", "seephys",
+                "--out", str(files / "out"), "--judge-model", "judge", "--judge-base-url", server.url,
+                "--retry-delay", "0", "--workers", "1", "--quiet"]
+        assert main(argv) == 1  # one answer undecided
+        asked = server.count
+        grades = {g["id"]: g for g in _lines(files / "out" / "grades.jsonl")}
+        assert {k: (g["stage"], g["score"]) for k, g in grades.items()} == {
+            "p1": ("symbolic", 1.0), "p2": ("rule", 1.0), "p3": ("symbolic", 1.0), "p4": ("symbolic", 1.0),
+            "p5": ("judge", 0.0), "p7": ("judge", 1.0)}
+        # 0.15 µC is 1.5e-7 C to the 2 figures asked
+        assert grades["p4"]["extraction"] == "model" and grades["p4"]["answer"] == ["0.15 \\mu C"]
+        assert grades["p7"]["judge_reply"] == "Judgement: 1" and grades["p7"]["attempts"] == 1
+        assert grades["p5"]["screen"] == "differs" and grades["p5"]["verdict"] == "0"
+        errors = _lines(files / "out" / "errors.jsonl")
+        assert [(e["id"], e["kind"], e["cause"]) for e in errors] == [("p6", "undecided", "judge_failed")]
+        assert "after 3 answer attempts" in errors[0]["message"]
+        summary = json.loads((files / "out" / "summary.json").read_text())
+        block = summary["models"][0]
+        assert (block["answers"], block["graded"], block["judge_failures"], block["undecided"]) == (7, 6, 1, 1)
+        assert block["accuracy"]["mean"] == pytest.approx(5 / 6)  # the failure is not counted wrong ...
+        assert block["accuracy_undecided_as_wrong"] == pytest.approx(5 / 7)  # ... except in the lower bound
+        assert block["stages"] == {"rule": 1, "symbolic": 3, "judge": 2}
+        assert block["by"]["subject"]["mechanics"]["n"] == 3  # p1, p3, p5
+        assert block["levels"]["theory_memorization"]["n"] == 2  # levels 5 (UG) and 6 (SUG); 7 (MA) undecided
+        assert summary["judge"]["model"] == "judge"
+        # 1 extraction + 2 decided judge calls + 3 attempts of the failing one
+        assert asked == 6
+        # A rerun reads every reply from the cache: nothing is asked again, the outputs are the same.
+        before = _lines(files / "out" / "grades.jsonl")
+        assert main(argv) == 1
+        assert server.count == asked
+        again = _lines(files / "out" / "grades.jsonl")
+        assert [g.pop("cached", None) for g in again if g["stage"] == "judge"] == [True, True]  # marked as such
+        assert again == [{k: v for k, v in g.items() if k != "cached"} for g in before]
+        assert [(e["id"], e["cause"]) for e in _lines(files / "out" / "errors.jsonl")] == [("p6", "judge_failed")]
+
+
+def test_without_a_judge_the_undecided_are_listed_not_wrong(files):
+    assert main(["grade", str(files / "preds.jsonl"), "--gold", str(files / "items.jsonl"), "--benchmark",
+                 "seephys", "--out", str(files / "out"), "--workers", "1", "--quiet"]) == 1
+    errors = _lines(files / "out" / "errors.jsonl")
+    assert sorted(e["id"] for e in errors) == ["p4", "p5", "p6", "p7"]
+    assert {e["cause"] for e in errors} == {"no_judge"}
+    summary = json.loads((files / "out" / "summary.json").read_text())
+    assert summary["counts"]["no_judge"] == 4 and summary["models"][0]["accuracy"]["mean"] == 1.0
+
+
+def test_a_judge_server_down_is_a_judge_failure_per_answer(files):
+    with ChatServer() as server:
+        server.default = Status(503)
+        assert main(["grade", str(files / "preds.jsonl"), "--gold", str(files / "items.jsonl"), "--benchmark",
+                     "seephys", "--out", str(files / "out"), "--judge-model", "j", "--judge-base-url", server.url,
+                     "--retries", "2", "--retry-delay", "0", "--workers", "1", "--quiet"]) == 1
+    errors = _lines(files / "out" / "errors.jsonl")
+    kinds = sorted((e["id"], e["kind"]) for e in errors)
+    # p4's extraction fails (so it stays unread and goes to the judge, which fails too)
+    assert kinds == [("p4", "extraction_failed"), ("p4", "undecided"), ("p5", "undecided"), ("p6", "undecided"),
+                     ("p7", "undecided")]
+    assert all(e["judge"]["status"] == 503 for e in errors if e["kind"] == "undecided")
+
+
+def test_bad_lines_duplicates_and_unknown_ids_are_listed(files):
+    _write(files / "preds.jsonl", [PREDS[0], PREDS[0], {"id": "nope", "model": "m", "output": "1"}, {"model": "m"}])
+    assert main(["grade", str(files / "preds.jsonl"), "--gold", str(files / "items.jsonl"), "--benchmark", "seephys",
+                 "--out", str(files / "out"), "--workers", "1", "--quiet"]) == 1
+    kinds = [(e["kind"], e.get("line")) for e in _lines(files / "out" / "errors.jsonl")]
+    assert kinds == [("duplicate", 2), ("unknown_id", 3), ("missing_id", 4)]
+    assert len(_lines(files / "out" / "grades.jsonl")) == 1
+
+
+def test_matvqa_reads_the_format_its_prompt_asks_for(tmp_path):
+    (tmp_path / "fig.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    items = [{"id": str(i), "question": "q", "options": ["a", "b", "c", "d"], "answer": 2, "task": t,
+              "image": "fig.png"} for i, t in enumerate(("causal", "causal", "comparative", "quantitative"))]
+    preds = [{"id": "0", "model": "m", "output": "Reasoning... The answer is (2)"},  # A.2's regex misses this
+             {"id": "1", "model": "m", "output": "The answer is (3)"},
+             {"id": "2", "model": "m", "output": "the answer is: （2）"},
+             {"id": "3", "model": "m", "output": "I am not sure."}]
+    _write(tmp_path / "items.jsonl", items)
+    _write(tmp_path / "preds.jsonl", preds)
+    assert main(["grade", str(tmp_path / "preds.jsonl"), "--gold", str(tmp_path / "items.jsonl"), "--benchmark",
+                 "matvqa", "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    grades = _lines(tmp_path / "out" / "grades.jsonl")
+    assert [(g["answer"], g["verdict"]) for g in grades] == [([2], "correct"), ([3], "wrong"), ([2], "correct"),
+                                                             (None, "unparsed")]
+    block = json.loads((tmp_path / "out" / "summary.json").read_text())["models"][0]
+    assert block["accuracy"]["mean"] == 0.5 and block["unparsed"] == 1
+    assert {k: v["mean"] for k, v in block["by"]["task"].items()} == {"causal": 0.5, "comparative": 1.0,
+                                                                     "quantitative": 0.0}
+
+
+def test_csmbench_mcq_never_reads_the_a_of_answer(tmp_path):
+    options = json.dumps([{"label": x, "caption": f"caption {x}"} for x in "ABCD"])
+    items = [{"index": i, "file_name": "x.png", "options": options, "correct_answer": c, "scale": s}
+             for i, (c, s) in enumerate((("C", "Microscale"), ("B", "AtomScale")))]
+    (tmp_path / "x.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    _write(tmp_path / "metadata.jsonl", items)
+    _write(tmp_path / "preds.jsonl", [{"id": "0", "model": "m", "output": "The answer is C"},
+                                      {"id": "1", "model": "m", "output": "answer: A"}])
+    assert main(["grade", str(tmp_path / "preds.jsonl"), "--gold", str(tmp_path), "--benchmark", "csmbench-mcq",
+                 "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    grades = _lines(tmp_path / "out" / "grades.jsonl")
+    assert [(g["answer"], g["score"]) for g in grades] == [(["C"], 1.0), (["A"], 0.0)]
+
+
+def test_settings_gaps_by_hand(files):
+    # Model m: TV solves 4 of 7, TO 2 of 7: Δ2 = (4/7 - 2/7) / (4/7) = 0.5, vision gain 2/7.
+    rows = []
+    for setting, solved in (("TV", 4), ("TO", 2)):
+        for k, item in enumerate(ITEMS):
+            answer = item["answer"] if k < solved else "no idea at all"
+            rows.append({"id": item["id"], "model": "m", "setting": setting, "answer": answer})
+    _write(files / "preds.jsonl", rows)
+    with ChatServer() as server:
+        server.default = Reply(text="0")  # whatever the screen cannot decide is wrong
+        assert main(["grade", str(files / "preds.jsonl"), "--gold", str(files / "items.jsonl"), "--benchmark",
+                     "seephys", "--out", str(files / "out"), "--judge-model", "j", "--judge-base-url", server.url,
+                     "--workers", "1", "--quiet"]) == 0
+    gaps = json.loads((files / "out" / "summary.json").read_text())["settings_gaps"]["m"]
+    assert gaps["TV"] == pytest.approx(4 / 7) and gaps["TO"] == pytest.approx(2 / 7)
+    assert gaps["delta2"]["mean"] == pytest.approx(0.5) and gaps["vision_gain"] == pytest.approx(2 / 7)
+    assert gaps["delta2"]["low"] <= 0.5 <= gaps["delta2"]["high"] and "delta1" not in gaps
+
+
+def test_paired_gap_interval_covers_its_mean():
+    rng = np.random.default_rng(0)
+    tv = (rng.random(400) < 0.6).astype(float)
+    other = tv * (rng.random(400) < 0.7)
+    got = _gap(tv, other, 2000, np.random.default_rng(1))
+    assert got["mean"] == pytest.approx((tv.mean() - other.mean()) / tv.mean())
+    assert got["low"] < got["mean"] < got["high"] and got["high"] - got["low"] < 0.2
+    assert _gap(np.zeros(5), np.zeros(5), 1000, rng)["mean"] is None
+
+
+@pytest.mark.parametrize(("reply", "verdict"), [
+    ("1", 1), ("0", 0), ("Judgement: 1", 1), ("judgment:0", 0), ("**1**", 1), ("1.", 1), (" 0 \n", 0),
+    ("<think>maybe 0</think>1", 1), ("`1`", 1),
+])
+def test_binary_verdicts(reply, verdict):
+    assert parse_binary(reply) == verdict
+
+
+@pytest.mark.parametrize("reply", ["", "10", "7/10", "1 is not right, so 0", "The answer is 1", "Judgement:",
+                                   "yes", "0 or 1", "<think>1</think>", "2"])
+def test_binary_non_verdicts(reply):
+    with pytest.raises(VerdictError):
+        parse_binary(reply)
+
+
+@pytest.mark.parametrize(("reply", "low", "score"), [("7/10", 0, 7), ("Score: 8", 0, 8), ("10", 0, 10), ("0", 0, 0),
+                                                     ("**9**", 1, 9), ("1", 1, 1)])
+def test_scale_verdicts(reply, low, score):
+    assert parse_scale(reply, low, 10) == score
+
+
+@pytest.mark.parametrize(("reply", "low"), [("11", 0), ("7.5", 0), ("0", 1), ("7 out of 10, maybe 8", 0), ("", 0),
+                                            ("The score is 7", 0)])
+def test_scale_non_verdicts(reply, low):
+    with pytest.raises(VerdictError):
+        parse_scale(reply, low, 10)
+
+
+def test_extraction_replies_and_prompt_filling():
+    assert parse_extracted("Extracted answer: 3 m/s") == "3 m/s" and parse_extracted("None.") is None
+    with pytest.raises(VerdictError):
+        parse_extracted("  ")
+    # A value holding a placeholder is not filled again; LaTeX braces stay.
+    assert fill("Q: {question} G: {gold}", question="{gold} \\frac{a}{b}", gold="1") == "Q: {gold} \\frac{a}{b} G: 1"
+
+
+def test_levels_by_name_or_number():
+    assert [level_name(x) for x in (1, 4, 8, "phd", "UG", 9, 0, True, "Grad")] == [
+        "Mid", "AO", "PhD", "PhD", "UG", None, None, None, None]
