@@ -240,3 +240,25 @@ def test_extraction_replies_and_prompt_filling():
 def test_levels_by_name_or_number():
     assert [level_name(x) for x in (1, 4, 8, "phd", "UG", 9, 0, True, "Grad")] == [
         "Mid", "AO", "PhD", "PhD", "UG", None, None, None, None]
+
+
+def test_eval_grade_chains_the_grading_on_one_server(files):
+    gold = {item["question"]: item["answer"] for item in ITEMS}
+
+    def model_or_judge(body):
+        prompt = prompt_of(body)
+        if prompt.startswith("You are a physics professor"):
+            return "0"
+        question = next(q for q in gold if prompt.startswith(q))
+        return f"<answer>{gold[question]}</answer>" if question != ITEMS[4]["question"] else "<answer>5 N</answer>"
+
+    with ChatServer() as server:
+        server.default = Reply(text=model_or_judge)
+        assert main(["eval", str(files / "items.jsonl"), "--benchmark", "seephys", "--setting", "TO", "--model",
+                     "answerer", "--base-url", server.url, "--out", str(files / "run"), "--retry-delay", "0",
+                     "--grade", "--judge-model", "judge"]) == 0
+    summary = json.loads((files / "run" / "grades" / "summary.json").read_text())
+    block = summary["models"][0]
+    assert (block["model"], block["setting"], block["answers"], block["graded"]) == ("answerer", "TO", 7, 7)
+    assert block["accuracy"]["mean"] == pytest.approx(6 / 7) and block["stages"]["judge"] == 1
+    assert summary["judge"]["model"] == "judge"

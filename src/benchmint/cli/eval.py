@@ -50,7 +50,36 @@ def run(args: argparse.Namespace) -> int:
     status = result.exit_code
     if args.score:
         status = max(status, _score(args, bench, result))
+    if args.grade:
+        status = max(status, _grade(args, bench, result))
     return status
+
+
+def _grade(args: argparse.Namespace, bench, result) -> int:
+    """``benchmint grade`` on the run's predictions, through its real parser; the judge's calls share the cache."""
+    from benchmint.benchmarks.evaluate import CACHE_NAME
+    from benchmint.cli import main
+    from benchmint.grade.flow import GRADED
+
+    if bench.name not in GRADED:
+        print(f"--grade: {bench.name} is scored as sets (--score), not graded", file=sys.stderr)
+        return 0
+    if not result.predictions:
+        print("--grade: no predictions to grade", file=sys.stderr)
+        return 1
+    out = Path(args.out)
+    argv = ["grade", str(out / "predictions.jsonl"), "--gold", str(args.items), "--benchmark", bench.name,
+            "--out", str(out / "grades"), "--seed", str(args.seed), "--cache", str(out / CACHE_NAME)]
+    judge_url = args.judge_base_url or args.base_url
+    if args.judge_model and judge_url:
+        argv += ["--judge-model", args.judge_model, "--judge-base-url", judge_url]
+        for flag, value in (("--api-key-env", args.api_key_env), ("--timeout", args.timeout),
+                            ("--concurrency", args.concurrency), ("--retries", args.retries),
+                            ("--retry-delay", args.retry_delay), ("--prices", args.prices)):
+            if value is not None:
+                argv += [flag, str(value)]
+    print(f"\n=== benchmint grade --benchmark {bench.name} on the predictions")
+    return main(argv)
 
 
 def _score(args: argparse.Namespace, bench, result) -> int:
@@ -73,6 +102,7 @@ def _score(args: argparse.Namespace, bench, result) -> int:
 
 def add_parser(sub) -> None:
     from benchmint import benchmarks
+    from benchmint.cli.grade import add_judge_arguments
     from benchmint.models.options import add_arguments
 
     ev = sub.add_parser("eval", help="run a model over a benchmark's items",
@@ -98,5 +128,9 @@ def add_parser(sub) -> None:
                     help="no model: the benchmark's deterministic baseline (CrystalXRD: the answer simulated from "
                          "the CIF)")
     ev.add_argument("--score", action="store_true", help="score the predictions in the same run (option and HKL sets)")
+    ev.add_argument("--grade", action="store_true",
+                    help="grade the predictions in the same run (seephys, matvqa, csmbench-mcq) into --out/grades; "
+                         "the judge is --judge-model on --judge-base-url (default: --base-url)")
+    add_judge_arguments(ev)
     add_arguments(ev)
     ev.set_defaults(func=run)
