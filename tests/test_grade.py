@@ -262,3 +262,46 @@ def test_eval_grade_chains_the_grading_on_one_server(files):
     assert (block["model"], block["setting"], block["answers"], block["graded"]) == ("answerer", "TO", 7, 7)
     assert block["accuracy"]["mean"] == pytest.approx(6 / 7) and block["stages"]["judge"] == 1
     assert summary["judge"]["model"] == "judge"
+
+
+def test_judge_audit_sheet_and_labels(files):
+    import csv
+
+    with ChatServer() as server:
+        server.default = Reply(text=_judge)
+        base = ["grade", str(files / "preds.jsonl"), "--gold", str(files / "items.jsonl"), "--benchmark", "seephys",
+                "--out", str(files / "out"), "--judge-model", "judge", "--judge-base-url", server.url,
+                "--retry-delay", "0", "--workers", "1", "--quiet"]
+        main([*base, "--audit-sample", "10"])
+        with open(files / "out" / "audit.csv", newline="", encoding="utf-8") as f:
+            sheet = list(csv.DictReader(f))
+        # the judge decided p5 (0) and p7 (1); the sheet shows what it saw
+        assert [(r["id"], r["judge"], r["answer_judged"], r["person"]) for r in sheet] == [
+            ("p5", "0", "3 m/s^2", ""), ("p7", "1", "regions II and III", "")]
+        sheet[0]["person"], sheet[1]["person"] = "0", "0"  # the person rejects p7
+        sheet.append({**sheet[0], "id": "p9", "person": "maybe"})
+        with open(files / "labels.csv", "w", newline="", encoding="utf-8") as f:
+            w = csv.DictWriter(f, fieldnames=list(sheet[0]))
+            w.writeheader()
+            w.writerows(sheet)
+        assert main([*base, "--audit-labels", str(files / "labels.csv")]) == 1
+    a = json.loads((files / "out" / "summary.json").read_text())["audit"]
+    # 1 of 2 differs; Wilson 95%: centre 0.5, half-width 1.96·sqrt(0.125 + 0.2401)/2.9207 = 0.4054
+    assert (a["labelled"], a["disagreements"], a["error_rate"]) == (2, 1, 0.5)
+    assert a["low"] == pytest.approx(0.0945, abs=1e-4) and a["high"] == pytest.approx(0.9055, abs=1e-4)
+    assert a["disagreeing"] == [{"id": "p7", "model": "m", "setting": None, "judge": 1, "person": 0, "line": 3}]
+    bad = [e for e in _lines(files / "out" / "errors.jsonl") if e["kind"] == "bad_label"]
+    assert [(e["id"], e["line"]) for e in bad] == [("p9", 4)]
+
+
+def test_stratified_sample_keeps_every_stratum():
+    from benchmint.grade.audit import stratified_sample
+    from benchmint.records import Grade
+
+    grades = [Grade(f"a{i}", "a", None, "judge", 1.0, "1") for i in range(8)]
+    grades += [Grade(f"b{i}", "a", None, "judge", 0.0, "0") for i in range(2)]
+    grades += [Grade("c", "a", None, "symbolic", 1.0, "numeric")]  # not the judge's: never sampled
+    got = stratified_sample(grades, 5, seed=3)
+    assert sorted(g.verdict for g in got) == ["0", "1", "1", "1", "1"]  # 5·8/10 = 4 and 5·2/10 = 1
+    assert got == stratified_sample(grades, 5, seed=3)
+    assert len(stratified_sample(grades, 100, 0)) == 10

@@ -30,6 +30,14 @@ def render(summary: dict) -> str:
         if "vision_gain" in gaps:
             parts.append(f"vision gain {100 * gaps['vision_gain']:+.1f} points")
         lines.append(f"{model}: relative gaps to TV (%): " + ", ".join(parts))
+    if "audit" in summary:
+        a = summary["audit"]
+        if a["labelled"]:
+            lines.append(f"judge audit: {a['disagreements']} of {a['labelled']} labelled decisions differ from the "
+                         f"person: error rate {100 * a['error_rate']:.1f}% [{100 * a['low']:.1f}, "
+                         f"{100 * a['high']:.1f}]")
+    if "audit_sheet" in summary:
+        lines.append(f"audit sheet: {summary['audit_sheet']['rows']} decisions -> {summary['audit_sheet']['path']}")
     c = summary["counts"]
     lines.append(f"{c['answers']} answers, {c['graded']} graded, {c['undecided']} undecided "
                  f"({c['judge_failures']} judge failures, {c['no_judge']} without a judge), {c['unparsed']} unparsed, "
@@ -60,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
         cfg = GradeConfig(benchmark=args.benchmark, by=tuple(args.by) if args.by is not None else None,
                           n_boot=args.bootstrap, seed=args.seed, rtol=args.rtol,
                           symbolic_timeout_s=args.symbolic_timeout, workers=args.workers,
-                          progress=not args.quiet and sys.stderr.isatty())
+                          progress=not args.quiet and sys.stderr.isatty(), audit_sample=args.audit_sample,
+                          audit_labels=args.audit_labels)
         judge = judge_from_arguments(args, out)
         result = grade_files(args.pred, args.gold, out, cfg, judge)
     except (InputError, ValueError, OSError) as exc:
@@ -105,6 +114,11 @@ def add_parser(sub) -> None:
     p.add_argument("--workers", type=int, default=-1, help="symbolic-check processes: -1 all cores (default)")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for 95%% CIs (>= 1000)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--audit-sample", type=int, metavar="N",
+                   help="write audit.csv: N of the judge's decisions, stratified by model and verdict, for a person "
+                        "to label (column person: 0 or 1)")
+    p.add_argument("--audit-labels", metavar="CSV", help="a filled audit sheet: the judge's error rate against the "
+                                                         "person, with a 95%% interval, and the rows they differ on")
     p.add_argument("--quiet", action="store_true", help="no table")
     add_judge_arguments(p)
     add_arguments(p)

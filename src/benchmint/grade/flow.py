@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmint import benchmarks, tasks
+from benchmint.grade import audit
 from benchmint.grade import summary as summaries
 from benchmint.grade.judge import SEEPHYS_EXTRACT, SEEPHYS_JUDGE, Judge
 from benchmint.io import InputError, atomic_write, write_jsonl
@@ -52,6 +53,8 @@ class GradeConfig:
     symbolic_timeout_s: float = 5.0
     workers: int = -1
     progress: bool = False
+    audit_sample: int | None = None  # write audit.csv: this many judge decisions for a person to check
+    audit_labels: str | None = None  # a filled audit sheet: the judge's error rate against the person
 
     def __post_init__(self) -> None:
         if self.benchmark not in GRADED:
@@ -184,7 +187,8 @@ def _choice_grades(bench, units: list[Unit], items: dict, errors: list[dict]) ->
 
 
 def _seephys_grades(units: list[Unit], items: dict, cfg: GradeConfig, judge: Judge | None,
-                    errors: list[dict]) -> list[Grade]:
+                    errors: list[dict], shown: dict) -> list[Grade]:
+    """The three stages; ``shown`` gets, per unit key, the answer as the judge saw it (for the audit sheet)."""
     from benchmint.grade.screen import Screen
 
     # Stage 1: rules, then the extraction model where no rule matched.
@@ -229,9 +233,10 @@ def _seephys_grades(units: list[Unit], items: dict, cfg: GradeConfig, judge: Jud
         jobs = []
         for i in to_judge:
             u, e = units[i], extracted[i]
-            shown = "; ".join(e.answers) if e.answers and not e.conflict else _tail(u.pred.output or "")
+            seen = "; ".join(e.answers) if e.answers and not e.conflict else _tail(u.pred.output or "")
+            shown[u.key] = seen
             jobs.append((i, {"question": _question(items[u.pred.id]), "gold": str(items[u.pred.id].answer),
-                             "answer": shown}))
+                             "answer": seen}))
         for i, judged in judge.run(SEEPHYS_JUDGE, jobs):
             u, e = units[i], extracted[i]
             if judged.failure is not None:
@@ -273,8 +278,9 @@ def grade_files(pred_paths: Iterable[str | Path], gold_path: str | Path, out_dir
     paths = [str(p) for p in pred_paths]
     items = _read_gold(bench, gold_path, result.errors)
     units = _read_units(paths, items, result.errors)
+    shown: dict = {}
     if cfg.benchmark == "seephys":
-        result.grades = _seephys_grades(units, items, cfg, judge, result.errors)
+        result.grades = _seephys_grades(units, items, cfg, judge, result.errors, shown)
     else:
         result.grades = _choice_grades(bench, units, items, result.errors)
     by = cfg.by if cfg.by is not None else tuple(k for k in bench.strata
@@ -284,8 +290,18 @@ def grade_files(pred_paths: Iterable[str | Path], gold_path: str | Path, out_dir
     result.summary["inputs"] = {"predictions": paths, "gold": str(gold_path)}
     if judge is not None:
         result.summary["judge"] = {"model": judge.model, **judge.engine.summary()}
-    result.summary["seconds"] = round(time.perf_counter() - t0, 3)
     out.mkdir(parents=True, exist_ok=True)
+    if cfg.audit_sample is not None:
+        sample = audit.stratified_sample(result.grades, cfg.audit_sample, cfg.seed)
+        audit.write_sheet(out / "audit.csv", sample, items, shown)
+        result.summary["audit_sheet"] = {"path": str(out / "audit.csv"), "rows": len(sample),
+                                         "judge_decisions": sum(g.stage == "judge" for g in result.grades)}
+    if cfg.audit_labels is not None:
+        labels, bad = audit.read_labels(cfg.audit_labels)
+        result.errors.extend(bad)
+        result.summary["audit"] = {"labels": str(cfg.audit_labels), **audit.report(labels)}
+        result.summary["counts"]["errors"] = len(result.errors)
+    result.summary["seconds"] = round(time.perf_counter() - t0, 3)
     write_jsonl(out / "grades.jsonl", (g.to_json() for g in result.grades))
     write_jsonl(out / "errors.jsonl", result.errors)
     with atomic_write(out / "summary.json") as f:
