@@ -46,7 +46,7 @@ def stratified_sample(grades: list[Grade], n: int, seed: int) -> list[Grade]:
             break
         if quota[k] < len(strata[k]):
             quota[k] += 1
-    chosen = []
+    chosen: list[Grade] = []
     for k in keys:
         members = strata[k]
         picks = rng.choice(len(members), size=min(quota[k], len(members)), replace=False)
