@@ -305,3 +305,32 @@ def test_stratified_sample_keeps_every_stratum():
     assert sorted(g.verdict for g in got) == ["0", "1", "1", "1", "1"]  # 5·8/10 = 4 and 5·2/10 = 1
     assert got == stratified_sample(grades, 5, seed=3)
     assert len(stratified_sample(grades, 100, 0)) == 10
+
+
+def test_two_judges_agreement(files):
+    def stern(body):  # rejects everything the first judge accepts
+        reply = _judge(body)
+        return "Judgement: 0" if reply == "Judgement: 1" else reply
+
+    with ChatServer() as first, ChatServer() as second:
+        first.default, second.default = Reply(text=_judge), Reply(text=stern)
+        assert main(["grade", str(files / "preds.jsonl"), "--gold", str(files / "items.jsonl"), "--benchmark",
+                     "seephys", "--out", str(files / "out"), "--judge-model", "j1", "--judge-base-url", first.url,
+                     "--second-judge-model", "j2", "--second-judge-base-url", second.url, "--retry-delay", "0",
+                     "--workers", "1", "--quiet"]) == 1
+    ag = json.loads((files / "out" / "summary.json").read_text())["judge_agreement"]
+    # both decide p5 (0, 0) and p7 (1, 0); p6 fails with both. po = 1/2, pe = (1/2)(2/2) + (1/2)(0) = 1/2: κ = 0
+    assert (ag["judges"], ag["answers"], ag["agree"], ag["kappa"]) == (["j1", "j2"], 2, 1, 0.0)
+    assert ag["disagreeing"] == [{"model": "m", "setting": None, "id": "p7", "first": 1, "second": 0}]
+    kinds = [e["kind"] for e in _lines(files / "out" / "errors.jsonl")]
+    assert sorted(kinds) == ["second_judge_failed", "undecided"]
+
+
+def test_cohen_kappa_by_hand():
+    from benchmint.grade.audit import cohen_kappa
+
+    # 10 answers: both 1 on 4, both 0 on 3, (1, 0) on 2, (0, 1) on 1. po = 0.7; pe = 0.6·0.5 + 0.4·0.5 = 0.5; κ = 0.4
+    a = [1] * 4 + [0] * 3 + [1] * 2 + [0]
+    b = [1] * 4 + [0] * 3 + [0] * 2 + [1]
+    assert cohen_kappa(a, b) == pytest.approx(0.4)
+    assert cohen_kappa([1, 1], [1, 1]) is None and cohen_kappa([], []) is None

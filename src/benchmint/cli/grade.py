@@ -36,6 +36,11 @@ def render(summary: dict) -> str:
             lines.append(f"judge audit: {a['disagreements']} of {a['labelled']} labelled decisions differ from the "
                          f"person: error rate {100 * a['error_rate']:.1f}% [{100 * a['low']:.1f}, "
                          f"{100 * a['high']:.1f}]")
+    if "judge_agreement" in summary:
+        ag = summary["judge_agreement"]
+        kappa = "undefined" if ag["kappa"] is None else f"{ag['kappa']:.3f}"
+        lines.append(f"judges {' and '.join(ag['judges'])}: agree on {ag['agree']} of {ag['answers']} answers, "
+                     f"Cohen's kappa {kappa}")
     if "audit_sheet" in summary:
         lines.append(f"audit sheet: {summary['audit_sheet']['rows']} decisions -> {summary['audit_sheet']['path']}")
     c = summary["counts"]
@@ -58,12 +63,24 @@ def judge_from_arguments(args: argparse.Namespace, out: Path):
     return Judge(engine_from_arguments(judge_args, out / CACHE_NAME, seed=args.seed), args.judge_model)
 
 
+def second_judge_from_arguments(args: argparse.Namespace, out: Path):
+    """The second judge (for agreement), or None without --second-judge-model."""
+    if not getattr(args, "second_judge_model", None):
+        return None
+    from benchmint.grade.judge import Judge
+    from benchmint.models.options import engine_from_arguments
+
+    url = args.second_judge_base_url or args.judge_base_url
+    judge_args = argparse.Namespace(**{**vars(args), "base_url": url})
+    return Judge(engine_from_arguments(judge_args, out / CACHE_NAME, seed=args.seed), args.second_judge_model)
+
+
 def run(args: argparse.Namespace) -> int:
     from benchmint.grade.flow import GradeConfig, grade_files
     from benchmint.io import InputError
 
     out = Path(args.out)
-    judge = None
+    judge = second = None
     try:
         cfg = GradeConfig(benchmark=args.benchmark, by=tuple(args.by) if args.by is not None else None,
                           n_boot=args.bootstrap, seed=args.seed, rtol=args.rtol,
@@ -71,13 +88,15 @@ def run(args: argparse.Namespace) -> int:
                           progress=not args.quiet and sys.stderr.isatty(), audit_sample=args.audit_sample,
                           audit_labels=args.audit_labels)
         judge = judge_from_arguments(args, out)
-        result = grade_files(args.pred, args.gold, out, cfg, judge)
+        second = second_judge_from_arguments(args, out)
+        result = grade_files(args.pred, args.gold, out, cfg, judge, second)
     except (InputError, ValueError, OSError) as exc:
         print(f"benchmint grade: error: {exc}", file=sys.stderr)
         return 2
     finally:
-        if judge is not None:
-            judge.engine.close()
+        for j in (judge, second):
+            if j is not None:
+                j.engine.close()
     if not args.quiet:
         print(render(result.summary))
         print(f"wrote {out}/grades.jsonl, summary.json, errors.jsonl")
@@ -88,6 +107,9 @@ def add_judge_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("the judge (stage 3: what rules and the symbolic screen cannot decide)")
     g.add_argument("--judge-model", metavar="NAME", help="the judge model's name on its server")
     g.add_argument("--judge-base-url", metavar="URL", help="the judge server's OpenAI-compatible base URL")
+    g.add_argument("--second-judge-model", metavar="NAME",
+                   help="a second judge for the same answers: Cohen's kappa and the answers the judges differ on")
+    g.add_argument("--second-judge-base-url", metavar="URL", help="its server (default: --judge-base-url)")
 
 
 def add_parser(sub) -> None:

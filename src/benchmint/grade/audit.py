@@ -9,6 +9,9 @@ the draw is seeded. The ``person`` column is left empty for a 0 or 1.
 ``read_labels`` + ``report``: the filled sheet read back; the judge's error
 rate (share of labelled rows where person and judge differ) with a 95%
 Wilson interval, per verdict too, and the rows where they differ.
+
+``agreement``: two judges on the same answers, Cohen's kappa and the
+answers they differ on.
 """
 
 from __future__ import annotations
@@ -106,3 +109,23 @@ def report(rows: list[dict]) -> dict:
     return {**rate(rows), "by_judge_verdict": {str(v): rate([r for r in rows if r["judge"] == v]) for v in (0, 1)},
             "disagreeing": [{k: r[k] for k in ("id", "model", "setting", "judge", "person", "line")}
                             for r in rows if r["judge"] != r["person"]]}
+
+
+def cohen_kappa(a: list[int], b: list[int]) -> float | None:
+    """Cohen's kappa of two raters' labels; None when undefined (no items, or chance agreement is certain)."""
+    n = len(a)
+    if n == 0:
+        return None
+    observed = sum(x == y for x, y in zip(a, b)) / n
+    labels = set(a) | set(b)
+    chance = sum((a.count(v) / n) * (b.count(v) / n) for v in labels)
+    return None if chance == 1 else (observed - chance) / (1 - chance)
+
+
+def agreement(paired: list[tuple[tuple, int, int]]) -> dict:
+    """``paired``: (unit key, first judge's verdict, second's) for the answers both decided."""
+    first, second = [p[1] for p in paired], [p[2] for p in paired]
+    return {"answers": len(paired), "agree": sum(x == y for x, y in zip(first, second)),
+            "kappa": cohen_kappa(first, second),
+            "disagreeing": [{"model": k[0], "setting": k[1] or None, "id": k[3], "first": x, "second": y}
+                            for k, x, y in paired if x != y]}

@@ -187,8 +187,13 @@ def _choice_grades(bench, units: list[Unit], items: dict, errors: list[dict]) ->
 
 
 def _seephys_grades(units: list[Unit], items: dict, cfg: GradeConfig, judge: Judge | None,
-                    errors: list[dict], shown: dict) -> list[Grade]:
-    """The three stages; ``shown`` gets, per unit key, the answer as the judge saw it (for the audit sheet)."""
+                    errors: list[dict], shown: dict, second: Judge | None = None,
+                    paired: list | None = None) -> list[Grade]:
+    """The three stages; ``shown`` gets, per unit key, the answer as the judge saw it (for the audit sheet).
+
+    With a ``second`` judge, it judges the same stage-3 answers and ``paired`` gets (unit key, first verdict,
+    second verdict) for the agreement report; the first judge's verdicts are the grades.
+    """
     from benchmint.grade.screen import Screen
 
     # Stage 1: rules, then the extraction model where no rule matched.
@@ -246,6 +251,14 @@ def _seephys_grades(units: list[Unit], items: dict, cfg: GradeConfig, judge: Jud
             grades[i] = _grade(u, list(e.answers) or None, "judge", float(judged.value), str(judged.value),
                                judge_reply=judged.reply, attempts=judged.attempts, cached=judged.cached,
                                extraction=e.rule, screen=screened[i].reason)
+        if second is not None and paired is not None:
+            for i, judged in second.run(SEEPHYS_JUDGE, jobs):
+                u, first = units[i], grades[i]
+                if judged.failure is not None:
+                    errors.append(error_row("second_judge_failed", judged.failure["detail"], u.file, u.line,
+                                            id=u.pred.id, model=u.model, judge=_call(judged.failure)))
+                elif first is not None:
+                    paired.append((u.key, int(first.score), judged.value))
     return [g for g in grades if g is not None]
 
 
@@ -269,8 +282,11 @@ def _tail(text: str | None) -> str:
 # ---------------------------------------------------------------------------------------------- the run
 
 def grade_files(pred_paths: Iterable[str | Path], gold_path: str | Path, out_dir: str | Path, cfg: GradeConfig,
-                judge: Judge | None = None) -> GradeResult:
-    """Grade every prediction of ``pred_paths`` against the items of ``gold_path``; write the outputs."""
+                judge: Judge | None = None, second_judge: Judge | None = None) -> GradeResult:
+    """Grade every prediction of ``pred_paths`` against the items of ``gold_path``; write the outputs.
+
+    ``second_judge`` judges what the first judges, for Cohen's kappa between the two (summary ``judge_agreement``).
+    """
     t0 = time.perf_counter()
     bench = benchmarks.get(cfg.benchmark)
     out = Path(out_dir)
@@ -279,8 +295,11 @@ def grade_files(pred_paths: Iterable[str | Path], gold_path: str | Path, out_dir
     items = _read_gold(bench, gold_path, result.errors)
     units = _read_units(paths, items, result.errors)
     shown: dict = {}
+    paired: list = []
+    if second_judge is not None and judge is None:
+        raise ValueError("a second judge needs a first one (--judge-model)")
     if cfg.benchmark == "seephys":
-        result.grades = _seephys_grades(units, items, cfg, judge, result.errors, shown)
+        result.grades = _seephys_grades(units, items, cfg, judge, result.errors, shown, second_judge, paired)
     else:
         result.grades = _choice_grades(bench, units, items, result.errors)
     by = cfg.by if cfg.by is not None else tuple(k for k in bench.strata
@@ -290,6 +309,8 @@ def grade_files(pred_paths: Iterable[str | Path], gold_path: str | Path, out_dir
     result.summary["inputs"] = {"predictions": paths, "gold": str(gold_path)}
     if judge is not None:
         result.summary["judge"] = {"model": judge.model, **judge.engine.summary()}
+    if second_judge is not None and judge is not None:
+        result.summary["judge_agreement"] = {"judges": [judge.model, second_judge.model], **audit.agreement(paired)}
     out.mkdir(parents=True, exist_ok=True)
     if cfg.audit_sample is not None:
         sample = audit.stratified_sample(result.grades, cfg.audit_sample, cfg.seed)
