@@ -196,7 +196,54 @@ def _seephys_grades(units: list[Unit], items: dict, cfg: GradeConfig, judge: Jud
     """
     from benchmint.grade.screen import Screen
 
-    # Stage 1: rules, then the extraction model where no rule matched.
+    extracted = _extract(units, items, judge, errors)
+    # Stage 2: the symbolic screen.
+    with Screen(rtol=cfg.rtol, timeout_s=cfg.symbolic_timeout_s, workers=cfg.workers) as screen:
+        screened = screen.check_many((items[u.pred.id].answer, e, items[u.pred.id].fields.get("sig_figs"))
+                                     for u, e in zip(units, extracted))
+    grades: list[Grade | None] = [None] * len(units)
+    to_judge = []
+    for i, (u, e, s) in enumerate(zip(units, extracted, screened)):
+        if s.equivalent:
+            grades[i] = _grade(u, list(e.answers), "rule" if s.reason == "text" else "symbolic", 1.0, s.reason,
+                               extraction=e.rule, screen=s.reason)
+        else:
+            to_judge.append(i)
+    # Stage 3: the judge.
+    if judge is None:
+        for i in to_judge:
+            errors.append(_undecided(units[i], "no_judge", f"the screen could not decide ({screened[i].reason}) and "
+                                     "no judge was given (--judge-model)", screen=screened[i].reason))
+        return [g for g in grades if g is not None]
+    jobs = []
+    for i in to_judge:
+        u, e = units[i], extracted[i]
+        seen = "; ".join(e.answers) if e.answers and not e.conflict else _tail(u.pred.output or "")
+        shown[u.key] = seen
+        jobs.append((i, {"question": _question(items[u.pred.id]), "gold": str(items[u.pred.id].answer),
+                         "answer": seen}))
+    for i, judged in judge.run(SEEPHYS_JUDGE, jobs):
+        u, e = units[i], extracted[i]
+        if judged.failure is not None:
+            errors.append(_undecided(u, "judge_failed", judged.failure["detail"], screen=screened[i].reason,
+                                     judge=_call(judged.failure)))
+            continue
+        grades[i] = _grade(u, list(e.answers) or None, "judge", float(judged.value), str(judged.value),
+                           judge_reply=judged.reply, attempts=judged.attempts, cached=judged.cached,
+                           extraction=e.rule, screen=screened[i].reason)
+    if second is not None and paired is not None:
+        for i, judged in second.run(SEEPHYS_JUDGE, jobs):
+            u, first = units[i], grades[i]
+            if judged.failure is not None:
+                errors.append(error_row("second_judge_failed", judged.failure["detail"], u.file, u.line,
+                                        id=u.pred.id, model=u.model, judge=_call(judged.failure)))
+            elif first is not None:
+                paired.append((u.key, int(first.score), judged.value))
+    return [g for g in grades if g is not None]
+
+
+def _extract(units: list[Unit], items: dict, judge: Judge | None, errors: list[dict]) -> list[Extraction]:
+    """Stage 1: the final answers by rules, then by the extraction model where no rule matched."""
     extracted: list[Extraction] = []
     for u in units:
         if u.pred.answer is not ABSENT:
@@ -205,61 +252,19 @@ def _seephys_grades(units: list[Unit], items: dict, cfg: GradeConfig, judge: Jud
             extracted.append(Extraction(tuple(p for p in parts if p.strip()), "given"))
         else:
             extracted.append(extract_final(u.pred.output or ""))
-    if judge is not None:
-        need = [i for i, e in enumerate(extracted) if e.rule is None and (units[i].pred.output or "").strip()]
-        jobs = [(i, {"question": _question(items[units[i].pred.id]), "reply": _tail(units[i].pred.output)})
-                for i in need]
-        for i, judged in judge.run(SEEPHYS_EXTRACT, jobs):
-            if judged.failure is not None:
-                u = units[i]
-                errors.append(error_row("extraction_failed", judged.failure["detail"], u.file, u.line, id=u.pred.id,
-                                        model=u.model, setting=u.setting or None, judge=_call(judged.failure)))
-            elif judged.value is not None:
-                extracted[i] = Extraction((judged.value,), "model")
-    # Stage 2: the symbolic screen.
-    with Screen(rtol=cfg.rtol, timeout_s=cfg.symbolic_timeout_s, workers=cfg.workers) as screen:
-        screened = screen.check_many((items[u.pred.id].answer, e, items[u.pred.id].fields.get("sig_figs"))
-                                     for u, e in zip(units, extracted))
-    grades: list[Grade | None] = [None] * len(units)
-    to_judge = []
-    for i, (u, e, s) in enumerate(zip(units, extracted, screened)):
-        common = {"extraction": e.rule, "screen": s.reason}
-        if s.equivalent:
-            grades[i] = _grade(u, list(e.answers), "rule" if s.reason == "text" else "symbolic", 1.0, s.reason,
-                               **common)
-        else:
-            to_judge.append(i)
-    # Stage 3: the judge.
     if judge is None:
-        for i in to_judge:
-            errors.append(_undecided(units[i], "no_judge", f"the screen could not decide ({screened[i].reason}) and "
-                                     "no judge was given (--judge-model)", screen=screened[i].reason))
-    else:
-        jobs = []
-        for i in to_judge:
-            u, e = units[i], extracted[i]
-            seen = "; ".join(e.answers) if e.answers and not e.conflict else _tail(u.pred.output or "")
-            shown[u.key] = seen
-            jobs.append((i, {"question": _question(items[u.pred.id]), "gold": str(items[u.pred.id].answer),
-                             "answer": seen}))
-        for i, judged in judge.run(SEEPHYS_JUDGE, jobs):
-            u, e = units[i], extracted[i]
-            if judged.failure is not None:
-                errors.append(_undecided(u, "judge_failed", judged.failure["detail"], screen=screened[i].reason,
-                                         judge=_call(judged.failure)))
-                continue
-            grades[i] = _grade(u, list(e.answers) or None, "judge", float(judged.value), str(judged.value),
-                               judge_reply=judged.reply, attempts=judged.attempts, cached=judged.cached,
-                               extraction=e.rule, screen=screened[i].reason)
-        if second is not None and paired is not None:
-            for i, judged in second.run(SEEPHYS_JUDGE, jobs):
-                u, first = units[i], grades[i]
-                if judged.failure is not None:
-                    errors.append(error_row("second_judge_failed", judged.failure["detail"], u.file, u.line,
-                                            id=u.pred.id, model=u.model, judge=_call(judged.failure)))
-                elif first is not None:
-                    paired.append((u.key, int(first.score), judged.value))
-    return [g for g in grades if g is not None]
+        return extracted
+    need = [i for i, e in enumerate(extracted) if e.rule is None and (units[i].pred.output or "").strip()]
+    jobs = [(i, {"question": _question(items[units[i].pred.id]), "reply": _tail(units[i].pred.output)})
+            for i in need]
+    for i, judged in judge.run(SEEPHYS_EXTRACT, jobs):
+        if judged.failure is not None:
+            u = units[i]
+            errors.append(error_row("extraction_failed", judged.failure["detail"], u.file, u.line, id=u.pred.id,
+                                    model=u.model, setting=u.setting or None, judge=_call(judged.failure)))
+        elif judged.value is not None:
+            extracted[i] = Extraction((judged.value,), "model")
+    return extracted
 
 
 def _call(failure: dict) -> dict:
