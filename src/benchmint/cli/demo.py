@@ -62,7 +62,8 @@ def _xrd(root, workers: int) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Every capability on the bundled samples: multi-select and HKL scoring with strata, figure harvest, a crop."""
+    """Every capability on the bundled samples: set scoring with strata, open-answer grading, XRD items, figure
+    harvest, a crop."""
     from importlib.resources import files
     from pathlib import Path
 
@@ -79,6 +80,14 @@ def run(args: argparse.Namespace) -> int:
                                        "--gold", str(samples / f"{task}_gold.jsonl"), "--task", task,
                                        "--out", str(out / f"score-{task}"), "--by", *by,
                                        "--workers", str(args.workers)]))
+
+    print("\n=== benchmint grade --benchmark seephys: open physics answers of two simulated models, final answers "
+          "read by rules, decided by the symbolic screen where it is sure (units converted, significant figures, "
+          "SymPy); the rest would go to a judge model (--judge-model), so here they are listed as undecided")
+    graded = _command(["grade", str(samples / "seephys_pred.jsonl"), "--gold", str(samples / "seephys_items.jsonl"),
+                       "--benchmark", "seephys", "--out", str(out / "grade-seephys"), "--workers",
+                       str(args.workers)])
+    status = max(status, 0 if graded == 1 else graded)  # 1: undecided answers without a judge, as expected here
 
     import json
 
