@@ -334,3 +334,26 @@ def test_cohen_kappa_by_hand():
     b = [1] * 4 + [0] * 3 + [0] * 2 + [1]
     assert cohen_kappa(a, b) == pytest.approx(0.4)
     assert cohen_kappa([1, 1], [1, 1]) is None and cohen_kappa([], []) is None
+
+
+def test_human_baselines_mean_of_students_and_union_of_experts(files):
+    # Three people answer p1-p3 by hand: ann solves p1, bob p1 and p2, cat nothing.
+    sheet = {"ann": ("1 kW", "Ray F", "gh"), "bob": ("1000 W", "Ray E", "gh"), "cat": ("5 W", "Ray F", "gh")}
+    rows = [{"id": f"p{k + 1}", "model": who, "answer": a} for who, answers in sheet.items()
+            for k, a in enumerate(answers)]
+    _write(files / "preds.jsonl", rows)
+    with ChatServer() as server:
+        server.default = Reply(text="0")
+        assert main(["grade", str(files / "preds.jsonl"), "--gold", str(files / "items.jsonl"), "--benchmark",
+                     "seephys", "--out", str(files / "out"), "--judge-model", "j", "--judge-base-url", server.url,
+                     "--workers", "1", "--quiet", "--human-group", "students=mean:ann,bob,cat",
+                     "--human-group", "experts=union:ann,bob,nobody"]) == 0
+    h = json.loads((files / "out" / "summary.json").read_text())["human_baselines"]
+    # students: p1 (1+1+0)/3, p2 (0+1+0)/3, p3 0 -> mean 3/9; experts: p1 1, p2 1, p3 0 -> 2/3
+    assert h["students"]["accuracy"]["mean"] == pytest.approx(1 / 3)
+    assert h["experts"]["accuracy"]["mean"] == pytest.approx(2 / 3)
+    assert h["experts"]["members_found"] == ["ann", "bob"]
+    assert h["experts"]["levels"]["High"]["mean"] == 1.0  # p1 is level 2
+    with pytest.raises(ValueError, match="--human-group takes"):
+        from benchmint.grade.summary import parse_group
+        parse_group("experts=best:ann")

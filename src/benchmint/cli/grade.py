@@ -43,6 +43,9 @@ def render(summary: dict) -> str:
                      f"Cohen's kappa {kappa}")
     if "audit_sheet" in summary:
         lines.append(f"audit sheet: {summary['audit_sheet']['rows']} decisions -> {summary['audit_sheet']['path']}")
+    for name, h in summary.get("human_baselines", {}).items():
+        lines.append(f"human baseline {name} ({h['rule']} of {len(h['members_found'])} of {len(h['members'])} "
+                     f"people): accuracy % {_pct(h['accuracy'])}")
     c = summary["counts"]
     lines.append(f"{c['answers']} answers, {c['graded']} graded, {c['undecided']} undecided "
                  f"({c['judge_failures']} judge failures, {c['no_judge']} without a judge), {c['unparsed']} unparsed, "
@@ -86,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
                           n_boot=args.bootstrap, seed=args.seed, rtol=args.rtol,
                           symbolic_timeout_s=args.symbolic_timeout, workers=args.workers,
                           progress=not args.quiet and sys.stderr.isatty(), audit_sample=args.audit_sample,
-                          audit_labels=args.audit_labels)
+                          audit_labels=args.audit_labels, human_groups=tuple(args.human_group or ()))
         judge = judge_from_arguments(args, out)
         second = second_judge_from_arguments(args, out)
         result = grade_files(args.pred, args.gold, out, cfg, judge, second)
@@ -141,6 +144,10 @@ def add_parser(sub) -> None:
                         "to label (column person: 0 or 1)")
     p.add_argument("--audit-labels", metavar="CSV", help="a filled audit sheet: the judge's error rate against the "
                                                          "person, with a 95%% interval, and the rows they differ on")
+    p.add_argument("--human-group", action="append", metavar="NAME=mean|union:PERSON,...",
+                   help="a human baseline row from people's answer sheets (graded like models, one model name per "
+                        "person): mean of the members per item (students) or union (an item solved by any expert); "
+                        "may be repeated")
     p.add_argument("--quiet", action="store_true", help="no table")
     add_judge_arguments(p)
     add_arguments(p)

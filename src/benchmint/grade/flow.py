@@ -55,6 +55,7 @@ class GradeConfig:
     progress: bool = False
     audit_sample: int | None = None  # write audit.csv: this many judge decisions for a person to check
     audit_labels: str | None = None  # a filled audit sheet: the judge's error rate against the person
+    human_groups: tuple[str, ...] = ()  # NAME=mean|union:PERSON,... (benchmint.grade.summary.parse_group)
 
     def __post_init__(self) -> None:
         if self.benchmark not in GRADED:
@@ -67,6 +68,8 @@ class GradeConfig:
             raise ValueError(f"--rtol must be >= 0, got {self.rtol}")
         if not self.symbolic_timeout_s > 0:
             raise ValueError(f"--symbolic-timeout must be > 0, got {self.symbolic_timeout_s}")
+        for spec in self.human_groups:
+            summaries.parse_group(spec)
 
 
 @dataclass(frozen=True)
@@ -310,7 +313,7 @@ def grade_files(pred_paths: Iterable[str | Path], gold_path: str | Path, out_dir
     by = cfg.by if cfg.by is not None else tuple(k for k in bench.strata
                                                  if any(k in it.meta for it in items.values()))
     result.summary = summaries.build(cfg.benchmark, units, result.grades, items, result.errors, by,
-                                     cfg.n_boot, cfg.seed)
+                                     cfg.n_boot, cfg.seed, [summaries.parse_group(g) for g in cfg.human_groups])
     result.summary["inputs"] = {"predictions": paths, "gold": str(gold_path)}
     if judge is not None:
         result.summary["judge"] = {"model": judge.model, **judge.engine.summary()}

@@ -71,8 +71,43 @@ def _gap(tv: np.ndarray, other: np.ndarray, n_boot: int, rng: np.random.Generato
     return {"mean": float((base - other.mean()) / base), "low": float(low), "high": float(high), "n": n}
 
 
+def parse_group(spec: str) -> tuple[str, str, tuple[str, ...]]:
+    """``NAME=mean:A,B,C`` or ``NAME=union:A,B`` -> (name, rule, members); ValueError naming the spec."""
+    name, sep, rest = spec.partition("=")
+    rule, sep2, members = rest.partition(":")
+    people = tuple(m.strip() for m in members.split(",") if m.strip())
+    if not sep or not sep2 or not name.strip() or rule not in ("mean", "union") or not people:
+        raise ValueError(f"--human-group takes NAME=mean:PERSON,PERSON,... or NAME=union:PERSON,...; got {spec!r}")
+    return name.strip(), rule, people
+
+
+def human_groups(groups: Sequence[tuple[str, str, tuple[str, ...]]], grades, items: dict, n_boot: int,
+                 rng: np.random.Generator) -> dict:
+    """Human baselines (seephys.txt §4.2): each person's answer sheet is graded like a model; a group's score on an
+    item is the mean of its members' scores ("mean": the students of the lower levels) or the best of them
+    ("union": an item counts as solved when any expert solved it). Items none of the members answered are left out.
+    """
+    out = {}
+    for name, rule, members in groups:
+        per_item: dict[str, list[float]] = defaultdict(list)
+        for g in grades:
+            if g.model in members and g.extra.get("repeat", 0) == 0:
+                per_item[g.id].append(g.score)
+        scores = {i: (max(v) if rule == "union" else float(np.mean(v))) for i, v in per_item.items()}
+        levels: dict[str, list[float]] = defaultdict(list)
+        for i, score in scores.items():
+            level = level_name(items[i].meta.get("level"))
+            if level is not None:
+                levels[level].append(score)
+        out[name] = {"rule": rule, "members": list(members),
+                     "members_found": sorted({g.model for g in grades if g.model in members}),
+                     "accuracy": mean_ci(list(scores.values()), n_boot, rng),
+                     "levels": {k: mean_ci(v, n_boot, rng) for k, v in sorted(levels.items())}}
+    return out
+
+
 def build(benchmark: str, units, grades, items: dict, errors: list[dict], by: Sequence[str], n_boot: int,
-          seed: int) -> dict:
+          seed: int, humans: Sequence[tuple[str, str, tuple[str, ...]]] = ()) -> dict:
     rng = np.random.default_rng(seed)
     graded: dict[tuple, Any] = {(g.model, g.extra.get("setting", ""), g.extra.get("repeat", 0), g.id): g
                                 for g in grades}
@@ -118,6 +153,8 @@ def build(benchmark: str, units, grades, items: dict, errors: list[dict], by: Se
     }
     if benchmark == "seephys":
         out["difficulty_tags"] = _difficulty(graded, items)
+    if humans:
+        out["human_baselines"] = human_groups(humans, grades, items, n_boot, rng)
     return out
 
 
