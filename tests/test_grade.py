@@ -357,3 +357,33 @@ def test_human_baselines_mean_of_students_and_union_of_experts(files):
     with pytest.raises(ValueError, match="--human-group takes"):
         from benchmint.grade.summary import parse_group
         parse_group("experts=best:ann")
+
+
+def test_error_types_label_the_wrong_answers(tmp_path):
+    (tmp_path / "fig.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    items = [{"id": str(i), "question": f"q{i}", "options": ["up", "down", "flat"], "answer": 2, "image": "fig.png"}
+             for i in range(3)]
+    preds = [{"id": "0", "model": "m", "output": "The answer is (2)"},
+             {"id": "1", "model": "m", "output": "It rises. The answer is (1)"},
+             {"id": "2", "model": "m", "output": "Knowledge says so. The answer is (3)"}]
+    _write(tmp_path / "items.jsonl", items)
+    _write(tmp_path / "preds.jsonl", preds)
+    seen = []
+
+    def labeller(body):
+        prompt = prompt_of(body)
+        seen.append(prompt)
+        return "vp." if "It rises" in prompt else "Material knowledge"  # the second is no code: a failure
+
+    with ChatServer() as server:
+        server.default = Reply(text=labeller)
+        assert main(["grade", str(tmp_path / "preds.jsonl"), "--gold", str(tmp_path / "items.jsonl"), "--benchmark",
+                     "matvqa", "--out", str(tmp_path / "out"), "--judge-model", "j", "--judge-base-url", server.url,
+                     "--retry-delay", "0", "--error-types", "--quiet"]) == 1
+    grades = _lines(tmp_path / "out" / "grades.jsonl")
+    assert [g.get("error_type") for g in grades] == [None, "VP", None]
+    assert all("(2) down" in p and "Correct option: 2\n" in p for p in seen)
+    block = json.loads((tmp_path / "out" / "summary.json").read_text())["models"][0]
+    assert block["error_types"] == {"VP": 1}
+    assert [e["kind"] for e in _lines(tmp_path / "out" / "errors.jsonl")] == ["error_type_failed"]
+    assert len(seen) == 1 + 3  # one call for item 1, three answer attempts for item 2

@@ -89,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
                           n_boot=args.bootstrap, seed=args.seed, rtol=args.rtol,
                           symbolic_timeout_s=args.symbolic_timeout, workers=args.workers,
                           progress=not args.quiet and sys.stderr.isatty(), audit_sample=args.audit_sample,
-                          audit_labels=args.audit_labels, human_groups=tuple(args.human_group or ()))
+                          audit_labels=args.audit_labels, human_groups=tuple(args.human_group or ()),
+                          error_types=args.error_types)
         judge = judge_from_arguments(args, out)
         second = second_judge_from_arguments(args, out)
         result = grade_files(args.pred, args.gold, out, cfg, judge, second)
@@ -148,6 +149,9 @@ def add_parser(sub) -> None:
                    help="a human baseline row from people's answer sheets (graded like models, one model name per "
                         "person): mean of the members per item (students) or union (an item solved by any expert); "
                         "may be repeated")
+    p.add_argument("--error-types", action="store_true",
+                   help="a judge pass labelling each wrong answer with the paper's error taxonomy (SeePhys: nine "
+                        "codes of its Table 6; MatVQA: its three types), counted per model")
     p.add_argument("--quiet", action="store_true", help="no table")
     add_judge_arguments(p)
     add_arguments(p)

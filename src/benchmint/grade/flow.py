@@ -34,7 +34,7 @@ from typing import Any
 from benchmint import benchmarks, tasks
 from benchmint.grade import audit
 from benchmint.grade import summary as summaries
-from benchmint.grade.judge import SEEPHYS_EXTRACT, SEEPHYS_JUDGE, Judge
+from benchmint.grade.judge import ERROR_TYPES, SEEPHYS_EXTRACT, SEEPHYS_JUDGE, Judge
 from benchmint.io import InputError, atomic_write, write_jsonl
 from benchmint.records import ABSENT, Grade, Prediction, RecordError, error_row, read_predictions
 from benchmint.tasks.quantity import Extraction, extract_final
@@ -56,6 +56,7 @@ class GradeConfig:
     audit_sample: int | None = None  # write audit.csv: this many judge decisions for a person to check
     audit_labels: str | None = None  # a filled audit sheet: the judge's error rate against the person
     human_groups: tuple[str, ...] = ()  # NAME=mean|union:PERSON,... (benchmint.grade.summary.parse_group)
+    error_types: bool = False  # label each wrong answer with the paper's error taxonomy (a judge pass)
 
     def __post_init__(self) -> None:
         if self.benchmark not in GRADED:
@@ -68,6 +69,8 @@ class GradeConfig:
             raise ValueError(f"--rtol must be >= 0, got {self.rtol}")
         if not self.symbolic_timeout_s > 0:
             raise ValueError(f"--symbolic-timeout must be > 0, got {self.symbolic_timeout_s}")
+        if self.error_types and self.benchmark not in ERROR_TYPES:
+            raise ValueError(f"--error-types has a taxonomy for {' and '.join(ERROR_TYPES)} only")
         for spec in self.human_groups:
             summaries.parse_group(spec)
 
@@ -270,6 +273,49 @@ def _extract(units: list[Unit], items: dict, judge: Judge | None, errors: list[d
     return extracted
 
 
+def _error_types(benchmark: str, units: list[Unit], grades: list[Grade], items: dict, judge: Judge,
+                 errors: list[dict]) -> list[Grade]:
+    """The wrong answers labelled with the paper's error taxonomy (``error_type`` in their grade rows)."""
+    by_key = {u.key: u for u in units}
+    wrong = [i for i, g in enumerate(grades) if g.score == 0]
+    jobs = []
+    for i in wrong:
+        g = grades[i]
+        u = by_key[(g.model, g.extra.get("setting", ""), g.extra.get("repeat", 0), g.id)]
+        item = items[g.id]
+        question = _question(item)
+        options = item.fields.get("options")
+        if options:
+            question += "\n" + "\n".join(f"({k}) {text}" if isinstance(k, int) else f"{k}. {text}"
+                                          for k, text in _numbered(options))
+        gold = ", ".join(map(str, item.answer)) if isinstance(item.answer, list) else str(item.answer)
+        jobs.append((i, {"question": question, "gold": gold, "reply": _tail(u.pred.output or "")
+                         or json.dumps(u.pred.answer, ensure_ascii=False)}))
+    out = list(grades)
+    for i, judged in judge.run(ERROR_TYPES[benchmark], jobs):
+        g = grades[i]
+        if judged.failure is not None:
+            errors.append(error_row("error_type_failed", judged.failure["detail"], "", None, id=g.id, model=g.model,
+                                    judge=_call(judged.failure)))
+        else:
+            out[i] = Grade(g.id, g.model, g.answer, g.stage, g.score, g.verdict, g.judge_reply, g.attempts,
+                           {**g.extra, "error_type": judged.value})
+    return out
+
+
+def _numbered(options) -> list[tuple]:
+    """Options as (number or letter, text) pairs, whatever form the benchmark keeps them in."""
+    if isinstance(options, dict):
+        return list(options.items())
+    pairs = []
+    for k, o in enumerate(options, 1):
+        if isinstance(o, (tuple, list)) and len(o) == 2:
+            pairs.append((o[0], o[1]))
+        else:
+            pairs.append((k, o))
+    return pairs
+
+
 def _call(failure: dict) -> dict:
     """A failed judge call as its errors.jsonl row shows it (the unit's own id and model are the row's)."""
     return {k: v for k, v in failure.items() if k != "id"}
@@ -310,6 +356,10 @@ def grade_files(pred_paths: Iterable[str | Path], gold_path: str | Path, out_dir
         result.grades = _seephys_grades(units, items, cfg, judge, result.errors, shown, second_judge, paired)
     else:
         result.grades = _choice_grades(bench, units, items, result.errors)
+    if cfg.error_types:
+        if judge is None:
+            raise ValueError("--error-types needs a judge (--judge-model)")
+        result.grades = _error_types(cfg.benchmark, units, result.grades, items, judge, result.errors)
     by = cfg.by if cfg.by is not None else tuple(k for k in bench.strata
                                                  if any(k in it.meta for it in items.values()))
     result.summary = summaries.build(cfg.benchmark, units, result.grades, items, result.errors, by,

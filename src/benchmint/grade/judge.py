@@ -19,6 +19,10 @@ braces stay as they are):
 ``seephys_extract.txt``
     The model-based extraction used when no rule finds a final answer
     (the role of seephys.txt Figure 13, whose text the paper does not give).
+``seephys_error_types.txt`` / ``matvqa_error_types.txt``
+    The optional error-type pass over wrong answers: one code of the
+    paper's taxonomy (seephys.txt Table 6, nine codes; matvqa.txt §5.3,
+    three types), with the codes described in this package's words.
 ``csmbench_judge_0_10.txt`` / ``csmbench_judge_1_10.txt``
     CSMBench's open-description judge on the scale of its released scorer
     (0–10, the default: the published numbers come from it) or of the paper's
@@ -122,6 +126,25 @@ SEEPHYS_EXTRACT = JudgeSpec("seephys_extract", "seephys_extract.txt", parse_extr
 CSMBENCH_JUDGE = {
     "0-10": JudgeSpec("csmbench_judge", "csmbench_judge_0_10.txt", lambda r: parse_scale(r, 0, 10), 1024, 0, 10),
     "1-10": JudgeSpec("csmbench_judge", "csmbench_judge_1_10.txt", lambda r: parse_scale(r, 1, 10), 1024, 1, 10),
+}
+
+
+SEEPHYS_ERROR_CODES = ("VM", "TM", "MF", "FA", "NM", "OS", "SM", "OT", "RO")  # seephys.txt Table 6
+MATVQA_ERROR_CODES = ("VP", "MK", "RJ")  # matvqa.txt §5.3
+
+
+def parse_code(reply: str, codes: tuple[str, ...]) -> str:
+    """One of ``codes`` answered alone (case and a trailing full stop aside); VerdictError for anything else."""
+    text = _bare(reply).rstrip(".").strip().upper()
+    if text not in codes:
+        raise VerdictError(f"expected one of {', '.join(codes)} alone, got {_bare(reply)[:80]!r}")
+    return text
+
+
+ERROR_TYPES = {
+    "seephys": JudgeSpec("error_types", "seephys_error_types.txt", lambda r: parse_code(r, SEEPHYS_ERROR_CODES),
+                         1024),
+    "matvqa": JudgeSpec("error_types", "matvqa_error_types.txt", lambda r: parse_code(r, MATVQA_ERROR_CODES), 1024),
 }
 
 

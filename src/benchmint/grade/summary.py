@@ -141,6 +141,9 @@ def build(benchmark: str, units, grades, items: dict, errors: list[dict], by: Se
             block["by"][key] = {v: mean_ci(s, n_boot, rng) for v, s in sorted(cells.items())}
         if benchmark == "seephys":
             block["levels"] = _levels(got, items, n_boot, rng)
+        labelled = [g.extra["error_type"] for g in got if "error_type" in g.extra]
+        if labelled:
+            block["error_types"] = {c: labelled.count(c) for c in sorted(set(labelled))}
         blocks.append(block)
     out: dict[str, Any] = {
         "benchmark": benchmark,
