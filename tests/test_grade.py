@@ -88,7 +88,7 @@ def test_seephys_rules_screen_judge_and_judge_failures(files):
         assert (block["answers"], block["graded"], block["judge_failures"], block["undecided"]) == (7, 6, 1, 1)
         assert block["accuracy"]["mean"] == pytest.approx(5 / 6)  # the failure is not counted wrong ...
         assert block["accuracy_undecided_as_wrong"] == pytest.approx(5 / 7)  # ... except in the lower bound
-        assert block["stages"] == {"rule": 1, "symbolic": 3, "judge": 2}
+        assert block["stages"] == {"rule": 1, "symbolic": 3, "judge": 2, "similarity": 0}
         assert block["by"]["subject"]["mechanics"]["n"] == 3  # p1, p3, p5
         assert block["levels"]["theory_memorization"]["n"] == 2  # levels 5 (UG) and 6 (SUG); 7 (MA) undecided
         assert summary["judge"]["model"] == "judge"
@@ -387,3 +387,49 @@ def test_error_types_label_the_wrong_answers(tmp_path):
     assert block["error_types"] == {"VP": 1}
     assert [e["kind"] for e in _lines(tmp_path / "out" / "errors.jsonl")] == ["error_type_failed"]
     assert len(seen) == 1 + 3  # one call for item 1, three answer attempts for item 2
+
+
+def _csm_open(tmp_path, n=4):
+    (tmp_path / "x.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    scales = ("AtomScale", "Microscale", "Mesoscale", "Macroscale")
+    items = [{"index": i, "file_name": "x.png", "image_caption": f"Figure {i}.", "scale": scales[i % 4],
+              "describe_paragraph": f"Paragraph {i}: grains of {10 * (i + 1)} nm grow along the rolling direction."}
+             for i in range(n)]
+    _write(tmp_path / "metadata.jsonl", items)
+    return items
+
+
+def test_csmbench_open_judge_scores_on_the_declared_scale(tmp_path):
+    _csm_open(tmp_path)
+    preds = [{"id": str(i), "model": "m", "output": f"<think>hmm</think>Description {i}."} for i in range(3)]
+    preds.append({"id": "3", "model": "m", "output": "   "})  # nothing described: the lowest score
+    _write(tmp_path / "preds.jsonl", preds)
+    replies = {"Description 0.": "7/10", "Description 1.": "**10**", "Description 2.": "Score: 0"}
+
+    def judge(body):
+        prompt = prompt_of(body)
+        return next(r for d, r in replies.items() if d in prompt)
+
+    with ChatServer() as server:
+        server.default = Reply(text=judge)
+        base = ["grade", str(tmp_path / "preds.jsonl"), "--gold", str(tmp_path), "--benchmark", "csmbench-open",
+                "--judge-model", "j", "--judge-base-url", server.url, "--retry-delay", "0", "--no-sts", "--quiet"]
+        assert main([*base, "--out", str(tmp_path / "out")]) == 0
+        grades = _lines(tmp_path / "out" / "grades.jsonl")
+        assert [(g.get("judge_score"), g["score"], g["stage"]) for g in grades] == [
+            (7, 0.7, "judge"), (10, 1.0, "judge"), (0, 0.0, "judge"), (0, 0.0, "rule")]
+        block = json.loads((tmp_path / "out" / "summary.json").read_text())["models"][0]
+        assert block["judge_score"]["mean"] == pytest.approx(17 / 4)
+        # On the paper's 1-10 scale a reply of 0 is no verdict: a judge failure, not a grade.
+        assert main([*base, "--out", str(tmp_path / "out1"), "--judge-scale", "1-10"]) == 1
+    errors = _lines(tmp_path / "out1" / "errors.jsonl")
+    assert [(e["id"], e["cause"]) for e in errors] == [("2", "judge_failed")]
+    assert [g.get("judge_score") for g in _lines(tmp_path / "out1" / "grades.jsonl")] == [7, 10, 1]
+
+
+def test_pearson_by_hand():
+    from benchmint.grade.summary import pearson
+
+    # x = 1, 2, 3; y = 2, 4, 7: deviations (-1, 0, 1) and (-7/3, -1/3, 8/3); r = 5 / sqrt(2 · 38/3)
+    assert pearson([1, 2, 3], [2, 4, 7]) == pytest.approx(5 / (2 * 38 / 3) ** 0.5)
+    assert pearson([1, 2], [3, 4]) is None and pearson([1, 1, 1], [1, 2, 3]) is None

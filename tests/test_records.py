@@ -156,7 +156,7 @@ def error_of(cls, obj, line=7) -> RecordError:
     (ScoreRow, {"id": "a", "model": "m", "answer": "A"}, "bad_field", "\"answer\" must be an array, got 'A'",
      {"id": "a", "model": "m"}),
     (Grade, {"id": "a", "model": "m", "answer": None, "stage": "magic", "score": 1}, "bad_field",
-     "\"stage\" must be one of rule, symbolic, judge, got 'magic'", {"id": "a", "model": "m"}),
+     "\"stage\" must be one of rule, symbolic, judge, similarity, got 'magic'", {"id": "a", "model": "m"}),
     (Grade, {"id": "a", "model": "m", "answer": None, "stage": "judge", "score": 1.5}, "bad_field",
      '"score" must be a number in [0, 1], got 1.5', {"id": "a", "model": "m"}),
     (Grade, {"id": "a", "model": "m", "stage": "judge", "score": 1}, "missing_field",

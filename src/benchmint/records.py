@@ -29,7 +29,7 @@ from benchmint.io import iter_jsonl
 
 DEFAULT_MODEL = "default"
 STATUSES = ("ok", "unparsed", "missing")
-STAGES = ("rule", "symbolic", "judge")
+STAGES = ("rule", "symbolic", "judge", "similarity")
 
 
 class RecordError(Exception):
@@ -397,8 +397,8 @@ class Grade:
     """How one open answer was graded.
 
     ``answer`` is the answer extracted from the output (None: nothing could be
-    read); ``stage`` is the stage that decided ("rule", "symbolic" or
-    "judge"); ``score`` in [0, 1] (1 correct, 0 wrong, between: partial
+    read); ``stage`` is the stage that decided ("rule", "symbolic",
+    "judge", or "similarity" for a similarity score alone); ``score`` in [0, 1] (1 correct, 0 wrong, between: partial
     credit); ``verdict`` the deciding label as that stage gave it;
     ``judge_reply`` the judge's raw reply; ``attempts`` the judge calls made.
     """

@@ -15,14 +15,26 @@ def _pct(block: dict | None) -> str:
     return f"{100 * block['mean']:.1f} [{100 * block['low']:.1f}, {100 * block['high']:.1f}]"
 
 
+def _num(block: dict | None) -> str:
+    if not block or block.get("mean") is None:
+        return "-"
+    return f"{block['mean']:.4f} [{block['low']:.4f}, {block['high']:.4f}]"
+
+
 def render(summary: dict) -> str:
     """The printed table: one row per model and setting, then the settings gaps."""
-    rows = [["model", "setting", "answers", "graded", "accuracy % [95% CI]", "undecided", "judge failed",
-             "rule/symbolic/judge"]]
+    open_task = summary["benchmark"] == "csmbench-open"
+    rows = [["model", "setting", "answers", "graded",
+             "STS [95% CI]" if open_task else "accuracy % [95% CI]",
+             "judge score [95% CI]" if open_task else "rule/symbolic/judge", "undecided", "judge failed"]]
     for b in summary["models"]:
         st = b["stages"]
-        rows.append([b["model"], b["setting"] or "-", str(b["answers"]), str(b["graded"]), _pct(b["accuracy"]),
-                     str(b["undecided"]), str(b["judge_failures"]), f"{st['rule']}/{st['symbolic']}/{st['judge']}"])
+        if open_task:
+            cells = [_num(b.get("sts")), _num(b.get("judge_score"))]
+        else:
+            cells = [_pct(b["accuracy"]), f"{st['rule']}/{st['symbolic']}/{st['judge']}"]
+        rows.append([b["model"], b["setting"] or "-", str(b["answers"]), str(b["graded"]), *cells,
+                     str(b["undecided"]), str(b["judge_failures"])])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     for model, gaps in summary.get("settings_gaps", {}).items():
@@ -90,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
                           symbolic_timeout_s=args.symbolic_timeout, workers=args.workers,
                           progress=not args.quiet and sys.stderr.isatty(), audit_sample=args.audit_sample,
                           audit_labels=args.audit_labels, human_groups=tuple(args.human_group or ()),
-                          error_types=args.error_types)
+                          error_types=args.error_types, judge_scale=args.judge_scale, sts=not args.no_sts)
         judge = judge_from_arguments(args, out)
         second = second_judge_from_arguments(args, out)
         result = grade_files(args.pred, args.gold, out, cfg, judge, second)
@@ -152,6 +164,10 @@ def add_parser(sub) -> None:
     p.add_argument("--error-types", action="store_true",
                    help="a judge pass labelling each wrong answer with the paper's error taxonomy (SeePhys: nine "
                         "codes of its Table 6; MatVQA: its three types), counted per model")
+    p.add_argument("--judge-scale", choices=("0-10", "1-10"), default="0-10",
+                   help="CSMBench open: the judge's scale, 0-10 as the released scorer asks (default: its numbers "
+                        "are the published ones) or 1-10 as the paper's text says")
+    p.add_argument("--no-sts", action="store_true", help="CSMBench open: skip the STS metric")
     p.add_argument("--quiet", action="store_true", help="no table")
     add_judge_arguments(p)
     add_arguments(p)

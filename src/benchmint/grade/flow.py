@@ -14,6 +14,13 @@ is decided depends on the benchmark:
     the option read by the answer kind's rules (MatVQA: the A.2 rule with
     its parenthesis fixed); an answer nothing can be read from is wrong and
     counted as unparsed.
+``csmbench-open``
+    csmbench.txt §IV-A.2: STS, the cosine of the all-MiniLM-L6-v2 sentence
+    embeddings of description and reference paragraph
+    (``benchmint.grade.sts``), and the judge's score on its declared scale
+    (0-10 as the released scorer asks, the default; 1-10 as the paper's text
+    says). The grade's ``score`` is the judge's score over 10 (STS, clipped
+    at 0, without a judge); both raw values are kept.
 
 An answer that no stage could decide (the judge failed after its bounded
 attempts, or no judge was given) gets no grade: it is a row of errors.jsonl and
@@ -34,12 +41,12 @@ from typing import Any
 from benchmint import benchmarks, tasks
 from benchmint.grade import audit
 from benchmint.grade import summary as summaries
-from benchmint.grade.judge import ERROR_TYPES, SEEPHYS_EXTRACT, SEEPHYS_JUDGE, Judge
+from benchmint.grade.judge import CSMBENCH_JUDGE, ERROR_TYPES, SEEPHYS_EXTRACT, SEEPHYS_JUDGE, Judge
 from benchmint.io import InputError, atomic_write, write_jsonl
 from benchmint.records import ABSENT, Grade, Prediction, RecordError, error_row, read_predictions
-from benchmint.tasks.quantity import Extraction, extract_final
+from benchmint.tasks.quantity import Extraction, extract_final, strip_reasoning
 
-GRADED = ("seephys", "matvqa", "csmbench-mcq")
+GRADED = ("seephys", "matvqa", "csmbench-mcq", "csmbench-open")
 JUDGE_REPLY_CHARS = 6000  # the judge sees the end of a reply that stated no clean final answer
 
 
@@ -57,6 +64,8 @@ class GradeConfig:
     audit_labels: str | None = None  # a filled audit sheet: the judge's error rate against the person
     human_groups: tuple[str, ...] = ()  # NAME=mean|union:PERSON,... (benchmint.grade.summary.parse_group)
     error_types: bool = False  # label each wrong answer with the paper's error taxonomy (a judge pass)
+    judge_scale: str = "0-10"  # CSMBench's judge: the released scorer's 0-10, or the paper's 1-10
+    sts: bool = True  # CSMBench open: the STS metric (needs the MiniLM weights package)
 
     def __post_init__(self) -> None:
         if self.benchmark not in GRADED:
@@ -69,6 +78,8 @@ class GradeConfig:
             raise ValueError(f"--rtol must be >= 0, got {self.rtol}")
         if not self.symbolic_timeout_s > 0:
             raise ValueError(f"--symbolic-timeout must be > 0, got {self.symbolic_timeout_s}")
+        if self.judge_scale not in CSMBENCH_JUDGE:
+            raise ValueError(f"--judge-scale must be one of {', '.join(CSMBENCH_JUDGE)}, got {self.judge_scale!r}")
         if self.error_types and self.benchmark not in ERROR_TYPES:
             raise ValueError(f"--error-types has a taxonomy for {' and '.join(ERROR_TYPES)} only")
         for spec in self.human_groups:
@@ -273,6 +284,51 @@ def _extract(units: list[Unit], items: dict, judge: Judge | None, errors: list[d
     return extracted
 
 
+def _open_grades(units: list[Unit], items: dict, cfg: GradeConfig, judge: Judge | None,
+                 errors: list[dict]) -> list[Grade]:
+    """CSMBench open descriptions: STS and the judge's score, per answer."""
+    texts = []
+    for u in units:
+        text = u.pred.output if u.pred.answer is ABSENT else u.pred.answer
+        texts.append(strip_reasoning(text).strip() if isinstance(text, str) else "")
+    sts: list[float | None] = [None] * len(units)
+    if cfg.sts:
+        from benchmint.grade.sts import StsModel
+
+        model = StsModel()
+        keep = [i for i, t in enumerate(texts) if t.strip()]
+        sims = model.similarity([texts[i] for i in keep], [str(items[units[i].pred.id].answer) for i in keep])
+        for i, value in zip(keep, sims):
+            sts[i] = float(value)
+    if judge is None and not cfg.sts:
+        raise ValueError("csmbench-open needs a judge (--judge-model) or the STS metric")
+    judged: dict[int, Any] = {}
+    if judge is not None:
+        spec = CSMBENCH_JUDGE[cfg.judge_scale]
+        jobs = [(i, {"gold": str(items[u.pred.id].answer), "answer": texts[i]})
+                for i, u in enumerate(units) if texts[i].strip()]
+        judged = dict(judge.run(spec, jobs))
+    grades = []
+    for i, u in enumerate(units):
+        if not texts[i].strip():
+            grades.append(_grade(u, None, "rule", 0.0, "empty", sts=0.0 if cfg.sts else None,
+                                 judge_score=CSMBENCH_JUDGE[cfg.judge_scale].low if judge else None))
+            continue
+        j = judged.get(i)
+        if j is not None and j.failure is not None:
+            errors.append(_undecided(u, "judge_failed", j.failure["detail"], judge=_call(j.failure), sts=sts[i]))
+            continue
+        if j is not None:
+            grades.append(_grade(u, None, "judge", j.value / 10, str(j.value), sts=sts[i], judge_score=j.value,
+                                 judge_scale=cfg.judge_scale, judge_reply=j.reply, attempts=j.attempts,
+                                 cached=j.cached))
+        else:
+            value = sts[i]
+            assert value is not None  # no judge: STS is on (checked above)
+            grades.append(_grade(u, None, "similarity", min(1.0, max(0.0, value)), None, sts=value))
+    return grades
+
+
 def _error_types(benchmark: str, units: list[Unit], grades: list[Grade], items: dict, judge: Judge,
                  errors: list[dict]) -> list[Grade]:
     """The wrong answers labelled with the paper's error taxonomy (``error_type`` in their grade rows)."""
@@ -327,8 +383,6 @@ def _question(item) -> str:
 
 
 def _tail(text: str | None) -> str:
-    from benchmint.tasks.quantity import strip_reasoning
-
     body = strip_reasoning(text or "").strip()
     return body if len(body) <= JUDGE_REPLY_CHARS else "…" + body[-JUDGE_REPLY_CHARS:]
 
@@ -354,6 +408,8 @@ def grade_files(pred_paths: Iterable[str | Path], gold_path: str | Path, out_dir
         raise ValueError("a second judge needs a first one (--judge-model)")
     if cfg.benchmark == "seephys":
         result.grades = _seephys_grades(units, items, cfg, judge, result.errors, shown, second_judge, paired)
+    elif cfg.benchmark == "csmbench-open":
+        result.grades = _open_grades(units, items, cfg, judge, result.errors)
     else:
         result.grades = _choice_grades(bench, units, items, result.errors)
     if cfg.error_types:

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from benchmint.metrics.aggregate import bootstrap_ci
+from benchmint.records import STAGES
 
 LEVELS = ("Mid", "High", "BO", "AO", "UG", "SUG", "MA", "PhD")
 THEORY = ("UG", "SUG", "MA", "PhD")
@@ -130,7 +131,7 @@ def build(benchmark: str, units, grades, items: dict, errors: list[dict], by: Se
             "undecided": sum(causes.values()), "judge_failures": causes.get("judge_failed", 0),
             "no_judge": causes.get("no_judge", 0),
             "unparsed": sum(1 for g in got if g.verdict == "unparsed"),
-            "stages": {s: sum(1 for g in got if g.stage == s) for s in ("rule", "symbolic", "judge")},
+            "stages": {s: sum(1 for g in got if g.stage == s) for s in STAGES},
             "by": {},
         }
         for key in by:
@@ -141,6 +142,13 @@ def build(benchmark: str, units, grades, items: dict, errors: list[dict], by: Se
             block["by"][key] = {v: mean_ci(s, n_boot, rng) for v, s in sorted(cells.items())}
         if benchmark == "seephys":
             block["levels"] = _levels(got, items, n_boot, rng)
+        for metric in ("sts", "judge_score"):  # CSMBench open: the raw metrics beside the grade's score
+            values = [g.extra[metric] for g in got if g.extra.get(metric) is not None]
+            if values:
+                block[metric] = mean_ci(values, n_boot, rng)
+                block[f"{metric}_by"] = {
+                    key: {v: mean_ci(x, n_boot, rng) for v, x in sorted(_cells(got, items, key, metric).items())}
+                    for key in by}
         labelled = [g.extra["error_type"] for g in got if "error_type" in g.extra]
         if labelled:
             block["error_types"] = {c: labelled.count(c) for c in sorted(set(labelled))}
@@ -156,6 +164,8 @@ def build(benchmark: str, units, grades, items: dict, errors: list[dict], by: Se
     }
     if benchmark == "seephys":
         out["difficulty_tags"] = _difficulty(graded, items)
+    if benchmark == "csmbench-open":
+        out["correlations"] = correlations(grades, items)
     if humans:
         out["human_baselines"] = human_groups(humans, grades, items, n_boot, rng)
     return out
@@ -222,3 +232,48 @@ def _difficulty(graded: dict, items: dict) -> dict:
         cell["accuracy"] = {m: cell["solved"][m] / cell["items"] for m in models}
         del cell["solved"]
     return {"models": models, "tags": dict(sorted(tags.items(), key=lambda kv: -float(kv[0][:-1])))}
+
+
+def _cells(got, items: dict, key: str, metric: str) -> dict[str, list[float]]:
+    cells: dict[str, list[float]] = defaultdict(list)
+    for g in got:
+        if g.extra.get(metric) is not None:
+            value = items[g.id].meta.get(key)
+            cells["(none)" if value is None else str(value)].append(g.extra[metric])
+    return cells
+
+
+def pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Pearson's r; None with fewer than 3 pairs or a constant side."""
+    if len(x) < 3:
+        return None
+    a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    a, b = a - a.mean(), b - b.mean()
+    den = float(np.sqrt((a * a).sum() * (b * b).sum()))
+    return None if den == 0 else float((a * b).sum() / den)
+
+
+def correlations(grades, items: dict) -> dict:
+    """csmbench.txt Fig. 2 and its metric comparison: Pearson's r of STS and the judge over answers, and, per metric,
+    between the scales over the models' mean scores (one point per model; three models at least)."""
+    both = [(g.extra["sts"], g.extra["judge_score"]) for g in grades
+            if g.extra.get("sts") is not None and g.extra.get("judge_score") is not None]
+    out: dict[str, Any] = {"sts_vs_judge": {"answers": len(both),
+                                            "r": pearson([p[0] for p in both], [p[1] for p in both])}}
+    for metric in ("sts", "judge_score"):
+        means: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        for g in grades:
+            scale = items[g.id].meta.get("scale")
+            if g.extra.get(metric) is not None and scale is not None:
+                means[str(scale)][g.model].append(g.extra[metric])
+        scales = sorted(means)
+        models = sorted({m for s in scales for m in means[s]})
+        table: dict[str, dict[str, float | None]] = {}
+        for s1 in scales:
+            table[s1] = {}
+            for s2 in scales:
+                common = [m for m in models if m in means[s1] and m in means[s2]]
+                table[s1][s2] = pearson([float(np.mean(means[s1][m])) for m in common],
+                                        [float(np.mean(means[s2][m])) for m in common])
+        out[f"{metric}_across_scales"] = {"models": models, "r": table}
+    return out
