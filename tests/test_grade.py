@@ -433,3 +433,30 @@ def test_pearson_by_hand():
     # x = 1, 2, 3; y = 2, 4, 7: deviations (-1, 0, 1) and (-7/3, -1/3, 8/3); r = 5 / sqrt(2 · 38/3)
     assert pearson([1, 2, 3], [2, 4, 7]) == pytest.approx(5 / (2 * 38 / 3) ** 0.5)
     assert pearson([1, 2], [3, 4]) is None and pearson([1, 1, 1], [1, 2, 3]) is None
+
+
+def test_matvqa_ablation_relative_drops(tmp_path):
+    (tmp_path / "fig.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    raw = [{"id": str(i), "question": f"raw {i}", "options": ["a", "b", "c"], "answer": 1, "image": "fig.png"}
+           for i in range(4)]
+    # The shortcut-free rewrite moved the right option to 3 for item 0.
+    language = [{**r, "question": f"rewritten {r['id']}", "answer": 3 if r["id"] == "0" else 1} for r in raw]
+    _write(tmp_path / "raw.jsonl", raw)
+    _write(tmp_path / "language.jsonl", language)
+    _write(tmp_path / "p_raw.jsonl", [{"id": str(i), "model": "m", "output": "The answer is (1)"} for i in range(4)])
+    # On the rewritten set m answers (1) everywhere: right on 1-3, wrong on 0 -> 3/4; raw 4/4; drop 0.25
+    _write(tmp_path / "p_language.jsonl",
+           [{"id": str(i), "model": "m", "output": "The answer is (1)"} for i in range(4)]
+           + [{"id": "9", "model": "m", "output": "The answer is (1)"}])
+    assert main(["grade", str(tmp_path / "p_raw.jsonl"), "--gold", str(tmp_path / "raw.jsonl"), "--benchmark",
+                 "matvqa", "--out", str(tmp_path / "out"), "--quiet",
+                 "--ablation", "language_removed", str(tmp_path / "language.jsonl"),
+                 str(tmp_path / "p_language.jsonl")]) == 1  # item 9 exists in neither set
+    ab = json.loads((tmp_path / "out" / "summary.json").read_text())["ablation"]["m"]
+    assert ab["main"] == {"accuracy": 1.0, "items": 4}
+    assert ab["language_removed"]["accuracy"] == 0.75
+    assert ab["language_removed"]["relative_drop"]["mean"] == pytest.approx(0.25)
+    grades = _lines(tmp_path / "out" / "grades.jsonl")
+    assert [(g["id"], g.get("setting"), g["score"]) for g in grades][4:] == [
+        ("0", "language_removed", 0.0), ("1", "language_removed", 1.0), ("2", "language_removed", 1.0),
+        ("3", "language_removed", 1.0)]

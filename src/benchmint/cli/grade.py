@@ -55,6 +55,11 @@ def render(summary: dict) -> str:
                      f"Cohen's kappa {kappa}")
     if "audit_sheet" in summary:
         lines.append(f"audit sheet: {summary['audit_sheet']['rows']} decisions -> {summary['audit_sheet']['path']}")
+    for model, row in summary.get("ablation", {}).items():
+        parts = [f"{name} {100 * v['accuracy']:.1f}% (drop {_pct(v['relative_drop'])})"
+                 for name, v in row.items() if name != "main" and v["accuracy"] is not None]
+        main = row["main"]["accuracy"]
+        lines.append(f"{model}: main set {'-' if main is None else f'{100 * main:.1f}%'}; " + "; ".join(parts))
     for name, h in summary.get("human_baselines", {}).items():
         lines.append(f"human baseline {name} ({h['rule']} of {len(h['members_found'])} of {len(h['members'])} "
                      f"people): accuracy % {_pct(h['accuracy'])}")
@@ -102,7 +107,8 @@ def run(args: argparse.Namespace) -> int:
                           symbolic_timeout_s=args.symbolic_timeout, workers=args.workers,
                           progress=not args.quiet and sys.stderr.isatty(), audit_sample=args.audit_sample,
                           audit_labels=args.audit_labels, human_groups=tuple(args.human_group or ()),
-                          error_types=args.error_types, judge_scale=args.judge_scale, sts=not args.no_sts)
+                          error_types=args.error_types, judge_scale=args.judge_scale, sts=not args.no_sts,
+                          ablation=tuple(tuple(a) for a in args.ablation or ()))
         judge = judge_from_arguments(args, out)
         second = second_judge_from_arguments(args, out)
         result = grade_files(args.pred, args.gold, out, cfg, judge, second)
@@ -164,6 +170,10 @@ def add_parser(sub) -> None:
     p.add_argument("--error-types", action="store_true",
                    help="a judge pass labelling each wrong answer with the paper's error taxonomy (SeePhys: nine "
                         "codes of its Table 6; MatVQA: its three types), counted per model")
+    p.add_argument("--ablation", nargs=3, action="append", metavar=("NAME", "ITEMS", "PREDICTIONS"),
+                   help="another item set with the same ids and the answers to it (MatVQA §5.2: "
+                        "language_removed, caption_removed): its accuracy and the relative drop from the main "
+                        "set per model; may be repeated")
     p.add_argument("--judge-scale", choices=("0-10", "1-10"), default="0-10",
                    help="CSMBench open: the judge's scale, 0-10 as the released scorer asks (default: its numbers "
                         "are the published ones) or 1-10 as the paper's text says")

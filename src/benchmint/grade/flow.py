@@ -65,6 +65,7 @@ class GradeConfig:
     human_groups: tuple[str, ...] = ()  # NAME=mean|union:PERSON,... (benchmint.grade.summary.parse_group)
     error_types: bool = False  # label each wrong answer with the paper's error taxonomy (a judge pass)
     judge_scale: str = "0-10"  # CSMBench's judge: the released scorer's 0-10, or the paper's 1-10
+    ablation: tuple[tuple[str, str, str], ...] = ()  # (set name, its items, its predictions): relative drops
     sts: bool = True  # CSMBench open: the STS metric (needs the MiniLM weights package)
 
     def __post_init__(self) -> None:
@@ -82,6 +83,9 @@ class GradeConfig:
             raise ValueError(f"--judge-scale must be one of {', '.join(CSMBENCH_JUDGE)}, got {self.judge_scale!r}")
         if self.error_types and self.benchmark not in ERROR_TYPES:
             raise ValueError(f"--error-types has a taxonomy for {' and '.join(ERROR_TYPES)} only")
+        names = [a[0] for a in self.ablation]
+        if len(set(names)) != len(names) or any(not n for n in names):
+            raise ValueError(f"--ablation set names must be distinct and non-empty, got {names}")
         for spec in self.human_groups:
             summaries.parse_group(spec)
 
@@ -129,7 +133,9 @@ def _read_gold(bench, path, errors: list[dict]) -> dict:
     return items
 
 
-def _read_units(paths: Sequence[str], items: dict, errors: list[dict]) -> list[Unit]:
+def _read_units(paths: Sequence[str], items: dict, errors: list[dict], setting: str | None = None) -> list[Unit]:
+    """The predictions as units, in unit order; ``setting`` replaces the lines' own (an ablation's item set)."""
+    forced = setting
     seen: dict[tuple, str] = {}
     units = []
     for path in paths:
@@ -145,7 +151,7 @@ def _read_units(paths: Sequence[str], items: dict, errors: list[dict]) -> list[U
                 errors.append(error_row("bad_field", '"setting" must be text and "repeat" an integer', str(path),
                                         line, id=got.id, model=got.model))
                 continue
-            unit = Unit(got.model, setting or "", repeat, got, str(path), line)
+            unit = Unit(got.model, forced if forced is not None else (setting or ""), repeat, got, str(path), line)
             where = f"{path}:{line}"
             if got.id not in items:
                 errors.append(error_row("unknown_id", f"no item {got.id!r} in the gold items", str(path), line,
@@ -406,12 +412,29 @@ def grade_files(pred_paths: Iterable[str | Path], gold_path: str | Path, out_dir
     paired: list = []
     if second_judge is not None and judge is None:
         raise ValueError("a second judge needs a first one (--judge-model)")
-    if cfg.benchmark == "seephys":
-        result.grades = _seephys_grades(units, items, cfg, judge, result.errors, shown, second_judge, paired)
-    elif cfg.benchmark == "csmbench-open":
-        result.grades = _open_grades(units, items, cfg, judge, result.errors)
-    else:
-        result.grades = _choice_grades(bench, units, items, result.errors)
+
+    def grade(units: list[Unit], items: dict) -> list[Grade]:
+        if cfg.benchmark == "seephys":
+            return _seephys_grades(units, items, cfg, judge, result.errors, shown, second_judge, paired)
+        if cfg.benchmark == "csmbench-open":
+            return _open_grades(units, items, cfg, judge, result.errors)
+        return _choice_grades(bench, units, items, result.errors)
+
+    result.grades = grade(units, items)
+    ablation_sets = []
+    for name, items_path, preds_path in cfg.ablation:
+        # Another item set with the same ids (e.g. MatVQA's shortcut-removed questions): graded against its own
+        # items, its answers in a setting of their own.
+        variant_items = _read_gold(bench, items_path, result.errors)
+        variant_units = _read_units([preds_path], variant_items, result.errors, setting=name)
+        stray = [u for u in variant_units if u.pred.id not in items]
+        for u in stray:
+            result.errors.append(error_row("unknown_id", f"item {u.pred.id!r} of set {name!r} is not in the main "
+                                           "items (--gold)", u.file, u.line, id=u.pred.id, model=u.model))
+        variant_units = [u for u in variant_units if u.pred.id in items]
+        units = units + variant_units
+        result.grades += grade(variant_units, variant_items)
+        ablation_sets.append(name)
     if cfg.error_types:
         if judge is None:
             raise ValueError("--error-types needs a judge (--judge-model)")
@@ -420,7 +443,10 @@ def grade_files(pred_paths: Iterable[str | Path], gold_path: str | Path, out_dir
                                                  if any(k in it.meta for it in items.values()))
     result.summary = summaries.build(cfg.benchmark, units, result.grades, items, result.errors, by,
                                      cfg.n_boot, cfg.seed, [summaries.parse_group(g) for g in cfg.human_groups])
-    result.summary["inputs"] = {"predictions": paths, "gold": str(gold_path)}
+    result.summary["inputs"] = {"predictions": paths, "gold": str(gold_path),
+                                "ablation": [list(map(str, a)) for a in cfg.ablation]}
+    if ablation_sets:
+        result.summary["ablation"] = summaries.ablation(result.grades, ablation_sets, cfg.n_boot, cfg.seed)
     if judge is not None:
         result.summary["judge"] = {"model": judge.model, **judge.engine.summary()}
     if second_judge is not None and judge is not None:

@@ -277,3 +277,30 @@ def correlations(grades, items: dict) -> dict:
                                         [float(np.mean(means[s2][m])) for m in common])
         out[f"{metric}_across_scales"] = {"models": models, "r": table}
     return out
+
+
+def ablation(grades, sets: Sequence[str], n_boot: int, seed: int) -> dict:
+    """matvqa.txt §5.2, Table 3: each model's accuracy on the main item set and on each other set with the same ids
+    (language- or caption-shortcut removed), and the relative drop (main − set) / main on the items answered in
+    both, with a paired bootstrap interval. The main set is every answer outside the named sets (first repeat)."""
+    rng = np.random.default_rng(seed)
+    per: dict[str, dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
+    for g in grades:
+        if g.extra.get("repeat", 0) == 0:
+            setting = g.extra.get("setting", "")
+            per[g.model]["main" if setting not in sets else setting][g.id] = g.score
+    out = {}
+    for model, by_set in sorted(per.items()):
+        main = by_set.get("main", {})
+        row: dict[str, Any] = {"main": {"accuracy": float(np.mean(list(main.values()))) if main else None,
+                                        "items": len(main)}}
+        for name in sets:
+            answers = by_set.get(name, {})
+            common = sorted(main.keys() & answers.keys())
+            row[name] = {"accuracy": float(np.mean(list(answers.values()))) if answers else None,
+                         "items": len(answers),
+                         "relative_drop": _gap(np.array([main[i] for i in common]),
+                                               np.array([answers[i] for i in common]), n_boot, rng)
+                         if common else None}
+        out[model] = row
+    return out
