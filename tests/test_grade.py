@@ -460,3 +460,15 @@ def test_matvqa_ablation_relative_drops(tmp_path):
     assert [(g["id"], g.get("setting"), g["score"]) for g in grades][4:] == [
         ("0", "language_removed", 0.0), ("1", "language_removed", 1.0), ("2", "language_removed", 1.0),
         ("3", "language_removed", 1.0)]
+
+
+def test_judge_lift_against_sts_ranks():
+    from benchmint.grade.summary import _rank_shift
+    from benchmint.records import Grade
+
+    # STS orders a > c > b; the judge orders b > c > a: the judge lifts b by two places and drops a by two.
+    grades = [Grade("1", m, None, "judge", j / 10, str(j), extra={"sts": s, "judge_score": j})
+              for m, s, j in (("a", 0.9, 7), ("b", 0.5, 9), ("c", 0.7, 8))]
+    got = _rank_shift(grades)
+    assert {m: (v["sts_rank"], v["judge_rank"], v["judge_lift"]) for m, v in got.items()} == {
+        "a": (1, 3, -2), "b": (3, 1, 2), "c": (2, 2, 0)}

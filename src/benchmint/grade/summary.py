@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from benchmint.metrics.aggregate import bootstrap_ci
+from benchmint.metrics.behaviour import average_ranks
 from benchmint.records import STAGES
 
 LEVELS = ("Mid", "High", "BO", "AO", "UG", "SUG", "MA", "PhD")
@@ -254,12 +255,14 @@ def pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
 
 
 def correlations(grades, items: dict) -> dict:
-    """csmbench.txt Fig. 2 and its metric comparison: Pearson's r of STS and the judge over answers, and, per metric,
-    between the scales over the models' mean scores (one point per model; three models at least)."""
+    """csmbench.txt Fig. 2 and its metric comparison: Pearson's r of STS and the judge over answers; per model, its
+    rank by each metric (``models_by_metric``); and, per metric, r between the scales over the models' mean scores
+    (one point per model; three models at least)."""
     both = [(g.extra["sts"], g.extra["judge_score"]) for g in grades
             if g.extra.get("sts") is not None and g.extra.get("judge_score") is not None]
     out: dict[str, Any] = {"sts_vs_judge": {"answers": len(both),
                                             "r": pearson([p[0] for p in both], [p[1] for p in both])}}
+    out["models_by_metric"] = _rank_shift(grades)
     for metric in ("sts", "judge_score"):
         means: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         for g in grades:
@@ -304,3 +307,24 @@ def ablation(grades, sets: Sequence[str], n_boot: int, seed: int) -> dict:
                          if common else None}
         out[model] = row
     return out
+
+
+def _rank_shift(grades) -> dict:
+    """Each model's mean STS and judge score, its rank by each (1 = best) and ``judge_lift`` = STS rank − judge rank:
+    a model the judge places well above where STS puts it (a large positive lift) is what csmbench.txt's concern
+    about a judge favouring its own family would look like."""
+    sts: dict[str, list[float]] = defaultdict(list)
+    judge: dict[str, list[float]] = defaultdict(list)
+    for g in grades:
+        if g.extra.get("sts") is not None and g.extra.get("judge_score") is not None:
+            sts[g.model].append(g.extra["sts"])
+            judge[g.model].append(g.extra["judge_score"])
+    models = sorted(sts)
+    if not models:
+        return {}
+    s_mean = {m: float(np.mean(sts[m])) for m in models}
+    j_mean = {m: float(np.mean(judge[m])) for m in models}
+    s_rank = dict(zip(models, (len(models) + 1 - average_ranks(np.array([s_mean[m] for m in models]))).tolist()))
+    j_rank = dict(zip(models, (len(models) + 1 - average_ranks(np.array([j_mean[m] for m in models]))).tolist()))
+    return {m: {"sts": s_mean[m], "judge_score": j_mean[m], "sts_rank": s_rank[m], "judge_rank": j_rank[m],
+                "judge_lift": s_rank[m] - j_rank[m]} for m in models}
