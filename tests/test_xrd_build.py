@@ -125,3 +125,40 @@ def test_pattern_renderer_equals_full_draw():
     assert a.shape == (450, 800) and a.dtype == np.uint8
     np.testing.assert_array_equal(a, render_pattern_full(grid, first, (800, 450)))
     assert (a < 128).sum() > 2000  # the curve, axes and labels are drawn
+
+
+def test_duplicate_ids_are_listed_and_the_run_finishes(tmp_path):
+    nacl = Structure.from_spacegroup("Fm-3m", Lattice.cubic(5.64), ["Na", "Cl"], [[0, 0, 0], [0.5, 0.5, 0.5]])
+    kcl = Structure.from_spacegroup("Fm-3m", Lattice.cubic(6.29), ["K", "Cl"], [[0, 0, 0], [0.5, 0.5, 0.5]])
+    for db, s in (("dbA", nacl), ("dbB", nacl), ("dbC", kcl)):  # one file copied into a second folder
+        (tmp_path / db).mkdir()
+        CifWriter(s).write_file(tmp_path / db / ("salt.cif" if db != "dbC" else "kcl.cif"))
+    res = build([tmp_path / "dbA", tmp_path / "dbB", tmp_path / "dbC"], tmp_path / "out",
+                BuildConfig(per_db=1, db_from_dirname=True), workers=1)
+    assert res.items == 2 and [it["id"] for it in read(tmp_path / "out" / "items.jsonl")] == ["salt", "kcl"]
+    errors = read(tmp_path / "out" / "errors.jsonl")
+    assert [(e["kind"], e["cif"].endswith("dbB/salt.cif"), e["duplicate_of"].endswith("dbA/salt.cif"))
+            for e in errors] == [("duplicate_id", True, True)]
+
+
+def test_an_undetermined_space_group_keeps_its_item(tmp_path, monkeypatch):
+    # spglib gives up on some real structures; here it is made to fail at every tolerance.
+    import pymatgen.symmetry.analyzer as analyzer
+
+    from benchmint.xrd import build as build_module
+
+    def fails(*args, **kwargs):
+        raise ValueError("Symmetry detection failed")
+
+    nacl = Structure.from_spacegroup("Fm-3m", Lattice.cubic(5.64), ["Na", "Cl"], [[0, 0, 0], [0.5, 0.5, 0.5]])
+    CifWriter(nacl).write_file(tmp_path / "nacl.cif")
+    kept = build_module._build_one(str(tmp_path / "nacl.cif"), "k" * 16, str(tmp_path), "db", BuildConfig())
+    monkeypatch.setattr(analyzer, "SpacegroupAnalyzer", fails)
+    item = build_module._build_one(str(tmp_path / "nacl.cif"), "k" * 16, str(tmp_path), "db", BuildConfig())
+    assert item["answer"] == kept["answer"] == [[2, 0, 0]]  # the pattern and its truth do not need the group
+    assert (item["spacegroup"], item["crystal_system"], item["meta"]["spacegroup_number"]) == (None, None, None)
+    assert item["laue_rotations"] == [[-1, 0, 0, 0, -1, 0, 0, 0, -1], [1, 0, 0, 0, 1, 0, 0, 0, 1]]
+    assert "symprec 0.01" in item["symmetry_warning"] and "symprec 0.1" in item["symmetry_warning"]
+    assert "symprec" not in kept and kept["spacegroup_number"] == 225
+    rows, _ = build_module.select([item, kept], per_db=2)  # the selection takes an unknown system too
+    assert len(rows) == 2

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmint.io import InputError, write_jsonl
+from benchmint.io import write_jsonl
 from benchmint.run import run_files
 from benchmint.xrd.profile import ProfileParams
 
@@ -137,8 +137,6 @@ def _build_one(path: str, key: str, out_dir: str, db: str, cfg: BuildConfig) -> 
     """One CIF -> its item, or {"error": ...}. Runs in a worker process."""
     import warnings
 
-    from pymatgen.symmetry.analyzer import SpacegroupAnalyzer
-
     from benchmint.xrd.cifread import read_structure
     from benchmint.xrd.profile import sticks_pattern
     from benchmint.xrd.sticks import compute_sticks
@@ -161,9 +159,7 @@ def _build_one(path: str, key: str, out_dir: str, db: str, cfg: BuildConfig) -> 
     if len(sticks) == 0:
         return {"error": f"no reflection in 2θ {cfg.two_theta_range[0]}-{cfg.two_theta_range[1]}°"}
     result = sticks_pattern(sticks, cfg.profile)
-    sga = SpacegroupAnalyzer(structure)
-    system = sga.get_crystal_system()
-    from benchmint.xrd.symmetry import laue_rotations
+    symmetry = _symmetry(structure)
     item_id = Path(path).stem
     image = Path(out_dir) / "images" / f"{key[:12]}.png"
     image.parent.mkdir(parents=True, exist_ok=True)
@@ -173,11 +169,7 @@ def _build_one(path: str, key: str, out_dir: str, db: str, cfg: BuildConfig) -> 
         "id": item_id,
         "db": db,
         "formula": structure.composition.reduced_formula,
-        "crystal_system": system,
-        "spacegroup": sga.get_space_group_symbol(),
-        "spacegroup_number": sga.get_space_group_number(),
-        "lattice_type": sga.get_lattice_type(),
-        "laue_rotations": laue_rotations(structure, analyzer=sga),
+        **symmetry,
         "two_theta_star": round(result.two_theta_star, 2),
         "peak_intensity": float(result.peak_intensity),
         "n_peaks": len(sticks),
@@ -186,8 +178,40 @@ def _build_one(path: str, key: str, out_dir: str, db: str, cfg: BuildConfig) -> 
         "image": str(image.relative_to(out_dir)),
         "cif_route": cif_route,
         "meta": {"db": db, "union_size": union_group(len(answer)), "angle_range": angle_range(result.two_theta_star),
-                 "crystal_system": system, "spacegroup_number": sga.get_space_group_number()},
+                 "crystal_system": symmetry["crystal_system"], "spacegroup_number": symmetry["spacegroup_number"]},
     }
+
+
+# spglib's default tolerance first (pymatgen's), then a looser one, recorded in the item when it was needed.
+SYMPRECS = (0.01, 0.1)
+# Friedel's law puts the inversion in every Laue group: folding by {E, -E} alone is right for any structure.
+TRICLINIC_LAUE = [[-1, 0, 0, 0, -1, 0, 0, 0, -1], [1, 0, 0, 0, 1, 0, 0, 0, 1]]
+
+
+def _symmetry(structure) -> dict:
+    """Space group, crystal system, lattice type and Laue rotations, or nulls with a warning when spglib fails.
+
+    The pattern and its ground truth do not depend on the space group, so an undetermined one costs the item
+    nothing but its symmetry fields: they are null, the Laue rotations are the triclinic ones (only Friedel
+    pairs fold), and ``symmetry_warning`` says why.
+    """
+    from pymatgen.symmetry.analyzer import SpacegroupAnalyzer
+
+    from benchmint.xrd.symmetry import laue_rotations
+
+    failures = []
+    for symprec in SYMPRECS:
+        try:
+            sga = SpacegroupAnalyzer(structure, symprec=symprec)
+            found = {"crystal_system": sga.get_crystal_system(), "spacegroup": sga.get_space_group_symbol(),
+                     "spacegroup_number": sga.get_space_group_number(), "lattice_type": sga.get_lattice_type(),
+                     "laue_rotations": laue_rotations(structure, analyzer=sga)}
+            return found if symprec == SYMPRECS[0] else {**found, "symprec": symprec}
+        except Exception as exc:  # spglib gives up on some real structures (overlapping or disordered sites)
+            failures.append(f"symprec {symprec}: {type(exc).__name__}: {exc}")
+    return {"crystal_system": None, "spacegroup": None, "spacegroup_number": None, "lattice_type": None,
+            "laue_rotations": TRICLINIC_LAUE,
+            "symmetry_warning": "space group undetermined (" + "; ".join(failures) + "); triclinic Laue rotations"}
 
 
 def select(items: list[dict], per_db: int, seed: int = 0) -> tuple[list[dict], dict[str, float | None]]:
@@ -200,9 +224,10 @@ def select(items: list[dict], per_db: int, seed: int = 0) -> tuple[list[dict], d
     rows, silhouettes = [], {}
     for db in sorted({it["db"] for it in items}):
         group = [it for it in items if it["db"] == db]
+        # An undetermined symmetry is a code of its own (one past cubic) and space group 0.
         feats = np.array([[it["two_theta_star"], it["peak_intensity"], it["n_peaks"], it["union_size"],
-                           CRYSTAL_SYSTEMS.index(it["crystal_system"]), it["spacegroup_number"]] for it in group],
-                         dtype=np.float64)
+                           CRYSTAL_SYSTEMS.index(it["crystal_system"]) if it["crystal_system"] else len(CRYSTAL_SYSTEMS),
+                           it["spacegroup_number"] or 0] for it in group], dtype=np.float64)
         k = min(per_db, len(group))
         scaled = StandardScaler().fit_transform(feats)
         km = KMeans(n_clusters=k, random_state=seed, n_init=10).fit(scaled)
@@ -231,18 +256,25 @@ def build(inputs, out_dir, cfg: BuildConfig = BuildConfig(), workers: int = 1, p
     db_of = (lambda p: p.parent.name) if cfg.db_from_dirname else (lambda p: "default")
     out, results, skipped = run_files(inputs, ".cif", out_dir, "xrd-build", _build_one, lambda p: (db_of(p), cfg),
                                       lambda p: {**settings, "db": db_of(p)}, workers, progress)
+    errors = [{"cif": str(p), "error": r["error"]} for p, r in results if "error" in r]
+    # Ids are file stems: a second file with a stem already taken (real dumps hold copies in several folders)
+    # would make the gold ambiguous, so it is listed as an error naming the file that has the id, and left out.
+    seen: dict[str, str] = {}
+    kept = []
+    for p, r in results:
+        if "error" in r:
+            continue
+        if r["id"] in seen:
+            errors.append({"cif": str(p), "error": f"duplicate id {r['id']!r}: {seen[r['id']]} has it; left out",
+                           "kind": "duplicate_id", "duplicate_of": seen[r["id"]]})
+            continue
+        seen[r["id"]] = str(p)
+        kept.append((p, r))
     # What a prompt needs beside the item: the CIF (its path relative to items.jsonl, added here rather than in
     # the worker so that a resumed run in another place still points at its files) and the index convention.
     items = [{**r, "cif": Path(os.path.relpath(Path(p).resolve(), out.resolve())).as_posix(),
               "hkl_convention": "4-index" if r["answer"] and len(r["answer"][0]) == 4 else "3-index"}
-             for p, r in results if "error" not in r]
-    errors = [{"cif": str(p), "error": r["error"]} for p, r in results if "error" in r]
-    seen: dict[str, str] = {}
-    for p, r in results:  # ids are file stems: two files with one stem would make the gold ambiguous
-        if "error" not in r:
-            if r["id"] in seen:
-                raise InputError(f"two CIFs share the id {r['id']!r}: {seen[r['id']]} and {p}; rename one")
-            seen[r["id"]] = str(p)
+             for p, r in kept]
     selection, silhouettes = select(items, cfg.per_db, cfg.seed) if items else ([], {})
     write_jsonl(out / "items.jsonl", items)
     write_jsonl(out / "errors.jsonl", errors)
