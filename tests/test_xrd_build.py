@@ -162,3 +162,86 @@ def test_an_undetermined_space_group_keeps_its_item(tmp_path, monkeypatch):
     assert "symprec" not in kept and kept["spacegroup_number"] == 225
     rows, _ = build_module.select([item, kept], per_db=2)  # the selection takes an unknown system too
     assert len(rows) == 2
+
+
+def test_march_dollase_weight_by_hand():
+    import numpy as np
+
+    from benchmint.xrd.realism import march_dollase, po_weights
+    from benchmint.xrd.symmetry import laue_rotations
+
+    nacl = Structure.from_spacegroup("Fm-3m", Lattice.cubic(5.64), ["Na", "Cl"], [[0, 0, 0], [0.5, 0.5, 0.5]])
+    rots, rec = np.array(laue_rotations(nacl)), nacl.lattice.reciprocal_lattice.matrix
+    # {100} along [001], r = 0.5: (00±1) at α = 0 weigh r⁻³ = 8, the four others at 90° weigh r^1.5.
+    w = po_weights(np.array([[1, 0, 0]]), np.array([6]), np.array([0, 1]), rots, rec, (0, 0, 1), 0.5)
+    assert w[0] == pytest.approx((2 * 8 + 4 * 0.5 ** 1.5) / 6)
+    # {111}: all eight planes at cos α = 1/√3 to [001]; r = 1 is no texture at all.
+    w = po_weights(np.array([[1, 1, 1], [1, 0, 0]]), np.array([8, 6]), np.array([0, 1, 2]), rots, rec, (0, 0, 1), 0.5)
+    assert w[0] == pytest.approx((0.25 / 3 + (2 / 3) / 0.5) ** -1.5)
+    assert po_weights(np.array([[1, 1, 1]]), np.array([8]), np.array([0, 1]), rots, rec, (1, 1, 0), 1.0)[0] == 1.0
+    # A stick of two families is their multiplicity-weighted mean; the plain formula agrees term by term.
+    two = po_weights(np.array([[1, 1, 1], [1, 0, 0]]), np.array([8, 6]), np.array([0, 2]), rots, rec, (0, 0, 1), 0.5)
+    assert two[0] == pytest.approx((8 * w[0] + 6 * (2 * 8 + 4 * 0.5 ** 1.5) / 6) / 14)
+    assert march_dollase(np.array([1.0, 0.0]), 2.0).tolist() == pytest.approx([2.0 ** -3, 2.0 ** 1.5])
+
+
+def test_po_weights_equal_a_loop_over_the_orbits(cif_dirs):
+    # An independent path: every equivalent plane enumerated as a set, angles by math, one family at a time.
+    import math
+
+    import numpy as np
+    from pymatgen.core import Structure as S
+
+    from benchmint.xrd.realism import po_weights
+    from benchmint.xrd.sticks import compute_sticks
+    from benchmint.xrd.symmetry import laue_rotations
+
+    for cif in sorted((cif_dirs / "dbA").glob("*.cif"))[:4] + sorted((cif_dirs / "dbB").glob("*.cif"))[:3]:
+        s = S.from_file(cif)
+        sticks = compute_sticks(s, (2.0, 90.0))
+        labels, mults, start = sticks.family_arrays()
+        rots = [np.array(r).reshape(3, 3) for r in laue_rotations(s)]
+        rec = s.lattice.reciprocal_lattice.matrix
+        got = po_weights(labels, mults, start, np.array(laue_rotations(s)), rec, (1, 0, 2), 0.7)
+        d = np.array([1.0, 0.0, 2.0]) @ rec
+        for i in range(len(start) - 1):
+            num = den = 0.0
+            for f in range(start[i], start[i + 1]):
+                h = labels[f][[0, 1, 3]] if labels.shape[1] == 4 else labels[f]
+                orbit = {tuple(int(v) for v in h @ r) for r in rots}
+                ws = []
+                for plane in orbit:
+                    g = np.array(plane, dtype=float) @ rec
+                    c = float(g @ d) / math.sqrt(float(g @ g) * float(d @ d))
+                    ws.append((0.49 * c * c + (1 - c * c) / 0.7) ** -1.5)
+                num += mults[f] * sum(ws) / len(ws)
+                den += mults[f]
+            assert got[i] == pytest.approx(num / den, rel=1e-12), (cif.name, i)
+
+
+def test_realistic_patterns_keep_the_clean_truth(cif_dirs, tmp_path):
+    out = tmp_path / "real"
+    argv = ["xrd", "build", str(cif_dirs / "dbA"), "--out", str(out), "--workers", "1", "--per-db", "2",
+            "--noise-counts", "200", "--background", "0.05", "0.02", "--preferred-orientation", "0", "0", "1", "0.6",
+            "--fwhm-range", "0.08", "0.30", "--realism-seed", "7"]
+    assert main(argv) == 0
+    items = {it["id"]: it for it in read(out / "items.jsonl")}
+    clean = tmp_path / "clean"
+    for item in items.values():
+        r = item["realism"]
+        assert 0.08 <= r["fwhm"] <= 0.30 and r["noise_counts"] == 200 and r["seed"] == 7
+        assert item["meta"]["peak_shift"] in ("none", "within_window", "beyond_window")
+        assert item["peak_shift_deg"] == pytest.approx(item["observed_two_theta_star"] - item["two_theta_star"],
+                                                       abs=0.006)
+        # The ground truth is the clean pattern's at the item's own width.
+        assert main(["xrd", "build", str(cif_dirs / "dbA" / f"{item['id']}.cif"), "--out", str(clean / item["id"]),
+                     "--workers", "1", "--fwhm", str(r["fwhm"])]) == 0
+        assert read(clean / item["id"] / "items.jsonl")[0]["answer"] == item["answer"]
+        clean_image = next((clean / item["id"] / "images").iterdir()).read_bytes()
+        assert clean_image != (out / item["image"]).read_bytes()  # the image shows the realistic pattern
+    # Seeded: a second build draws the same widths and the same noise.
+    assert main([*argv[:4], str(tmp_path / "again"), *argv[5:]]) == 0
+    assert (tmp_path / "again" / "items.jsonl").read_bytes() == (out / "items.jsonl").read_bytes()
+    first = sorted((out / "images").iterdir())
+    assert [p.read_bytes() for p in first] == [(tmp_path / "again" / "images" / p.name).read_bytes() for p in first]
+    assert main([*argv, "--caglioti", "0.01", "0", "0.01"]) == 2  # a width range and Caglioti widths exclude

@@ -12,9 +12,19 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         from benchmint.xrd.profile import ProfileParams
+        from benchmint.xrd.realism import Realism
 
         profile = ProfileParams(fwhm=args.fwhm, eta=args.eta, caglioti=args.caglioti, window_fwhms=args.window_fwhms)
-        cfg = BuildConfig(per_db=args.per_db, db_from_dirname=args.db_from_dirname, profile=profile)
+        po = None
+        if args.preferred_orientation is not None:
+            h, k, ell, r = args.preferred_orientation
+            if not all(float(v).is_integer() for v in (h, k, ell)):
+                raise ValueError(f"--preferred-orientation takes whole Miller indices, got {h:g} {k:g} {ell:g}")
+            po = ((int(h), int(k), int(ell)), r)
+        realism = Realism(fwhm_range=tuple(args.fwhm_range) if args.fwhm_range else None, preferred_orientation=po,
+                          background=tuple(args.background) if args.background else None,
+                          noise_counts=args.noise_counts, seed=args.realism_seed)
+        cfg = BuildConfig(per_db=args.per_db, db_from_dirname=args.db_from_dirname, profile=profile, realism=realism)
         res = build(args.inputs, args.out, cfg, workers=args.workers, progress=sys.stderr.isatty())
     except (InputError, ValueError) as exc:
         print(f"benchmint xrd build: error: {exc}", file=sys.stderr)
@@ -48,4 +58,16 @@ def add_parser(sub) -> None:
                         help="angle-dependent width FWHM(θ) = sqrt(U·tan²θ + V·tanθ + W) instead of --fwhm")
     xbuild.add_argument("--window-fwhms", type=float, default=None, metavar="K",
                         help="adaptive ground-truth window: K FWHMs of the profile at 2θ* (default: fixed 0.30°)")
+    real = xbuild.add_argument_group("patterns as instruments measure them (the image only: the ground truth stays "
+                                     "the clean pattern's; each item records what was applied and how far its "
+                                     "strongest peak moved)")
+    real.add_argument("--fwhm-range", type=float, nargs=2, metavar=("LOW", "HIGH"),
+                      help="each item's FWHM drawn uniformly from [LOW, HIGH] degrees (its ground truth uses it)")
+    real.add_argument("--preferred-orientation", type=float, nargs=4, metavar=("H", "K", "L", "R"),
+                      help="March-Dollase texture along the normal of plane (H K L) with ratio R (< 1: platelets)")
+    real.add_argument("--background", type=float, nargs="+", metavar="C",
+                      help="smooth background: Chebyshev coefficients over the 2θ range, in units of the peak height")
+    real.add_argument("--noise-counts", type=float, metavar="N",
+                      help="Poisson counting noise with N counts at the strongest point")
+    real.add_argument("--realism-seed", type=int, default=0, help="seed of the drawn widths and the noise (0)")
     xbuild.set_defaults(func=run)

@@ -12,6 +12,7 @@ and resumed runs give identical files.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ import numpy as np
 from benchmint.io import write_jsonl
 from benchmint.run import run_files
 from benchmint.xrd.profile import ProfileParams
+from benchmint.xrd.realism import Realism
 
 CRYSTAL_SYSTEMS = ("triclinic", "monoclinic", "orthorhombic", "tetragonal", "trigonal", "hexagonal", "cubic")
 FEATURES = ("two_theta_star", "peak_intensity", "n_peaks", "union_size", "crystal_system_code", "spacegroup_number")
@@ -34,10 +36,14 @@ class BuildConfig:
     image_size: tuple[int, int] = (800, 450)  # pixels of the rendered pattern
     seed: int = 0
     profile: ProfileParams = ProfileParams()  # broadening and ground-truth window (the paper's by default)
+    realism: Realism = Realism()  # noise, background, texture, drawn widths (benchmint.xrd.realism); off by default
 
     def __post_init__(self) -> None:
         if self.per_db < 1:
             raise ValueError(f"per_db must be >= 1, got {self.per_db}")
+        if self.realism.fwhm_range is not None and self.profile.caglioti is not None:
+            raise ValueError("a FWHM range and Caglioti widths exclude each other")
+
 
 
 def union_group(size: int) -> str:
@@ -158,14 +164,21 @@ def _build_one(path: str, key: str, out_dir: str, db: str, cfg: BuildConfig) -> 
         return {"error": f"no XRD pattern: {type(exc).__name__}: {exc}"}
     if len(sticks) == 0:
         return {"error": f"no reflection in 2θ {cfg.two_theta_range[0]}-{cfg.two_theta_range[1]}°"}
-    result = sticks_pattern(sticks, cfg.profile)
+    real = cfg.realism
+    rng = real.rng(key) if real.active else None
+    profile = cfg.profile
+    if real.fwhm_range is not None and rng is not None:
+        profile = dataclasses.replace(profile, fwhm=round(float(rng.uniform(*real.fwhm_range)), 4))
+    result = sticks_pattern(sticks, profile)
     symmetry = _symmetry(structure)
     item_id = Path(path).stem
     image = Path(out_dir) / "images" / f"{key[:12]}.png"
     image.parent.mkdir(parents=True, exist_ok=True)
-    render_pattern(result.grid, result.curve, image, cfg.image_size)
+    shown, observed = (result.curve, {}) if rng is None else _realistic(result, sticks, structure, symmetry, profile,
+                                                                        real, rng)
+    render_pattern(result.grid, shown, image, cfg.image_size)
     answer = [list(h) for h in result.ground_truth]
-    return {
+    item = {
         "id": item_id,
         "db": db,
         "formula": structure.composition.reduced_formula,
@@ -180,7 +193,38 @@ def _build_one(path: str, key: str, out_dir: str, db: str, cfg: BuildConfig) -> 
         "meta": {"db": db, "union_size": union_group(len(answer)), "angle_range": angle_range(result.two_theta_star),
                  "crystal_system": symmetry["crystal_system"], "spacegroup_number": symmetry["spacegroup_number"]},
     }
+    if observed:
+        item.update({k: v for k, v in observed.items() if k != "peak_shift"})
+        item["meta"]["peak_shift"] = observed["peak_shift"]
+    return item
 
+
+def _realistic(result, sticks, structure, symmetry: dict, profile: ProfileParams, real: Realism,
+               rng) -> tuple[np.ndarray, dict]:
+    """The pattern the image shows, and what the item records of it (see benchmint.xrd.realism)."""
+    from benchmint.xrd import realism
+    from benchmint.xrd.profile import broadened
+
+    shown = result.curve
+    if real.preferred_orientation is not None:
+        direction, ratio = real.preferred_orientation
+        labels, mults, start = sticks.family_arrays()
+        weights = realism.po_weights(labels, mults, start, np.array(symmetry["laue_rotations"]),
+                                     structure.lattice.reciprocal_lattice.matrix, direction, ratio)
+        shown = broadened(sticks.two_theta, sticks.intensity * weights, profile)
+    if real.background is not None:
+        shown = shown + realism.chebyshev_background(result.grid, real.background, float(shown.max()))
+    if real.noise_counts is not None:
+        shown = realism.poisson_counts(shown, real.noise_counts, rng)
+    observed = float(result.grid[int(np.argmax(shown))])
+    shift = round(observed - result.two_theta_star, 4)
+    from benchmint.xrd.profile_ref import stick_fwhm
+
+    window = (profile.gt_window if profile.window_fwhms is None
+              else profile.window_fwhms * stick_fwhm(result.two_theta_star, profile, "2theta*"))
+    return shown, {"realism": {**real.record(), **({"fwhm": profile.fwhm} if real.fwhm_range else {})},
+                   "observed_two_theta_star": round(observed, 2), "peak_shift_deg": shift,
+                   "peak_shift": realism.shift_class(shift, window, profile.grid_step)}
 
 # spglib's default tolerance first (pymatgen's), then a looser one, recorded in the item when it was needed.
 SYMPRECS = (0.01, 0.1)

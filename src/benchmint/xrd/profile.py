@@ -42,7 +42,8 @@ from benchmint import _dispatch
 from benchmint.parallel import resolve_workers
 from benchmint.xrd import profile_ref
 
-__all__ = ["HKL", "PatternResult", "ProfileParams", "kalpha2_sticks", "pattern", "patterns", "sticks_pattern"]
+__all__ = ["HKL", "PatternResult", "ProfileParams", "broadened", "kalpha2_sticks", "pattern", "patterns",
+           "sticks_pattern"]
 
 HKL = tuple[int, ...]
 
@@ -215,6 +216,12 @@ def sticks_pattern(sticks, params: ProfileParams | None = None) -> PatternResult
     labels, _, start = sticks.family_arrays()
     window = [tuple(r) for i in outcome[3].tolist() for r in labels[start[i]:start[i + 1]].tolist()]
     return _result(_shared_grid(p), outcome, window, len(tt))
+
+
+def broadened(two_theta, intensity, params: ProfileParams | None = None) -> np.ndarray:
+    """The Kα1 + Kα2 curve of the sticks on the grid, alone (the compiled kernel, or the dense reference)."""
+    tt, inten = _as_sticks(two_theta, intensity)
+    return _broaden(tt, inten, params or DEFAULT_PARAMS)[0]
 
 
 def kalpha2_sticks(two_theta, intensity, params: ProfileParams | None = None
