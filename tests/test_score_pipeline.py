@@ -254,8 +254,9 @@ def _counts(pairs):
 
 
 @pytest.mark.parametrize("pred, label", [
-    ({"A", "B"}, "Wise"), ({"A"}, "Conservative"), ({"A", "B", "C"}, "Gambler"), ({"A", "B", "C", "D"}, "Gambler")])
+    ({"A", "B"}, "Wise"), ({"A"}, "Conservative"), ({"A", "B", "C"}, "Aggressive"), ({"A", "B", "C", "D"}, "Gambler")])
 def test_personality_of_table2_strategies(pred, label):
+    # spm-bench Table 2's rows, each strategy on every item: P = 1, 1, 2/3, 1/2; SIP-F1 1, 0.4, 0.24, 0.15.
     pairs = [(pred, {"A", "B"})] * 10
     rows = [score_item(p, g) for p, g in pairs]
     mean = lambda k: float(np.mean([r[k] for r in rows]))  # noqa: E731
@@ -270,6 +271,50 @@ def test_aggressive_label_needs_mixed_behaviour():
     mean = lambda k: float(np.mean([r[k] for r in rows]))  # noqa: E731
     got = personality(*_counts(pairs), mean("spc"), mean("sip_f1"), mean("precision"), mean("recall"))
     assert got["label"] == "Aggressive" and got["over_selection_rate"] == 0.3
+
+
+def _personality(pairs, **behaviour):
+    rows = [score_item(p, g) for p, g in pairs]
+    mean = lambda k: float(np.mean([r[k] for r in rows]))  # noqa: E731
+    score = np.array([r["sip_f1"] for r in rows])
+    conf = np.array(behaviour.get("confidence", [np.nan] * len(pairs)), dtype=float)
+    diff = np.array(behaviour.get("difficulty", [np.nan] * len(pairs)), dtype=float)
+    tokens = np.array(behaviour.get("tokens", [np.nan] * len(pairs)), dtype=float)
+    calib = calibration(score, conf, diff, tokens)
+    return personality(*_counts(pairs), mean("spc"), mean("sip_f1"), mean("precision"), mean("recall"),
+                       calib=calib, score=score, difficulty=diff, tokens=tokens)
+
+
+def test_a_wise_model_that_sometimes_over_selects_stays_wise():
+    # 23 of 25 exact, 2 (8%) with one wrong extra option: SIP-F1 (23 + 2·0.24)/25 = 0.939, P = (23 + 2·2/3)/25
+    # = 0.973, R = 1; over 0.08 > under 0 made it "Aggressive" under a rule that looked at over vs under first.
+    pairs = [({"A", "B"}, {"A", "B"})] * 23 + [({"A", "B", "C"}, {"A", "B"})] * 2
+    right_conf = [0.9] * 23 + [0.6] * 2  # less sure where it is wrong: calibrated
+    got = _personality(pairs, confidence=right_conf)
+    assert got["label"] == "Wise" and got["calibrated"] is True
+    assert got["sip_f1"] == pytest.approx((23 + 2 * 0.24) / 25, abs=1e-9)
+    assert _personality(pairs)["reason"].endswith("(no stated confidence: calibration unknown)")
+    # The same selections with confidence against its scores (sure where wrong, unsure where right): ECE is
+    # |0.5 - 1|·23/25 + |0.95 - 0.24|·2/25 = 0.517 > 0.15 and Spearman < 0: not calibrated, so not Wise; its
+    # only errors are extra options, so it is Aggressive.
+    wrong_conf = [0.5] * 23 + [0.95] * 2
+    got = _personality(pairs, confidence=wrong_conf)
+    assert got["label"] == "Aggressive" and got["calibrated"] is False and "does not track" in got["reason"]
+
+
+def test_aggressive_overconfidence_and_token_profiles():
+    # {A, B, C} of {A, B} on every item at confidence 0.9: mean score 0.24, so 0.9 - 0.24 > 0.15: overconfident.
+    pairs = [({"A", "B", "C"}, {"A", "B"})] * 10
+    got = _personality(pairs, confidence=[0.9] * 10, tokens=[4000] * 10)
+    assert (got["label"], got["overconfident"]) == ("Aggressive", True) and "overconfidence" in got["reason"]
+    assert got["token_profile"] == {"label": None, "mean_tokens": 4000.0}  # long but not sound: no profile
+    exact = [({"A"}, {"A"})] * 10
+    assert _personality(exact, tokens=[3500] * 10)["token_profile"]["label"] == "Deliberative Analyst"
+    # Short answers, right on the 5 easy items and wrong on the 5 hard ones: 0 < 0.5·1 on hard vs easy.
+    mixed = [({"A"}, {"A"})] * 5 + [({"B"}, {"A"})] * 5
+    profile = _personality(mixed, tokens=[300] * 10, difficulty=[0.1] * 5 + [0.9] * 5)["token_profile"]
+    assert profile == {"label": "Naive Intuitionist", "mean_tokens": 300.0, "hard_score": 0.0, "easy_score": 1.0}
+    assert _personality(mixed)["token_profile"] is None  # no tokens stated: no profile
 
 
 def test_calibration_by_hand():

@@ -1,20 +1,35 @@
-"""Model "personalities" (spm-bench §4.2, Appendix B) and confidence calibration.
+"""Model "personalities" (spm-bench §3 Table 2, §4.1-4.2) and confidence calibration.
 
-Personality rules, applied in order to one model's items (thresholds in
-``PersonalityRules``):
-  over  = share of items with |P| > |G| (over-selection),
-  under = share of items with ∅ ≠ P ⊊ G (under-selection, no wrong option),
-  prec / rec = macro precision / recall.
-  1. Gambler      over >= gambler_over, or (over > under and prec < gambler_precision):
-                  selects more than asked on most items, or mostly wrongly.
-  2. Aggressive   over > under: its typical error is adding options.
-  3. Wise         prec >= wise_precision and rec >= wise_recall: precise and nearly complete (defaults 0.9, 0.9).
-  4. Conservative otherwise: precise-leaning, its typical error is leaving options out.
-The SPC − SIP-F1 gap is reported beside the label. Note that by eq. (2)-(5)
-an over-selecting item scores SPC = 0 but SIP-F1 > 0, so over-selection
-shrinks the gap, while under-selection widens it (SPC |P|/|G| vs 0.6·F1γ);
-the gap alone therefore does not order the personalities as §4.1 suggests,
-and the labels rest on the selection behaviour itself.
+The paper names the profiles by selection behaviour (Table 2: {A} of {A, B}
+is Conservative, {A, B, C} Aggressive, {A, B, C, D} Gambling) and by
+calibration (§4.2: Wise models lower their confidence where they fail,
+Aggressive ones report high confidence regardless). Its prose also reads a
+wide SPC - SIP-F1 gap as Aggressive or Gambling, but by its own equations
+(2)-(5) an over-selected item scores SPC 0 and SIP-F1 > 0, so over-selection
+*narrows* that gap while under-selection widens it; the gap is reported
+beside the label and the labels follow the equations' behaviour instead.
+
+Per model, over its items:
+  over  = share of items with |P| > |G| (selects more than asked),
+  under = share of items with ∅ ≠ P ⊊ G (leaves right options out, adds no wrong one),
+  prec / rec = macro precision / recall, sip = mean SIP-F1.
+Rules, in order (thresholds in ``PersonalityRules``):
+  1. Wise          sip >= wise_sip, prec >= wise_precision, rec >= wise_recall, and calibrated where the model
+                   states a confidence: Spearman(confidence, score) >= 0 or ECE <= wise_ece. Without
+                   confidences the label rests on selection alone and ``reason`` says so.
+  2. Gambler       prec < gambler_precision (0.65): more of its selections are wrong than adding one wrong
+                   option to a two-option answer gives (Table 2's Aggressive {A, B, C} has P = 2/3, its
+                   Gambling {A, B, C, D} P = 1/2); selection near at random.
+  3. Aggressive    over > under: its typical error is adding options (Table 2's {A, B, C}, P = 0.67);
+                   ``overconfident`` is set when its mean confidence is >= aggressive_confidence while its
+                   mean score is lower by more than wise_ece (§4.2's "epistemic hubris").
+  4. Conservative  otherwise: precise, its typical error is leaving options out (Table 2's {A}).
+Token profile (§4.2), beside the label, when the predictions carry tokens:
+  Deliberative Analyst  mean tokens >= many_tokens and sip >= wise_sip (long, and it pays off);
+  Naive Intuitionist    mean tokens <= few_tokens and, where difficulties are stated, a mean score on the
+                        hard items (difficulty >= 0.5) below collapse_ratio x that on the easy ones;
+  otherwise none. The token thresholds follow the paper's examples (~3,200 tokens for its Deliberative
+  Analyst); they are settings, not constants of nature.
 """
 
 from __future__ import annotations
@@ -26,27 +41,74 @@ import numpy as np
 
 @dataclass(frozen=True)
 class PersonalityRules:
-    gambler_over: float = 0.5
-    gambler_precision: float = 0.5
+    wise_sip: float = 0.8
     wise_precision: float = 0.9
     wise_recall: float = 0.9
+    wise_ece: float = 0.15
+    gambler_precision: float = 0.65
+    aggressive_confidence: float = 0.8
+    many_tokens: float = 3000.0
+    few_tokens: float = 1000.0
+    collapse_ratio: float = 0.5
+
+
+def _calibrated(calib: dict | None, rules: PersonalityRules) -> bool | None:
+    """True/False from the stated confidences, None when the model states none."""
+    if not calib or "ece" not in calib:
+        return None
+    rho = calib.get("spearman_confidence_score")
+    return (rho is not None and rho >= 0) or calib["ece"] <= rules.wise_ece
+
+
+def token_profile(sip_mean: float, score: np.ndarray | None, difficulty: np.ndarray | None,
+                  tokens: np.ndarray | None, rules: PersonalityRules) -> dict | None:
+    if tokens is None or np.isnan(tokens).all():
+        return None
+    mean_tokens = float(np.nanmean(tokens))
+    out: dict = {"label": None, "mean_tokens": mean_tokens}
+    if mean_tokens >= rules.many_tokens and sip_mean >= rules.wise_sip:
+        out["label"] = "Deliberative Analyst"
+    elif mean_tokens <= rules.few_tokens and score is not None and difficulty is not None:
+        known = ~np.isnan(difficulty)
+        hard, easy = known & (difficulty >= 0.5), known & (difficulty < 0.5)
+        if hard.any() and easy.any():
+            hard_score, easy_score = float(score[hard].mean()), float(score[easy].mean())
+            out.update(hard_score=hard_score, easy_score=easy_score)
+            if hard_score < rules.collapse_ratio * easy_score:
+                out["label"] = "Naive Intuitionist"
+    return out
 
 
 def personality(tp: np.ndarray, n_pred: np.ndarray, n_gold: np.ndarray, spc_mean: float, sip_mean: float,
-                precision_mean: float, recall_mean: float, rules: PersonalityRules = PersonalityRules()) -> dict:
+                precision_mean: float, recall_mean: float, rules: PersonalityRules = PersonalityRules(),
+                calib: dict | None = None, score: np.ndarray | None = None, difficulty: np.ndarray | None = None,
+                tokens: np.ndarray | None = None) -> dict:
+    """The label and the figures it rests on; ``calib`` is ``calibration(...)`` of the same items."""
     n = len(tp)
     if n == 0:
         return {"label": None, "reason": "no items"}
     over = float(np.mean(n_pred > n_gold))
     under = float(np.mean((tp == n_pred) & (n_pred > 0) & (n_pred < n_gold)))
-    if over >= rules.gambler_over or (over > under and precision_mean < rules.gambler_precision):
-        label, reason = "Gambler", "over-selects on most items or mostly wrongly"
+    calibrated = _calibrated(calib, rules)
+    overconfident = None
+    if calib and "mean_confidence" in calib:
+        overconfident = bool(calib["mean_confidence"] >= rules.aggressive_confidence
+                             and calib["mean_confidence"] - calib["mean_score"] > rules.wise_ece)
+    selects_wisely = (sip_mean >= rules.wise_sip and precision_mean >= rules.wise_precision
+                      and recall_mean >= rules.wise_recall)
+    if selects_wisely and calibrated is not False:
+        label = "Wise"
+        reason = "precise and nearly complete" + (
+            ", confidence tracks its scores" if calibrated else " (no stated confidence: calibration unknown)")
+    elif precision_mean < rules.gambler_precision:
+        label, reason = "Gambler", "too many of its selections are wrong"
     elif over > under:
-        label, reason = "Aggressive", "over-selection is its dominant error"
-    elif precision_mean >= rules.wise_precision and recall_mean >= rules.wise_recall:
-        label, reason = "Wise", "precise and nearly complete"
+        label = "Aggressive"
+        reason = "its typical error is adding options" + (", with overconfidence" if overconfident else "")
     else:
-        label, reason = "Conservative", "errs by leaving options out rather than adding wrong ones"
+        label, reason = "Conservative", "precise; its typical error is leaving options out"
+    if selects_wisely and label != "Wise":
+        reason += " (it selects like a Wise model, but its confidence does not track its scores)"
     return {
         "label": label,
         "reason": reason,
@@ -55,6 +117,10 @@ def personality(tp: np.ndarray, n_pred: np.ndarray, n_gold: np.ndarray, spc_mean
         "under_selection_rate": under,
         "precision": precision_mean,
         "recall": recall_mean,
+        "sip_f1": sip_mean,
+        "calibrated": calibrated,
+        "overconfident": overconfident,
+        "token_profile": token_profile(sip_mean, score, difficulty, tokens, rules),
         "rules": asdict(rules),
     }
 

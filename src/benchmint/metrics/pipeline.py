@@ -405,13 +405,14 @@ def summarize(cols: Columns, gold: Gold, cfg: ScoreConfig) -> dict:
             for fname, (blocks, values) in by_blocks.items()
         }
         metrics = block["metrics"]
-        block["personality"] = personality(
-            cols.tp[sel], cols.n_pred[sel], cols.n_gold[sel], metrics["spc"]["mean"], metrics["sip_f1"]["mean"],
-            metrics["precision"]["mean"], metrics["recall"]["mean"], cfg.personality_rules)
         # Per-item scores through the item's triple class: one metric evaluation per class.
         cls = np.searchsorted(uniq_keys, keys[sel])
         calib = calibration(class_score[cls], cols.confidence[sel], cols.difficulty[sel], cols.tokens[sel],
                             score_classes=(cls, class_score))
+        block["personality"] = personality(
+            cols.tp[sel], cols.n_pred[sel], cols.n_gold[sel], metrics["spc"]["mean"], metrics["sip_f1"]["mean"],
+            metrics["precision"]["mean"], metrics["recall"]["mean"], cfg.personality_rules, calib,
+            class_score[cls], cols.difficulty[sel], cols.tokens[sel])
         if calib is not None:
             calib["score_metric"] = cfg.kind.primary_metric
             block["calibration"] = calib
