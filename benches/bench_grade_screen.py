@@ -1,0 +1,129 @@
+"""The SeePhys symbolic screen against math-verify, on the same distinct physics pairs, cold.
+
+The pairs are the distinct (gold, answer, significant figures) triples of the hand-written golden set
+(tests/data/physics_pairs.jsonl, 219 of its 226 rows); a row holding a whole reply gives both tools the answer
+extracted by benchmint's rules, so only the comparison is timed. Both run with a 5 s limit per check (the
+screen kills the worker of a stuck check; math-verify's own ``timeout_seconds``/``parsing_timeout``).
+
+- screen: a fresh ``Screen`` per round (worker processes started, LaTeX parser warmed in them, pint's registry
+  built on first use), ``check_many`` over every pair; on both cores, and on one;
+- math-verify: ``verify(parse(gold), parse(answer))`` per pair in the calling process, its parser warm from the
+  first round on (which flatters it).
+
+Correctness is asserted, not only timed: the screen calls no "different" pair equivalent; math-verify's false
+equivalents are counted in extra_info. ``test_screen_vs_math_verify`` runs each tool as a whole process, in turn,
+and records the ratio of best times (the goal is 5x math-verify's pairs/s; see benches/README.md for where it stands).
+
+Run: .venv/bin/python -m pytest benches/bench_grade_screen.py --benchmark-only --benchmark-group-by=group
+"""
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from benchmint.grade.screen import Screen
+from benchmint.tasks.quantity import extract_final
+
+GOLDEN = Path(__file__).resolve().parents[1] / "tests" / "data" / "physics_pairs.jsonl"
+LIMIT_S = 5
+
+
+def _pairs() -> dict[tuple, str]:
+    pairs: dict[tuple, str] = {}
+    for line in GOLDEN.open(encoding="utf-8"):
+        r = json.loads(line)
+        answer = "; ".join(extract_final(r["reply"]).answers) if "reply" in r else r["answer"]
+        pairs.setdefault((r["gold"], answer, r["sig_figs"]), r["truth"])
+    return pairs
+
+
+PAIRS = _pairs()
+DIFFERENT = [k for k, truth in PAIRS.items() if truth == "different"]
+
+
+def run_screen(workers: int) -> list[bool]:
+    with Screen(workers=workers, timeout_s=LIMIT_S) as screen:
+        return [r.equivalent for r in screen.check_many(list(PAIRS))]
+
+
+def run_math_verify() -> list[bool]:
+    from math_verify import parse, verify
+
+    out = []
+    for gold, answer, _ in PAIRS:
+        try:
+            out.append(bool(verify(parse(gold, parsing_timeout=LIMIT_S), parse(answer, parsing_timeout=LIMIT_S),
+                                   timeout_seconds=LIMIT_S)))
+        except Exception:  # noqa: BLE001 - a pair it cannot handle is "not equivalent", as in its own default
+            out.append(False)
+    return out
+
+
+def false_equivalents(verdicts: list[bool]) -> int:
+    return sum(v for k, v in zip(PAIRS, verdicts) if PAIRS[k] == "different")
+
+
+def test_golden_pairs_are_a_real_mix():
+    assert len(PAIRS) >= 200 and len(DIFFERENT) >= 60
+
+
+@pytest.mark.parametrize("workers", [2, 1])
+def test_screen(benchmark, workers):
+    benchmark.group = "grade-screen-vs-math-verify"
+    verdicts = benchmark.pedantic(run_screen, args=(workers,), rounds=3, iterations=1)
+    assert false_equivalents(verdicts) == 0
+    benchmark.extra_info["pairs"] = len(PAIRS)
+    benchmark.extra_info["decided_equivalent"] = sum(verdicts)
+
+
+def test_math_verify_reference(benchmark):
+    benchmark.group = "grade-screen-vs-math-verify"
+    verdicts = benchmark.pedantic(run_math_verify, rounds=3, iterations=1)
+    benchmark.extra_info["pairs"] = len(PAIRS)
+    benchmark.extra_info["false_equivalents"] = false_equivalents(verdicts)
+    benchmark.extra_info["false_equivalent_share"] = false_equivalents(verdicts) / len(DIFFERENT)
+    # It accepts sign errors and dropped factors; the screen must not (asserted above).
+    assert false_equivalents(verdicts) > 0
+
+
+def test_screen_vs_math_verify(benchmark):
+    """Each tool as a whole process, in turn (interpreter start, imports, parser warm-up and the pairs), best of 3.
+
+    Whole processes, because in one process the tools warm each other: both parse LaTeX with
+    latex2sympy2_extended, whose parser tables math-verify would leave warm for the screen's forked workers.
+    extra_info: pairs/s of each and the ratios (both cores, one core).
+    """
+    benchmark.group = "grade-screen-side-by-side"
+    times: dict[str, list[float]] = {"screen2": [], "screen1": [], "math_verify": []}
+
+    def rounds():
+        for name in times:
+            t = time.perf_counter()
+            out = subprocess.run([sys.executable, __file__, name], capture_output=True, text=True, check=True)
+            times[name].append(time.perf_counter() - t)
+            verdicts = json.loads(out.stdout)
+            assert len(verdicts) == len(PAIRS)
+            if name != "math_verify":
+                assert false_equivalents(verdicts) == 0
+
+    benchmark.pedantic(rounds, rounds=3, iterations=1)
+    info = benchmark.extra_info
+    for name, ts in times.items():
+        info[f"{name}_pairs_per_second"] = len(PAIRS) / min(ts)
+        info[f"{name}_s"] = [round(t, 3) for t in ts]
+    info["screen2_vs_math_verify"] = min(times["math_verify"]) / min(times["screen2"])
+    info["screen1_vs_math_verify"] = min(times["math_verify"]) / min(times["screen1"])
+    if not benchmark.disabled:
+        # Measured here (benches/README.md): 3.7x on both cores, 2.7x on one, as whole processes; the 5x goal is
+        # not met yet (LaTeX parsing warm-up in each worker dominates). This guards against falling behind it.
+        assert info["screen2_vs_math_verify"] >= 2
+
+
+if __name__ == "__main__":  # one tool as a whole process: its verdicts on stdout
+    tool = sys.argv[1]
+    got = run_math_verify() if tool == "math_verify" else run_screen(2 if tool == "screen2" else 1)
+    print(json.dumps(got))
