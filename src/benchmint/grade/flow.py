@@ -299,9 +299,9 @@ def _open_grades(units: list[Unit], items: dict, cfg: GradeConfig, judge: Judge 
         texts.append(strip_reasoning(text).strip() if isinstance(text, str) else "")
     sts: list[float | None] = [None] * len(units)
     if cfg.sts:
-        from benchmint.grade.sts import StsModel
+        from benchmint.grade.sts import default_model
 
-        model = StsModel()
+        model = default_model()
         keep = [i for i, t in enumerate(texts) if t.strip()]
         sims = model.similarity([texts[i] for i in keep], [str(items[units[i].pred.id].answer) for i in keep])
         for i, value in zip(keep, sims):
