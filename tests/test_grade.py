@@ -57,6 +57,13 @@ def _lines(path):
     return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
 
 
+def seephys_argv(files, server) -> list[str]:
+    """benchmint grade on the SeePhys sample, judged by ``server`` (no retry delay, one symbolic worker)."""
+    return ["grade", str(files / "preds.jsonl"), "--gold", str(files / "items.jsonl"), "--benchmark", "seephys",
+            "--out", str(files / "out"), "--judge-model", "judge", "--judge-base-url", server.url,
+            "--retry-delay", "0", "--workers", "1", "--quiet"]
+
+
 @pytest.fixture
 def files(tmp_path):
     _write(tmp_path / "items.jsonl", ITEMS)
@@ -67,9 +74,7 @@ def files(tmp_path):
 def test_seephys_rules_screen_judge_and_judge_failures(files):
     with ChatServer() as server:
         server.default = Reply(text=_judge)
-        argv = ["grade", str(files / "preds.jsonl"), "--gold", str(files / "items.jsonl"), "--benchmark", "seephys",
-                "--out", str(files / "out"), "--judge-model", "judge", "--judge-base-url", server.url,
-                "--retry-delay", "0", "--workers", "1", "--quiet"]
+        argv = seephys_argv(files, server)
         assert main(argv) == 1  # one answer undecided
         asked = server.count
         grades = {g["id"]: g for g in _lines(files / "out" / "grades.jsonl")}
@@ -269,9 +274,7 @@ def test_judge_audit_sheet_and_labels(files):
 
     with ChatServer() as server:
         server.default = Reply(text=_judge)
-        base = ["grade", str(files / "preds.jsonl"), "--gold", str(files / "items.jsonl"), "--benchmark", "seephys",
-                "--out", str(files / "out"), "--judge-model", "judge", "--judge-base-url", server.url,
-                "--retry-delay", "0", "--workers", "1", "--quiet"]
+        base = seephys_argv(files, server)
         main([*base, "--audit-sample", "10"])
         with open(files / "out" / "audit.csv", newline="", encoding="utf-8") as f:
             sheet = list(csv.DictReader(f))

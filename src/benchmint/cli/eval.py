@@ -55,18 +55,27 @@ def run(args: argparse.Namespace) -> int:
     return status
 
 
+def _cannot_chain(option: str, applies: bool, why_not: str, result) -> int | None:
+    """The exit status when a chained command cannot run (0: not this benchmark's, 1: nothing to take), or None."""
+    if not applies:
+        print(f"{option}: {why_not}", file=sys.stderr)
+        return 0
+    if not result.predictions:
+        print(f"{option}: no predictions to take", file=sys.stderr)
+        return 1
+    return None
+
+
 def _grade(args: argparse.Namespace, bench, result) -> int:
     """``benchmint grade`` on the run's predictions, through its real parser; the judge's calls share the cache."""
     from benchmint.benchmarks.evaluate import CACHE_NAME
     from benchmint.cli import main
     from benchmint.grade.flow import GRADED
 
-    if bench.name not in GRADED:
-        print(f"--grade: {bench.name} is scored as sets (--score), not graded", file=sys.stderr)
-        return 0
-    if not result.predictions:
-        print("--grade: no predictions to grade", file=sys.stderr)
-        return 1
+    skip = _cannot_chain("--grade", bench.name in GRADED, f"{bench.name} is scored as sets (--score), not graded",
+                         result)
+    if skip is not None:
+        return skip
     out = Path(args.out)
     argv = ["grade", str(out / "predictions.jsonl"), "--gold", str(args.items), "--benchmark", bench.name,
             "--out", str(out / "grades"), "--seed", str(args.seed), "--cache", str(out / CACHE_NAME)]
@@ -85,12 +94,10 @@ def _grade(args: argparse.Namespace, bench, result) -> int:
 def _score(args: argparse.Namespace, bench, result) -> int:
     from benchmint.cli import main
 
-    if bench.answer_kind is None:
-        print(f"--score: {bench.name} answers are open and graded, not scored as sets", file=sys.stderr)
-        return 0
-    if not result.predictions:
-        print("--score: no predictions to score", file=sys.stderr)
-        return 1
+    skip = _cannot_chain("--score", bench.answer_kind is not None,
+                         f"{bench.name} answers are open and graded (--grade), not scored as sets", result)
+    if skip is not None:
+        return skip
     out = Path(args.out)
     argv = ["score", str(out / "predictions.jsonl"), "--gold", str(out / "gold.jsonl"), "--task", bench.answer_kind,
             "--out", str(out / "scores"), "--seed", str(args.seed)]
