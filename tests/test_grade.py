@@ -505,3 +505,34 @@ def test_csmbench_open_sts_beside_the_judge(tmp_path):
     assert main(["grade", str(tmp_path / "preds.jsonl"), "--gold", str(tmp_path), "--benchmark", "csmbench-open",
                  "--out", str(tmp_path / "sts"), "--quiet"]) == 0
     assert {g["stage"] for g in _lines(tmp_path / "sts" / "grades.jsonl")} == {"similarity"}
+
+
+def test_blind_runs_give_every_benchmark_its_vision_gain(tmp_path):
+    (tmp_path / "fig.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 64)
+    from PIL import Image
+
+    Image.new("L", (16, 16), 80).save(tmp_path / "fig.png")
+    items = [{"id": str(i), "question": f"question {i}", "options": ["a", "b", "c"], "answer": 2, "image": "fig.png"}
+             for i in range(4)]
+    _write(tmp_path / "items.jsonl", items)
+    seen_images = []
+
+    def answer(body):
+        content = body["messages"][-1]["content"]
+        sees = isinstance(content, list) and any(p.get("type") == "image_url" for p in content)
+        seen_images.append(sees)
+        return "The answer is (2)" if sees else "The answer is (1)"  # right only when it sees the figure
+
+    with ChatServer() as server:
+        server.default = Reply(text=answer)
+        for extra, out in (([], "seeing"), (["--blind"], "blind")):
+            assert main(["eval", str(tmp_path / "items.jsonl"), "--benchmark", "matvqa", "--model", "m",
+                         "--base-url", server.url, "--out", str(tmp_path / out), "--retry-delay", "0", *extra]) == 0
+    assert sorted(seen_images) == [False] * 4 + [True] * 4
+    assert json.loads((tmp_path / "blind" / "run.json").read_text())["blind"] is True
+    assert main(["grade", str(tmp_path / "seeing" / "predictions.jsonl"), str(tmp_path / "blind" / "predictions.jsonl"),
+                 "--gold", str(tmp_path / "items.jsonl"), "--benchmark", "matvqa", "--out", str(tmp_path / "g"),
+                 "--quiet"]) == 0
+    gaps = json.loads((tmp_path / "g" / "summary.json").read_text())["settings_gaps"]["m"]
+    assert (gaps["default"], gaps["default-blind"], gaps["vision_gain_default"]) == (1.0, 0.0, 1.0)
+    assert gaps["relative_blind_gap_default"]["mean"] == 1.0

@@ -44,6 +44,9 @@ class EvalConfig:
     seed: int = 0
     system: str | None = None  # a system prompt replacing the benchmark's
     progress: bool = False
+    # No image reaches the model (the prompt text is the setting's own): the "blind" baseline of any benchmark,
+    # and the way to run a text-only model. Predictions carry the setting as "<setting>-blind".
+    blind: bool = False
 
     def __post_init__(self) -> None:
         if self.limit is not None and self.limit < 1:
@@ -74,11 +77,15 @@ class _Unit:
     model: str  # the name its prediction carries: repeats are separate "models" to the scorer
 
 
-def _messages(prompt: Prompt, system: str | None, max_side: int | None):
+BLIND_SUFFIX = "-blind"
+
+
+def _messages(prompt: Prompt, system: str | None, max_side: int | None, blind: bool = False):
     from benchmint.models import ImagePart as SentImage
     from benchmint.models import Message
 
-    parts = tuple(p.text if not isinstance(p, ImagePart) else SentImage(p.data, max_side) for p in prompt.parts)
+    parts = tuple(p.text if not isinstance(p, ImagePart) else SentImage(p.data, max_side) for p in prompt.parts
+                  if not (blind and isinstance(p, ImagePart)))
     text_only = all(isinstance(p, str) for p in parts)
     user = Message("user", "".join(parts) if text_only else parts)  # type: ignore[arg-type]
     system = system if system is not None else prompt.system
@@ -92,7 +99,7 @@ def _request(bench: Benchmark, prompt: Prompt, cfg: EvalConfig, repeat: int):
     extra: dict[str, Any] = dict(proto.extra)
     if proto.thinking_budget is not None:
         extra.setdefault("thinking_budget", proto.thinking_budget)
-    return ChatRequest(model=cfg.model, messages=_messages(prompt, cfg.system, proto.image_max_side),
+    return ChatRequest(model=cfg.model, messages=_messages(prompt, cfg.system, proto.image_max_side, cfg.blind),
                        temperature=proto.temperature, max_tokens=proto.max_tokens,
                        # repeats differ by seed only, so each is its own cached call
                        seed=cfg.seed + repeat if cfg.repeats > 1 else None,
@@ -165,6 +172,7 @@ def evaluate(items_path: str | os.PathLike, out_dir: str | os.PathLike, bench: B
     """Run ``bench``'s items through ``engine`` (a ``benchmint.models.Engine``), or through the benchmark's own
     deterministic baseline when ``engine`` is None; write the outputs into ``out_dir``."""
     setting = bench.check_setting(cfg.setting)
+    label = setting + BLIND_SUFFIX if cfg.blind else setting  # the setting the predictions carry
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     model = cfg.model if engine is not None else BASELINE_MODEL
@@ -191,7 +199,7 @@ def evaluate(items_path: str | os.PathLike, out_dir: str | os.PathLike, bench: B
                         errors.append({"kind": "baseline", "id": u.item.id, "location": u.item.location,
                                        "message": f"{type(exc).__name__}: {exc}"})
                     else:
-                        ledger.record(u.key, _prediction(bench, u, setting, reply, None, False, 1))
+                        ledger.record(u.key, _prediction(bench, u, label, reply, None, False, 1))
                     if bar is not None:
                         bar.update(1)
             else:
@@ -199,7 +207,7 @@ def evaluate(items_path: str | os.PathLike, out_dir: str | os.PathLike, bench: B
                 outcomes = engine.run_sync(((u.key, requests[u.key]) for u in todo), stage="eval",
                                            parse=_parser(bench))
                 for key, outcome in outcomes:
-                    _record(ledger, bench, by_key[key], setting, outcome, errors)
+                    _record(ledger, bench, by_key[key], label, outcome, errors)
                     if bar is not None:
                         bar.update(1)
         finally:
@@ -217,6 +225,7 @@ def evaluate(items_path: str | os.PathLike, out_dir: str | os.PathLike, bench: B
     result.run = {
         **bench.run_record(setting),
         "items_file": str(items_path),
+        "blind": cfg.blind,
         "model": model,
         "repeats": cfg.repeats,
         "seed": cfg.seed,

@@ -11,12 +11,12 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from benchmint.cli import crop, demo, grade, harvest, score, xrd
+    from benchmint.cli import crop, demo, grade, harvest, score, serve_local, xrd
     from benchmint.cli import eval as eval_command
 
     parser = argparse.ArgumentParser(prog="benchmint", description="Build and score scientific multimodal benchmarks.")
     sub = parser.add_subparsers(dest="command", required=True)
-    for command in (score, eval_command, grade, harvest, xrd, crop, demo):
+    for command in (score, eval_command, grade, harvest, xrd, crop, serve_local, demo):
         command.add_parser(sub)
     return parser
 

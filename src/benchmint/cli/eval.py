@@ -16,7 +16,7 @@ def run(args: argparse.Namespace) -> int:
         bench = benchmarks.get(args.benchmark, prompts=args.prompts, protocol=args.protocol)
         system = Path(args.system).read_text(encoding="utf-8") if args.system else None
         cfg = EvalConfig(model=args.model or "", setting=args.setting, limit=args.limit, repeats=args.repeats,
-                         seed=args.seed, system=system, progress=sys.stderr.isatty())
+                         seed=args.seed, system=system, progress=sys.stderr.isatty(), blind=args.blind)
         engine = None
         if not args.baseline:
             from benchmint.models.options import engine_from_arguments
@@ -131,6 +131,9 @@ def add_parser(sub) -> None:
     ev.add_argument("--system", metavar="PROMPT_FILE", help="a system prompt for every call")
     ev.add_argument("--prompts", metavar="DIR", help="prompt files replacing the package's (<benchmark>/<file>.txt)")
     ev.add_argument("--protocol", metavar="JSON", help="protocol keys replacing the package's (temperature, ...)")
+    ev.add_argument("--blind", action="store_true",
+                    help="send no image (the setting's text alone): any benchmark's blind baseline, or a text-only "
+                         "model; predictions carry the setting as <setting>-blind, and grade reports the vision gain")
     ev.add_argument("--baseline", action="store_true",
                     help="no model: the benchmark's deterministic baseline (CrystalXRD: the answer simulated from "
                          "the CIF)")

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmint.grade.summary import repeat_of
 from benchmint.records import Grade, error_row
 
 COLUMNS = ("id", "model", "setting", "question", "gold", "answer_judged", "judge", "person", "note")
@@ -65,7 +66,7 @@ def write_sheet(path: Path, sample: list[Grade], items: dict, shown: dict) -> No
             setting = g.extra.get("setting", "")
             item = items[g.id]
             w.writerow([g.id, g.model, setting, item.fields.get("question", ""), item.answer,
-                        shown.get((g.model, setting, g.extra.get("repeat", 0), g.id), ""), g.verdict, "", ""])
+                        shown.get((g.model, setting, repeat_of(g), g.id), ""), g.verdict, "", ""])
 
 
 def read_labels(path: str | Path) -> tuple[list[dict], list[dict]]:

@@ -146,7 +146,7 @@ def _read_units(paths: Sequence[str], items: dict, errors: list[dict], setting: 
             for problem in got.problems:
                 errors.append(problem.row())
             setting = got.extra.get("setting")
-            repeat = got.extra.get("repeat", 0)
+            repeat = got.extra.get("repeat", summaries.FIRST_REPEAT)
             if not isinstance(setting, (str, type(None))) or isinstance(repeat, bool) or not isinstance(repeat, int):
                 errors.append(error_row("bad_field", '"setting" must be text and "repeat" an integer', str(path),
                                         line, id=got.id, model=got.model))
@@ -174,7 +174,7 @@ def _grade(unit: Unit, answer: Any, stage: str, score: float, verdict: str | Non
     extra = {k: v for k, v in extra.items() if v is not None}
     if unit.setting:
         extra["setting"] = unit.setting
-    if unit.repeat:
+    if unit.repeat != summaries.FIRST_REPEAT:
         extra["repeat"] = unit.repeat
     return Grade(unit.pred.id, unit.model, answer, stage, score, verdict, extra.pop("judge_reply", None),
                  extra.pop("attempts", 0), extra)
@@ -343,7 +343,7 @@ def _error_types(benchmark: str, units: list[Unit], grades: list[Grade], items: 
     jobs = []
     for i in wrong:
         g = grades[i]
-        u = by_key[(g.model, g.extra.get("setting", ""), g.extra.get("repeat", 0), g.id)]
+        u = by_key[(g.model, g.extra.get("setting", ""), summaries.repeat_of(g), g.id)]
         item = items[g.id]
         question = _question(item)
         options = item.fields.get("options")

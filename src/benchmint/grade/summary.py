@@ -11,7 +11,8 @@ Blocks, one per (model, setting):
 Across settings (SeePhys, seephys.txt Table 3): for a model graded in TV and
 another setting X, the relative gap (TV − X) / TV on the items graded in both,
 Δ1 for TC, Δ2 for TO, Δ3 for VO, with a paired bootstrap interval;
-``vision_gain`` = TV − TO is how much the model gains from seeing.
+``vision_gain`` = TV − TO is how much the model gains from seeing. For any benchmark, a setting S graded beside
+its blind run (``eval --blind``, setting ``S-blind``) gives ``vision_gain_S`` and ``relative_blind_gap_S``.
 
 SeePhys levels (Tables 4 and 5): the eight knowledge levels grouped as theory
 memorization (UG, SUG, MA, PhD) and problem solving (Mid, High, BO, AO); the
@@ -29,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmint.benchmarks.evaluate import BLIND_SUFFIX
 from benchmint.metrics.aggregate import bootstrap_ci
 from benchmint.metrics.behaviour import average_ranks
 from benchmint.records import STAGES
@@ -37,6 +39,15 @@ LEVELS = ("Mid", "High", "BO", "AO", "UG", "SUG", "MA", "PhD")
 THEORY = ("UG", "SUG", "MA", "PhD")
 PROBLEM_SOLVING = ("Mid", "High", "BO", "AO")
 GAPS = {"TC": "delta1", "TO": "delta2", "VO": "delta3"}
+
+
+# benchmint eval numbers repeats from 1; a prediction line without "repeat" is the first. Grade rows carry
+# "repeat" only when it is another one.
+FIRST_REPEAT = 1
+
+
+def repeat_of(grade) -> int:
+    return grade.extra.get("repeat", FIRST_REPEAT)
 
 
 def mean_ci(scores: Sequence[float], n_boot: int, rng: np.random.Generator) -> dict:
@@ -93,7 +104,7 @@ def human_groups(groups: Sequence[tuple[str, str, tuple[str, ...]]], grades, ite
     for name, rule, members in groups:
         per_item: dict[str, list[float]] = defaultdict(list)
         for g in grades:
-            if g.model in members and g.extra.get("repeat", 0) == 0:
+            if g.model in members and repeat_of(g) == FIRST_REPEAT:
                 per_item[g.id].append(g.score)
         scores = {i: (max(v) if rule == "union" else float(np.mean(v))) for i, v in per_item.items()}
         levels: dict[str, list[float]] = defaultdict(list)
@@ -111,7 +122,7 @@ def human_groups(groups: Sequence[tuple[str, str, tuple[str, ...]]], grades, ite
 def build(benchmark: str, units, grades, items: dict, errors: list[dict], by: Sequence[str], n_boot: int,
           seed: int, humans: Sequence[tuple[str, str, tuple[str, ...]]] = ()) -> dict:
     rng = np.random.default_rng(seed)
-    graded: dict[tuple, Any] = {(g.model, g.extra.get("setting", ""), g.extra.get("repeat", 0), g.id): g
+    graded: dict[tuple, Any] = {(g.model, g.extra.get("setting", ""), repeat_of(g), g.id): g
                                 for g in grades}
     undecided: dict[tuple, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for e in errors:
@@ -186,14 +197,26 @@ def _levels(got, items, n_boot, rng) -> dict:
 def _gaps(graded: dict, n_boot: int, rng: np.random.Generator) -> dict:
     per: dict[str, dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
     for (model, setting, repeat, item_id), g in graded.items():
-        if repeat == 0 and setting:
+        if repeat == FIRST_REPEAT and setting:
             per[model][setting][item_id] = g.score
     out = {}
     for model, settings in sorted(per.items()):
-        if "TV" not in settings or len(settings) < 2:
+        row: dict[str, Any] = {s: float(np.mean(list(v.values()))) for s, v in sorted(settings.items())}
+        for setting in sorted(settings):
+            # Any benchmark: a setting against its blind run (eval --blind): the gain from seeing.
+            blind = settings.get(setting + BLIND_SUFFIX)
+            if blind is not None:
+                common = sorted(settings[setting].keys() & blind.keys())
+                if common:
+                    a = np.array([settings[setting][i] for i in common])
+                    b = np.array([blind[i] for i in common])
+                    row[f"vision_gain_{setting}"] = float(a.mean() - b.mean())
+                    row[f"relative_blind_gap_{setting}"] = _gap(a, b, n_boot, rng)
+        if "TV" not in settings:
+            if any(k.startswith("vision_gain_") for k in row):
+                out[model] = row
             continue
         tv = settings["TV"]
-        row: dict[str, Any] = {s: float(np.mean(list(v.values()))) for s, v in sorted(settings.items())}
         for setting, name in GAPS.items():
             if setting in settings:
                 common = sorted(tv.keys() & settings[setting].keys())
@@ -203,7 +226,8 @@ def _gaps(graded: dict, n_boot: int, rng: np.random.Generator) -> dict:
                     row[name] = _gap(a, b, n_boot, rng)
                     if setting == "TO":
                         row["vision_gain"] = float(a.mean() - b.mean())
-        out[model] = row
+        if len(row) > len(settings):
+            out[model] = row
     return out
 
 
@@ -211,7 +235,7 @@ def _difficulty(graded: dict, items: dict) -> dict:
     """Table 5: each item tagged by the share of models (TV, first repeat) that solve it."""
     solved: dict[str, dict[str, float]] = defaultdict(dict)
     for (model, setting, repeat, item_id), g in graded.items():
-        if repeat == 0 and setting in ("TV", ""):
+        if repeat == FIRST_REPEAT and setting in ("TV", ""):
             solved[item_id][model] = g.score
     models = sorted({m for v in solved.values() for m in v})
     if len(models) < 2:
@@ -289,7 +313,7 @@ def ablation(grades, sets: Sequence[str], n_boot: int, seed: int) -> dict:
     rng = np.random.default_rng(seed)
     per: dict[str, dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
     for g in grades:
-        if g.extra.get("repeat", 0) == 0:
+        if repeat_of(g) == FIRST_REPEAT:
             setting = g.extra.get("setting", "")
             per[g.model]["main" if setting not in sets else setting][g.id] = g.score
     out = {}

