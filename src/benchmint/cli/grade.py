@@ -41,7 +41,9 @@ def render(summary: dict) -> str:
         parts = [f"{name} {_pct(gaps[name])}" for name in ("delta1", "delta2", "delta3") if name in gaps]
         if "vision_gain" in gaps:
             parts.append(f"vision gain {100 * gaps['vision_gain']:+.1f} points")
-        lines.append(f"{model}: relative gaps to TV (%): " + ", ".join(parts))
+        parts += [f"vision gain in {k[len('vision_gain_'):]} {100 * v:+.1f} points (against its blind run)"
+                  for k, v in gaps.items() if k.startswith("vision_gain_")]
+        lines.append(f"{model}: " + ", ".join(parts))
     if "audit" in summary:
         a = summary["audit"]
         if a["labelled"]:
