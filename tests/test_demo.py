@@ -13,6 +13,11 @@ def test_demo_runs_every_capability(tmp_path, capsys):
         summary = json.loads((tmp_path / f"score-{task}" / "summary.json").read_text())
         assert summary["errors"]["count"] == 0 and len(summary["models"]) >= 3
     assert (tmp_path / "crops" / "figure1.png").stat().st_size > 10_000
+    local = tmp_path / "local" / "grades" / "summary.json"  # with benchmint[local] (scripts/setup.sh installs it)
+    import importlib.util
+
+    if importlib.util.find_spec("llama_cpp") is not None:
+        assert json.loads(local.read_text())["counts"]["answers"] == 3
     graded = json.loads((tmp_path / "grade-seephys" / "summary.json").read_text())
     assert (graded["counts"]["graded"], graded["counts"]["no_judge"]) == (7, 9)
     assert len((tmp_path / "xrd" / "bench" / "items.jsonl").read_text().splitlines()) == 36

