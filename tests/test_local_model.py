@@ -1,4 +1,4 @@
-"""The real small model (benchmint[local]): llama.cpp's server with SmolLM2-135M, MatVQA and SPM items end to end.
+"""The real small model (benchmint[local]): llama.cpp's server with SmolLM2-135M, each benchmark end to end.
 
 Marked slow. Skipped only where the extra is not installed (scripts/setup.sh installs it).
 """
@@ -26,8 +26,10 @@ def _write(path, rows):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
 
-def test_matvqa_and_spm_items_through_the_local_model(tmp_path):
-    from benchmint.models.local import LocalServer
+def _six_benchmarks(tmp_path) -> list[tuple[str, str, int]]:
+    """(benchmark, items, count): an items file of each of the six benchmark modes."""
+    from pymatgen.core import Lattice, Structure
+    from pymatgen.io.cif import CifWriter
 
     _png(tmp_path)
     _write(tmp_path / "matvqa.jsonl", [
@@ -38,22 +40,46 @@ def test_matvqa_and_spm_items_through_the_local_model(tmp_path):
         {"id": "s1", "question": "Which statements fit the STM image?",
          "options": ["A moiré pattern is visible.", "The surface is amorphous.", "Atomic steps are seen."],
          "answer": "A, C", "image": "fig.png"}])
+    _write(tmp_path / "seephys.jsonl", [
+        {"id": "p1", "question": "A 2.0 kg cart is pushed with 6.0 N. Its acceleration?", "answer": "3.0 m/s^2",
+         "language": "English", "sig_figs": 2}])
+    csm = tmp_path / "csm"
+    csm.mkdir()
+    (csm / "x.png").write_bytes((tmp_path / "fig.png").read_bytes())
+    _write(csm / "metadata.jsonl", [
+        {"index": 0, "file_name": "x.png", "scale": "Microscale", "image_caption": "SEM image of the grains.",
+         "describe_paragraph": "Equiaxed grains of about 10 µm.", "correct_answer": "B",
+         "options": json.dumps([{"label": x, "caption": f"Caption {x}."} for x in "ABCD"])}])
+    cifs = tmp_path / "cifs"
+    cifs.mkdir()
+    CifWriter(Structure.from_spacegroup("Fm-3m", Lattice.cubic(5.64), ["Na", "Cl"],
+                                        [[0, 0, 0], [0.5, 0.5, 0.5]])).write_file(cifs / "nacl.cif")
+    assert main(["xrd", "build", str(cifs), "--out", str(tmp_path / "xrd"), "--per-db", "1", "--workers", "1"]) == 0
+    return [("matvqa", str(tmp_path / "matvqa.jsonl"), 2), ("spm", str(tmp_path / "spm.jsonl"), 1),
+            ("seephys", str(tmp_path / "seephys.jsonl"), 1), ("csmbench-mcq", str(csm), 1),
+            ("csmbench-open", str(csm), 1), ("crystalxrd", str(tmp_path / "xrd" / "items.jsonl"), 1)]
+
+
+def test_every_benchmark_through_the_local_model(tmp_path):
+    from benchmint.models.local import LocalServer
+
     protocol = tmp_path / "protocol.json"
     protocol.write_text(json.dumps({"max_tokens": 48}))
     with LocalServer(log=tmp_path / "server.log") as server:
         pid = server.proc.pid
-        for bench, items in (("matvqa", "matvqa.jsonl"), ("spm", "spm.jsonl")):
-            status = main(["eval", str(tmp_path / items), "--benchmark", bench, "--model", server.model,
-                           "--base-url", server.base_url, "--out", str(tmp_path / bench), "--protocol", str(protocol),
-                           "--concurrency", "1", "--blind"])  # a text-only model: no image is sent
+        for bench, items, count in _six_benchmarks(tmp_path):
+            setting = ["--setting", "TO"] if bench == "seephys" else ["--setting", "cif_only"] \
+                if bench == "crystalxrd" else ["--blind"]  # a text-only model: no image is sent
+            status = main(["eval", items, "--benchmark", bench, "--model", server.model, "--base-url",
+                           server.base_url, "--out", str(tmp_path / bench), "--protocol", str(protocol),
+                           "--concurrency", "1", *setting])
             # A 135M model often answers off the format: such a reply is kept as a prediction (scored as
             # unreadable) and listed; any other failure (HTTP, timeout) would be a broken path.
             errors = [json.loads(x) for x in (tmp_path / bench / "errors.jsonl").read_text().splitlines()]
-            assert all(e["cause"] == "unparseable" for e in errors), errors
-            assert status == (1 if errors else 0)
+            assert all(e["cause"] == "unparseable" for e in errors), (bench, errors)
+            assert status == (1 if errors else 0), bench
             preds = [json.loads(x) for x in (tmp_path / bench / "predictions.jsonl").read_text().splitlines()]
-            assert len(preds) == (2 if bench == "matvqa" else 1) and all(p["output"].strip() for p in preds)
-            assert all(p["setting"].endswith("-blind") for p in preds)
+            assert len(preds) == count and all(p["output"].strip() for p in preds), bench
     with pytest.raises(ProcessLookupError):  # the server's process is gone with the block
         os.kill(pid, 0)
 
