@@ -94,7 +94,7 @@ class CrystalXRD(Benchmark):
     def item_from_row(self, row: Mapping, origin: layouts.Origin, location: str) -> EvalItem:
         rid = item_id(row, "id", "sample_id")
         name, value = need_pick(row, "answer", "gt_hkls")
-        answer = gold_answer("hkl", json_value(value, name), name)
+        answer = gold_answer(self.answer_kind, json_value(value, name), name)
         widths = {len(h) for h in answer}
         if len(widths) != 1:
             raise FieldError(name, f'field "{name}" mixes 3- and 4-index reflections')

@@ -70,7 +70,7 @@ class CSMBenchMCQ(_CSMBench):
         rid, images, meta = self._common(row, origin)
         options = letter_options(need(row, "options"), "options", (4, 4))
         name, value = need_pick(row, "answer", "correct_answer")
-        answer = gold_answer("mcq", [value] if isinstance(value, str) else value, name)
+        answer = gold_answer(self.answer_kind, [value] if isinstance(value, str) else value, name)
         if len(answer) != 1 or answer[0] not in {k for k, _ in options}:
             raise FieldError(name, f'field "{name}" must name one of the options A-D, got {value!r}')
         return EvalItem(id=rid, answer=answer, meta=meta, images=images, fields={"options": options},

@@ -81,7 +81,7 @@ class SPMBench(Benchmark):
         rid = item_id(row, "id")
         question = need_str(row, "question")
         options = letter_options(need(row, "options"), "options", (2, 26))
-        answer = gold_answer("mcq", _answer_letters(need(row, "answer")), "answer")
+        answer = gold_answer(self.answer_kind, _answer_letters(need(row, "answer")), "answer")
         letters = {k for k, _ in options}
         stray = [a for a in answer if a not in letters]
         if stray:

