@@ -16,9 +16,10 @@ import shutil
 import pytest
 
 from benchmint.io import dumps
-from benchmint.metrics import batch_ref, extract_ref
+from benchmint.metrics import batch_ref
 from benchmint.metrics.pipeline import MEAN_METRICS, ScoreConfig, score_files
 from benchmint.metrics.synthetic import mcq_dataset
+from benchmint.tasks import extract_ref
 
 from conftest import record_throughput
 

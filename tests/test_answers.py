@@ -2,7 +2,8 @@
 
 import pytest
 
-from benchmint.metrics import extract_answer, extract_answers, extract_ref
+from benchmint.metrics import extract_answer, extract_answers
+from benchmint.tasks import extract_ref
 
 from golden import load_corpus
 

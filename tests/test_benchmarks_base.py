@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from benchmint import benchmarks
+from benchmint import benchmarks, tasks
 from benchmint.benchmarks import ImagePart, ItemError, Prompt, PromptError, TextPart, item_file_stem
 from benchmint.io import InputError
 
@@ -30,8 +30,10 @@ PNG = _png()
 def test_registry():
     assert benchmarks.names() == ["spm", "crystalxrd", "csmbench-mcq", "csmbench-open", "seephys", "matvqa"]
     kinds = {n: benchmarks.get(n).answer_kind for n in benchmarks.names()}
-    assert kinds == {"spm": "mcq", "crystalxrd": "hkl", "csmbench-mcq": "mcq", "csmbench-open": None,
-                     "seephys": None, "matvqa": "option_number"}
+    assert kinds == {"spm": "mcq", "crystalxrd": "hkl", "csmbench-mcq": "mcq", "csmbench-open": "free_text",
+                     "seephys": "quantity", "matvqa": "option_number"}
+    assert all(k in tasks.names() for k in kinds.values())
+    assert benchmarks.graded() == ["csmbench-mcq", "csmbench-open", "seephys", "matvqa"]
     with pytest.raises(ValueError, match="benchmark must be one of spm, crystalxrd, .*; got 'mmmu'"):
         benchmarks.get("mmmu")
 

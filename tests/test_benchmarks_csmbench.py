@@ -85,7 +85,7 @@ def test_open_prompt_and_gold_paragraph(download):
         "Its caption reads:\nCaption of figure 4.\n\n"
         "Analyse the figure in 100 to 300 words: describe the features that are visible in it and the "
         "scientific conclusions they support.")
-    assert bench.answer_kind is None and bench.protocol.max_tokens == 8000
+    assert bench.answer_kind == "free_text" and bench.protocol.max_tokens == 8000
 
 
 def test_bad_rows_are_errors_naming_the_line_and_field(tmp_path):

@@ -249,7 +249,7 @@ def test_seephys_protocol_and_run_record():
     p = bench.protocol
     assert (p.temperature, p.max_tokens, p.image_max_side, p.answer_retries) == (0, 8192, 4096, 0)
     record = bench.run_record("TC")
-    assert record["benchmark"] == "seephys" and record["setting"] == "TC" and record["answer_kind"] is None
+    assert record["benchmark"] == "seephys" and record["setting"] == "TC" and record["answer_kind"] == "quantity"
     assert [f["name"] for f in record["prompts"]] == ["seephys/TC.txt", "seephys/TC.zh.txt", "seephys/sig_figs.txt",
                                                       "seephys/sig_figs.zh.txt"]
     assert all(len(f["sha256"]) == 64 and f["origin"] == "package" for f in record["prompts"])

@@ -52,6 +52,18 @@ def test_only_dispatch_reads_the_variable():
     assert readers == ["_dispatch.py"]
 
 
+def test_tests_switch_implementations_only_through_the_fixtures():
+    # The impl / forced_impl fixtures of conftest.py are the one way a test picks a form.
+    hand_set = []
+    for path in (ROOT / "tests").rglob("*.py"):
+        if path.name == "conftest.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        if re.search(r"setenv\(\s*[\"']BENCHMINT_IMPL|environ\[\s*[\"']BENCHMINT_IMPL[\"']\s*\]\s*=", text):
+            hand_set.append(path.name)
+    assert hand_set == []
+
+
 def test_every_dispatching_module_uses_the_helper():
     # A module with a compiled form picks it through _dispatch.use_reference with its own kernel name.
     for public, _, _, _ in table():
@@ -88,6 +100,7 @@ def _one_call_per_kernel(tmp_path):
 
     from benchmint.metrics import aggregate, extract_answer, score_batch
     from benchmint.metrics.pipeline import ScoreConfig, score_files
+    from benchmint.metrics.user import evaluate, metric
     from benchmint.pdf.geometry import transform
     from benchmint.pdf.triage import page_counts
     from benchmint.xrd import pattern
@@ -108,7 +121,9 @@ def _one_call_per_kernel(tmp_path):
     doc = pymupdf.open()
     doc.new_page().draw_rect(pymupdf.Rect(10, 10, 50, 50), fill=(1, 0, 0))
     page_counts(doc[0])
-    return {"batch", "extract", "aggregate", "pipeline", "cifread", "sticks", "profile", "geometry", "triage"}
+    ones = np.ones(3, np.int32)
+    evaluate(metric(lambda tp, fp, fn, g: tp / (tp + fp + fn), name="dispatch_probe"), ones, ones, ones, 2 * ones)
+    return {"batch", "extract", "aggregate", "pipeline", "cifread", "sticks", "profile", "geometry", "triage", "user"}
 
 
 def test_reference_forces_every_reference(forced_impl, monkeypatch, tmp_path):

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from benchmint.metrics.extract_ref import extract, extract_choices, extract_hkls
+from benchmint.tasks.extract_ref import extract, extract_choices, extract_hkls
 
 from golden import load_corpus
 

@@ -1,7 +1,7 @@
 """The compiled extractor (benchmint._core.extract) against the Python reference.
 
 Every compiled answer is either the literal string "undecided" (the caller then
-runs the reference) or exactly what benchmint.metrics.extract_ref returns.
+runs the reference) or exactly what benchmint.tasks.extract_ref returns.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchmint import _core
-from benchmint.metrics.extract_ref import extract_choices, extract_hkls
 from benchmint.metrics.synthetic import PERSONAS, hkl_dataset, mcq_dataset
+from benchmint.tasks.extract_ref import extract_choices, extract_hkls
 
 from golden import load_corpus
 

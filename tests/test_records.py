@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 from benchmint.cli import main
 from benchmint.io import MAX_DEPTH, decode_line, dumps
 from benchmint.metrics.batch_ref import metrics_from_counts
-from benchmint.metrics.extract_ref import extract_choices
 from benchmint.metrics.synthetic import hkl_dataset, mcq_dataset
 from benchmint.records import (
     ABSENT,
@@ -36,6 +35,7 @@ from benchmint.records import (
     read_score_rows,
 )
 from benchmint.run import Ledger, SerialExecutor, Unit, run_units
+from benchmint.tasks.extract_ref import extract_choices
 
 OUTPUTS = ("scores.jsonl", "summary.json", "errors.jsonl")
 FUZZ_EXAMPLES = int(os.environ.get("BENCHMINT_FUZZ_EXAMPLES", "40"))
@@ -391,12 +391,11 @@ def test_readers_survive_hostile_lines(cls, data, tmp_path_factory):
 
 # --------------------------------------------------- benchmint score, end to end ----
 
-def score_both(tmp_path, pred, gold, *extra) -> dict:
+def score_both(forced_impl, tmp_path, pred, gold, *extra) -> dict:
     """Exit status and outputs of benchmint score in each implementation."""
     out = {}
-    with pytest.MonkeyPatch.context() as mp:
-        for impl in ("reference", "compiled"):
-            mp.setenv("BENCHMINT_IMPL", impl)
+    for impl in ("reference", "compiled"):
+        with forced_impl(impl):
             rc = main(["score", str(pred), "--gold", str(gold), "--task", "mcq", "--out", str(tmp_path / impl),
                        "--quiet", "--workers", "2", *extra])
             out[impl] = (rc, {f: (tmp_path / impl / f).read_bytes() for f in OUTPUTS})
@@ -408,12 +407,12 @@ def rows(data: bytes) -> list[dict]:
     return [json.loads(x) for x in data.decode("utf-8").splitlines()]
 
 
-def test_a_prediction_nested_100000_deep_is_one_error_row(tmp_path):
+def test_a_prediction_nested_100000_deep_is_one_error_row(forced_impl, tmp_path):
     gold = tmp_path / "gold.jsonl"
     gold.write_text('{"id": "q1", "answer": ["A"]}\n{"id": "q2", "answer": ["B"]}\n', encoding="utf-8")
     pred = tmp_path / "pred.jsonl"
     pred.write_bytes(b'{"id": "q1", "answer": ["A"]}\n{"id":"q2","answer":' + nested(100_000) + b"}\n")
-    rc, out = score_both(tmp_path, pred, gold)
+    rc, out = score_both(forced_impl, tmp_path, pred, gold)
     assert rc == 1
     assert rows(out["errors.jsonl"]) == [
         {"file": str(pred), "kind": "malformed_json", "line": 2,
@@ -427,14 +426,13 @@ def test_a_prediction_nested_100000_deep_is_one_error_row(tmp_path):
 
 
 @pytest.mark.parametrize("task, dataset", [("mcq", mcq_dataset), ("hkl", hkl_dataset)])
-def test_score_rows_read_back_to_the_bytes_both_implementations_wrote(tmp_path, task, dataset):
+def test_score_rows_read_back_to_the_bytes_both_implementations_wrote(forced_impl, tmp_path, task, dataset):
     gold, pred = tmp_path / "gold.jsonl", tmp_path / "pred.jsonl"
     with open(gold, "w", encoding="utf-8") as g, open(pred, "w", encoding="utf-8") as p:
         for which, rec in dataset(150, ["wise-model", "bold-model"], seed=2):
             (g if which == "gold" else p).write(json.dumps(rec) + "\n")
-    with pytest.MonkeyPatch.context() as mp:
-        for impl in ("reference", "compiled"):
-            mp.setenv("BENCHMINT_IMPL", impl)
+    for impl in ("reference", "compiled"):
+        with forced_impl(impl):
             main(["score", str(pred), "--gold", str(gold), "--task", task, "--out", str(tmp_path / impl), "--quiet"])
             scores = tmp_path / impl / "scores.jsonl"
             read = list(read_score_rows(scores))
@@ -442,33 +440,33 @@ def test_score_rows_read_back_to_the_bytes_both_implementations_wrote(tmp_path, 
             assert "".join(dumps(r.to_json()) + "\n" for _, r in read).encode() == scores.read_bytes()
 
 
-def test_the_scorer_reports_problems_only_with_fields_it_reads(tmp_path):
+def test_the_scorer_reports_problems_only_with_fields_it_reads(forced_impl, tmp_path):
     gold = tmp_path / "gold.jsonl"
     gold.write_text('{"id": "q1", "answer": ["A"]}\n', encoding="utf-8")
     pred = tmp_path / "pred.jsonl"
     pred.write_text('{"id": "q1", "answer": ["A"], "output": 5, "cached": "yes", "attempts": -1, "tokens": -2}\n',
                     encoding="utf-8")
-    rc, out = score_both(tmp_path, pred, gold)
+    rc, out = score_both(forced_impl, tmp_path, pred, gold)
     assert rc == 1 and rows(out["errors.jsonl"]) == [
         {"file": str(pred), "id": "q1", "kind": "bad_field", "line": 1, "model": "default",
          "message": '"tokens" must be a finite number in [0.0, inf], got -2; ignored'}]
 
 
-def test_integers_beyond_pythons_digit_limit_are_errors_in_both_implementations(tmp_path):
+def test_integers_beyond_pythons_digit_limit_are_errors_in_both_implementations(forced_impl, tmp_path):
     # The compiled reader used to read such lines itself and score them.
     gold = tmp_path / "gold.jsonl"
     gold.write_bytes(b'{"id": "q1", "answer": ["A"]}\n{"id": "q2", "answer": ["A"], "meta": {"x": ' + b"2" * 4301
                      + b"}}\n")
     pred = tmp_path / "pred.jsonl"
     pred.write_bytes(b'{"id": "q1", "answer": ["A"], "seed": ' + b"1" * 5000 + b'}\n{"id": "q1", "answer": ["B"]}\n')
-    rc, out = score_both(tmp_path, pred, gold, "--by", "x")
+    rc, out = score_both(forced_impl, tmp_path, pred, gold, "--by", "x")
     limit = "malformed JSON (Exceeds the limit (4300 digits) for integer string conversion)"
     assert rc == 1 and [(r["file"], r.get("line"), r["message"]) for r in rows(out["errors.jsonl"])] == [
         (str(gold), 2, limit), (str(pred), 1, limit)]
     assert [(r["id"], r["answer"]) for r in rows(out["scores.jsonl"])] == [("q1", ["B"])]
 
 
-def test_gold_values_no_file_can_hold_are_warnings(tmp_path):
+def test_gold_values_no_file_can_hold_are_warnings(forced_impl, tmp_path):
     gold = tmp_path / "gold.jsonl"
     gold.write_bytes(b"\n".join([
         b'{"id": "q1", "answer": ["A"], "meta": {"x": NaN}}',
@@ -479,7 +477,7 @@ def test_gold_values_no_file_can_hold_are_warnings(tmp_path):
     ]) + b"\n")
     pred = tmp_path / "pred.jsonl"
     pred.write_text("".join(f'{{"id": "q{i}", "answer": ["A"]}}\n' for i in range(1, 5)), encoding="utf-8")
-    rc, out = score_both(tmp_path, pred, gold, "--by", "x", "y")
+    rc, out = score_both(forced_impl, tmp_path, pred, gold, "--by", "x", "y")
     assert rc == 1
     assert [(r["line"], r["message"]) for r in rows(out["errors.jsonl"])] == [
         (1, "\"meta\" of 'q1': 'x' holds a number that is not finite; counted as '(missing)'"),
@@ -529,7 +527,7 @@ GOLD_HOSTILE = [nested(100_000), b'{"id":"g","answer":["A"],"m":"\xff"}', b'{"id
 @settings(max_examples=max(10, FUZZ_EXAMPLES // 2), deadline=None)
 @given(st.lists(st.sampled_from(sorted(PRED_LINES)), max_size=12), st.booleans(), st.booleans(),
        st.lists(st.sampled_from(range(len(GOLD_HOSTILE))), max_size=4), st.booleans())
-def test_score_survives_hostile_lines(tmp_path_factory, names, big, truncated, gold_hostile, blank):
+def test_score_survives_hostile_lines(forced_impl, tmp_path_factory, names, big, truncated, gold_hostile, blank):
     tmp_path = tmp_path_factory.mktemp("score")
     # The first line is always usable, so every run has a model to score.
     templates = [PRED_LINES["answer"]] + [PRED_LINES[n] for n in names] + ([BIG] if big else [])
@@ -544,7 +542,7 @@ def test_score_survives_hostile_lines(tmp_path_factory, names, big, truncated, g
     gold.write_bytes(b"".join(line + b"\n" for line in gold_lines)
                      + (b'{"id":"gt","answer":["A"' if truncated else b""))
 
-    rc, out = score_both(tmp_path, pred, gold)
+    rc, out = score_both(forced_impl, tmp_path, pred, gold)
     errors = rows(out["errors.jsonl"])
     assert rc == (1 if errors else 0)
     per_line: dict[tuple, list] = {}

@@ -2,6 +2,7 @@
 
 import json
 import re
+import sys
 
 import pytest
 
@@ -54,7 +55,7 @@ def test_builtin_kinds():
 
 
 def test_lookup_errors(registry):
-    with pytest.raises(ValueError, match="task must be one of mcq, hkl, option_number, quantity, free_text; got 'nope'"):
+    with pytest.raises(ValueError, match="task must be one of mcq, free_text, hkl, option_number, quantity; got 'nope'"):
         registry.get("nope")
     assert registry.get(registry.get("mcq")) is registry.get("mcq")
     registry.register(Integers())
@@ -62,6 +63,34 @@ def test_lookup_errors(registry):
         class Other(Integers):
             pass
         registry.register(Other())
+
+
+NEW_KIND_MODULE = '''
+from benchmint.tasks.base import AnswerKind
+from benchmint.tasks.free_text import FreeText
+
+
+class Helper(AnswerKind):  # no name of its own: not a kind
+    pass
+
+
+class Paragraphs(FreeText):
+    name = "paragraphs"
+    description = "free text split into paragraphs"
+'''
+
+
+def test_a_new_module_in_the_package_is_a_new_kind(registry, monkeypatch, tmp_path):
+    # Adding a kind is one module: dropped into the package folder, it is found without any other edit.
+    (tmp_path / "paragraphs_kind.py").write_text(NEW_KIND_MODULE, encoding="utf-8")
+    monkeypatch.setattr(tasks, "__path__", [*tasks.__path__, str(tmp_path)])
+    monkeypatch.delitem(sys.modules, "benchmint.tasks.paragraphs_kind", raising=False)
+    assert "paragraphs" not in registry.names()
+    registry.discover()
+    assert registry.names() == ["mcq", "free_text", "hkl", "option_number", "quantity", "paragraphs"]
+    assert registry.get("paragraphs").scoring == "graded"
+    assert type(registry.get("free_text")).__name__ == "FreeText"  # imported names are not registered twice
+    sys.modules.pop("benchmint.tasks.paragraphs_kind", None)
 
 
 def test_a_new_kind_scores_end_to_end(registry, tmp_path):

@@ -454,15 +454,15 @@ def test_empty_input_and_argument_checks():
         UserMetric("not a name", jaccard.fn)
 
 
-def test_reference_switch_forces_the_loop(monkeypatch):
+def test_reference_switch_forces_the_loop(forced_impl):
     fresh = UserMetric("fresh_jaccard", jaccard.fn)  # never compiled
     counts = counts_from(*_random_triples(BIG, seed=6))
-    monkeypatch.setenv("BENCHMINT_IMPL", "reference")
-    ref = evaluate(fresh, *counts, workers=-1)
+    with forced_impl("reference"):
+        ref = evaluate(fresh, *counts, workers=-1)
     assert fresh.last_run == Run("reference", BIG, 1, 1)
     assert fresh.compile_seconds is None  # Numba never ran
-    monkeypatch.setenv("BENCHMINT_IMPL", "compiled")
-    comp = evaluate(fresh, *counts, workers=-1)
+    with forced_impl("compiled"):
+        comp = evaluate(fresh, *counts, workers=-1)
     assert fresh.last_run.path == "compiled" and fresh.compile_seconds is not None
     assert_bitwise(comp, ref)
 
@@ -629,10 +629,8 @@ def _strip(row_text, names):
     return {k: v for k, v in row.items() if k not in names}
 
 
-@pytest.mark.parametrize("impl", ["compiled", "reference"])
 @pytest.mark.parametrize("task, by", [("mcq", ("domain", "level")), ("hkl", ("db", "union_size"))])
-def test_score_files_user_columns(monkeypatch, tmp_path, impl, task, by):
-    monkeypatch.setenv("BENCHMINT_IMPL", impl)
+def test_score_files_user_columns(tmp_path, impl, task, by):
     gold, pred = _dataset(tmp_path, task)
     # Names that land before the first key, between two keys and after the last one.
     user = (UserMetric("Jacc_user", jaccard.fn), UserMetric("a_wj", weighted_jaccard.fn),
@@ -669,13 +667,13 @@ def test_score_files_user_columns(monkeypatch, tmp_path, impl, task, by):
     assert extra.summary["models"]["wise-model"]["metrics"]["a_wj"]["mean"] > 0
 
 
-def test_score_files_user_columns_same_bytes_both_paths(monkeypatch, tmp_path):
+def test_score_files_user_columns_same_bytes_both_paths(forced_impl, tmp_path):
     gold, pred = _dataset(tmp_path)
     cfg = ScoreConfig(task="mcq", by=("domain",), user_metrics=(weighted_jaccard, UserMetric("sip_loose", SIP[(0.3, 1.0)].fn)))
     outputs = {}
     for impl in ("reference", "compiled"):
-        monkeypatch.setenv("BENCHMINT_IMPL", impl)
-        score_files(pred, gold, tmp_path / impl, cfg)
+        with forced_impl(impl):
+            score_files(pred, gold, tmp_path / impl, cfg)
         outputs[impl] = [(tmp_path / impl / f).read_bytes() for f in ("scores.jsonl", "summary.json", "errors.jsonl")]
     assert outputs["reference"] == outputs["compiled"]
 

@@ -6,9 +6,10 @@ Every hot path has three forms under one naming rule:
 public, dispatching module  plain reference              compiled side               C++ source
 ==========================  ===========================  ==========================  ==================
 metrics/batch.py            metrics/batch_ref.py         benchmint._core.batch       csrc/batch.cpp
-metrics/extract.py          metrics/extract_ref.py       benchmint._core.extract     csrc/extract.cpp
+tasks/extract.py            tasks/extract_ref.py         benchmint._core.extract     csrc/extract.cpp
 metrics/pipeline.py         metrics/pipeline_ref.py      benchmint._core.pipeline    csrc/pipeline.cpp
 metrics/aggregate.py        metrics/aggregate_ref.py     (NumPy in aggregate.py)     --
+metrics/user.py             metrics/user_ref.py          (Numba in user.py)          --
 xrd/cifread.py              xrd/cifread_ref.py           benchmint._core.cifread     csrc/cifread.cpp
 xrd/sticks.py               xrd/sticks_ref.py            benchmint._core.sticks      csrc/sticks.cpp
 xrd/profile.py              xrd/profile_ref.py           benchmint._core.profile     csrc/profile.cpp

@@ -40,6 +40,11 @@ def names() -> list[str]:
     return list(_CLASSES)
 
 
+def graded() -> list[str]:
+    """The benchmarks ``benchmint grade`` takes."""
+    return [name for name, cls in _CLASSES.items() if cls.graded]
+
+
 def get(name: str, prompts: str | Path | None = None, protocol: str | Path | None = None) -> Benchmark:
     """The benchmark called ``name``; ``prompts`` a folder of replacement prompt files, ``protocol`` a JSON
     file of protocol keys to replace. ValueError listing the names for an unknown one."""
@@ -50,4 +55,4 @@ def get(name: str, prompts: str | Path | None = None, protocol: str | Path | Non
 
 
 __all__ = ["Benchmark", "EvalItem", "ImagePart", "ImageRef", "ItemError", "Prompt", "PromptError", "Protocol",
-           "TextPart", "get", "item_file_stem", "names"]
+           "TextPart", "get", "graded", "item_file_stem", "names"]

@@ -537,8 +537,11 @@ class Benchmark(ABC):
     """
 
     name: ClassVar[str]
-    #: the registered answer kind of the gold answers (``benchmint.tasks``), or None for graded open answers
-    answer_kind: ClassVar[str | None]
+    #: the registered answer kind of the gold answers (``benchmint.tasks``); a kind scored "graded" (open
+    #: answers) is decided by ``benchmint grade``, a "set" kind by ``benchmint score``
+    answer_kind: ClassVar[str]
+    #: ``benchmint grade`` takes the benchmark: one answer per item, accuracy and the paper's tables
+    graded: ClassVar[bool] = False
     settings: ClassVar[tuple[str, ...]]
     default_setting: ClassVar[str]
     #: the meta keys reports group by

@@ -64,6 +64,7 @@ class _CSMBench(Benchmark):
 class CSMBenchMCQ(_CSMBench):
     name = "csmbench-mcq"
     answer_kind = "mcq"
+    graded = True  # caption matching: one option, accuracy by scale
     imagefolder_config = "multi_scale_mcq"
 
     def item_from_row(self, row: Mapping, origin: layouts.Origin, location: str) -> EvalItem:
@@ -86,7 +87,8 @@ class CSMBenchMCQ(_CSMBench):
 
 class CSMBenchOpen(_CSMBench):
     name = "csmbench-open"
-    answer_kind = None  # open descriptions, graded (similarity, judge)
+    answer_kind = "free_text"  # open descriptions, graded (similarity, judge)
+    graded = True
     imagefolder_config = "multi_scale"
 
     def item_from_row(self, row: Mapping, origin: layouts.Origin, location: str) -> EvalItem:

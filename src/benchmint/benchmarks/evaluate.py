@@ -28,6 +28,7 @@ from typing import Any
 from benchmint import tasks
 from benchmint.benchmarks.base import Benchmark, EvalItem, ImagePart, ItemError, Prompt, PromptError
 from benchmint.io import atomic_write, write_jsonl
+from benchmint.records import Prediction
 from benchmint.run import Ledger, content_key
 from benchmint.run.runner import LEDGER_NAME
 
@@ -109,9 +110,9 @@ def _request(bench: Benchmark, prompt: Prompt, cfg: EvalConfig, repeat: int):
 
 def _parser(bench: Benchmark):
     """The answer check of an answer attempt: an option set or HKL set must be readable; open answers always are."""
-    if bench.answer_kind is None:
-        return lambda text: text
     kind = tasks.get(bench.answer_kind)
+    if kind.scoring == "graded":
+        return lambda text: text
 
     def parse(text: str) -> str:
         if kind.extract(text) is None:
@@ -123,11 +124,11 @@ def _parser(bench: Benchmark):
 
 def _prediction(bench: Benchmark, unit: _Unit, setting: str, text: str, tokens: int | None, cached: bool,
                 attempts: int) -> dict:
-    row = {"id": unit.item.id, "model": unit.model, "output": text, "setting": setting, "repeat": unit.repeat + 1,
-           "cached": cached, "attempts": attempts, "tokens": tokens}
-    for key, value in bench.reply_fields(text).items():
-        row.setdefault(key, value)
-    return row
+    fields = bench.reply_fields(text)  # e.g. SPM-Bench's self-reported confidence and difficulty
+    pred = Prediction(unit.item.id, unit.model, output=text, confidence=fields.pop("confidence", None),
+                      difficulty=fields.pop("difficulty", None), tokens=tokens, cached=cached, attempts=attempts,
+                      extra={**fields, "setting": setting, "repeat": unit.repeat + 1})
+    return pred.to_json()
 
 
 def _items(bench: Benchmark, path: str | os.PathLike, setting: str, limit: int | None,

@@ -85,6 +85,7 @@ def _answer_number(value) -> list:
 class MatVQA(Benchmark):
     name = "matvqa"
     answer_kind = "option_number"
+    graded = True
     settings = ("default", "full_context")
     default_setting = "default"
     strata = STRATA

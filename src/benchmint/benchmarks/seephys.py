@@ -80,7 +80,8 @@ def _level(value):
 
 class SeePhys(Benchmark):
     name = "seephys"
-    answer_kind = None  # open answers, graded (rules, symbolic screen, judge)
+    answer_kind = "quantity"  # open answers, graded (rules, symbolic screen, judge)
+    graded = True
     settings = SETTINGS
     default_setting = "TV"
     strata = ("language", *STRATA)

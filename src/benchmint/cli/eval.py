@@ -92,9 +92,10 @@ def _grade(args: argparse.Namespace, bench, result) -> int:
 
 
 def _score(args: argparse.Namespace, bench, result) -> int:
+    from benchmint import tasks
     from benchmint.cli import main
 
-    skip = _cannot_chain("--score", bench.answer_kind is not None,
+    skip = _cannot_chain("--score", tasks.get(bench.answer_kind).scoring == "set",
                          f"{bench.name} answers are open and graded (--grade), not scored as sets", result)
     if skip is not None:
         return skip

@@ -1,20 +1,20 @@
 """``benchmint grade``: model answers against a benchmark's items -> grades.jsonl, summary.json, errors.jsonl.
 
 One answer is one unit, keyed by (model, setting, repeat, item id). How a unit
-is decided depends on the benchmark:
+is decided depends on the benchmark's answer kind (``benchmint.tasks``):
 
-``seephys``
+``quantity`` (SeePhys)
     seephys.txt §3 "Composite judgment strategy" and D.4: the final answer by
     rules (``benchmint.tasks.quantity``), by the extraction model when no rule
     matches; then the symbolic screen (``benchmint.grade.screen``), which
     decides only what it is sure of; then the 0/1 judge of Figure 14 for
     everything else, the screen's definite differences included (the paper
     sends every answer that does not pass the screen to the judge).
-``matvqa``, ``csmbench-mcq``
+a set kind: ``option_number`` (MatVQA), ``mcq`` (CSMBench caption matching)
     the option read by the answer kind's rules (MatVQA: the A.2 rule with
     its parenthesis fixed); an answer nothing can be read from is wrong and
     counted as unparsed.
-``csmbench-open``
+``free_text`` (CSMBench open descriptions)
     csmbench.txt §IV-A.2: STS, the cosine of the all-MiniLM-L6-v2 sentence
     embeddings of description and reference paragraph
     (``benchmint.grade.sts``), and the judge's score on its declared scale
@@ -46,7 +46,7 @@ from benchmint.io import InputError, atomic_write, write_jsonl
 from benchmint.records import ABSENT, Grade, Prediction, RecordError, error_row, read_predictions
 from benchmint.tasks.quantity import Extraction, extract_final, strip_reasoning
 
-GRADED = ("seephys", "matvqa", "csmbench-mcq", "csmbench-open")
+GRADED = tuple(benchmarks.graded())
 JUDGE_REPLY_CHARS = 6000  # the judge sees the end of a reply that stated no clean final answer
 
 
@@ -209,7 +209,7 @@ def _choice_grades(bench, units: list[Unit], items: dict, errors: list[dict]) ->
     return grades
 
 
-def _seephys_grades(units: list[Unit], items: dict, cfg: GradeConfig, judge: Judge | None,
+def _quantity_grades(units: list[Unit], items: dict, cfg: GradeConfig, judge: Judge | None,
                     errors: list[dict], shown: dict, second: Judge | None = None,
                     paired: list | None = None) -> list[Grade]:
     """The three stages; ``shown`` gets, per unit key, the answer as the judge saw it (for the audit sheet).
@@ -413,12 +413,17 @@ def grade_files(pred_paths: Iterable[str | Path], gold_path: str | Path, out_dir
     if second_judge is not None and judge is None:
         raise ValueError("a second judge needs a first one (--judge-model)")
 
+    kind = tasks.get(bench.answer_kind)
+
     def grade(units: list[Unit], items: dict) -> list[Grade]:
-        if cfg.benchmark == "seephys":
-            return _seephys_grades(units, items, cfg, judge, result.errors, shown, second_judge, paired)
-        if cfg.benchmark == "csmbench-open":
+        # The answer kind picks the path: quantities and expressions, free text, or one option of a set kind.
+        if kind.name == "quantity":
+            return _quantity_grades(units, items, cfg, judge, result.errors, shown, second_judge, paired)
+        if kind.name == "free_text":
             return _open_grades(units, items, cfg, judge, result.errors)
-        return _choice_grades(bench, units, items, result.errors)
+        if kind.scoring == "set":
+            return _choice_grades(bench, units, items, result.errors)
+        raise ValueError(f"benchmint grade has no path for answer kind {kind.name!r}")
 
     result.grades = grade(units, items)
     ablation_sets = []

@@ -9,9 +9,9 @@ User-defined metrics of (TP, FP, FN, |G|), compiled by Numba: benchmint.metrics.
 """
 
 from benchmint.metrics.batch import METRIC_NAMES, score_batch, score_counts, score_item
-from benchmint.metrics.extract import extract_answer, extract_answers
 from benchmint.metrics.pipeline import ScoreConfig, ScoreResult, score_files
 from benchmint.tasks import AnswerError
+from benchmint.tasks.extract import extract_answer, extract_answers
 
 __all__ = ["METRIC_NAMES", "AnswerError", "ScoreConfig", "ScoreResult", "extract_answer", "extract_answers",
            "score_batch", "score_counts", "score_files", "score_item"]

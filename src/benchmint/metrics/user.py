@@ -406,7 +406,7 @@ def evaluate(metric: UserMetric, tp, fp, fn, g, *, workers: int = 1, out: np.nda
     elif (not isinstance(out, np.ndarray) or out.dtype != np.float64 or out.ndim != 1 or out.shape[0] != n
           or not out.flags.c_contiguous or not out.flags.writeable):
         raise ValueError(f"out must be a writable contiguous 1-D float64 array of length {n}")
-    if _dispatch.use_reference():
+    if _dispatch.use_reference("user"):
         metric.last_run = Run("reference", n, 1, 1)
         return user_ref.evaluate(metric, tp, fp, fn, g, out)
     return metric._run(tp, fp, fn, g, out, workers)

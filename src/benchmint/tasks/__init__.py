@@ -1,18 +1,18 @@
 """The answer kinds, by name: how each is extracted, normalised, encoded, folded and scored.
 
-Adding a kind is one module with an ``AnswerKind`` subclass, registered here
-(or by the caller with ``register``); ``benchmint score --task`` and the
-benchmark modules look kinds up with ``get``.
+Adding a kind is one module in this folder with an ``AnswerKind`` subclass
+that has a ``name``: every module here is imported when the package is, and
+each such class it defines is registered (a caller can also ``register`` a
+kind of its own). ``benchmint score --task`` and the benchmark modules look
+kinds up with ``get``.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 from benchmint.tasks.base import AnswerError, AnswerKind
-from benchmint.tasks.choices import OptionLetters
-from benchmint.tasks.free_text import FreeText
-from benchmint.tasks.hkl import MillerIndices
-from benchmint.tasks.option_numbers import OptionNumbers
-from benchmint.tasks.quantity import Quantities
 
 _REGISTRY: dict[str, AnswerKind] = {}
 
@@ -40,7 +40,16 @@ def names(scoring: str | None = None) -> list[str]:
     return [n for n, k in _REGISTRY.items() if scoring is None or k.scoring == scoring]
 
 
-for _kind in (OptionLetters(), MillerIndices(), OptionNumbers(), Quantities(), FreeText()):
-    register(_kind)
+def discover() -> None:
+    """Register the kinds defined by the modules of this package (in module-name order)."""
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        for obj in vars(module).values():
+            if (isinstance(obj, type) and issubclass(obj, AnswerKind) and obj.__module__ == module.__name__
+                    and "name" in vars(obj)):
+                register(obj())
 
-__all__ = ["AnswerError", "AnswerKind", "get", "names", "register"]
+
+discover()
+
+__all__ = ["AnswerError", "AnswerKind", "discover", "get", "names", "register"]

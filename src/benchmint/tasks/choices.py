@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from benchmint.tasks.base import AnswerError, AnswerKind
+from benchmint.tasks.extract_ref import extract_choices
 
 
 def choice_key(letter: str) -> int:
@@ -19,8 +20,6 @@ class OptionLetters(AnswerKind):
     compiled = "mcq"
 
     def extract(self, text: str) -> list | None:
-        from benchmint.metrics.extract_ref import extract_choices
-
         return extract_choices(text)
 
     def normalize(self, value: Any) -> tuple[str, ...]:

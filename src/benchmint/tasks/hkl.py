@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from benchmint.tasks.base import AnswerError, AnswerKind
+from benchmint.tasks.extract_ref import extract_hkls
 
 HKL_LIMIT = 2047  # |index| bound of the 12-bit packing in hkl_key
 
@@ -75,8 +76,6 @@ class MillerIndices(AnswerKind):
     fold_field = "laue_rotations"
 
     def extract(self, text: str) -> list | None:
-        from benchmint.metrics.extract_ref import extract_hkls
-
         return extract_hkls(text)
 
     def normalize(self, value: Any) -> tuple[tuple[int, ...], ...]:
