@@ -18,6 +18,7 @@ import zlib
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,6 +30,9 @@ from benchmint.metrics.behaviour import PersonalityRules, calibration, personali
 from benchmint.parallel import resolve_workers, thread_map
 from benchmint.records import ABSENT, Item, Prediction, RecordError, ScoreRow, error_row, lone_surrogate
 from benchmint.tasks import AnswerError, AnswerKind
+
+if TYPE_CHECKING:
+    from benchmint._core import _GoldIndex
 
 MEAN_METRICS = ("em", "spc", "sip_f1", "jaccard", "precision", "recall", "f1", "j_pen", "f1_pen")
 MISSING_STRATUM = "(missing)"
@@ -89,11 +93,14 @@ class Gold:
     index: dict[str, int] | None = None
     answers: list[tuple] | None = None
     fold_data: list | None = None  # per item, with symmetry folding (e.g. Laue rotations)
-    native: object = None
+    native: _GoldIndex | None = None
 
     def ids_of(self, indices) -> list[str]:
         indices = [int(i) for i in indices]
-        return [self.ids[i] for i in indices] if self.native is None else self.native.ids_of(indices)
+        if self.native is not None:
+            return self.native.ids_of(indices)
+        assert self.ids is not None  # the reference form always has ids
+        return [self.ids[i] for i in indices]
 
 
 @dataclass
@@ -251,7 +258,8 @@ def read_answer(pred: Prediction, kind: AnswerKind, path: str, line: int,
                                  model=pred.model))
             return None
     else:
-        parsed = kind.extract(pred.output)
+        # from_json requires an "output" string when there is no answer; extractors read no answer in None
+        parsed = kind.extract(pred.output) if pred.output is not None else None
         try:
             answer, status = (kind.normalize(parsed), OK) if parsed is not None else ((), UNPARSED)
         except AnswerError:  # e.g. an index beyond the packable range: the output is unusable
@@ -398,7 +406,9 @@ def summarize(cols: Columns, gold: Gold, cfg: ScoreConfig) -> dict:
     class_score = score_counts(*unpack_triples(uniq_keys, base), sip_lambda=cfg.sip_lambda,
                                sip_gamma=cfg.sip_gamma)[cfg.kind.primary_metric]
     def model_block(m: int) -> dict:
-        block = dict(overall[m])
+        m_block = overall[m]
+        assert m_block is not None  # every listed model has rows
+        block = dict(m_block)
         sel = cols.model == m
         block["by"] = {
             fname: {v: b for v, b in zip(values, blocks[m * len(values):(m + 1) * len(values)]) if b is not None}

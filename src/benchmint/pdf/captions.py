@@ -13,7 +13,9 @@ number).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import pymupdf
 
@@ -75,10 +77,11 @@ def text_segments(page) -> list[tuple[str, tuple[float, float, float, float]]]:
     Read without images: image blocks carry no text, and keeping them makes
     PyMuPDF decode every image for the dict.
     """
-    out = []
+    out: list[tuple[str, tuple[float, float, float, float]]] = []
     for block in page.get_text("dict", flags=_TEXT_ONLY, sort=True)["blocks"]:
         if block.get("type") == 0:
-            out.extend((text, tuple(float(v) for v in bbox)) for text, bbox in _segments(block))
+            out.extend((text, cast("tuple[float, float, float, float]", tuple(float(v) for v in bbox)))
+                       for text, bbox in _segments(block))
     return out
 
 
@@ -111,7 +114,7 @@ def _letters_in(text: str) -> set[int]:
     return found
 
 
-def estimate_panels(caption_text: str, body_tokens: list[str] = ()) -> int:
+def estimate_panels(caption_text: str, body_tokens: Sequence[str] = ()) -> int:
     """Number of sub-panels (spm-bench §2.2 keeps figures with >= 4): the highest panel letter seen.
 
     Letters come from the caption ("(a)", "(a-d)", "a, ...") and from short text

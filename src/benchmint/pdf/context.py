@@ -53,7 +53,10 @@ def count_tokens(text: str) -> int:
 def discussion(paragraphs: Iterable[str], label: str, min_tokens: int = 100, max_tokens: int = 300,
                counter: Callable[[str], int] = count_tokens) -> str | None:
     """The merged discussion of figure ``label`` ("2", "S1"; a letter suffix is ignored), or None."""
-    number = re.match(r"S?\d+", label).group(0)
+    m = re.match(r"S?\d+", label)
+    if m is None:
+        raise ValueError(f"not a figure label: {label!r}")
+    number = m.group(0)
     kept = [" ".join(p.split()) for p in paragraphs
             if caption_label(p) is None and figure_refs(p) == {number} and not holds_table_data(p)]
     if not kept:

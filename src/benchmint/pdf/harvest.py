@@ -141,7 +141,7 @@ def _harvest_pdf(path: str, key: str, out_dir: str, cfg: HarvestConfig, skip: di
         from benchmint.pdf.captions import text_segments
 
         # Discussion paragraphs may sit on any page: read the pages the sieve skipped.
-        paragraphs = []
+        paragraphs: list[str] = []
         for number, segs in enumerate(segments_by_page, 1):
             if segs is None and not (skip and number in skip):
                 stage(f"page {number} text")

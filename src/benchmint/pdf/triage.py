@@ -244,10 +244,12 @@ def open_document_counts(doc: pymupdf.Document, workers: int = 1,
     own ``extractor``, which keeps what it read.
     """
     resolve_workers(workers)
+    # pymupdf.Document iterates through __getitem__, which its annotations do not declare (no __iter__)
     if _dispatch.use_reference("triage"):
-        return [(*triage_ref.page_counts(page), False) for page in doc]
+        return [(*triage_ref.page_counts(page), False) for page in doc]  # type: ignore[attr-defined]
     ex = extractor or _Extractor(doc)
-    got = _dispatch.core().triage.count_pages([ex.page_input(page) for page in doc], workers)
+    inputs = [ex.page_input(page) for page in doc]  # type: ignore[attr-defined]
+    got = _dispatch.core().triage.count_pages(inputs, workers)
     return [(int(im), int(pa), bool(da)) for im, pa, da in zip(got["images"], got["paths"], got["damaged"])]
 
 

@@ -485,7 +485,7 @@ def _json_spans(text: str) -> list[tuple[int, int, bool]]:
 
 
 def _lookup_key(d: dict, keys: tuple[str, ...]):
-    lowered = {}
+    lowered: dict[str, object] = {}
     for k, v in d.items():
         if isinstance(k, str):
             lowered.setdefault(ascii_lower(k), v)

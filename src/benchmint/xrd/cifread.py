@@ -47,11 +47,15 @@ import functools
 import math
 import re
 from itertools import groupby
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from benchmint import _dispatch
 from benchmint.xrd import cifread_ref
+
+if TYPE_CHECKING:
+    from pymatgen.core import Structure
 
 __all__ = ["CellSites", "read_sites", "read_structure"]
 
@@ -105,7 +109,7 @@ class _Memo:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _Memo) and self._ask("==", other)
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # typeshed declares object.__hash__ a method; None: unhashable
 
 
 class _SiteOrder:
@@ -146,7 +150,7 @@ class CellSites:
     def __len__(self) -> int:
         return len(self.species)
 
-    def structure(self):
+    def structure(self) -> Structure:
         if self._structure is None:
             from pymatgen.core import Structure
 
@@ -336,31 +340,33 @@ def _fast(text: str):  # noqa: C901 - one pass over CifParser's rules, in their 
         near = _close(images, base).reshape(n_rows, len(rots), n_rows).any(axis=1)
         merges = bool(np.tril(near, -1).any())
     if not merges:
-        for label, sym, coord, occ in rows:
-            if coord in coord_to_species:
+        for label, sym, pos, occ in rows:
+            if pos in coord_to_species:
                 raise _Fallback
-            coord_to_species[coord] = comps[sym, occ]
-            labels[coord] = label
+            coord_to_species[pos] = comps[sym, occ]
+            labels[pos] = label
     else:
         keys: list = []
-        for label, sym, coord, occ in rows:
+        for label, sym, pos, occ in rows:
             comp = comps[sym, occ]
             match = None
             if keys:
-                images = np.asarray(coord) @ rots.transpose(0, 2, 1) + trans  # n_ops x 3
+                images = np.asarray(pos) @ rots.transpose(0, 2, 1) + trans  # n_ops x 3
                 close = _close(images, np.array(keys))
                 hit = np.flatnonzero(close.any(axis=1))
                 if len(hit):
                     match = keys[int(np.flatnonzero(close[hit[0]])[0])]
             if match is None:
-                coord_to_species[coord] = comp
-                labels[coord] = label
-                keys.append(coord)
+                coord_to_species[pos] = comp
+                labels[pos] = label
+                keys.append(pos)
             else:
                 coord_to_species[match] += comp
                 labels[match] = label
 
-    all_species, all_coords, all_labels = [], [], []
+    all_species: list[Composition] = []
+    all_coords: list[np.ndarray] = []
+    all_labels: list[str] = []
     memo: dict = {}
     ordered = sorted(coord_to_species.items(), key=lambda x: _Memo(x[1], memo))
     for key, group in groupby(ordered, key=lambda x: _Memo(x[1], memo)):

@@ -275,6 +275,7 @@ def patterns(list_of_sticks: Sequence[tuple], params: ProfileParams | None = Non
         sticks.append((tt, inten))
     grid = p.grid()
     grid.flags.writeable = False
+    outcomes: Iterable[profile_ref.Outcome]
     if _dispatch.use_reference("profile"):
         outcomes = profile_ref.broaden_batch(sticks, p)
     else:

@@ -83,6 +83,7 @@ class Sticks:
     @property
     def hkls(self) -> list[list[HKLLabel]]:
         if self._hkls is None:
+            assert self._packed is not None  # the constructor takes either hkls or packed families
             labels, _, start = self._packed
             rows = [tuple(r) for r in labels.tolist()]
             bounds = start.tolist()
@@ -92,6 +93,7 @@ class Sticks:
     @property
     def multiplicities(self) -> list[list[int]]:
         if self._mults is None:
+            assert self._packed is not None  # the constructor takes either multiplicities or packed families
             _, mults, start = self._packed
             m, bounds = mults.tolist(), start.tolist()
             self._mults = [m[bounds[i]:bounds[i + 1]] for i in range(len(self))]
@@ -100,6 +102,8 @@ class Sticks:
     def family_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(labels (F, k), multiplicities (F,), offsets (n + 1,)): stick i's families are rows offsets[i]:offsets[i+1]."""
         if self._packed is None:
+            # without packed families the constructor was given both lists
+            assert self._hkls is not None and self._mults is not None
             width = max((len(h) for peak in self._hkls for h in peak), default=3)
             if any(len(h) != width for peak in self._hkls for h in peak):
                 raise ValueError("mixed 3- and 4-index labels cannot be packed")
@@ -205,6 +209,8 @@ def _compiled_sticks(structure, two_theta_range: tuple[float, float] | None, wav
 
     lattice = structure.lattice
     is_hex = lattice.is_hexagonal()
+    min_r: float
+    max_r: float
     if two_theta_range is None:
         min_r, max_r = 0, 2 / wavelength
     else:

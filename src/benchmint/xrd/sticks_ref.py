@@ -10,13 +10,14 @@ import numpy as np
 if TYPE_CHECKING:
     from pymatgen.core import Structure
 
+    from benchmint.xrd.cifread import CellSites
     from benchmint.xrd.sticks import Sticks
 
 CU_KA1 = 1.54056
 DEFAULT_RANGE = (2.0, 90.0)
 
 
-def sticks(structure: Structure, two_theta_range: Sequence[float] | None = DEFAULT_RANGE,
+def sticks(structure: Structure | CellSites, two_theta_range: Sequence[float] | None = DEFAULT_RANGE,
            wavelength: float | str = CU_KA1, debye_waller_factors: dict[str, float] | None = None) -> Sticks:
     """The sticks pymatgen computes, as ``Sticks``; arguments as ``compute_sticks`` takes and checks them.
 
