@@ -98,6 +98,7 @@ def _one_call_per_kernel(tmp_path):
     from pymatgen.core import Lattice, Structure
     from pymatgen.io.cif import CifWriter
 
+    from benchmint.grade.sts import gelu
     from benchmint.metrics import aggregate, extract_answer, score_batch
     from benchmint.metrics.pipeline import ScoreConfig, score_files
     from benchmint.metrics.user import evaluate, metric
@@ -123,7 +124,9 @@ def _one_call_per_kernel(tmp_path):
     page_counts(doc[0])
     ones = np.ones(3, np.int32)
     evaluate(metric(lambda tp, fp, fn, g: tp / (tp + fp + fn), name="dispatch_probe"), ones, ones, ones, 2 * ones)
-    return {"batch", "extract", "aggregate", "pipeline", "cifread", "sticks", "profile", "geometry", "triage", "user"}
+    gelu(np.zeros(3, np.float32))
+    return {"batch", "extract", "aggregate", "pipeline", "cifread", "sticks", "profile", "geometry", "triage", "user",
+            "sts"}
 
 
 def test_reference_forces_every_reference(forced_impl, monkeypatch, tmp_path):

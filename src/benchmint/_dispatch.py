@@ -10,6 +10,7 @@ tasks/extract.py            tasks/extract_ref.py         benchmint._core.extract
 metrics/pipeline.py         metrics/pipeline_ref.py      benchmint._core.pipeline    csrc/pipeline.cpp
 metrics/aggregate.py        metrics/aggregate_ref.py     (NumPy in aggregate.py)     --
 metrics/user.py             metrics/user_ref.py          (Numba in user.py)          --
+grade/sts.py                grade/sts_ref.py             (Numba in sts.py)           --
 xrd/cifread.py              xrd/cifread_ref.py           benchmint._core.cifread     csrc/cifread.cpp
 xrd/sticks.py               xrd/sticks_ref.py            benchmint._core.sticks      csrc/sticks.cpp
 xrd/profile.py              xrd/profile_ref.py           benchmint._core.profile     csrc/profile.cpp
