@@ -24,13 +24,15 @@ def _num(block: dict | None) -> str:
 def render(summary: dict) -> str:
     """The printed table: one row per model and setting, then the settings gaps."""
     open_task = summary["benchmark"] == "csmbench-open"
+    bert = summary.get("bertscore", {}).get("metric")  # bertscore, or bertscore_minilm (not comparable)
     rows = [["model", "setting", "answers", "graded",
              "STS [95% CI]" if open_task else "accuracy % [95% CI]",
+             *([f"{bert} F1 [95% CI]"] if open_task and bert else []),
              "judge score [95% CI]" if open_task else "rule/symbolic/judge", "undecided", "judge failed"]]
     for b in summary["models"]:
         st = b["stages"]
         if open_task:
-            cells = [_num(b.get("sts")), _num(b.get("judge_score"))]
+            cells = [_num(b.get("sts")), *([_num(b.get(f"{bert}_f1"))] if bert else []), _num(b.get("judge_score"))]
         else:
             cells = [_pct(b["accuracy"]), f"{st['rule']}/{st['symbolic']}/{st['judge']}"]
         rows.append([b["model"], b["setting"] or "-", str(b["answers"]), str(b["graded"]), *cells,
@@ -110,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
                           progress=not args.quiet and sys.stderr.isatty(), audit_sample=args.audit_sample,
                           audit_labels=args.audit_labels, human_groups=tuple(args.human_group or ()),
                           error_types=args.error_types, judge_scale=args.judge_scale, sts=not args.no_sts,
+                          bertscore=args.bertscore, bertscore_layers=args.bertscore_layers,
                           ablation=tuple(tuple(a) for a in args.ablation or ()))
         judge = judge_from_arguments(args, out)
         second = second_judge_from_arguments(args, out)
@@ -180,6 +183,14 @@ def add_parser(sub) -> None:
                    help="CSMBench open: the judge's scale, 0-10 as the released scorer asks (default: its numbers "
                         "are the published ones) or 1-10 as the paper's text says")
     p.add_argument("--no-sts", action="store_true", help="CSMBench open: skip the STS metric")
+    p.add_argument("--bertscore", metavar="MODEL_DIR|minilm",
+                   help="CSMBench open: BERTScore F1 from a local BERT/RoBERTa model directory (config.json, "
+                        "model.safetensors, tokenizer.json; roberta-large at layer 17 gives the published numbers), "
+                        "or 'minilm': all-MiniLM-L6-v2's tokens, labelled bertscore_minilm, not comparable to "
+                        "published BERTScore")
+    p.add_argument("--bertscore-layers", type=int, metavar="N",
+                   help="the layer BERTScore reads (default: bert_score's tuned layer for the models it lists; "
+                        "all layers for minilm)")
     p.add_argument("--quiet", action="store_true", help="no table")
     add_judge_arguments(p)
     add_arguments(p)

@@ -67,6 +67,8 @@ class GradeConfig:
     judge_scale: str = "0-10"  # CSMBench's judge: the released scorer's 0-10, or the paper's 1-10
     ablation: tuple[tuple[str, str, str], ...] = ()  # (set name, its items, its predictions): relative drops
     sts: bool = True  # CSMBench open: the STS metric (needs the MiniLM weights package)
+    bertscore: str | None = None  # CSMBench open: BERTScore F1 from a model directory, or "minilm" (labelled apart)
+    bertscore_layers: int | None = None  # its layer (default: bert_score's tuned layer for a model it lists)
 
     def __post_init__(self) -> None:
         if self.benchmark not in GRADED:
@@ -306,6 +308,16 @@ def _open_grades(units: list[Unit], items: dict, cfg: GradeConfig, judge: Judge 
         sims = model.similarity([texts[i] for i in keep], [str(items[units[i].pred.id].answer) for i in keep])
         for i, value in zip(keep, sims):
             sts[i] = float(value)
+    bert: dict[int, float] = {}
+    bert_key = None
+    if cfg.bertscore is not None:
+        from benchmint.grade.bertscore import BertScorer
+
+        scorer = BertScorer(cfg.bertscore, cfg.bertscore_layers, workers=cfg.workers)
+        bert_key = scorer.label + "_f1"
+        keep = [i for i, t in enumerate(texts) if t.strip()]
+        got = scorer.score([texts[i] for i in keep], [str(items[units[i].pred.id].answer) for i in keep])
+        bert = {i: float(value) for i, value in zip(keep, got.f1)}
     if judge is None and not cfg.sts:
         raise ValueError("csmbench-open needs a judge (--judge-model) or the STS metric")
     judged: dict[int, Any] = {}
@@ -316,22 +328,24 @@ def _open_grades(units: list[Unit], items: dict, cfg: GradeConfig, judge: Judge 
         judged = dict(judge.run(spec, jobs))
     grades = []
     for i, u in enumerate(units):
+        metrics = {bert_key: bert.get(i, 0.0)} if bert_key is not None else {}  # an empty answer scores 0
         if not texts[i].strip():
             grades.append(_grade(u, None, "rule", 0.0, "empty", sts=0.0 if cfg.sts else None,
-                                 judge_score=CSMBENCH_JUDGE[cfg.judge_scale].low if judge else None))
+                                 judge_score=CSMBENCH_JUDGE[cfg.judge_scale].low if judge else None, **metrics))
             continue
         j = judged.get(i)
         if j is not None and j.failure is not None:
-            errors.append(_undecided(u, "judge_failed", j.failure["detail"], judge=_call(j.failure), sts=sts[i]))
+            errors.append(_undecided(u, "judge_failed", j.failure["detail"], judge=_call(j.failure), sts=sts[i],
+                                     **metrics))
             continue
         if j is not None:
             grades.append(_grade(u, None, "judge", j.value / 10, str(j.value), sts=sts[i], judge_score=j.value,
                                  judge_scale=cfg.judge_scale, judge_reply=j.reply, attempts=j.attempts,
-                                 cached=j.cached))
+                                 cached=j.cached, **metrics))
         else:
             value = sts[i]
             assert value is not None  # no judge: STS is on (checked above)
-            grades.append(_grade(u, None, "similarity", min(1.0, max(0.0, value)), None, sts=value))
+            grades.append(_grade(u, None, "similarity", min(1.0, max(0.0, value)), None, sts=value, **metrics))
     return grades
 
 
@@ -395,6 +409,20 @@ def _tail(text: str | None) -> str:
 
 # ---------------------------------------------------------------------------------------------- the run
 
+def _audit(result: GradeResult, cfg: GradeConfig, items: dict, shown: dict, out: Path) -> None:
+    """The judge audit (seephys.txt D.4): write the sheet for a person, or read a filled one back."""
+    if cfg.audit_sample is not None:
+        sample = audit.stratified_sample(result.grades, cfg.audit_sample, cfg.seed)
+        audit.write_sheet(out / "audit.csv", sample, items, shown)
+        result.summary["audit_sheet"] = {"path": str(out / "audit.csv"), "rows": len(sample),
+                                         "judge_decisions": sum(g.stage == "judge" for g in result.grades)}
+    if cfg.audit_labels is not None:
+        labels, bad = audit.read_labels(cfg.audit_labels)
+        result.errors.extend(bad)
+        result.summary["audit"] = {"labels": str(cfg.audit_labels), **audit.report(labels)}
+        result.summary["counts"]["errors"] = len(result.errors)
+
+
 def grade_files(pred_paths: Iterable[str | Path], gold_path: str | Path, out_dir: str | Path, cfg: GradeConfig,
                 judge: Judge | None = None, second_judge: Judge | None = None) -> GradeResult:
     """Grade every prediction of ``pred_paths`` against the items of ``gold_path``; write the outputs.
@@ -454,19 +482,14 @@ def grade_files(pred_paths: Iterable[str | Path], gold_path: str | Path, out_dir
         result.summary["ablation"] = summaries.ablation(result.grades, ablation_sets, cfg.n_boot, cfg.seed)
     if judge is not None:
         result.summary["judge"] = {"model": judge.model, **judge.engine.summary()}
+    if cfg.bertscore is not None and kind.name == "free_text":
+        from benchmint.grade.bertscore import describe
+
+        result.summary["bertscore"] = describe(cfg.bertscore, cfg.bertscore_layers)
     if second_judge is not None and judge is not None:
         result.summary["judge_agreement"] = {"judges": [judge.model, second_judge.model], **audit.agreement(paired)}
     out.mkdir(parents=True, exist_ok=True)
-    if cfg.audit_sample is not None:
-        sample = audit.stratified_sample(result.grades, cfg.audit_sample, cfg.seed)
-        audit.write_sheet(out / "audit.csv", sample, items, shown)
-        result.summary["audit_sheet"] = {"path": str(out / "audit.csv"), "rows": len(sample),
-                                         "judge_decisions": sum(g.stage == "judge" for g in result.grades)}
-    if cfg.audit_labels is not None:
-        labels, bad = audit.read_labels(cfg.audit_labels)
-        result.errors.extend(bad)
-        result.summary["audit"] = {"labels": str(cfg.audit_labels), **audit.report(labels)}
-        result.summary["counts"]["errors"] = len(result.errors)
+    _audit(result, cfg, items, shown, out)
     result.summary["seconds"] = round(time.perf_counter() - t0, 3)
     write_jsonl(out / "grades.jsonl", (g.to_json() for g in result.grades))
     write_jsonl(out / "errors.jsonl", result.errors)

@@ -44,6 +44,8 @@ GAPS = {"TC": "delta1", "TO": "delta2", "VO": "delta3"}
 # benchmint eval numbers repeats from 1; a prediction line without "repeat" is the first. Grade rows carry
 # "repeat" only when it is another one.
 FIRST_REPEAT = 1
+#: CSMBench open: the per-answer metrics kept beside the grade's score (BERTScore under the label of its model)
+OPEN_METRICS = ("sts", "bertscore_f1", "bertscore_minilm_f1", "judge_score")
 
 
 def repeat_of(grade) -> int:
@@ -154,7 +156,7 @@ def build(benchmark: str, units, grades, items: dict, errors: list[dict], by: Se
             block["by"][key] = {v: mean_ci(s, n_boot, rng) for v, s in sorted(cells.items())}
         if benchmark == "seephys":
             block["levels"] = _levels(got, items, n_boot, rng)
-        for metric in ("sts", "judge_score"):  # CSMBench open: the raw metrics beside the grade's score
+        for metric in OPEN_METRICS:  # CSMBench open: the raw metrics beside the grade's score
             values = [g.extra[metric] for g in got if g.extra.get(metric) is not None]
             if values:
                 block[metric] = mean_ci(values, n_boot, rng)
