@@ -77,6 +77,8 @@ def strip_math(text: str) -> str:
     for a, b in (("$$", "$$"), ("$", "$"), ("\\[", "\\]"), ("\\(", "\\)")):
         if t.startswith(a) and t.endswith(b) and len(t) >= len(a) + len(b):
             t = t[len(a): len(t) - len(b)].strip()
+    if t.count("$") == 1 and (t.startswith("$") or t.endswith("$")):  # a delimiter whose partner was cut off
+        t = t.strip("$").strip()
     t = _SPACES.sub(" ", t)
     while (m := _WRAPPERS.search(t)) is not None:  # \mathrm{m/s^{2}} -> m/s^{2}, nested ones too
         got = braced_group(t, m.end())

@@ -1,11 +1,17 @@
 """Expressions compared by SymPy: equal only when SymPy proves the difference zero.
 
-LaTeX is parsed by latex2sympy2_extended (the parser math-verify uses), with
-symbol case kept (``A`` and ``a`` are different amplitudes; math-verify's
-default lower-cases them) and no mixed-fraction reading (``2\\frac{1}{2}``
-is not 2.5 in a physics answer). The parser is a declared dependency:
-importing this module without it fails loudly rather than switching the
-screen off.
+LaTeX is read by ``benchmint.grade.latex`` when it is in that reader's
+subset (most answers; microseconds), otherwise by latex2sympy2_extended (the
+parser math-verify uses, tens of milliseconds until warm), with symbol case
+kept (``A`` and ``a`` are different amplitudes; math-verify's default
+lower-cases them), no mixed-fraction reading (``2\\frac{1}{2}`` is not 2.5 in
+a physics answer), and ``I`` a symbol (a current), not the imaginary unit
+latex2sympy makes of it (which would make I^2 R equal -R). Both readers give
+the same values and symbol names. latex2sympy2_extended is a declared
+dependency: importing this module without it fails loudly rather than
+switching the screen off. Plain words (a run of four letters or more outside
+``$...$`` and commands) are not read as products of symbols: "listen" and
+"silent" would be equal.
 
 ``symbolic_equal`` is meant to run in a worker process under a time limit
 (``benchmint.grade.screen`` does that): ``simplify`` can run for minutes and
@@ -14,13 +20,35 @@ cannot be interrupted from another thread.
 
 from __future__ import annotations
 
-import sympy
-from latex2sympy2_extended import latex2sympy
-from latex2sympy2_extended.latex2sympy2 import ConversionConfig
+import importlib.util
+import re
+from functools import lru_cache
 
+import sympy
+
+from benchmint.grade import latex
 from benchmint.grade.quantity import strip_math
 
-_CONFIG = ConversionConfig(interpret_as_mixed_fractions=False, lowercase_symbols=False)
+if importlib.util.find_spec("latex2sympy2_extended") is None:  # imported when first needed (it is slow to load)
+    raise ImportError("the symbolic screen needs latex2sympy2_extended: pip install latex2sympy2_extended")
+
+_WORD = re.compile(r"[A-Za-z]{4,}")
+
+
+def is_words(text: str) -> bool:
+    """Plain words rather than an expression: a run of four letters or more outside ``$...$`` and commands."""
+    return "$" not in text and _WORD.search(_COMMAND.sub(" ", strip_math(text))) is not None
+_COMMAND = re.compile(r"\\[A-Za-z]+")
+_CURRENT = re.compile(r"(?<![A-Za-z\\])I(?![A-Za-z])")
+
+
+@lru_cache(maxsize=1)
+def _latex2sympy():
+    from latex2sympy2_extended import latex2sympy
+    from latex2sympy2_extended.latex2sympy2 import ConversionConfig
+
+    config = ConversionConfig(interpret_as_mixed_fractions=False, lowercase_symbols=False)
+    return lambda t: latex2sympy(t, conversion_config=config)
 
 
 def to_sympy(text: str):
@@ -28,10 +56,19 @@ def to_sympy(text: str):
     t = strip_math(text)
     if not t:
         raise ValueError("empty expression")
+    if is_words(text):
+        raise ValueError(f"cannot parse {text!r}: words, not an expression")
+    fast = latex.parse(t)
+    if fast is not None:
+        return fast
+    if _CURRENT.search(t):
+        # latex2sympy would read I as the imaginary unit and evaluate I^2 to -1 before anything can rename it
+        raise ValueError(f"cannot parse {text!r}: I outside the subset benchmint reads itself")
     try:
-        return latex2sympy(t, conversion_config=_CONFIG)
+        value = _latex2sympy()(t)
     except Exception as exc:  # the parser raises many types on malformed input
         raise ValueError(f"cannot parse {text!r}: {type(exc).__name__}: {exc}") from None
+    return value
 
 
 def _zero(diff) -> bool:
@@ -42,6 +79,8 @@ def _zero(diff) -> bool:
 
 
 def _same(g, a) -> bool:
+    if sympy.S.EmptySet in (g, a):
+        return False  # an interval written with its ends swapped, [2, 1): never equal to anything for sure
     if g == a:  # structurally equal; also where subtraction cannot tell (oo - oo is nan)
         return True
     if isinstance(g, sympy.Eq) and isinstance(a, sympy.Eq):

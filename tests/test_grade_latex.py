@@ -1,0 +1,135 @@
+"""The fast LaTeX reader against latex2sympy2_extended: the same value wherever it reads, None elsewhere."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import sympy
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from benchmint.grade import latex, symbolic
+from benchmint.grade.quantity import strip_math
+from benchmint.grade.screen import Screen
+
+GOLDEN = Path(__file__).parent / "data" / "physics_pairs.jsonl"
+SLOW = symbolic._latex2sympy()
+
+
+def reference(text: str):
+    # latex2sympy makes I the imaginary unit (and evaluates I^2 to -1); the reader makes it a symbol. Compare
+    # like with like: latex2sympy reads another capital in its place, renamed afterwards.
+    stand_in = next(c for c in "JQWZY" if c not in text)
+    value = SLOW(re.sub(r"(?<![A-Za-z\\])I(?![A-Za-z])", stand_in, text))
+    if not isinstance(value, sympy.Basic):
+        return value
+    # latex2sympy keeps some arithmetic unevaluated (an interval from 2-2 to a-a); evaluate it as the reader does
+    return value.xreplace({sympy.Symbol(stand_in): sympy.Symbol("I")}).doit()
+
+
+def same_value(a, b) -> bool:
+    a = a.doit() if isinstance(a, sympy.Basic) else a  # both evaluated alike (an Eq of two numbers is True)
+    if a == b:
+        return True
+    if isinstance(a, sympy.Expr) and isinstance(b, sympy.Expr):
+        d = sympy.simplify(a - b)
+        # with decimals the two may round at different steps (sqrt(0.5) evaluated or kept): equal to 1e-12
+        return d == 0 or (d.is_number and (a.has(sympy.Float) or b.has(sympy.Float)) and abs(complex(d)) < 1e-12)
+    if isinstance(a, sympy.Eq) and isinstance(b, sympy.Eq):
+        return same_value(a.lhs, b.lhs) and same_value(a.rhs, b.rhs)
+    if isinstance(a, sympy.Tuple) and isinstance(b, sympy.Tuple):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+    if isinstance(a, sympy.Interval) and isinstance(b, sympy.Interval):
+        return ((a.left_open, a.right_open) == (b.left_open, b.right_open) and same_value(a.start, b.start)
+                and same_value(a.end, b.end))
+    return False
+
+
+def _golden_texts() -> list[str]:
+    texts = set()
+    for line in GOLDEN.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        for key in ("gold", "answer"):
+            if isinstance(row.get(key), str) and not symbolic.is_words(row[key]):  # words never reach a reader
+                texts.add(strip_math(row[key]))
+    return sorted(texts)
+
+
+def test_every_golden_expression_it_reads_has_latex2sympys_value():
+    read = 0
+    for text in _golden_texts():
+        mine = latex.parse(text)
+        if mine is None:
+            continue
+        read += 1
+        try:
+            ref = reference(text)
+        except Exception:  # noqa: BLE001 - latex2sympy cannot read it: the fast reader must not claim it either
+            pytest.fail(f"read {text!r}, which latex2sympy cannot")
+        assert same_value(mine, ref), (text, mine, ref)
+    assert read >= 100
+
+
+ATOMS = ["2", "3", "10", "0.5", "1.5", "a", "b", "x", "R", "g", "m", "t", "k", "v_0", "v_{max}", r"\theta",
+         r"\omega", r"\pi", r"\mu_0", "I", "e", r"\Delta"]
+
+
+def _combine(children):
+    a, b = children
+    return st.sampled_from([
+        f"{a}+{b}", f"{a}-{b}", f"{a} {b}", f"{a} \\cdot {b}", f"{a} \\times {b}", f"{a}/{b}",
+        f"\\frac{{{a}}}{{{b}}}", f"\\sqrt{{{a}}}", f"({a})", f"\\left({a}\\right)", f"{{{a}}}^{{{b}}}",
+        f"({a})^2", f"\\sin({a})", f"\\cos {b}", f"\\ln({a})", f"\\exp({a})", f"e^{{{a}}}", f"-{a}",
+        f"\\sqrt[3]{{{a}}}", f"{a} = {b}", f"({a}, {b})", f"[{a}, {b})", f"\\sin {b} \\cos {b}", f"{b}^2",
+    ])
+
+
+EXPRESSIONS = st.recursive(st.sampled_from(ATOMS), lambda inner: st.tuples(inner, inner).flatmap(_combine),
+                           max_leaves=6)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(EXPRESSIONS)
+def test_generated_expressions_read_as_latex2sympy_reads_them(text):
+    mine = latex.parse(text)
+    if mine is None:
+        return
+    try:
+        ref = reference(text)
+    except Exception:  # noqa: BLE001
+        pytest.fail(f"read {text!r}, which latex2sympy cannot")
+    assert same_value(mine, ref), (text, mine, ref)
+
+
+@pytest.mark.parametrize("text", [
+    "a(x+1)", r"\sin x/2", r"\sin^2 x", r"\sin x^2", "x^23", "3e8", r"\frac12", r"\mathrm{kg}", "(1, 2) + 1",
+    "(1, 2, 3]", "[1, 2, 3]", "x!", "", "$", r"\int x dx", "a, b",
+])
+def test_declined(text):
+    assert latex.parse(text) is None
+
+
+def test_values_by_hand():
+    x, g, h = sympy.symbols("x g h")
+    assert latex.parse(r"\sqrt{2gh}") == sympy.sqrt(2 * g * h)
+    assert latex.parse("a/bc") == sympy.Symbol("a") / (sympy.Symbol("b") * sympy.Symbol("c"))
+    assert latex.parse(r"\frac{a}{b}c") == sympy.Symbol("a") * sympy.Symbol("c") / sympy.Symbol("b")
+    assert latex.parse("e^{x}") == sympy.exp(x) and latex.parse("2e") == 2 * sympy.E
+    assert latex.parse(r"\log(x)") == sympy.log(x, 10) and latex.parse(r"\ln x") == sympy.log(x)
+    assert latex.parse("v_{0}") == sympy.Symbol("v_0") and latex.parse("x_12") == sympy.Symbol("x_{12}")
+    assert latex.parse("(2, -1)") == sympy.Tuple(2, -1) and latex.parse("(0, 1]") == sympy.Interval.Lopen(0, 1)
+    assert latex.parse("I") == sympy.Symbol("I")  # a current, not the imaginary unit
+
+
+@pytest.mark.parametrize("gold, answer", [
+    ("$I^2 R$", "$-R$"),  # with I the imaginary unit, I^2 R would be -R
+    ("$\\mu_0 I$", "$-\\mu_0 I^3$"),
+    ("listen", "silent"),  # words are not products of letters
+    ("stop", "pots"),
+    ("$[2, 1)$", "$(5, 3]$"),  # two empty intervals
+])
+def test_no_false_equivalents_from_conventions(gold, answer):
+    with Screen(workers=1) as screen:
+        assert screen.check(gold, answer).equivalent is False
+    assert symbolic.symbolic_equal(gold, answer)[0] is False
