@@ -477,6 +477,30 @@ def test_judge_lift_against_sts_ranks():
         "a": (1, 3, -2), "b": (3, 1, 2), "c": (2, 2, 0)}
 
 
+def test_judge_against_sts_per_family():
+    from benchmint.grade.summary import families, family_of
+
+    assert [family_of(m) for m in ("gpt-4o-2024-11-20", "openai/GPT-4.1-mini", "Qwen2.5-VL-72B", "InternVL3-8B",
+                                   "my-model")] == ["gpt", "gpt", "qwen", "internvl", "my-model"]
+    assert family_of("my-model", {"my-model": "gpt"}) == "gpt"
+    rows = {"gpt-4o-mini": {"sts": 0.5, "judge_score": 9.0, "judge_lift": 2.0},
+            "gpt-4.1": {"sts": 0.6, "judge_score": 8.0, "judge_lift": 1.0},
+            "Qwen2.5-VL-7B": {"sts": 0.8, "judge_score": 6.0, "judge_lift": -1.5},
+            "InternVL3-8B": {"sts": 0.7, "judge_score": 5.0, "judge_lift": -1.5}}
+    got = families(rows, "gpt-4o-2024-11-20")
+    assert got["judge_family"] == "gpt" and got["judge_family_lift"] == 1.5
+    assert got["by_family"]["gpt"] == {"models": ["gpt-4o-mini", "gpt-4.1"], "sts": pytest.approx(0.55),
+                                       "judge_score": 8.5, "mean_judge_lift": 1.5}
+    assert set(got["by_family"]) == {"gpt", "qwen", "internvl"}
+    assert families(rows, "claude-3-7-sonnet")["judge_family_lift"] is None  # none of its own family graded
+
+
+def test_family_option_is_checked(tmp_path, capsys):
+    assert main(["grade", str(tmp_path / "p.jsonl"), "--gold", str(tmp_path), "--benchmark", "csmbench-open",
+                 "--out", str(tmp_path / "out"), "--family", "no-equals-sign"]) == 2
+    assert "--family takes MODEL=FAMILY, got 'no-equals-sign'" in capsys.readouterr().err
+
+
 def test_csmbench_open_sts_beside_the_judge(tmp_path):
     items = _csm_open(tmp_path, n=4)
     preds = [{"id": str(i), "model": m, "output": text}
@@ -499,6 +523,8 @@ def test_csmbench_open_sts_beside_the_judge(tmp_path):
     ranks = summary["correlations"]["models_by_metric"]
     assert (ranks["close"]["sts_rank"], ranks["close"]["judge_rank"], ranks["close"]["judge_lift"]) == (1, 1, 0)
     block = {b["model"]: b for b in summary["models"]}
+    fam = summary["correlations"]["families"]
+    assert fam["judge"] == "j" and fam["judge_family_lift"] is None and set(fam["by_family"]) == {"close", "far"}
     assert block["close"]["judge_score"]["mean"] == 9 and set(block["close"]["sts_by"]["scale"]) == {
         "AtomScale", "Macroscale", "Mesoscale", "Microscale"}
     # Without a judge, STS alone grades (stage "similarity").

@@ -99,6 +99,13 @@ def second_judge_from_arguments(args: argparse.Namespace, out: Path):
     return Judge(engine_from_arguments(judge_args, out / CACHE_NAME, seed=args.seed), args.second_judge_model)
 
 
+def _family(text: str) -> tuple[str, str]:
+    model, sep, family = text.partition("=")
+    if not sep or not model or not family:
+        raise ValueError(f"--family takes MODEL=FAMILY, got {text!r}")
+    return model, family
+
+
 def run(args: argparse.Namespace) -> int:
     from benchmint.grade.flow import GradeConfig, grade_files
     from benchmint.io import InputError
@@ -113,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
                           audit_labels=args.audit_labels, human_groups=tuple(args.human_group or ()),
                           error_types=args.error_types, judge_scale=args.judge_scale, sts=not args.no_sts,
                           bertscore=args.bertscore, bertscore_layers=args.bertscore_layers,
+                          families=tuple(_family(f) for f in args.family or ()),
                           ablation=tuple(tuple(a) for a in args.ablation or ()))
         judge = judge_from_arguments(args, out)
         second = second_judge_from_arguments(args, out)
@@ -188,6 +196,9 @@ def add_parser(sub) -> None:
                         "model.safetensors, tokenizer.json; roberta-large at layer 17 gives the published numbers), "
                         "or 'minilm': all-MiniLM-L6-v2's tokens, labelled bertscore_minilm, not comparable to "
                         "published BERTScore")
+    p.add_argument("--family", action="append", metavar="MODEL=FAMILY",
+                   help="CSMBench open: the family of a model whose name does not tell (the judge's score against "
+                        "STS is reported per family); may be repeated")
     p.add_argument("--bertscore-layers", type=int, metavar="N",
                    help="the layer BERTScore reads (default: bert_score's tuned layer for the models it lists; "
                         "all layers for minilm)")

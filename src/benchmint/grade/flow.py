@@ -69,6 +69,7 @@ class GradeConfig:
     sts: bool = True  # CSMBench open: the STS metric (needs the MiniLM weights package)
     bertscore: str | None = None  # CSMBench open: BERTScore F1 from a model directory, or "minilm" (labelled apart)
     bertscore_layers: int | None = None  # its layer (default: bert_score's tuned layer for a model it lists)
+    families: tuple[tuple[str, str], ...] = ()  # (model, family) where the name does not tell (summary.family_of)
 
     def __post_init__(self) -> None:
         if self.benchmark not in GRADED:
@@ -482,6 +483,9 @@ def grade_files(pred_paths: Iterable[str | Path], gold_path: str | Path, out_dir
         result.summary["ablation"] = summaries.ablation(result.grades, ablation_sets, cfg.n_boot, cfg.seed)
     if judge is not None:
         result.summary["judge"] = {"model": judge.model, **judge.engine.summary()}
+        if "correlations" in result.summary:
+            result.summary["correlations"]["families"] = summaries.families(
+                result.summary["correlations"]["models_by_metric"], judge.model, dict(cfg.families))
     if cfg.bertscore is not None and kind.name == "free_text":
         from benchmint.grade.bertscore import describe
 

@@ -335,6 +335,40 @@ def ablation(grades, sets: Sequence[str], n_boot: int, seed: int) -> dict:
     return out
 
 
+#: Model-name prefixes of the families a judge might favour (csmbench.txt: GPT-4o judging GPT models). A name
+#: that matches none is a family of its own; ``--family MODEL=FAMILY`` overrides.
+FAMILY_PREFIXES = (("gpt", "gpt"), ("chatgpt", "gpt"), ("o1", "gpt"), ("o3", "gpt"), ("o4", "gpt"),
+                   ("claude", "claude"), ("gemini", "gemini"), ("gemma", "gemini"), ("qwen", "qwen"),
+                   ("qvq", "qwen"), ("internvl", "internvl"), ("llama", "llama"), ("llava", "llava"),
+                   ("deepseek", "deepseek"), ("mistral", "mistral"), ("pixtral", "mistral"), ("glm", "glm"),
+                   ("phi", "phi"), ("smollm", "smollm"))
+
+
+def family_of(model: str, overrides: dict[str, str] | None = None) -> str:
+    if overrides and model in overrides:
+        return overrides[model]
+    name = model.lower().rsplit("/", 1)[-1]
+    return next((family for prefix, family in FAMILY_PREFIXES if name.startswith(prefix)), name)
+
+
+def families(models_by_metric: dict, judge_model: str | None, overrides: dict[str, str] | None = None) -> dict:
+    """The judge's score against STS per model family: each family's models, mean STS, mean judge score and mean
+    ``judge_lift``; ``judge_family_lift`` is the lift of the judge's own family (None when none of its models
+    was graded), the number to read against the others for csmbench.txt's family-bias concern."""
+    grouped: dict[str, list[str]] = defaultdict(list)
+    for model in models_by_metric:
+        grouped[family_of(model, overrides)].append(model)
+    by_family = {}
+    for family, models in sorted(grouped.items()):
+        rows = [models_by_metric[m] for m in models]
+        by_family[family] = {"models": models, "sts": float(np.mean([r["sts"] for r in rows])),
+                             "judge_score": float(np.mean([r["judge_score"] for r in rows])),
+                             "mean_judge_lift": float(np.mean([r["judge_lift"] for r in rows]))}
+    judge_family = family_of(judge_model, overrides) if judge_model is not None else None
+    return {"judge": judge_model, "judge_family": judge_family, "by_family": by_family,
+            "judge_family_lift": by_family[judge_family]["mean_judge_lift"] if judge_family in by_family else None}
+
+
 def _rank_shift(grades) -> dict:
     """Each model's mean STS and judge score, its rank by each (1 = best) and ``judge_lift`` = STS rank − judge rank:
     a model the judge places well above where STS puts it (a large positive lift) is what csmbench.txt's concern
