@@ -83,12 +83,15 @@ def test_spm_eval_predictions_scores_and_a_rerun_that_asks_nothing(spm_items, se
     assert m["metrics"]["sip_f1"]["mean"] == pytest.approx((1 + 1 + 0.6 * 0.4 + 0) / 4)
     assert m["unparsed_ids"] == ["q4"]
     first = (out / "predictions.jsonl").read_bytes()
+    first_errors = (out / "errors.jsonl").read_bytes()
     capsys.readouterr()
     server.reset()
     server.default = Reply(text=reply_for, completion_tokens=7)
     assert run_eval(spm_items, out, server) == 1
     assert server.count == 0  # every unit was done: nothing asked again
     assert (out / "predictions.jsonl").read_bytes() == first
+    # q4's unreadable answer stays listed: outputs come from the ledger, not from what this run happened to ask
+    assert (out / "errors.jsonl").read_bytes() == first_errors
     assert "4 predictions (4 already done)" in capsys.readouterr().out
 
 
@@ -104,6 +107,7 @@ def test_failed_calls_are_listed_and_asked_again_next_run(spm_items, server, tmp
     run_eval(spm_items, out, server)
     assert server.count - asked == 1  # only q2 is asked again
     assert [p["id"] for p in read(out / "predictions.jsonl")] == ["q1", "q2", "q3", "q4"]
+    assert [e["id"] for e in read(out / "errors.jsonl") if e["kind"] == "model_call"] == ["q4"]  # q2's row is gone
 
 
 def test_answer_attempts_ask_an_unreadable_reply_again(spm_items, server, tmp_path):

@@ -2,13 +2,15 @@
 
 Each (item, repeat) is a unit whose key is the hash of its model request
 (the endpoint, model, messages with images by content hash, sampling settings,
-seed, schema). Units run through the model engine; a finished unit's
-prediction is committed to the run's ledger before the next one is taken, and
-its reply sits in the engine's reply cache, so a killed run loses only the
-requests in flight and a rerun asks nothing that was answered. A unit whose
-call failed (HTTP status, timeout, budget, ...) is an error row and is not
-recorded as done: the next run asks again. Outputs are written from the ledger
-in item order, so they do not depend on completion order or interruptions:
+seed, schema). Units go through the one runner (``benchmint.run.run_units``)
+with the model engine as its executor (``benchmint.models.CallExecutor``); a
+finished unit's prediction is committed to the run's ledger before the next
+one is taken, and its reply sits in the engine's reply cache, so a killed run
+loses only the requests in flight and a rerun asks nothing that was answered.
+A unit whose call failed (HTTP status, timeout, budget, ...) is an error row
+and is recorded as one to try again: the next run asks again. Outputs,
+error rows included, are written from the ledger in item order, so they do
+not depend on completion order or interruptions:
 
     predictions.jsonl   {id, model, output, confidence, difficulty, tokens, cached, attempts, setting, repeat}
     gold.jsonl          the items' gold records (``benchmint score --gold``)
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,7 @@ from benchmint import tasks
 from benchmint.benchmarks.base import Benchmark, EvalItem, ImagePart, ItemError, Prompt, PromptError
 from benchmint.io import atomic_write, write_jsonl
 from benchmint.records import Prediction
-from benchmint.run import Ledger, content_key
+from benchmint.run import Ledger, SerialExecutor, Unit, content_key, run_units
 from benchmint.run.runner import LEDGER_NAME
 
 BASELINE_MODEL = "benchmint-simulator"
@@ -183,42 +185,25 @@ def evaluate(items_path: str | os.PathLike, out_dir: str | os.PathLike, bench: B
     units, requests = _units(bench, items_path, setting, cfg, model, engine, errors)
     result = EvalResult(out)
     result.items = len({u.item.id for u in units})
-    with Ledger(out / LEDGER_NAME, "eval") as ledger:
-        todo = [u for u in units if not ledger.done(u.key)]
-        result.skipped = len(units) - len(todo)
-        bar = None
-        if cfg.progress and todo:
-            from tqdm import tqdm
+    work: Callable[..., dict]
+    if engine is None:
+        executor: Any = SerialExecutor()
+        runs = [Unit(u.key, (i,), u.item.id) for i, u in enumerate(units)]
+        work = lambda i: _baseline(bench, units[i], label)  # noqa: E731
+    else:
+        from benchmint.models import CallExecutor
 
-            bar = tqdm(total=len(todo), desc=f"eval {bench.name}", unit=" call")
-        try:
-            if engine is None:
-                for u in todo:
-                    try:
-                        reply = bench.baseline_reply(u.item)
-                    except (ValueError, OSError) as exc:  # e.g. a CIF the simulator cannot read
-                        errors.append({"kind": "baseline", "id": u.item.id, "location": u.item.location,
-                                       "message": f"{type(exc).__name__}: {exc}"})
-                    else:
-                        ledger.record(u.key, _prediction(bench, u, label, reply, None, False, 1))
-                    if bar is not None:
-                        bar.update(1)
-            else:
-                by_key = {u.key: u for u in todo}
-                outcomes = engine.run_sync(((u.key, requests[u.key]) for u in todo), stage="eval",
-                                           parse=_parser(bench))
-                for key, outcome in outcomes:
-                    _record(ledger, bench, by_key[key], label, outcome, errors)
-                    if bar is not None:
-                        bar.update(1)
-        finally:
-            if bar is not None:
-                bar.close()
-        rows = []
-        for u in units:
-            got = ledger.get(u.key)
-            if got is not None:
-                rows.append(got[1])
+        # The executor makes each unit's model call; work turns the call's outcome into the unit's result.
+        executor = CallExecutor(engine, stage="eval", parse=_parser(bench))
+        runs = [Unit(u.key, (requests[u.key], i), u.item.id) for i, u in enumerate(units)]
+        work = lambda outcome, i: _called(bench, units[i], label, outcome)  # noqa: E731
+
+    with Ledger(out / LEDGER_NAME, "eval") as ledger:
+        done, result.skipped = run_units(ledger, runs, work, executor, desc=f"eval {bench.name}",
+                                         progress=cfg.progress)
+    # Outputs from the ledger in unit order: a resumed run writes what an uninterrupted one would.
+    rows = [r["prediction"] for r in done if "prediction" in r]
+    errors += [r["problem"] for r in done if "problem" in r]
     write_jsonl(out / "predictions.jsonl", rows)
     write_jsonl(out / "gold.jsonl", _gold_rows(units))
     write_jsonl(out / "errors.jsonl", errors)
@@ -242,20 +227,34 @@ def evaluate(items_path: str | os.PathLike, out_dir: str | os.PathLike, bench: B
     return result
 
 
-def _record(ledger: Ledger, bench: Benchmark, unit: _Unit, setting: str, outcome, errors: list[dict]) -> None:
+def _baseline(bench: Benchmark, unit: _Unit, setting: str) -> dict:
+    try:
+        reply = bench.baseline_reply(unit.item)
+    except (ValueError, OSError) as exc:  # e.g. a CIF the simulator cannot read
+        problem = {"kind": "baseline", "id": unit.item.id, "location": unit.item.location,
+                   "message": f"{type(exc).__name__}: {exc}"}
+        return {"error": problem["message"], "problem": problem}
+    return {"prediction": _prediction(bench, unit, setting, reply, None, False, 1)}
+
+
+def _called(bench: Benchmark, unit: _Unit, setting: str, outcome) -> dict:
+    """A model call's outcome as the unit's result: its prediction, its error row, or both."""
     from benchmint.models import ChatReply
     from benchmint.models.call import UNPARSEABLE
 
     if isinstance(outcome, ChatReply):
-        ledger.record(unit.key, _prediction(bench, unit, setting, outcome.text, outcome.completion_tokens,
-                                            outcome.cached, outcome.answer_attempt))
-        return
-    error = {"kind": "model_call", "id": unit.item.id, "repeat": unit.repeat + 1, "cause": outcome.cause,
-             "message": outcome.detail, "status": outcome.status, "requests": outcome.requests}
-    errors.append({k: v for k, v in error.items() if v is not None})
+        return {"prediction": _prediction(bench, unit, setting, outcome.text, outcome.completion_tokens,
+                                          outcome.cached, outcome.answer_attempt)}
+    problem = {"kind": "model_call", "id": unit.item.id, "repeat": unit.repeat + 1, "cause": outcome.cause,
+               "message": outcome.detail, "status": outcome.status, "requests": outcome.requests}
+    problem = {k: v for k, v in problem.items() if v is not None}
     if outcome.cause == UNPARSEABLE and outcome.text is not None:
-        # The papers' rule: an answer that cannot be read is an empty prediction, scored 0 (and listed above).
-        ledger.record(unit.key, _prediction(bench, unit, setting, outcome.text, None, False, outcome.answer_attempts))
+        # The papers' rule: an answer that cannot be read is an empty prediction, scored 0 (and listed).
+        return {"prediction": _prediction(bench, unit, setting, outcome.text, None, False, outcome.answer_attempts),
+                "problem": problem}
+    # A failed call (HTTP status, timeout, budget...) is not done: the next run asks again.
+    return {"error": problem["message"] if "message" in problem else problem["cause"], "problem": problem,
+            "retry": True}
 
 
 def _gold_rows(units: list[_Unit]) -> Iterator[dict]:

@@ -27,14 +27,14 @@ _HOMES = {
     "Accounting": "accounting", "Budget": "accounting", "Price": "accounting", "PriceTable": "accounting",
     "ReplyCache": "cache", "CAUSES": "call", "ChatReply": "call", "ChatRequest": "call", "Failure": "call",
     "ImagePart": "call", "Message": "call", "request_key": "call", "Endpoint": "engine", "Engine": "engine",
-    "RateLimits": "limits", "RetryPolicy": "retry", "parse_json": "structured",
+    "CallExecutor": "engine", "RateLimits": "limits", "RetryPolicy": "retry", "parse_json": "structured",
 }
 
 if TYPE_CHECKING:
     from benchmint.models.accounting import Accounting, Budget, Price, PriceTable
     from benchmint.models.cache import ReplyCache
     from benchmint.models.call import CAUSES, ChatReply, ChatRequest, Failure, ImagePart, Message, request_key
-    from benchmint.models.engine import Endpoint, Engine
+    from benchmint.models.engine import CallExecutor, Endpoint, Engine
     from benchmint.models.limits import RateLimits
     from benchmint.models.retry import RetryPolicy
     from benchmint.models.structured import parse_json
@@ -49,6 +49,6 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = ["Accounting", "Budget", "CAUSES", "ChatReply", "ChatRequest", "Endpoint", "Engine", "Failure",
+__all__ = ["Accounting", "Budget", "CAUSES", "CallExecutor", "ChatReply", "ChatRequest", "Endpoint", "Engine", "Failure",
            "ImagePart", "Message", "Price", "PriceTable", "RateLimits", "ReplyCache", "RetryPolicy", "parse_json",
            "request_key"]

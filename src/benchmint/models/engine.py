@@ -108,6 +108,32 @@ class _Got:
     note: str = ""
 
 
+class CallExecutor:
+    """The engine as an executor of ``benchmint.run.run_units``: the units' model calls, on the engine's loop.
+
+    Each unit's first argument is its ``ChatRequest``. ``map_unordered(fn, args)`` sends every request through
+    the engine (its concurrency, rate limits, cache, retries and budget) and yields ``(i, fn(outcome,
+    *args[i][1:]))`` as replies arrive, ``outcome`` being the reply or the call's failure; ``fn`` runs in the
+    calling thread (it turns an outcome into the unit's result, so it should be short). An exception it raises
+    is the unit's result. Another executor of calls (Ray, later) keeps this contract.
+    """
+
+    def __init__(self, engine: Engine, stage: str = "default", parse: Callable[[str], Any] | None = None) -> None:
+        self.engine, self.stage, self.parse = engine, stage, parse
+
+    def map_unordered(self, fn: Callable[..., Any], args) -> Iterator[tuple[int, Any]]:
+        args = list(args)
+        for i, outcome in self.engine.run_sync(((i, a[0]) for i, a in enumerate(args)), stage=self.stage,
+                                               parse=self.parse):
+            try:
+                yield i, fn(outcome, *args[i][1:])
+            except Exception as exc:  # noqa: BLE001 - the unit's error row, as run_units records any failure
+                yield i, exc
+
+    def close(self) -> None:
+        """Nothing to stop: the engine belongs to the caller."""
+
+
 class Engine:
     """Chat calls against one endpoint; see the module docstring.
 

@@ -32,8 +32,9 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict], 
     A result is a JSON-able dict, with "error" when the unit failed; an exception
     raised by ``work`` becomes that unit's ``{"error": "Type: message"}``; a unit
     that ran past a time limit (``ProcessExecutor``) also carries ``"time_limit"``
-    ({limit, seconds, stage}); such units, and those whose worker died, are
-    tried again by the next run. Each
+    ({limit, seconds, stage}); such units, those whose worker died, and those
+    whose result says ``"retry": true`` (a model call that failed: it may not
+    fail again) are tried again by the next run. Each
     result is committed to the ledger as it arrives, before the next one is
     reported (``on_recorded``, the progress bar), so a killed run keeps every
     unit it reported finished. Units sharing a key run once.
@@ -46,7 +47,8 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict], 
         bar = tqdm(total=len(todo), desc=desc, unit=" unit")
     try:
         for i, result in executor.map_unordered(work, [u.args for u in todo]):
-            final = not isinstance(result, (UnitTimeout, WorkerDied))
+            final = not isinstance(result, (UnitTimeout, WorkerDied)) and not (
+                isinstance(result, dict) and result.get("retry") is True)
             if isinstance(result, UnitTimeout):
                 result = {"error": f"UnitTimeout: {result}", "time_limit": result.as_dict()}
             elif isinstance(result, BaseException):
