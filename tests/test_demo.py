@@ -20,6 +20,10 @@ def test_demo_runs_every_capability(tmp_path, capsys):
         assert json.loads(local.read_text())["counts"]["answers"] == 3
     graded = json.loads((tmp_path / "grade-seephys" / "summary.json").read_text())
     assert (graded["counts"]["graded"], graded["counts"]["no_judge"]) == (7, 9)
+    open_task = json.loads((tmp_path / "grade-csmbench-open" / "summary.json").read_text())
+    means = {b["model"]: (b["sts"]["mean"], b["bertscore_minilm_f1"]["mean"]) for b in open_task["models"]}
+    # The close paraphrases score well above the generic descriptions on both similarity metrics.
+    assert min(means["careful-model"]) > 0.7 and max(means["generic-model"]) < 0.35
     assert len((tmp_path / "xrd" / "bench" / "items.jsonl").read_text().splitlines()) == 36
     assert json.loads((tmp_path / "xrd" / "scores" / "summary.json").read_text())["task"] == "hkl"
     assert json.loads((tmp_path / "xrd" / "scores-symmetry" / "summary.json").read_text())["params"]["symmetry"]

@@ -62,8 +62,8 @@ def _xrd(root, workers: int) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Every capability on the bundled samples: set scoring with strata, open-answer grading, XRD items, figure
-    harvest, a crop."""
+    """Every capability on the bundled samples: set scoring with strata, open-answer grading (SeePhys, CSMBench),
+    XRD items, figure harvest, a crop."""
     from importlib.resources import files
     from pathlib import Path
 
@@ -88,6 +88,14 @@ def run(args: argparse.Namespace) -> int:
                        "--benchmark", "seephys", "--out", str(out / "grade-seephys"), "--workers",
                        str(args.workers)])
     status = max(status, 0 if graded == 1 else graded)  # 1: undecided answers without a judge, as expected here
+
+    print("\n=== benchmint grade --benchmark csmbench-open: 100-300-word figure analyses of two simulated models "
+          "against the papers' paragraphs, by STS (all-MiniLM-L6-v2) and BERTScore on MiniLM tokens (labelled "
+          "bertscore_minilm: not comparable to published BERTScore); a judge model would add its 0-10 score")
+    status = max(status, _command(["grade", str(samples / "csmbench_open_pred.jsonl"), "--gold",
+                                   str(samples / "csmbench_open"), "--benchmark", "csmbench-open", "--bertscore",
+                                   "minilm", "--out", str(out / "grade-csmbench-open"), "--workers",
+                                   str(args.workers)]))
 
     import json
 
