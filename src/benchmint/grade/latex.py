@@ -157,14 +157,13 @@ class _Reader:
             value = value * self.factor()
         return value
 
-    @staticmethod
-    def _starts_factor(tok: str | None) -> bool:
-        if tok is None:
-            return False
+    @classmethod
+    def _starts_factor(cls, tok: str | None) -> bool:
+        if tok is None or cls._atom(tok):
+            return tok is not None
         if tok[0] == "\\":
-            name = tok[1:]
-            return name in GREEK or name in FUNCTIONS or name in ("pi", "infty", "frac", "dfrac", "tfrac", "sqrt")
-        return tok[0].isdigit() or tok[0] == "." or tok.isalpha() or tok in ("(", "{")
+            return tok[1:] in FUNCTIONS or tok[1:] in ("infty", "frac", "dfrac", "tfrac", "sqrt")
+        return tok[0] == "." or tok in ("(", "{")
 
     def factor(self):
         base = self.primary()

@@ -809,18 +809,20 @@ def _bare_lines(text: str, exact):
     return exact(lines[-1])
 
 
-def extract_choices(text: str) -> list[str] | None:
-    """Multiple-choice letters in a model output (see the module docstring, C1-C4)."""
+def _staged(text, keys, read_value, from_markers, exact):
+    """The stages every kind goes through in order: a JSON object with an answer key, answer markers, bare lines."""
     if not isinstance(text, str):
         return None
-    qualified, result = _json_stage(text, _MCQ_KEYS, _read_choice_value)
+    qualified, result = _json_stage(text, keys, read_value)
     if qualified:
         return result
-    lo = ascii_lower(text)
-    r = _choices_from_markers(text, lo)
-    if r is not None:
-        return r
-    return _bare_lines(text, _exact_list)
+    r = from_markers(text, ascii_lower(text))
+    return r if r is not None else _bare_lines(text, exact)
+
+
+def extract_choices(text: str) -> list[str] | None:
+    """Multiple-choice letters in a model output (see the module docstring, C1-C4)."""
+    return _staged(text, _MCQ_KEYS, _read_choice_value, _choices_from_markers, _exact_list)
 
 
 # ---------------------------------------------------------------------------
@@ -1144,16 +1146,7 @@ def _hkls_from_markers(s: str, lo: str) -> list[tuple[int, ...]] | None:
 
 def extract_hkls(text: str) -> list[tuple[int, ...]] | None:
     """Miller indices in a model output (see the module docstring, H1-H4)."""
-    if not isinstance(text, str):
-        return None
-    qualified, result = _json_stage(text, _HKL_KEYS, _read_hkl_value)
-    if qualified:
-        return result
-    lo = ascii_lower(text)
-    r = _hkls_from_markers(text, lo)
-    if r is not None:
-        return r
-    return _bare_lines(text, _exact_hkls)
+    return _staged(text, _HKL_KEYS, _read_hkl_value, _hkls_from_markers, _exact_hkls)
 
 
 def extract(text: str, task: str) -> list | None:
