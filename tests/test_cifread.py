@@ -190,19 +190,81 @@ def test_p1_many_atoms():
     check(str(CifWriter(nacl * (3, 3, 3))))
 
 
-def test_oxidation_state_labels_fall_back():
-    text = cif((4.3,) * 3 + (90,) * 3, ops_of("F m -3 m"),
-               [("Fe1", "Fe2+", 0, 0, 0), ("O1", "O2-", 0.5, 0.5, 0.5)],
-               extra="loop_\n_atom_type_symbol\n_atom_type_oxidation_number\nFe2+ 2\nO2- -2")
-    got = check_falls_back(text)
+OXI_LOOP = "loop_\n_atom_type_symbol\n_atom_type_oxidation_number\n{rows}"
+
+
+@pytest.mark.parametrize("rows, oxi, species", [
     # rock salt: four Fe2+ and four O2- in the conventional cell
-    assert sorted(str(site.specie) for site in got) == ["Fe2+"] * 4 + ["O2-"] * 4
+    ([("Fe1", "Fe2+", 0, 0, 0), ("O1", "O2-", 0.5, 0.5, 0.5)], "Fe2+ 2\nO2- -2\n", ["Fe2+"] * 4 + ["O2-"] * 4),
+    # a type symbol the loop does not name: the stripped symbol's number, else 0 (a Species all the same)
+    ([("Fe1", "Fe3+", 0, 0, 0), ("O1", "O", 0.5, 0.5, 0.5)], "Fe3+ 3.0\n", ["Fe3+"] * 4 + ["O0+"] * 4),
+    # mixed valence on two positions: two species, kept apart
+    ([("Fe1", "Fe2+", 0, 0, 0), ("Fe2", "Fe3+", 0.5, 0.5, 0.5)], "Fe2+ 2\nFe3+ 3\n", ["Fe2+"] * 4 + ["Fe3+"] * 4),
+    # a number pymatgen cannot read: no oxidation states at all
+    ([("Fe1", "Fe2+", 0, 0, 0), ("O1", "O2-", 0.5, 0.5, 0.5)], "Fe2+ two\nO2- -2\n", ["Fe"] * 4 + ["O"] * 4),
+])
+def test_oxidation_number_loops_read_as_pymatgen_reads_them(rows, oxi, species):
+    text = cif((4.3,) * 3 + (90,) * 3, ops_of("F m -3 m"), rows, extra=OXI_LOOP.format(rows=oxi))
+    assert check(text) == "gemmi"
+    assert sorted(str(site.specie) for site in read_structure(text)[0]) == species
 
 
-def test_oxidation_state_symbols_without_type_loop_fall_back():
+def test_attached_hydrogens_are_read_but_change_nothing():
+    rows = [("Na1", "Na", 0, 0, 0), ("Cl1", "Cl", 0.5, 0.5, 0.5)]
+    text = cif((5.6,) * 3 + (90,) * 3, ops_of("F m -3 m"), rows)
+    hydrogens = text.replace("_atom_site_occupancy\n", "_atom_site_occupancy\n_atom_site_attached_hydrogens\n")
+    lines = hydrogens.splitlines()
+    ok = "\n".join(line + " 0" if line.startswith(("Na1", "Cl1")) else line for line in lines) + "\n"
+    assert check(ok) == "gemmi"
+    # a value CifParser's str2float cannot read makes its parse fail: the fast route must not succeed instead
+    bad = ok.replace("Na1 Na 0 0 0 1 0", "Na1 Na 0 0 0 1 ?")
+    assert bad != ok
+    with pytest.raises(Exception):  # noqa: B017 - what CifParser raises
+        cifread_ref.structure(bad)
+    with pytest.raises(Exception):  # noqa: B017
+        read_structure(bad)
+
+
+def test_oxidation_state_symbols_read_as_pymatgen_reads_them():
+    # CifParser takes the element ("Fe2+" -> Fe, "O2-" -> O) and, without an oxidation-number loop, no charge.
     text = cif((4.3,) * 3 + (90,) * 3, ops_of("F m -3 m"), [("Fe1", "Fe2+", 0, 0, 0), ("O1", "O2-", 0.5, 0.5, 0.5)])
-    got = check_falls_back(text)
-    assert len(got) == 8
+    assert check(text) == "gemmi"
+    got, _ = read_structure(text)
+    assert len(got) == 8 and {str(s) for s in got.species} == {"Fe", "O"}
+
+
+NO_TYPE_SYMBOLS = ("data_x\n_cell_length_a 4\n_cell_length_b 4\n_cell_length_c 4\n_cell_angle_alpha 90\n"
+                   "_cell_angle_beta 90\n_cell_angle_gamma 90\nloop_\n_symmetry_equiv_pos_as_xyz\n'x,y,z'\nloop_\n"
+                   "_atom_site_label\n_atom_site_fract_x\n_atom_site_fract_y\n_atom_site_fract_z\n{rows}")
+
+
+@pytest.mark.parametrize("rows, elements", [
+    ("Cs1 0 0 0\nCl1 0.5 0.5 0.5\n", {"Cs", "Cl"}),
+    ("CO1 0 0 0\nO2 0.5 0.5 0.5\n", {"Co", "O"}),  # pymatgen's reading, cobalt, kept: identical is the rule
+    ("Fe 0 0 0\nS1a 0.5 0.5 0.5\nn3 0.25 0.25 0.25\n", {"Fe", "S", "N"}),
+])
+def test_labels_without_type_symbols_read_as_pymatgen_reads_them(rows, elements):
+    text = NO_TYPE_SYMBOLS.format(rows=rows)
+    assert check(text) == "gemmi"
+    assert {str(s) for s in read_structure(text)[0].species} == elements
+
+
+@pytest.mark.parametrize("text", [
+    cif((4.0,) * 3 + (90,) * 3, ["x,y,z"], [("O1", "OH-", 0, 0, 0), ("Na1", "Na+", 0.5, 0.5, 0.5)]),  # hydroxide
+    cif((4.0,) * 3 + (90,) * 3, ["x,y,z"], [("Ow1", "Ow", 0, 0, 0), ("Na1", "Na", 0.5, 0.5, 0.5)]),  # water O
+    NO_TYPE_SYMBOLS.format(rows="O-H1 0 0 0\nNa1 0.5 0.5 0.5\n"),  # an implicit hydrogen
+    NO_TYPE_SYMBOLS.format(rows="Xx1 0 0 0\nNa1 0.5 0.5 0.5\n"),  # no element: pymatgen skips or fails
+    cif((4.0,) * 3 + (90,) * 3, ["x,y,z"], [("Na1", "Na", 0, 0, 0)]).replace("_atom_site_type_symbol",
+                                                                            "_atom_site_Type_Symbol"),
+])
+def test_symbols_pymatgen_reads_otherwise_fall_back(text):
+    try:
+        want = cifread_ref.structure(text)
+    except Exception as exc:  # noqa: BLE001 - then read_structure raises the same
+        with pytest.raises(type(exc)):
+            read_structure(text)
+        return
+    assert_same_structure(check_falls_back(text), want)
 
 
 @pytest.mark.parametrize("text", [
@@ -213,10 +275,6 @@ def test_oxidation_state_symbols_without_type_loop_fall_back():
     "Cl1 Cl 0.5 0.5 0.5\n"),
     # occupancies over 1 on a shared position (pymatgen rescales within tolerance or raises)
     cif((4.0,) * 3 + (90,) * 3, ["x,y,z"], [("Fe1", "Fe", 0, 0, 0, 0.7), ("Ni1", "Ni", 0, 0, 0, 0.7)]),
-    # no type symbols: pymatgen guesses elements from the labels
-    ("data_x\n_cell_length_a 4\n_cell_length_b 4\n_cell_length_c 4\n_cell_angle_alpha 90\n_cell_angle_beta 90\n"
-    "_cell_angle_gamma 90\nloop_\n_symmetry_equiv_pos_as_xyz\n'x,y,z'\nloop_\n_atom_site_label\n"
-    "_atom_site_fract_x\n_atom_site_fract_y\n_atom_site_fract_z\nCs1 0 0 0\nCl1 0.5 0.5 0.5\n"),
 ])
 def test_outside_conditions_fall_back(text):
     try:

@@ -29,8 +29,10 @@ each of those steps is pymatgen's: one data block; the lattice given by all
 six parameters; an explicit ``_symmetry_equiv_pos_as_xyz`` or
 ``_space_group_symop_operation_xyz`` loop of plain ``x,y,z`` operations
 (coefficients ±1, at most one rational translation per component) that gemmi
-recognises as a space group; atom sites in a loop with plain element type
-symbols (no oxidation-state suffix, no label fallback, no Pauling-file
+recognises as a space group; atom sites in a loop whose element CifParser
+reads from the type symbol (``Fe``, ``Fe3+``, ``O2-``) or, without type
+symbols, from the label (``Fe1``), as ``CifParser._parse_symbol`` does (no
+water, hydroxide or nitrate specials, implicit hydrogens or Pauling-file
 ``0.8Nb + 0.2Zr`` symbols); occupancies in (0, 1] and at most 1 per position;
 no magnetic (magCIF), implicit-hydrogen or oxidation-number data; every
 closeness decision at least 1e-9 away from pymatgen's 1e-4 threshold (so
@@ -66,15 +68,15 @@ MAX_IMAGES = 6000  # per composition group; larger groups go to pymatgen (N^2 me
 
 _SYMOP_TAGS = ("_symmetry_equiv_pos_as_xyz", "_symmetry_equiv_pos_as_xyz_",
                "_space_group_symop_operation_xyz", "_space_group_symop_operation_xyz_")
-_REJECT = ("_space_group_magn", "_atom_site_moment", "_space_group_symop_magn", "_atom_site_attached_hydrogens",
-           "_atom_type_oxidation_number", "_cell_modulation", "_cell_wave_vector")
+_REJECT = ("_space_group_magn", "_atom_site_moment", "_space_group_symop_magn", "_cell_modulation",
+           "_cell_wave_vector")
+_OXI_SUFFIX = re.compile(r"\d?[\+,\-]?$")  # CifParser._parse_oxi_states strips this from _atom_type_symbol
 _NEEDED = ("_cell_length_a", "_cell_length_b", "_cell_length_c", "_cell_angle_alpha", "_cell_angle_beta",
-           "_cell_angle_gamma", "_atom_site_label", "_atom_site_type_symbol", "_atom_site_fract_x",
-           "_atom_site_fract_y", "_atom_site_fract_z")
+           "_cell_angle_gamma", "_atom_site_label", "_atom_site_fract_x", "_atom_site_fract_y",
+           "_atom_site_fract_z")
 _TERM = re.compile(r"([+-]?)(?:([xyz])|(\d+)(?:/(\d+))?)")
 _COMPONENT = re.compile(r"[+-]?(?:[xyz]|\d+(?:/\d+)?)(?:[+-](?:[xyz]|\d+(?:/\d+)?))*")
 _TAG = re.compile(r"^[ \t]*(_\S+)", re.MULTILINE)
-_ELEMENT = re.compile(r"[A-Z][a-z]?")
 _SPECIAL = re.compile("Hw|Ow|Wat|wat|OH|OH2|NO3")  # CifParser._parse_symbol's special symbols
 
 
@@ -176,6 +178,57 @@ def read_structure(text: str):
 
 
 @functools.lru_cache(maxsize=4096)
+def _element_of(symbol: str) -> str:
+    """The element CifParser._parse_symbol reads from a type symbol or label ("Fe3+" and "Fe1" are Fe, "O2-" is
+    O); _Fallback where pymatgen would do more than that: its special symbols (water, hydroxide, nitrate), implicit
+    hydrogens, Pauling-file "0.8Nb + 0.2Zr" symbols, or no element at all."""
+    from pymatgen.core import Element
+
+    if not symbol or _SPECIAL.match(symbol) or symbol[:3] == "O-H" or " + " in symbol:
+        raise _Fallback
+    if Element.is_valid_symbol(symbol[:2].title()):
+        return symbol[:2].title()
+    if Element.is_valid_symbol(symbol[0].upper()):
+        return symbol[0].upper()
+    raise _Fallback  # pymatgen's last resort (a capitalised word) is no element, or the site is skipped
+
+
+def _oxidation_states(block, written: set[str]) -> dict[str, float] | None:
+    """CifParser._parse_oxi_states: {type symbol: oxidation number}, with each symbol also stripped of its
+    charge suffix; None where pymatgen finds none (a tag missing as written, a number it cannot read)."""
+    import gemmi
+    from pymatgen.io.cif import str2float
+
+    if not {"_atom_type_symbol", "_atom_type_oxidation_number"} <= written:
+        return None
+    table = block.find("_atom_type_", ["symbol", "oxidation_number"])
+    if len(table) == 0 or table.loop is None:
+        raise _Fallback  # two single values, or in two loops: pymatgen indexes strings or other rows
+    try:
+        pairs = [(gemmi.cif.as_string(r[0]), str2float(gemmi.cif.as_string(r[1]))) for r in table]
+    except ValueError:
+        return None
+    states = dict(pairs)
+    for symbol, number in pairs:
+        states[_OXI_SUFFIX.sub("", symbol)] = number
+    return states
+
+
+def _check_attached_hydrogens(block, written: set[str]) -> None:
+    """CifParser._sanitize_data reads every _atom_site_attached_hydrogens value (only to warn); one it cannot read
+    makes the whole parse fail, which pymatgen's own route reports."""
+    import gemmi
+    from pymatgen.io.cif import str2float
+
+    if "_atom_site_attached_hydrogens" not in written:
+        return
+    for value in block.find_values("_atom_site_attached_hydrogens"):
+        try:
+            str2float(gemmi.cif.as_string(value))
+        except Exception as exc:
+            raise _Fallback from exc
+
+
 def _parse_op(s: str) -> tuple[np.ndarray, np.ndarray]:
     """A plain xyz operation as pymatgen's SymmOp.from_xyz_str reads it (rotation, translation)."""
     tokens = s.strip().replace(" ", "").lower().split(",")
@@ -247,7 +300,7 @@ def _groups(a: np.ndarray) -> np.ndarray:
 
 def _fast(text: str):  # noqa: C901 - one pass over CifParser's rules, in their order; kept whole to read beside them
     import gemmi
-    from pymatgen.core import Composition, Element, Lattice
+    from pymatgen.core import Composition, Element, Lattice, Species
     from pymatgen.core.periodic_table import get_el_sp
     from pymatgen.core.sites import Site
     from pymatgen.io.cif import str2float
@@ -300,17 +353,28 @@ def _fast(text: str):  # noqa: C901 - one pass over CifParser's rules, in their 
         raise _Fallback
     rots, trans = _operations(tuple(xyz))
 
-    table = block.find("_atom_site_", ["label", "type_symbol", "fract_x", "fract_y", "fract_z", "?occupancy"])
+    table = block.find("_atom_site_", ["label", "?type_symbol", "fract_x", "fract_y", "fract_z", "?occupancy"])
     if len(table) == 0 or table.loop is None:
+        raise _Fallback
+    has_type = table.has_column(1)
+    if has_type != ("_atom_site_type_symbol" in written):  # written in another case: pymatgen would not see it
         raise _Fallback
     has_occ = table.has_column(5)
     if has_occ and "_atom_site_occupancy" not in written:
         raise _Fallback
+    _check_attached_hydrogens(block, written)
+    oxi = _oxidation_states(block, written)
     rows = []
     for row in table:
-        sym = gemmi.cif.as_string(row[1])
-        if not _ELEMENT.fullmatch(sym) or _SPECIAL.match(sym) or not Element.is_valid_symbol(sym):
-            raise _Fallback
+        # CifParser reads the element from the type symbol, or from the label when there is none
+        raw = gemmi.cif.as_string(row[1] if has_type else row[0])
+        element = _element_of(raw)
+        sym: str | Species = element
+        if oxi is not None:  # with an oxidation-number loop every site is a Species, 0 where none is given
+            try:
+                sym = Species(element, oxi.get(raw, oxi.get(element, 0)) if has_type else oxi.get(element, 0))
+            except Exception as exc:
+                raise _Fallback from exc  # pymatgen makes a DummySpecies
         try:
             coord = [str2float(gemmi.cif.as_string(row[k])) for k in (2, 3, 4)]
             occ = str2float(gemmi.cif.as_string(row[5])) if has_occ else 1.0
