@@ -59,7 +59,10 @@ def _golden_texts() -> list[str]:
 def test_every_golden_expression_it_reads_has_latex2sympys_value():
     read = 0
     for text in _golden_texts():
-        mine = latex.parse(text)
+        try:
+            mine = latex.parse(text)
+        except ValueError:  # a number beside a number: refused, the judge decides
+            continue
         if mine is None:
             continue
         read += 1
@@ -92,7 +95,10 @@ EXPRESSIONS = st.recursive(st.sampled_from(ATOMS), lambda inner: st.tuples(inner
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(EXPRESSIONS)
 def test_generated_expressions_read_as_latex2sympy_reads_them(text):
-    mine = latex.parse(text)
+    try:
+        mine = latex.parse(text)
+    except ValueError:  # a number beside a number: refused, the judge decides
+        return
     if mine is None:
         return
     try:
@@ -110,10 +116,22 @@ def test_declined(text):
     assert latex.parse(text) is None
 
 
+@pytest.mark.parametrize("text", [r"2\frac{1}{2}", r"2 \frac{2}{2}", "2 (3)", "2 {3}", "2 3", "10 (2)",
+                                  r"2 \left(3\right)", r"0.5 \frac{1}{2}", "x^2 3"])
+def test_a_number_beside_a_number_is_refused(text):
+    # latex2sympy adds them (2\frac{1}{2} is 5/2, 2 (3) is 5), a reader could multiply them: neither is sure
+    with pytest.raises(ValueError, match="number beside a number"):
+        latex.parse(text)
+    with pytest.raises(ValueError, match="cannot parse"):
+        symbolic.to_sympy(f"${text}$")
+
+
 def test_values_by_hand():
     x, g, h = sympy.symbols("x g h")
     assert latex.parse(r"\sqrt{2gh}") == sympy.sqrt(2 * g * h)
     assert latex.parse("a/bc") == sympy.Symbol("a") / (sympy.Symbol("b") * sympy.Symbol("c"))
+    assert latex.parse("2(x+1)") == 2 * (x + 1) and latex.parse(r"2 \frac{x}{2}") == x  # products
+    assert latex.parse(r"2\pi") == 2 * sympy.pi and latex.parse(r"2 (\pi)") == 2 * sympy.pi
     assert latex.parse(r"\frac{a}{b}c") == sympy.Symbol("a") * sympy.Symbol("c") / sympy.Symbol("b")
     assert latex.parse("e^{x}") == sympy.exp(x) and latex.parse("2e") == 2 * sympy.E
     assert latex.parse(r"\log(x)") == sympy.log(x, 10) and latex.parse(r"\ln x") == sympy.log(x)

@@ -47,8 +47,16 @@ class _Declined(Exception):
     """The text is outside the subset."""
 
 
+class _MixedNumber(Exception):
+    """A number written beside a number (2\\frac{1}{2}, 2 (3)): a mixed number or a product, nobody can say."""
+
+
 def parse(text: str):
-    """The SymPy value of ``text`` (LaTeX without ``$``), or None when it is outside the subset."""
+    """The SymPy value of ``text`` (LaTeX without ``$``), or None when it is outside the subset.
+
+    ValueError for a number written beside a number (``2\\frac{1}{2}``, ``2 (3)``, ``2 3``): latex2sympy adds
+    them (a mixed number), a reader may multiply them; the screen leaves such answers to the judge.
+    """
     tokens = [t for t in _TOKEN.findall(text) if not t.isspace() and t not in _SPACES]
     if not tokens:
         return None
@@ -56,6 +64,8 @@ def parse(text: str):
         value = _listed(tokens) if "," in tokens else _whole(tokens)
     except (_Declined, ZeroDivisionError, RecursionError):
         return None
+    except _MixedNumber:
+        raise ValueError(f"{text!r} writes a number beside a number: a mixed number or a product") from None
     if value.has(sympy.zoo, sympy.nan):
         return None  # it divides by zero as written (2 / \sin\pi): left to latex2sympy, which keeps it unevaluated
     return value
@@ -93,8 +103,9 @@ def _listed(tokens: list[str]):
         # (1, 1) or [2, 1], are a pair; mismatched brackets stay a set, even an empty one.
         interval = sympy.Interval(values[0], values[1], tokens[0] == "(", tokens[-1] == ")")
         matching = (tokens[0] == "(") == (tokens[-1] == ")")
-        numbers = all(v.is_number and not any(tok.isalpha() or tok.lstrip("\\") in GREEK for tok in e)
-                      for v, e in zip(values, entries))  # as written: (2, a - a) is an interval, and empty
+        numbers = all(v.is_number and not any((tok.isalpha() and tok != "e") or tok.lstrip("\\") in GREEK
+                                              for tok in e)
+                      for v, e in zip(values, entries))  # as written (e is Euler's): (2, a - a) is an empty interval
         if not (matching and interval is sympy.S.EmptySet and numbers):
             return interval
     elif tokens[0] != "(" or tokens[-1] != ")":
@@ -150,11 +161,16 @@ class _Reader:
 
     def implicit(self):
         """Factors written side by side: one product, read before any / around it."""
-        value = self.factor()
+        value = last = self.factor()
         while self._starts_factor(self.peek()):
-            if _number(self.t[self.i - 1]) and _number(self.peek() or ""):
-                raise _Declined  # 2 3 (latex2sympy reads 5), x^2 3
-            value = value * self.factor()
+            after_number, nxt = _number(self.t[self.i - 1]), self.peek() or ""
+            if after_number and _number(nxt):
+                raise _MixedNumber  # 2 3 (latex2sympy reads 5), x^2 3
+            last_rational = bool(getattr(last, "is_Rational", False))
+            factor = self.factor()
+            if factor.is_Rational and (last_rational or after_number):
+                raise _MixedNumber  # 2\frac{1}{2}, 2 (3), \frac{2}{2} 2: latex2sympy adds some such pairs
+            value, last = value * factor, factor
         return value
 
     @classmethod
@@ -226,7 +242,10 @@ class _Reader:
                 return sympy.Pow(self.group(), 1 / index)
             return sympy.sqrt(self.group())
         if name in FUNCTIONS:
-            return FUNCTIONS[name](self._argument())
+            argument = self._argument()
+            if argument.has(sympy.Float):
+                raise _Declined  # \exp(0.5): evaluated to a decimal here, kept as exp(0.5) by latex2sympy
+            return FUNCTIONS[name](argument)
         raise _Declined
 
     def _applied(self, name: str):
@@ -266,6 +285,12 @@ class _Reader:
         return tok[0].isdigit() or (tok.isalpha() and len(tok) == 1)
 
     def _symbol(self, name: str):
+        symbol = self._named(name)
+        if self.peek() == "(":
+            raise _Declined  # v_0 (t), \omega(t): latex2sympy applies the symbol as a function
+        return symbol
+
+    def _named(self, name: str):
         if self.peek() != "_":
             return sympy.Symbol(name)
         self.take()

@@ -5,7 +5,8 @@ subset (most answers; microseconds), otherwise by latex2sympy2_extended (the
 parser math-verify uses, tens of milliseconds until warm), with symbol case
 kept (``A`` and ``a`` are different amplitudes; math-verify's default
 lower-cases them), no mixed-fraction reading (``2\\frac{1}{2}`` is not 2.5 in
-a physics answer), and ``I`` a symbol (a current), not the imaginary unit
+a physics answer, and latex2sympy reads it so whatever its settings say, so
+the fast reader refuses it and the judge decides), and ``I`` a symbol (a current), not the imaginary unit
 latex2sympy makes of it (which would make I^2 R equal -R). Both readers give
 the same values and symbol names. latex2sympy2_extended is a declared
 dependency: importing this module without it fails loudly rather than
@@ -58,7 +59,10 @@ def to_sympy(text: str):
         raise ValueError("empty expression")
     if is_words(text):
         raise ValueError(f"cannot parse {text!r}: words, not an expression")
-    fast = latex.parse(t)
+    try:
+        fast = latex.parse(t)
+    except ValueError as exc:
+        raise ValueError(f"cannot parse {text!r}: {exc}") from None
     if fast is not None:
         return fast
     if _CURRENT.search(t):
