@@ -76,11 +76,11 @@ def download(registry: str, package: str, version: str, archive: str) -> bytes:
     raise SystemExit(f"unknown registry {registry!r}")
 
 
-def members(archive: str, data: bytes) -> dict[str, bytes]:
-    """Every regular file of a .tar.gz, .whl/.zip or .deb archive, by its path inside it."""
+def members(archive: str, data: bytes, wanted) -> dict[str, bytes]:
+    """The regular files of a .tar.gz, .whl/.zip or .deb archive whose path inside it ``wanted(path)`` accepts."""
     if archive.endswith((".whl", ".zip")):
         with zipfile.ZipFile(io.BytesIO(data)) as z:
-            return {n: z.read(n) for n in z.namelist() if not n.endswith("/")}
+            return {n: z.read(n) for n in z.namelist() if not n.endswith("/") and wanted(n)}
     if archive.endswith(".deb"):
         with tempfile.TemporaryDirectory() as tmp:
             deb = Path(tmp) / archive
@@ -89,7 +89,7 @@ def members(archive: str, data: bytes) -> dict[str, bytes]:
         data, archive = tar, "data.tar"
     mode = "r:gz" if archive.endswith((".tar.gz", ".tgz")) else "r:"
     with tarfile.open(fileobj=io.BytesIO(data), mode=mode) as t:
-        return {m.name: t.extractfile(m).read() for m in t.getmembers() if m.isfile()}
+        return {m.name: t.extractfile(m).read() for m in t.getmembers() if m.isfile() and wanted(m.name)}
 
 
 def _file_names(paths: list[str]) -> list[tuple[str, str]]:
@@ -108,9 +108,9 @@ def update() -> None:
     sources = []
     for name, kind, registry, package, version, archive, include, exclude, why in SOURCES:
         data = download(registry, package, version, archive)
-        files = members(archive, data)
-        chosen = sorted(p for p in files if any(fnmatch.fnmatch(p, pat) for pat in include)
-                        and not any(fnmatch.fnmatch(p, pat) for pat in exclude))
+        files = members(archive, data, lambda p, inc=include, exc=exclude: any(fnmatch.fnmatch(p, x) for x in inc)
+                        and not any(fnmatch.fnmatch(p, x) for x in exc))
+        chosen = sorted(files)
         sources.append({"name": name, "kind": kind, "registry": registry, "package": package, "version": version,
                         "archive": archive, "sha256": sha256(data), "why": why,
                         "members": {p: {"file": f, "sha256": sha256(files[p])} for p, f in _file_names(chosen)}})
@@ -133,7 +133,7 @@ def fetch() -> int:
             print(f"{src['name']}: {src['archive']} has another checksum than the manifest's", file=sys.stderr)
             problems += 1
             continue
-        files = members(src["archive"], data)
+        files = members(src["archive"], data, src["members"].__contains__)
         target.mkdir(parents=True, exist_ok=True)
         for path, m in src["members"].items():
             got = files.get(path)

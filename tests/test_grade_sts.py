@@ -34,7 +34,7 @@ def test_a_batch_equals_one_text_at_a_time(model):
 
 def test_truncation_at_256_word_pieces(model):
     head = "the sample shows equiaxed grains " * 60  # far beyond 256 pieces
-    assert len(model._ids([head])[0]) == 256
+    assert len(model.token_ids([head])[0]) == 256
     a, b = model.embed([head + "and nothing else", head + "but a completely different ending about cats"])
     assert float(a @ b) == pytest.approx(1.0, abs=1e-6)  # the endings are cut off
 
@@ -130,9 +130,10 @@ def test_add_norm_equals_reference(compare_forms, data):
     weight = data.draw(arrays(np.float32, dim, elements=st.floats(-3, 3, width=32)))
     bias = data.draw(arrays(np.float32, dim, elements=st.floats(-3, 3, width=32)))
     s = (x + residual).astype(np.float64)
-    # A row (nearly) constant is ill-conditioned: float32 rounding of its mean, divided by a standard deviation
-    # near sqrt(eps), is what the reference returns there (see the constant-row test below).
-    assume(dim > 1 and (s.std(axis=1) > 1e-3 * (np.abs(s).max(axis=1) + 1)).all())
+    # A row (nearly) constant is ill-conditioned: the reference's float32 mean is off by ~|mean|·1e-7, which the
+    # division by the standard deviation magnifies (see the constant-row test below). Rows spread by at least
+    # 1% of their size keep that below the tolerance.
+    assume(dim > 1 and (s.std(axis=1) > 1e-2 * (np.abs(s).max(axis=1) + 1)).all())
 
     def close(ref, comp):
         # float32 sums (reference) against float64 sums (kernel): equal up to rounding of the row's scale

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmint.grade.sts import Encoder, model_dir
+from benchmint.grade.sts import LENGTH_SOURCES, Encoder, configured_length, model_dir
 
 MINILM = "minilm"
 
@@ -60,7 +60,9 @@ class BertScorer:
 
     def __init__(self, model: str | Path = MINILM, layers: int | None = None, workers: int = -1) -> None:
         root, self.label, self.name, layers = _resolve(model, layers)
-        self.encoder = Encoder(root, workers=workers, layers=layers, max_len=_tokenizer_limit(root))
+        # bert_score cuts at the tokenizer's own limit, not at sentence-transformers' max_seq_length
+        self.encoder = Encoder(root, workers=workers, layers=layers,
+                               max_len=configured_length(root, LENGTH_SOURCES[1:]))
         self.layers = self.encoder.layers
         self.prefix_space = self.encoder.model_type == "roberta"
         tok = self.encoder.tokenizer
@@ -69,7 +71,7 @@ class BertScorer:
     def vectors(self, texts: list[str]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """Per text: unit token vectors (tokens, dim), weights (1, 0 for specials), token ids."""
         stripped = [t.strip() if isinstance(t, str) else t for t in texts]
-        ids = self.encoder._ids([(" " + t if self.prefix_space and t else t) for t in stripped])
+        ids = self.encoder.token_ids([(" " + t if self.prefix_space and t else t) for t in stripped])
         out: list = [None] * len(ids)
 
         def keep(chunk: np.ndarray, h: np.ndarray, mask: np.ndarray) -> None:
@@ -133,12 +135,3 @@ def greedy_match(cand: np.ndarray, cand_w: np.ndarray, ref: np.ndarray, ref_w: n
     r = float((sim.max(axis=0) * ref_w).sum() / ref_w.sum())
     f = 2 * p * r / (p + r) if p + r != 0 else 0.0
     return p, r, f
-
-
-def _tokenizer_limit(root: Path) -> int | None:
-    path = root / "tokenizer_config.json"
-    if path.is_file():
-        value = json.loads(path.read_text(encoding="utf-8")).get("model_max_length")
-        if isinstance(value, int) and 0 < value < 1_000_000:
-            return value
-    return None

@@ -300,12 +300,12 @@ def _open_grades(units: list[Unit], items: dict, cfg: GradeConfig, judge: Judge 
     for u in units:
         text = u.pred.output if u.pred.answer is ABSENT else u.pred.answer
         texts.append(strip_reasoning(text).strip() if isinstance(text, str) else "")
+    keep = [i for i, t in enumerate(texts) if t.strip()]  # an empty answer is scored 0 below, not embedded
     sts: list[float | None] = [None] * len(units)
     if cfg.sts:
         from benchmint.grade.sts import default_model
 
         model = default_model()
-        keep = [i for i, t in enumerate(texts) if t.strip()]
         sims = model.similarity([texts[i] for i in keep], [str(items[units[i].pred.id].answer) for i in keep])
         for i, value in zip(keep, sims):
             sts[i] = float(value)
@@ -316,7 +316,6 @@ def _open_grades(units: list[Unit], items: dict, cfg: GradeConfig, judge: Judge 
 
         scorer = BertScorer(cfg.bertscore, cfg.bertscore_layers, workers=cfg.workers)
         bert_key = scorer.label + "_f1"
-        keep = [i for i, t in enumerate(texts) if t.strip()]
         got = scorer.score([texts[i] for i in keep], [str(items[units[i].pred.id].answer) for i in keep])
         bert = {i: float(value) for i, value in zip(keep, got.f1)}
     if judge is None and not cfg.sts:

@@ -208,7 +208,7 @@ class Encoder:
             self.layers = layers
         self.eps = float(config["layer_norm_eps"])
         self.position_offset = int(config.get("pad_token_id", 1)) + 1 if self.model_type == "roberta" else 0
-        self.max_len = min(max_len or self._configured_length(root), int(config["max_position_embeddings"])
+        self.max_len = min(max_len or configured_length(root), int(config["max_position_embeddings"])
                            - self.position_offset)
         self.w = {_short(k): v for k, v in load_file(str(root / "model.safetensors")).items()}
         self.tokenizer = Tokenizer.from_file(str(root / "tokenizer.json"))
@@ -218,21 +218,12 @@ class Encoder:
         self._t = {k: np.ascontiguousarray(v.T) for k, v in self.w.items() if k.endswith(".weight") and v.ndim == 2
                    and k.startswith("encoder.layer.")}
 
-    @staticmethod
-    def _configured_length(root: Path) -> int:
-        for name, key in (("sentence_bert_config.json", "max_seq_length"), ("tokenizer_config.json",
-                                                                             "model_max_length")):
-            if (root / name).is_file():
-                value = json.loads((root / name).read_text(encoding="utf-8")).get(key)
-                if isinstance(value, int) and 0 < value < 1_000_000:  # HF writes 1e30 for "no limit"
-                    return value
-        return 512
-
     @property
     def dim(self) -> int:
         return int(self.w["embeddings.word_embeddings.weight"].shape[1])
 
-    def _ids(self, texts: list[str]) -> list[list[int]]:
+    def token_ids(self, texts: list[str]) -> list[list[int]]:
+        """Each text's word-piece ids, specials included, cut at ``max_len``."""
         for i, t in enumerate(texts):
             if not isinstance(t, str):
                 raise TypeError(f"text {i} is {type(t).__name__}, not str")
@@ -298,6 +289,20 @@ class Encoder:
                     list(pool.map(run, chunks))
 
 
+LENGTH_SOURCES = (("sentence_bert_config.json", "max_seq_length"), ("tokenizer_config.json", "model_max_length"))
+
+
+def configured_length(root: Path, sources=LENGTH_SOURCES) -> int:
+    """Word pieces per text as the model directory sets them: the first of ``sources`` (file, key) it has,
+    else 512."""
+    for name, key in sources:
+        if (root / name).is_file():
+            value = json.loads((root / name).read_text(encoding="utf-8")).get(key)
+            if isinstance(value, int) and 0 < value < 1_000_000:  # HF writes 1e30 for "no limit"
+                return value
+    return 512
+
+
 def _short(key: str) -> str:
     """A weight's name without the model-class prefix of task checkpoints (``bert.``, ``roberta.``)."""
     for prefix in ("bert.", "roberta."):
@@ -319,7 +324,7 @@ class StsModel(Encoder):
             pooled = (h * mask[:, :, None]).sum(axis=1) / mask.sum(axis=1, keepdims=True)
             out[chunk] = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
 
-        self.map_batches(self._ids(texts), pool)
+        self.map_batches(self.token_ids(texts), pool)
         return out
 
     def similarity(self, a: list[str], b: list[str]) -> np.ndarray:
