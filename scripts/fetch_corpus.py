@@ -38,6 +38,10 @@ FILES = ROOT / "corpus" / "files"
 # Software (lme4, zoo, sandwich, strucchange, vcd, partykit, ...), typeset by its class, with R's vector plots.
 R_WHY = "the package's vignettes, several of them its published journal article, with R's vector plots"
 
+JOURNAL_SAMPLES = ["aastex/sample631.pdf", "acmart/samples/sample-sigconf.pdf", "revtex/sample/aps/apssamp.pdf",
+                   "revtex/sample/aip/aipsamp.pdf", "elsarticle/elstest-5p.pdf", "jmlr/pmlr-sample.pdf",
+                   "asmeconf/asmeconf-template.pdf"]
+
 # What the manifest is built from: (name, kind, registry, package, version, archive, include, exclude, why).
 SOURCES = [
     ("cod-all-space-groups", "cif", "pypi", "shry", "1.1.8", "shry-1.1.8.tar.gz",
@@ -99,8 +103,9 @@ SOURCES = [
      ["./usr/lib/R/site-library/glmnet/doc/*.pdf"], [], R_WHY),
     ("r-spatstat", "pdf", "debian", "r-cran-spatstat", "3.0-3-1", "r-cran-spatstat_3.0-3-1_amd64.deb",
      ["./usr/lib/R/site-library/spatstat/doc/*.pdf"], [], R_WHY),
-    ("journal-classes", "pdf", "debian", "texlive-publishers-doc", "2022.20230122-4", "texlive-publishers-doc_2022.20230122-4_all.deb",
-     ["./usr/share/doc/texlive-doc/latex/aastex/sample631.pdf", "./usr/share/doc/texlive-doc/latex/acmart/samples/sample-sigconf.pdf", "./usr/share/doc/texlive-doc/latex/revtex/sample/aps/apssamp.pdf", "./usr/share/doc/texlive-doc/latex/revtex/sample/aip/aipsamp.pdf", "./usr/share/doc/texlive-doc/latex/elsarticle/elstest-5p.pdf", "./usr/share/doc/texlive-doc/latex/jmlr/pmlr-sample.pdf", "./usr/share/doc/texlive-doc/latex/asmeconf/asmeconf-template.pdf"], [],
+    ("journal-classes", "pdf", "debian", "texlive-publishers-doc", "2022.20230122-4",
+     "texlive-publishers-doc_2022.20230122-4_all.deb",
+     [f"./usr/share/doc/texlive-doc/latex/{p}" for p in JOURNAL_SAMPLES], [],
      "the sample articles of seven publishers' LaTeX classes (AAS, ACM, APS, AIP, Elsevier, PMLR, ASME): one- and "
      "two-column layouts, raster and vector figures"),
     ("arxiv-pages", "pdf", "pypi", "marker-pdf", "2.0.0", "marker_pdf-2.0.0.tar.gz",

@@ -156,7 +156,7 @@ def _harvest_pdf(path: str, key: str, out_dir: str, cfg: HarvestConfig, skip: di
             thumbs.append((render_thumbnail(page, cfg.thumb_longest), thumb))
             stage(f"page {number} figures")
             words = page.get_text("words")
-            for fig in page_figures(page, captions):
+            for fig in page_figures(page, captions, words):
                 body = fig.body
                 tokens = [w[4] for w in words if body and w[0] >= body[0] - 1 and w[2] <= body[2] + 1
                           and w[1] >= body[1] - 1 and w[3] <= body[3] + 1]

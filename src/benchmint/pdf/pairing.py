@@ -1,19 +1,42 @@
 """Pairing captions with their figure bodies, locally and without a model.
 
-The body of a figure is the graphics (vector drawings and placed images) next
-to its caption in the caption's column: above it first (the common layout),
-below it otherwise, never across another caption of that column. Columns come
-from the caption itself: a caption narrower than ~55% of the page sits in the
-left or right half; a wider one spans the page.
+A figure body is grown from its caption over the page's *figure elements*:
+the visible graphics (drawn paths and placed images; white fills without a
+stroke are paper, not ink) and the text lines that are not running text (axis
+labels, legends, panel titles). Growth starts at the element nearest to the
+caption on one side (above first, the common layout; below otherwise) and
+takes every element of the caption's column it reaches across white space,
+never past another caption of that column. Running text stops it: its lines
+are no elements and no element is reached across them, and graphics lying
+inside a paragraph's lines (rules, fraction bars) are left out. So are the
+running head and the folio: the topmost (bottom-most) line of the page when
+it lies in the outer ``HEAD_SHARE`` of the page height, set apart by at least
+``HEAD_GAP`` points, with everything beyond it.
+
+Running text is told apart by its lines: a paragraph is a run of lines at
+line spacing, and it is running text when one of its lines is long (at least
+``BODY_LINE_SHARE`` of the column's text width, with ``BODY_LINE_WORDS``
+words or more) or two of its lines hold ``PROSE_WORDS`` words or more (prose
+and code listings; a plot's labels are short). Columns come from the page: it has two when long lines sit
+wholly in each half, or two captions stand side by side, one in each half; a
+caption crossing the middle of the page spans it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from benchmint.pdf.captions import Caption
 
 Box = tuple[float, float, float, float]
+
+HEAD_SHARE = 0.12  # running heads and folios sit in the top and bottom bands of this share of the page height
+HEAD_GAP = 8.0  # points of white space that set a running head or folio apart from the page's content
+BODY_LINE_SHARE = 0.6
+BODY_LINE_WORDS = 5
+PROSE_WORDS = 4  # two such lines at line spacing are prose or code, not labels of a plot
+MAX_GAP_SHARE = 0.25  # the first element lies at most this share of the page height from its caption
 
 
 @dataclass(frozen=True)
@@ -22,15 +45,60 @@ class PairedFigure:
     body: Box | None  # page points; None when no graphics sit next to the caption
 
 
+@dataclass(frozen=True)
+class TextLine:
+    box: Box
+    words: int
+
+
 def _union(boxes: list[Box]) -> Box:
     return (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
 
 
-def _column(caption: Caption, width: float) -> tuple[float, float]:
+def graphics_boxes(page) -> list[Box]:
+    """Boxes of the visible drawn paths and placed images (page frames and white paper-coloured fills left out)."""
+    w, h = page.rect.width, page.rect.height
+    boxes = [tuple(d["rect"]) for d in page.get_drawings() if not _paper(d)]
+    boxes += [tuple(i["bbox"]) for i in page.get_image_info()]
+    return [b for b in boxes if (b[3] - b[1]) < 0.9 * h and (b[2] - b[0]) < 0.98 * w and max(b[2] - b[0], b[3] - b[1]) > 0]
+
+
+def _paper(drawing: dict) -> bool:
+    """A fill in white with no stroke: it leaves no ink on a white page (plot backgrounds, masks)."""
+    fill = drawing.get("fill")
+    return drawing.get("color") is None and fill is not None and all(c >= 0.99 for c in fill)
+
+
+def text_lines(words) -> list[TextLine]:
+    """Lines of ``page.get_text("words")`` tuples (x0, y0, x1, y1, text, block, line, word)."""
+    lines: dict[tuple[int, int], list] = {}
+    for w in words:
+        lines.setdefault((w[5], w[6]), []).append(w)
+    return [TextLine(_union([tuple(w[:4]) for w in ws]), len(ws)) for ws in lines.values()]
+
+
+def two_columns(lines: list[TextLine], width: float) -> bool:
+    """Whether long lines sit wholly in the left half and wholly in the right half of the page."""
+    mid, long_ = width / 2, 0.3 * width
+    left = sum(1 for ln in lines if ln.box[2] <= mid and ln.box[2] - ln.box[0] >= long_)
+    right = sum(1 for ln in lines if ln.box[0] >= mid and ln.box[2] - ln.box[0] >= long_)
+    return left >= 5 and right >= 5
+
+
+def _side_by_side(captions: list[Caption], width: float) -> bool:
+    """Two captions level with each other, one wholly in each half of the page."""
+    mid = width / 2
+    left = [c.bbox for c in captions if c.bbox[2] <= mid]
+    right = [c.bbox for c in captions if c.bbox[0] >= mid]
+    return any(min(a[3], b[3]) > max(a[1], b[1]) for a in left for b in right)
+
+
+def _column(caption: Caption, width: float, split: bool) -> tuple[float, float]:
     x0, _, x1, _ = caption.bbox
-    if x1 - x0 >= 0.55 * width:
+    mid = width / 2
+    if not split or (x0 < mid - 0.02 * width and x1 > mid + 0.02 * width):
         return 0.0, width
-    return (0.0, width / 2) if (x0 + x1) / 2 < width / 2 else (width / 2, width)
+    return (0.0, mid) if (x0 + x1) / 2 < mid else (mid, width)
 
 
 def _in_column(box: Box, column: tuple[float, float]) -> bool:
@@ -38,38 +106,135 @@ def _in_column(box: Box, column: tuple[float, float]) -> bool:
     return overlap >= 0.5 * max(box[2] - box[0], 1e-6)
 
 
-def graphics_boxes(page) -> list[Box]:
-    """Bounding boxes of the drawn paths and placed images (page frames and hairline page rules left out)."""
-    w, h = page.rect.width, page.rect.height
-    boxes = [tuple(d["rect"]) for d in page.get_drawings()] + [tuple(i["bbox"]) for i in page.get_image_info()]
-    return [b for b in boxes if (b[3] - b[1]) < 0.9 * h and (b[2] - b[0]) < 0.98 * w and max(b[2] - b[0], b[3] - b[1]) > 0]
+def _paragraphs(lines: list[TextLine]) -> list[list[TextLine]]:
+    """Runs of lines that follow each other at line spacing and overlap horizontally."""
+    out: list[list[TextLine]] = []
+    for ln in sorted(lines, key=lambda t: (t.box[1], t.box[0])):
+        height = ln.box[3] - ln.box[1]
+        for para in out:
+            last = para[-1].box
+            if (-0.5 * height <= ln.box[1] - last[3] <= 0.6 * max(height, last[3] - last[1])
+                    and min(ln.box[2], last[2]) > max(ln.box[0], last[0])):
+                para.append(ln)
+                break
+        else:
+            out.append([ln])
+    return out
+
+
+def running_text(lines: list[TextLine], column: tuple[float, float]) -> list[Box]:
+    """Boxes of the running-text lines of a column (every line of a paragraph that has a long line)."""
+    mine = [ln for ln in lines if _in_column(ln.box, column)]
+    if not mine:
+        return []
+    widths = sorted(ln.box[2] - ln.box[0] for ln in mine if ln.words >= BODY_LINE_WORDS)
+    text_width = widths[int(0.9 * (len(widths) - 1))] if widths else 0.0
+    if text_width <= 0:
+        return []
+    out: list[Box] = []
+    for para in _paragraphs(mine):
+        if (any(ln.words >= BODY_LINE_WORDS and ln.box[2] - ln.box[0] >= BODY_LINE_SHARE * text_width for ln in para)
+                or sum(ln.words >= PROSE_WORDS for ln in para) >= 2):
+            out.extend(ln.box for ln in para)
+    return out
+
+
+def _inside_text(box: Box, body: list[Box]) -> bool:
+    """A graphic lying within a running-text line's band (an underline, a fraction bar, a table rule in text)."""
+    return any(box[1] >= b[1] - 3 and box[3] <= b[3] + 3 and min(box[2], b[2]) > max(box[0], b[0]) for b in body)
+
+
+def _grow(seed: Box, elements: list[Box], barriers: list[Box]) -> Box:
+    """The seed and every element reachable from it without crossing running text (whitespace is crossed)."""
+    region, rest = seed, list(elements)
+    grew = True
+    while grew:
+        grew = False
+        keep = []
+        for e in rest:
+            lo, hi = (region[3], e[1]) if e[1] >= region[3] else (e[3], region[1])
+            if hi <= lo or not any(b[1] >= lo - 1 and b[3] <= hi + 1 for b in barriers):
+                region = _union([region, e])
+                grew = True
+            else:
+                keep.append(e)
+        rest = keep
+    return region
 
 
 def pair(captions: list[Caption], graphics: list[Box], width: float, height: float,
-         max_gap: float = 0.25) -> list[PairedFigure]:
-    """Each caption with the union of the graphics between it and its column's neighbouring captions."""
+         lines: Sequence[TextLine] = ()) -> list[PairedFigure]:
+    """Each caption with the body grown from it over the figure elements of its column."""
+    lines = list(lines)
+    split = two_columns(lines, width) or _side_by_side(captions, width)
+    caption_boxes = [c.bbox for c in captions]
+    top, bottom = _content_band(lines, graphics, height)
     out = []
     for cap in captions:
-        column = _column(cap, width)
+        column = _column(cap, width, split)
+        body_text = running_text(lines, column)
+        figure_text = [ln.box for ln in lines if ln.box not in body_text
+                       and not any(_overlaps(ln.box, c) for c in caption_boxes)]
+        elements = [b for b in graphics + figure_text if _in_column(b, column) and not _inside_text(b, body_text)
+                    and b[1] >= top and b[3] <= bottom]
         # Captions that bound this one's body: those in its column and page-wide ones.
-        peers = [c for c in captions
-                 if c is not cap and (_in_column(c.bbox, column) or c.bbox[2] - c.bbox[0] >= 0.55 * width)]
+        peers = [c for c in captions if c is not cap and (_in_column(c.bbox, column) or
+                                                          _column(c, width, split) == (0.0, width))]
         above_limit = max([c.bbox[3] for c in peers if c.bbox[3] <= cap.bbox[1]], default=0.0)
         below_limit = min([c.bbox[1] for c in peers if c.bbox[1] >= cap.bbox[3]], default=height)
-        mine = [b for b in graphics if _in_column(b, column)]
-        above = [b for b in mine if b[3] <= cap.bbox[1] + 2 and b[1] >= above_limit - 2]
-        below = [b for b in mine if b[1] >= cap.bbox[3] - 2 and b[3] <= below_limit + 2]
-        body = None
-        for group, gap in ((above, lambda u, cap=cap: cap.bbox[1] - u[3]),
-                           (below, lambda u, cap=cap: u[1] - cap.bbox[3])):
-            if group:
-                u = _union(group)
-                if gap(u) <= max_gap * height:
-                    body = u
-                    break
+        above = [b for b in elements if b[3] <= cap.bbox[1] + 2 and b[1] >= above_limit - 2]
+        below = [b for b in elements if b[1] >= cap.bbox[3] - 2 and b[3] <= below_limit + 2]
+        inked = set(graphics)
+        body = (_body_on_side(cap.bbox, above, True, body_text, inked, height)
+                or _body_on_side(cap.bbox, below, False, body_text, inked, height))
         out.append(PairedFigure(cap, body))
     return out
 
 
-def page_figures(page, captions: list[Caption]) -> list[PairedFigure]:
-    return pair(captions, graphics_boxes(page), page.rect.width, page.rect.height)
+def _body_on_side(caption: Box, group: list[Box], above: bool, body_text: list[Box], inked: set[Box],
+                  height: float) -> Box | None:
+    """The region grown from the element nearest to the caption on one side, when it holds graphics."""
+    if not group:
+        return None
+    seed = max(group, key=lambda b: b[3]) if above else min(group, key=lambda b: b[1])
+    gap = caption[1] - seed[3] if above else seed[1] - caption[3]
+    if gap > MAX_GAP_SHARE * height or _text_between(seed, caption, body_text):
+        return None
+    region = _grow(seed, group, body_text)
+    return region if any(b in inked and _within(b, region) for b in group) else None  # text alone is no figure
+
+
+def _content_band(lines: list[TextLine], graphics: list[Box], height: float) -> tuple[float, float]:
+    """(top, bottom) of the page's content: below the running head and above the folio, where there are any."""
+    boxes = [ln.box for ln in lines] + graphics
+    top, bottom = 0.0, height
+    if lines:
+        head = min(lines, key=lambda ln: ln.box[1]).box
+        rest = [b for b in boxes if b[1] > head[3]]
+        if head[3] <= HEAD_SHARE * height and (not rest or min(b[1] for b in rest) - head[3] >= HEAD_GAP):
+            top = head[3] + 1
+        foot = max(lines, key=lambda ln: ln.box[3]).box
+        rest = [b for b in boxes if b[3] < foot[1]]
+        if foot[1] >= (1 - HEAD_SHARE) * height and (not rest or foot[1] - max(b[3] for b in rest) >= HEAD_GAP):
+            bottom = foot[1] - 1
+    return top, bottom
+
+
+def _overlaps(a: Box, b: Box) -> bool:
+    return min(a[2], b[2]) > max(a[0], b[0]) and min(a[3], b[3]) > max(a[1], b[1])
+
+
+def _within(a: Box, b: Box) -> bool:
+    return a[0] >= b[0] - 0.01 and a[1] >= b[1] - 0.01 and a[2] <= b[2] + 0.01 and a[3] <= b[3] + 0.01
+
+
+def _text_between(seed: Box, caption: Box, body_text: list[Box]) -> bool:
+    """Running text between the caption and the nearest element: the caption is not next to a figure there."""
+    lo, hi = (seed[3], caption[1]) if seed[3] <= caption[1] else (caption[3], seed[1])
+    return any(b[1] >= lo - 1 and b[3] <= hi + 1 for b in body_text)
+
+
+def page_figures(page, captions: list[Caption], words=None) -> list[PairedFigure]:
+    """Captions of one page paired with their bodies; ``words`` is ``page.get_text("words")`` when read already."""
+    lines = text_lines(words if words is not None else page.get_text("words"))
+    return pair(captions, graphics_boxes(page), page.rect.width, page.rect.height, lines)

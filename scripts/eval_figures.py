@@ -1,0 +1,68 @@
+"""Figure bodies found by ``benchmint harvest`` against the hand labels of the real PDF corpus.
+
+    .venv/bin/python scripts/fetch_corpus.py                 # the PDFs, once
+    .venv/bin/python scripts/eval_figures.py                 # harvest the labelled PDFs and compare
+    .venv/bin/python scripts/eval_figures.py --figures DIR/figures.jsonl   # compare an existing run
+    .venv/bin/python scripts/eval_figures.py --worst 20      # also list the 20 worst-placed figures
+
+corpus/figure_labels.jsonl holds the labels: one figure per line, its page counted from 0, its body box in page
+points (the visible ink of the figure without its caption), its panel count. They were made by looking at
+rendered pages, not from any detector.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from benchmint.io import InputError, iter_jsonl
+from benchmint.pdf.evaluate import compare
+from benchmint.pdf.harvest import HarvestConfig, harvest
+
+ROOT = Path(__file__).resolve().parents[1]
+LABELS = ROOT / "corpus" / "figure_labels.jsonl"
+PDFS = ROOT / "corpus" / "files" / "pdf"
+
+
+def rows(path: Path, what: str) -> list[dict]:
+    out = []
+    for line_no, obj, err in iter_jsonl(path, what):
+        if err is not None:
+            raise InputError(f"{path} line {line_no}: {err}")
+        out.append(obj)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--figures", type=Path, help="figures.jsonl of a finished harvest (default: harvest now)")
+    parser.add_argument("--labels", type=Path, default=LABELS)
+    parser.add_argument("--worst", type=int, default=0, help="list this many labels with the lowest IoU")
+    parser.add_argument("--workers", type=int, default=-1)
+    args = parser.parse_args()
+    labels = rows(args.labels, "labels")
+    if args.figures is None:
+        missing = sorted({lab["pdf"] for lab in labels if not (PDFS / lab["pdf"]).is_file()})
+        if missing:
+            print(f"{len(missing)} labelled PDFs are absent ({missing[0]}, ...): run scripts/fetch_corpus.py",
+                  file=sys.stderr)
+            return 2
+        with tempfile.TemporaryDirectory() as tmp:
+            pdfs = sorted({PDFS / lab["pdf"] for lab in labels})
+            harvest(pdfs, tmp, HarvestConfig(), workers=args.workers)
+            records = rows(Path(tmp) / "figures.jsonl", "figure records")
+    else:
+        records = rows(args.figures, "figure records")
+    report = compare(records, labels)
+    print(json.dumps(report.summary(), indent=1))
+    for r in sorted(report.results, key=lambda r: r.iou)[: args.worst]:
+        print(f"  {r.pdf} page {r.page} Figure {r.label}: IoU {r.iou:.2f}"
+              f"{'' if r.found else ' (no record)'}, panels {r.panels_found} of {r.panels}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

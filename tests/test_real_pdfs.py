@@ -1,0 +1,55 @@
+"""Real article PDFs (the corpus of scripts/fetch_corpus.py) against the hand labels in corpus/figure_labels.jsonl.
+
+The label file is checked always (it names files of the manifest, boxes are ordered); the harvest over the
+labelled PDFs runs when the corpus is present and must meet the localisation goals: a record for at least 95%
+of the labelled figures and a body box with IoU >= 0.5 for at least 90% of them.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmint.io import iter_jsonl
+from benchmint.pdf.evaluate import compare
+from benchmint.pdf.harvest import HarvestConfig, harvest
+
+ROOT = Path(__file__).resolve().parents[1]
+PDFS = ROOT / "corpus" / "files" / "pdf"
+LABELS = ROOT / "corpus" / "figure_labels.jsonl"
+
+
+def _labels() -> list[dict]:
+    return [obj for _, obj, err in iter_jsonl(LABELS, "labels") if err is None]
+
+
+def test_labels_name_listed_pdfs_and_hold_ordered_boxes():
+    manifest = json.loads((ROOT / "corpus" / "manifest.json").read_text(encoding="utf-8"))
+    listed = {f"{s['name']}/{m['file']}" for s in manifest["sources"] if s["kind"] == "pdf"
+              for m in s["members"].values()}
+    labels = _labels()
+    assert len(labels) == sum(1 for line in LABELS.read_text(encoding="utf-8").splitlines() if line.strip())
+    assert len(labels) >= 150 and len({lab["pdf"] for lab in labels}) >= 20
+    keys = set()
+    for lab in labels:
+        assert lab["pdf"] in listed
+        x0, y0, x1, y1 = lab["body"]
+        assert 0 <= x0 < x1 and 0 <= y0 < y1 and lab["panels"] >= 1 and lab["page"] >= 0
+        keys.add((lab["pdf"], lab["page"], lab["label"]))
+    assert len(keys) == len(labels)  # one label per figure
+
+
+@pytest.mark.real
+@pytest.mark.skipif(not PDFS.is_dir(), reason="corpus absent: python scripts/fetch_corpus.py")
+def test_harvest_finds_and_places_the_labelled_figures(tmp_path):
+    import pymupdf
+
+    labels = _labels()
+    for lab in labels:  # the labels fit their pages
+        with pymupdf.open(PDFS / lab["pdf"]) as doc:
+            rect = doc[lab["page"]].rect
+        assert lab["body"][2] <= rect.width + 1 and lab["body"][3] <= rect.height + 1
+    harvest(sorted({PDFS / lab["pdf"] for lab in labels}), tmp_path, HarvestConfig(), workers=-1)
+    records = [obj for _, obj, _ in iter_jsonl(tmp_path / "figures.jsonl", "figures")]
+    s = compare(records, labels).summary()
+    assert s["found_share"] >= 0.95 and s["placed_share"] >= 0.90, s
