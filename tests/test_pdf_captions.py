@@ -82,6 +82,8 @@ def test_bundled_sample_article():
     ("Figure 5. Overview of the setup.", [], 1),
     ("Figure 6. Panels as labelled.", ["(a)", "(b)", "c", "(d)", "Bias (V)"], 4),
     ("Figure 7. Single image (scale bar 5 nm).", ["A", "x"], 1),
+    ("Figure 8. Running speed against body mass.", ["h", "G"], 1),  # variables of the plot, no run from a
+    ("Figure 9. (a) and (c) only.", [], 1),
 ])
 def test_estimate_panels(caption, body, panels):
     from benchmint.pdf.captions import estimate_panels

@@ -2,7 +2,8 @@
 
 The label file is checked always (it names files of the manifest, boxes are ordered); the harvest over the
 labelled PDFs runs when the corpus is present and must meet the localisation goals: a record for at least 95%
-of the labelled figures and a body box with IoU >= 0.5 for at least 90% of them.
+of the labelled figures, a body box with IoU >= 0.5 for at least 90% of them, and the exact panel count for at
+least 80% of the figures of more than one panel.
 """
 
 import json
@@ -52,4 +53,4 @@ def test_harvest_finds_and_places_the_labelled_figures(tmp_path):
     harvest(sorted({PDFS / lab["pdf"] for lab in labels}), tmp_path, HarvestConfig(), workers=-1)
     records = [obj for _, obj, _ in iter_jsonl(tmp_path / "figures.jsonl", "figures")]
     s = compare(records, labels).summary()
-    assert s["found_share"] >= 0.95 and s["placed_share"] >= 0.90, s
+    assert s["found_share"] >= 0.95 and s["placed_share"] >= 0.90 and s["panels_exact_share"] >= 0.80, s

@@ -115,7 +115,7 @@ def _letters_in(text: str) -> set[int]:
 
 
 def estimate_panels(caption_text: str, body_tokens: Sequence[str] = ()) -> int:
-    """Number of sub-panels (spm-bench §2.2 keeps figures with >= 4): the highest panel letter seen.
+    """Number of sub-panels (spm-bench §2.2 keeps figures with >= 4) by letter: the run a, b, c, ... seen.
 
     Letters come from the caption ("(a)", "(a-d)", "a, ...") and from short text
     tokens drawn inside the figure body ("(c)", "d"). A figure with no panel
@@ -126,4 +126,8 @@ def estimate_panels(caption_text: str, body_tokens: Sequence[str] = ()) -> int:
         m = _PANEL_TOKEN.match(token.strip())
         if m:
             letters.add(ord(m.group(1).lower()) - 97)
-    return max(letters) + 1 if letters else 1
+    # Panels run a, b, c, ...: a lone letter further on is a variable of a plot ("h", "g"), not a panel.
+    n = 0
+    while n in letters:
+        n += 1
+    return max(n, 1)

@@ -116,6 +116,7 @@ def _harvest_pdf(path: str, key: str, out_dir: str, cfg: HarvestConfig, skip: di
     from benchmint.pdf.context import discussion
     from benchmint.pdf.geometry import render_thumbnail
     from benchmint.pdf.pairing import page_figures
+    from benchmint.pdf.panels import count_panels
 
     name = Path(path).name
     try:
@@ -156,11 +157,13 @@ def _harvest_pdf(path: str, key: str, out_dir: str, cfg: HarvestConfig, skip: di
             thumbs.append((render_thumbnail(page, cfg.thumb_longest), thumb))
             stage(f"page {number} figures")
             words = page.get_text("words")
-            for fig in page_figures(page, captions, words):
+            drawings, images = page.get_drawings(), page.get_image_info()
+            for fig in page_figures(page, captions, words, drawings, images):
                 body = fig.body
                 tokens = [w[4] for w in words if body and w[0] >= body[0] - 1 and w[2] <= body[2] + 1
                           and w[1] >= body[1] - 1 and w[3] <= body[3] + 1]
-                panels = estimate_panels(fig.caption.text, tokens)
+                panels = (count_panels(drawings, images, body, fig.caption.text, tokens) if body
+                          else estimate_panels(fig.caption.text))
                 if panels < cfg.min_panels:
                     continue
                 lo, hi = cfg.discussion_tokens

@@ -55,11 +55,14 @@ def _union(boxes: list[Box]) -> Box:
     return (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
 
 
-def graphics_boxes(page) -> list[Box]:
-    """Boxes of the visible drawn paths and placed images (page frames and white paper-coloured fills left out)."""
+def graphics_boxes(page, drawings=None, images=None) -> list[Box]:
+    """Boxes of the visible drawn paths and placed images (page frames and white paper-coloured fills left out).
+
+    ``drawings`` and ``images`` are ``page.get_drawings()`` and ``page.get_image_info()`` when read already.
+    """
     w, h = page.rect.width, page.rect.height
-    boxes = [tuple(d["rect"]) for d in page.get_drawings() if not _paper(d)]
-    boxes += [tuple(i["bbox"]) for i in page.get_image_info()]
+    boxes = [tuple(d["rect"]) for d in (page.get_drawings() if drawings is None else drawings) if not _paper(d)]
+    boxes += [tuple(i["bbox"]) for i in (page.get_image_info() if images is None else images)]
     return [b for b in boxes if (b[3] - b[1]) < 0.9 * h and (b[2] - b[0]) < 0.98 * w and max(b[2] - b[0], b[3] - b[1]) > 0]
 
 
@@ -234,7 +237,8 @@ def _text_between(seed: Box, caption: Box, body_text: list[Box]) -> bool:
     return any(b[1] >= lo - 1 and b[3] <= hi + 1 for b in body_text)
 
 
-def page_figures(page, captions: list[Caption], words=None) -> list[PairedFigure]:
-    """Captions of one page paired with their bodies; ``words`` is ``page.get_text("words")`` when read already."""
+def page_figures(page, captions: list[Caption], words=None, drawings=None, images=None) -> list[PairedFigure]:
+    """Captions of one page paired with their bodies; ``words``, ``drawings`` and ``images`` are the page's
+    ``get_text("words")``, ``get_drawings()`` and ``get_image_info()`` when read already."""
     lines = text_lines(words if words is not None else page.get_text("words"))
-    return pair(captions, graphics_boxes(page), page.rect.width, page.rect.height, lines)
+    return pair(captions, graphics_boxes(page, drawings, images), page.rect.width, page.rect.height, lines)

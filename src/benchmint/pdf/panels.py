@@ -1,0 +1,150 @@
+"""How many panels a figure body holds, read from its drawing (spm-bench §2.2 keeps figures with >= 4).
+
+A panel is a plot area or sub-image a reader would point to. Three signals,
+in this order:
+
+1. **Frames.** Plot areas are framed: an axis-aligned rectangle stroked with
+   no fill (or a white one), or a placed image, at least ``FRAME_MIN_PT``
+   points and ``FRAME_MIN_SHARE`` of the body on each side. A frame holding
+   two or more frames (a border around a grid of plots) counts as what it
+   holds; frames inside a single frame (a legend box) count with it.
+2. **Axes**, when fewer than two frames are found (plots drawn without a
+   box): lines with three or more evenly spaced tick marks (below an x
+   axis, left of a y axis); a plot has one of each.
+3. **Panel letters** of the caption and the body, "(a)" to "(d)"
+   (``captions.estimate_panels``), when the drawing shows one panel.
+
+Filled rectangles (mosaic tiles, bars, strips) and a raster figure's
+contents are not looked into, so a grid drawn only from filled tiles, or
+pasted as one image, counts as one panel unless its letters say more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from benchmint.pdf.captions import estimate_panels
+
+Box = tuple[float, float, float, float]
+
+FRAME_MIN_PT = 25.0
+FRAME_MIN_SHARE = 0.03
+AXIS_MIN_PT = 25.0
+TICK_PT = (1.5, 8.0)  # tick mark lengths
+MIN_TICKS = 3
+
+
+def _inside(box: Box, body: Box, slack: float = 2.0) -> bool:
+    return (box[0] >= body[0] - slack and box[1] >= body[1] - slack and box[2] <= body[2] + slack
+            and box[3] <= body[3] + slack)
+
+
+def _rectangle(drawing: dict) -> Box | None:
+    """The box of a path that is one axis-aligned rectangle (``re``, a quad, or four lines closing one)."""
+    items = drawing["items"]
+    if len(items) == 1 and items[0][0] in ("re", "qu"):
+        r = items[0][1].rect if items[0][0] == "qu" else items[0][1]
+        if items[0][0] == "qu" and not items[0][1].is_rectangular:
+            return None
+        return (float(r.x0), float(r.y0), float(r.x1), float(r.y1))
+    if 3 <= len(items) <= 4 and all(it[0] == "l" for it in items):
+        points = [it[1] for it in items] + [items[-1][2]]
+        xs = sorted({round(p.x, 1) for p in points})
+        ys = sorted({round(p.y, 1) for p in points})
+        if len(xs) == 2 and len(ys) == 2 and (len(items) == 4 or drawing.get("closePath")):
+            return (xs[0], ys[0], xs[1], ys[1])
+    return None
+
+
+def frames(drawings: Sequence[dict], images: Sequence[dict], body: Box) -> list[Box]:
+    """The frames of plot areas and the images inside ``body``, large enough to be a panel."""
+    min_w = max(FRAME_MIN_PT, FRAME_MIN_SHARE * (body[2] - body[0]))
+    min_h = max(FRAME_MIN_PT, FRAME_MIN_SHARE * (body[3] - body[1]))
+    found: set[Box] = set()
+    for d in drawings:
+        fill = d.get("fill")
+        if d.get("color") is None or (fill is not None and not all(c >= 0.99 for c in fill)):
+            continue  # not stroked, or filled in a colour: a tile, a bar, a strip
+        r = _rectangle(d)
+        if r is not None:
+            found.add(r)
+    found.update(tuple(float(v) for v in im["bbox"]) for im in images)  # type: ignore[misc]
+    return [r for r in found if _inside(r, body) and r[2] - r[0] >= min_w and r[3] - r[1] >= min_h]
+
+
+def _within(a: Box, b: Box) -> bool:
+    return a != b and a[0] >= b[0] - 1 and a[1] >= b[1] - 1 and a[2] <= b[2] + 1 and a[3] <= b[3] + 1
+
+
+def frame_panels(boxes: list[Box]) -> int:
+    """Outermost frames, each counted as the frames it directly holds when they are two or more."""
+    def count(frame: Box) -> int:
+        inner = [g for g in boxes if _within(g, frame)]
+        direct = [g for g in inner if not any(_within(g, h) for h in inner)]
+        return sum(count(g) for g in direct) if len(direct) >= 2 else 1
+
+    return sum(count(f) for f in boxes if not any(_within(f, g) for g in boxes))
+
+
+def _ticked(lines: list[tuple[float, float, float]], ticks: list[tuple[float, float]], body: Box,
+            horizontal: bool) -> int:
+    """Axis lines (lo, hi, at) with ``MIN_TICKS`` or more evenly spaced ticks starting on them."""
+    found = set()
+    for lo, hi, at in lines:
+        box = (lo, at, hi, at) if horizontal else (at, lo, at, hi)
+        if not _inside(box, body):
+            continue
+        spots = sorted({round(pos, 1) for pos, start in ticks if lo - 0.5 <= pos <= hi + 0.5 and abs(start - at) < 0.6})
+        gaps = [b - a for a, b in zip(spots, spots[1:])]
+        if len(spots) >= MIN_TICKS and max(gaps) - min(gaps) <= 1.0:
+            found.add((lo, hi, at))
+    # Lines on one another (an axis drawn over a plot's L-shaped frame) are one axis.
+    merged: list[list[float]] = []
+    for lo, hi, at in sorted(found, key=lambda t: (round(t[2]), t[0])):
+        last = merged[-1] if merged else None
+        if last is not None and abs(last[2] - at) < 1.0 and lo <= last[1] + 1.0:
+            last[1] = max(last[1], hi)
+        else:
+            merged.append([lo, hi, at])
+    return len(merged)
+
+
+def axes(drawings: Sequence[dict], body: Box) -> int:
+    """Plots told by their axes: lines inside ``body`` with ``MIN_TICKS`` or more evenly spaced tick marks.
+
+    x axes have ticks hanging below, y axes ticks pointing left; a plot has one of each, so the count is
+    the smaller of the two where both are drawn (a second x axis on top of a plot adds no panel).
+    """
+    xlines, ylines, xticks, yticks = [], [], [], []
+    for d in drawings:
+        color = d.get("color")
+        if color is None or all(c >= 0.99 for c in color):
+            continue  # no stroke, or a white one (grid lines over a grey panel)
+        for item in d["items"]:
+            if item[0] != "l":
+                continue
+            a, b = item[1], item[2]
+            dx, dy = abs(a.x - b.x), abs(a.y - b.y)
+            if dy < 0.3 and dx >= AXIS_MIN_PT:
+                xlines.append((min(a.x, b.x), max(a.x, b.x), a.y))
+            elif dx < 0.3 and dy >= AXIS_MIN_PT:
+                ylines.append((min(a.y, b.y), max(a.y, b.y), a.x))
+            elif dx < 0.3 and TICK_PT[0] <= dy <= TICK_PT[1]:
+                xticks.append((a.x, min(a.y, b.y)))
+            elif dy < 0.3 and TICK_PT[0] <= dx <= TICK_PT[1]:
+                yticks.append((a.y, max(a.x, b.x)))
+    nx = _ticked(xlines, xticks, body, True)
+    ny = _ticked(ylines, yticks, body, False)
+    return min(nx, ny) if nx and ny else nx
+
+
+def count_panels(drawings: Sequence[dict], images: Sequence[dict], body: Box, caption_text: str = "",
+                 body_tokens: Sequence[str] = ()) -> int:
+    """Panels of the figure whose body is ``body`` (page points): frames, else axes, else panel letters."""
+    n = frame_panels(frames(drawings, images, body))
+    if n >= 2:
+        return n
+    n = axes(drawings, body)
+    if n >= 2:
+        return n
+    return estimate_panels(caption_text, body_tokens)

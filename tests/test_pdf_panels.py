@@ -1,0 +1,98 @@
+"""Panel counts from a figure's drawing, on generated pages whose panels are known by construction."""
+
+import pymupdf
+import pytest
+
+from benchmint.pdf.panels import axes, count_panels, frame_panels, frames
+
+BODY = (50.0, 50.0, 550.0, 450.0)
+
+
+def _page():
+    doc = pymupdf.open()
+    return doc, doc.new_page(width=612, height=792)
+
+
+def _axis(page, x0, x1, y, ticks=4):
+    page.draw_line((x0, y), (x1, y))
+    step = (x1 - x0) / (ticks - 1)
+    for k in range(ticks):
+        page.draw_line((x0 + k * step, y), (x0 + k * step, y + 4))  # ticks hang below the axis
+
+
+def _yaxis(page, x, y0, y1, ticks=4):
+    page.draw_line((x, y0), (x, y1))
+    step = (y1 - y0) / (ticks - 1)
+    for k in range(ticks):
+        page.draw_line((x, y0 + k * step), (x - 4, y0 + k * step))  # ticks point left
+
+
+def _count(page, caption="", tokens=()):
+    return count_panels(page.get_drawings(), page.get_image_info(), BODY, caption, tokens)
+
+
+def test_grid_of_framed_plots_inside_a_border():
+    doc, page = _page()
+    page.draw_rect(pymupdf.Rect(*BODY))  # a border around the whole grid: it holds the panels, it is none
+    for row in range(2):
+        for col in range(3):
+            x, y = 60 + col * 160, 60 + row * 190
+            page.draw_rect(pymupdf.Rect(x, y, x + 150, y + 180))
+            page.draw_rect(pymupdf.Rect(x + 100, y + 10, x + 140, y + 40))  # a legend box inside the panel
+            page.draw_line((x + 10, y + 170), (x + 140, y + 20), color=(0, 0, 1))
+    assert _count(page) == 6
+    assert frame_panels(frames(page.get_drawings(), [], BODY)) == 6
+
+
+def test_filled_tiles_and_small_boxes_are_no_panels():
+    doc, page = _page()
+    for k in range(5):  # mosaic tiles: filled and stroked
+        page.draw_rect(pymupdf.Rect(60 + 90 * k, 60, 140 + 90 * k, 300), color=(0, 0, 0.5), fill=(0.8, 0.8, 0.9))
+    page.draw_rect(pymupdf.Rect(60, 320, 75, 335))  # a key box below the size of a panel
+    assert _count(page) == 1
+
+
+def test_plots_without_boxes_are_told_by_their_axes():
+    doc, page = _page()
+    for x in (70, 320):  # two plots side by side, axes only (R's bty = "n")
+        _axis(page, x, x + 200, 400)
+        _yaxis(page, x - 5, 100, 390)
+    assert axes(page.get_drawings(), BODY) == 2 and _count(page) == 2
+
+
+def test_an_axis_drawn_over_an_l_shaped_frame_is_one_axis():
+    doc, page = _page()
+    page.draw_polyline([(60, 100), (60, 400), (300, 400)])  # the L of the plot region
+    _axis(page, 80, 280, 400)
+    _yaxis(page, 60, 120, 380)
+    page.draw_line((80, 100), (280, 100))  # a rule without ticks: no axis
+    assert axes(page.get_drawings(), BODY) == 1 and _count(page) == 1
+
+
+def test_uneven_ticks_are_no_axis():
+    doc, page = _page()
+    for x0 in (60, 320):
+        page.draw_line((x0, 400), (x0 + 200, 400))
+        for x in (x0, x0 + 10, x0 + 90, x0 + 200):  # bars' edges, not a scale
+            page.draw_line((x, 400), (x, 404))
+    assert axes(page.get_drawings(), BODY) == 0
+
+
+def test_images_are_panels():
+    doc, page = _page()
+    pix = pymupdf.Pixmap(pymupdf.csRGB, pymupdf.IRect(0, 0, 8, 8), False)
+    pix.clear_with(128)
+    for k in range(4):
+        page.insert_image(pymupdf.Rect(60 + 120 * k, 100, 170 + 120 * k, 210), pixmap=pix)
+    assert _count(page) == 4
+
+
+@pytest.mark.parametrize("caption, tokens, want", [
+    ("Figure 1. (a-d) Four views of one plot.", (), 4),
+    ("Figure 2. A single plot.", ("(a)", "(b)"), 2),
+    ("Figure 3. A single plot.", ("h",), 1),
+])
+def test_one_drawn_panel_falls_back_to_letters(caption, tokens, want):
+    doc, page = _page()
+    page.draw_rect(pymupdf.Rect(60, 60, 400, 400))
+    assert _count(page, caption, tokens) == want
