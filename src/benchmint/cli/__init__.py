@@ -3,24 +3,37 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
+import sys
 
 # benchmint does no large matrix products; idle BLAS worker threads would only
 # compete with its own threads for the cores. Set before numpy is imported.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+# PyMuPDF 2 imports its ONNX layout model (pymupdf.layout, with onnxruntime: ~0.3 s) whenever pymupdf is
+# imported; only Page.get_layout uses it, and no command does. The command's process (and the workers it
+# forks) go without it; a program importing benchmint as a library keeps PyMuPDF as it is.
+if "pymupdf" not in sys.modules:
+    sys.modules.setdefault("pymupdf.layout", None)  # type: ignore[arg-type]
 
-def build_parser() -> argparse.ArgumentParser:
-    from benchmint.cli import crop, demo, grade, harvest, score, serve_local, xrd
-    from benchmint.cli import eval as eval_command
+# Subcommand -> its module in this package (the module's add_parser registers it, its run does the work).
+COMMANDS = {"score": "score", "eval": "eval", "grade": "grade", "harvest": "harvest", "xrd": "xrd",
+            "crop": "crop", "serve-local": "serve_local", "demo": "demo"}
 
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line; with ``only``, just that subcommand (its module alone is imported: a faster start)."""
     parser = argparse.ArgumentParser(prog="benchmint", description="Build and score scientific multimodal benchmarks.")
     sub = parser.add_subparsers(dest="command", required=True)
-    for command in (score, eval_command, grade, harvest, xrd, crop, serve_local, demo):
-        command.add_parser(sub)
+    for name, module in COMMANDS.items():
+        if only is None or name == only:
+            importlib.import_module(f"benchmint.cli.{module}").add_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    only = argv[0] if argv and argv[0] in COMMANDS else None
+    args = build_parser(only).parse_args(argv)
     return args.func(args)

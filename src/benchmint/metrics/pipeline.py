@@ -395,12 +395,14 @@ def summarize(cols: Columns, gold: Gold, cfg: ScoreConfig) -> dict:
     models = cols.models
     keys, base = triple_keys(cols.tp, cols.n_pred, cols.n_gold)
     model = cols.model.astype(np.int64)
-    overall = _blocks(model, len(models), cols, keys, base, cfg, [f"model={m}" for m in models])
-    by_blocks = {}
+    # The overall blocks and each stratum's are independent; their sorts release the GIL: one thread each.
+    jobs = [(model, len(models), [f"model={m}" for m in models])]
     for name, (codes, values) in gold.strata.items():
-        group = model * len(values) + codes[cols.gold_idx]
-        labels = [f"model={m}/{name}={v}" for m in models for v in values]
-        by_blocks[name] = (_blocks(group, len(models) * len(values), cols, keys, base, cfg, labels), values)
+        jobs.append((model * len(values) + codes[cols.gold_idx], len(models) * len(values),
+                     [f"model={m}/{name}={v}" for m in models for v in values]))
+    done = thread_map(lambda job: _blocks(job[0], job[1], cols, keys, base, cfg, job[2]), jobs, -1)
+    overall = done[0]
+    by_blocks = {name: (blocks, values) for (name, (_, values)), blocks in zip(gold.strata.items(), done[1:])}
     # The distinct triples (few) and the primary score of each: per-item scores are lookups.
     uniq_keys = np.unique(group_counts(model, keys, len(models), base ** 3)[1])
     class_score = score_counts(*unpack_triples(uniq_keys, base), sip_lambda=cfg.sip_lambda,
