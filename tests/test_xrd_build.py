@@ -127,6 +127,24 @@ def test_pattern_renderer_equals_full_draw():
     assert (a < 128).sum() > 2000  # the curve, axes and labels are drawn
 
 
+@pytest.mark.parametrize("shape", [(1, 1), (1, 7), (5, 1), (450, 800)])
+def test_gray_png_reads_back_as_its_pixels_in_pillow(shape):
+    """Our PNG writer against an independent reader: Pillow decodes the very pixels, wrapping differences too."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from benchmint.xrd.build import gray_png
+
+    rng = np.random.default_rng(shape[0] * 1000 + shape[1])
+    pixels = rng.integers(0, 256, size=shape, dtype=np.uint8)
+    pixels[: shape[0] // 2] = 255  # white rows above random ones: the up filter wraps below zero
+    with Image.open(io.BytesIO(gray_png(pixels))) as im:
+        assert im.mode == "L" and im.size == (shape[1], shape[0])
+        np.testing.assert_array_equal(np.asarray(im), pixels)
+
+
 def test_duplicate_ids_are_listed_and_the_run_finishes(tmp_path):
     nacl = Structure.from_spacegroup("Fm-3m", Lattice.cubic(5.64), ["Na", "Cl"], [[0, 0, 0], [0.5, 0.5, 0.5]])
     kcl = Structure.from_spacegroup("Fm-3m", Lattice.cubic(6.29), ["K", "Cl"], [[0, 0, 0], [0.5, 0.5, 0.5]])

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import struct
+import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -61,7 +63,7 @@ class PatternRenderer:
     text that are the same for every pattern (the axes are fixed: the grid's
     range and 0-105 % of the maximum). So they are drawn once, without the
     curve and the frame; each pattern then restores that background, draws
-    its curve and the frame over it, and is written as an 8-bit grayscale PNG
+    its curve and the frame over it, and is written as an 8-bit grayscale PNG (``gray_png``)
     (the plot is black on white). ~5 ms per image; the result depends only on
     the pattern (``render_pattern_full`` draws the same figure the plain way).
     """
@@ -94,9 +96,29 @@ class PatternRenderer:
         return np.asarray(self.canvas.buffer_rgba())[..., 0].copy()  # R = G = B: black, white and greys
 
     def save(self, curve: np.ndarray, path: Path) -> None:
-        from PIL import Image
+        Path(path).write_bytes(gray_png(self.pixels(curve)))
 
-        Image.fromarray(self.pixels(curve), mode="L").save(path)
+
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def gray_png(pixels: np.ndarray, level: int = 3) -> bytes:
+    """An 8-bit grayscale PNG of ``pixels`` (height, width uint8), every row "up"-filtered.
+
+    A plot is mostly rows equal to the one above, which the up filter turns into
+    zeros: zlib at level 3 then packs it in ~1 ms, where Pillow's encoder (five
+    filters tried per row, level 6) takes ~4 ms for a file a quarter smaller.
+    Any PNG reader gives back ``pixels`` exactly.
+    """
+    height, width = pixels.shape
+    rows = np.empty((height, width + 1), dtype=np.uint8)
+    rows[:, 0] = 2  # filter type "up" (the first row's "above" is zero)
+    rows[0, 1:] = pixels[0]
+    np.subtract(pixels[1:], pixels[:-1], out=rows[1:, 1:])  # modulo 256, as the filter defines
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)  # 8 bits, grayscale, no interlace
+    return (b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", header)
+            + _png_chunk(b"IDAT", zlib.compress(rows.tobytes(), level)) + _png_chunk(b"IEND", b""))
 
 
 def _percent(curve: np.ndarray) -> np.ndarray:
