@@ -260,3 +260,38 @@ def test_random_cells(check, abc, angles, atoms):
         return  # nearly degenerate cells
     s = Structure(lattice, [{el: occ} for el, occ, _ in atoms], [xyz for _, _, xyz in atoms])
     check(s)
+
+
+def test_constants_are_pymatgens():
+    """The tolerances and coefficient table the fast path keeps, against pymatgen's own."""
+    from pymatgen.analysis.diffraction.core import AbstractDiffractionPatternCalculator
+    from pymatgen.analysis.diffraction.xrd import ATOMIC_SCATTERING_PARAMS
+
+    from benchmint.xrd import sticks
+
+    assert sticks.TWO_THETA_TOL == AbstractDiffractionPatternCalculator.TWO_THETA_TOL
+    assert sticks.SCALED_INTENSITY_TOL == AbstractDiffractionPatternCalculator.SCALED_INTENSITY_TOL
+    assert sticks.atomic_scattering_params() == ATOMIC_SCATTERING_PARAMS
+
+
+def test_the_fast_cif_path_does_not_import_pymatgens_diffraction_module(tmp_path):
+    """Reading a CIF and simulating its item imports neither pymatgen's diffraction modules nor what they pull
+    in (pyplot, scipy.stats): ~0.5 s less in every worker's start."""
+    import subprocess
+    import sys
+
+    from pymatgen.core import Lattice, Structure
+    from pymatgen.io.cif import CifWriter
+
+    path = tmp_path / "nacl.cif"
+    CifWriter(Structure.from_spacegroup("Fm-3m", Lattice.cubic(5.64), ["Na", "Cl"],
+                                        [[0, 0, 0], [0.5, 0.5, 0.5]])).write_file(path)
+    code = ("import sys; from benchmint.xrd.simulate import simulate; from benchmint.xrd.profile import ProfileParams;"
+            "simulate(open(sys.argv[1]).read(), ProfileParams());"
+            "from benchmint.xrd.cifread import read_structure; from benchmint.xrd.sticks import compute_sticks;"
+            "compute_sticks(read_structure(open(sys.argv[1]).read())[0]);"  # the Structure route of xrd build
+            "print(sorted(m for m in sys.modules if m in HEAVY))").replace(
+                "HEAVY", repr({"pymatgen.analysis.diffraction.core", "pymatgen.analysis.diffraction.xrd",
+                               "matplotlib.pyplot", "scipy.stats"}))
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

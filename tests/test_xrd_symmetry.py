@@ -38,6 +38,22 @@ def test_triclinic_only_friedel_pairs():
     assert fold([(1, 0, 0)], rot) != fold([(0, 1, 0)], rot)
 
 
+LOW_SYMMETRY = Structure.from_spacegroup("P2_1/c", Lattice.monoclinic(5.1, 6.2, 7.3, 101), ["Si", "O"],
+                                         [[0.1, 0.2, 0.3], [0.37, 0.11, 0.29]])
+
+
+@pytest.mark.parametrize("structure", [NACL, MG, TRICLINIC, LOW_SYMMETRY], ids=["Fm-3m", "P6_3/mmc", "P-1", "P2_1/c"])
+def test_rotations_equal_those_of_pymatgens_symmetry_operations(structure):
+    """The dataset's rotations against pymatgen's own route (spglib.get_symmetry through SymmOps)."""
+    import numpy as np
+    from pymatgen.symmetry.analyzer import SpacegroupAnalyzer
+
+    ops = SpacegroupAnalyzer(structure, symprec=0.01).get_symmetry_operations(cartesian=False)
+    rots = {tuple(int(v) for v in np.rint(op.rotation_matrix).astype(int).ravel()) for op in ops}
+    rots |= {tuple(-v for v in r) for r in rots}
+    assert laue_rotations(structure) == [list(r) for r in sorted(rots)]
+
+
 @pytest.mark.parametrize("value", [None, [], [[1, 0, 0]], [[1, 0, 0, 0, 1, 0, 0, 0, True]], "x"])
 def test_bad_rotations(value):
     with pytest.raises(ValueError, match="laue_rotations"):

@@ -30,6 +30,8 @@ calls pymatgen itself (``sticks_ref.sticks``).
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -145,11 +147,27 @@ def check_range(two_theta_range: Sequence[float] | None) -> tuple[float, float] 
     return lo, hi
 
 
+# pymatgen's peak-merging tolerances (AbstractDiffractionPatternCalculator: peaks closer than TWO_THETA_TOL in
+# 2θ merge, those below SCALED_INTENSITY_TOL of the scaled maximum drop); tests/test_xrd_sticks.py pins them to
+# pymatgen's. Kept here so the fast path does not import pymatgen.analysis.diffraction, whose import pulls in
+# matplotlib.pyplot and scipy.stats (~0.5 s in every worker process).
+TWO_THETA_TOL = 1e-5
+SCALED_INTENSITY_TOL = 1e-3
+
+
+@functools.cache
+def atomic_scattering_params() -> dict[str, list]:
+    """pymatgen's X-ray atomic scattering coefficients, read from the file its XRDCalculator reads."""
+    from importlib.resources import files
+
+    return json.loads((files("pymatgen.analysis.diffraction") / "atomic_scattering_params.json").read_text())
+
+
 def _scattering_inputs(species: Sequence, frac_coords: np.ndarray, dw_factors: dict[str, float]):
     """Atoms grouped by element (fractional coordinates, occupancies, group index) and per-element
     Z, coefficient table and Debye-Waller factor. Raises pymatgen's ValueError for an element
     without scattering coefficients."""
-    from pymatgen.analysis.diffraction.xrd import ATOMIC_SCATTERING_PARAMS
+    ATOMIC_SCATTERING_PARAMS = atomic_scattering_params()  # noqa: N806 - pymatgen's name for the table
 
     symbols: dict[str, int] = {}
     z: list[float] = []
@@ -188,9 +206,6 @@ def _scattering_inputs(species: Sequence, frac_coords: np.ndarray, dw_factors: d
 
 def _compiled_sticks(structure, two_theta_range: tuple[float, float] | None, wavelength: float,
                      debye_waller_factors: dict[str, float] | None, workers: int) -> Sticks:
-    from pymatgen.analysis.diffraction.core import AbstractDiffractionPatternCalculator as Calc
-    from pymatgen.analysis.diffraction.core import get_ustar
-
     from benchmint.xrd.cifread import CellSites
 
     core = _dispatch.core().sticks
@@ -198,7 +213,11 @@ def _compiled_sticks(structure, two_theta_range: tuple[float, float] | None, wav
     if isinstance(structure, CellSites):  # plain sites from a CIF: no anisotropic displacement properties
         species, frac_coords, ustar = structure.species, structure.frac_coords, None
     else:
-        species, frac_coords, ustar = [site.species for site in structure], structure.frac_coords, get_ustar(structure)
+        species, frac_coords, ustar = [site.species for site in structure], structure.frac_coords, None
+        if "U11_cif" in structure.site_properties:  # what get_ustar looks for first; it needs the module
+            from pymatgen.analysis.diffraction.core import get_ustar
+
+            ustar = get_ustar(structure)
     if ustar is not None and dw_factors:
         raise ValueError(
             "Neither symprec nor debye_waller_factors can be used with the U11_cif, ..., U12_cif site properties."
@@ -224,8 +243,8 @@ def _compiled_sticks(structure, two_theta_range: tuple[float, float] | None, wav
     if len(g) == 0:
         raise ValueError(f"no reflection within two_theta_range {two_theta_range!r} for this structure")
     intens = core.intensities(hkl, g, theta, frac, occ, grp, z, coeff, dw, ustar, workers)
-    keys = np.round(two_thetas / Calc.TWO_THETA_TOL).astype(np.int64)
-    rep, y, labels, mults, start = core.merge_peaks(keys, intens, hkl, is_hex, Calc.SCALED_INTENSITY_TOL)
+    keys = np.round(two_thetas / TWO_THETA_TOL).astype(np.int64)
+    rep, y, labels, mults, start = core.merge_peaks(keys, intens, hkl, is_hex, SCALED_INTENSITY_TOL)
     return Sticks(two_thetas[rep].astype(np.float64), y, 1.0 / g[rep], packed=(labels, mults, start))
 
 
