@@ -263,3 +263,67 @@ def test_realistic_patterns_keep_the_clean_truth(cif_dirs, tmp_path):
     first = sorted((out / "images").iterdir())
     assert [p.read_bytes() for p in first] == [(tmp_path / "again" / "images" / p.name).read_bytes() for p in first]
     assert main([*argv, "--caglioti", "0.01", "0", "0.01"]) == 2  # a width range and Caglioti widths exclude
+
+
+def _selection_items(n=30):
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    systems = ["cubic", "hexagonal", "triclinic", None]
+    return [{"db": "ab"[i % 2], "id": f"c{i}", "two_theta_star": float(rng.uniform(10, 80)),
+             "peak_intensity": float(rng.uniform(1, 100)), "n_peaks": int(rng.integers(5, 90)),
+             "union_size": int(rng.integers(1, 6)), "crystal_system": systems[i % 4],
+             "spacegroup_number": None if systems[i % 4] is None else int(rng.integers(1, 231)),
+             "answer": [[1, 0, 0]], "pattern_note": "fields select() does not read travel nowhere"}
+            for i in range(n)]
+
+
+def test_selector_helper_returns_what_select_returns():
+    from benchmint.xrd.build import Selector, select
+
+    items = _selection_items()
+    selector = Selector()
+    try:
+        assert selector.proc is not None
+        got = selector.select(items, 4, 7)
+    finally:
+        selector.close()
+    assert got == select(items, 4, 7) and len(got[0]) == 8
+
+
+def test_selector_falls_back_to_selecting_here_when_its_helper_is_gone():
+    from benchmint.xrd.build import Selector, select
+
+    items = _selection_items()
+    selector = Selector()
+    selector.proc.kill()
+    selector.proc.wait()
+    assert selector.select(items, 3, 0) == select(items, 3, 0)
+    selector.close()
+
+
+def test_selector_helper_ends_with_its_parent(tmp_path):
+    """A run killed while the helper waits leaves no helper behind."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = ("import os, sys, time; from benchmint.xrd.build import Selector; s = Selector();"
+            "print(s.proc.pid, flush=True); time.sleep(60)")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    helper = int(parent.stdout.readline())
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(helper, 0)
+        except ProcessLookupError:
+            return
+        with open(f"/proc/{helper}/stat") as fh:
+            if fh.read().split()[2] == "Z":  # ended; only its exit status is left for init to reap
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"helper {helper} outlived its parent")

@@ -55,6 +55,21 @@ def _exit_when_orphaned(parent: int) -> None:
             os._exit(1)
 
 
+def die_with_parent() -> None:
+    """Ask Linux to kill this process when the thread that started it ends (PR_SET_PDEATHSIG; no-op elsewhere).
+
+    For a child between fork and exec (``preexec_fn``), or a worker stuck in C code holding the GIL, where a
+    watching thread cannot run.
+    """
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux
+        pass
+
+
 def watch_parent() -> None:
     """Start a daemon thread that ends this (worker) process once its parent is gone."""
     # A pool worker blocks on its task queue forever once the parent is gone

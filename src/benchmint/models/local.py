@@ -10,7 +10,6 @@ behind. Quality is not the point of this model; the path is: every benchmark run
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import signal
@@ -22,7 +21,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from benchmint.parallel import resolve_workers
+from benchmint.parallel import die_with_parent, resolve_workers
 
 MODEL_NAME = "smollm2-135m-instruct"
 INSTALL = "pip install 'benchmint[local]' (llama-cpp-python[server] builds from source, several minutes)"
@@ -53,11 +52,6 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
 class LocalServer:
     """``with LocalServer() as srv: srv.base_url, srv.model`` — llama.cpp's server on 127.0.0.1 for the block."""
 
@@ -84,7 +78,7 @@ class LocalServer:
                "--n_threads", str(self.threads)]
         out = open(self.log, "ab") if self.log is not None else subprocess.DEVNULL  # noqa: SIM115 - kept open
         self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True, preexec_fn=_die_with_parent)
+                                     start_new_session=True, preexec_fn=die_with_parent)
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

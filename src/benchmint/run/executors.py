@@ -9,17 +9,15 @@ executor (Ray) implements the same two methods.
 
 from __future__ import annotations
 
-import ctypes
 import multiprocessing
 import os
-import signal
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from multiprocessing import connection as mp_connection
 from typing import Any, Protocol
 
-from benchmint.parallel import resolve_workers, watch_parent
+from benchmint.parallel import die_with_parent, resolve_workers, watch_parent
 
 
 class WorkerDied(RuntimeError):
@@ -213,14 +211,10 @@ def _worker_main(conn, parent: int) -> None:
 
 
 def _die_with(parent: int) -> None:
-    # PR_SET_PDEATHSIG reaches a worker stuck in C code holding the GIL, where the watching thread
+    # The parent-death signal reaches a worker stuck in C code holding the GIL, where the watching thread
     # (parallel.watch_parent) cannot run. Linux sends it when the forking *thread* ends; these workers are
     # started and stopped by one call of map_unordered/close in one thread, so that thread outlives them.
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux: the watching thread alone
-        pass
+    die_with_parent()
     if os.getppid() != parent:  # the parent died before the signal was armed
         os._exit(1)
     watch_parent()

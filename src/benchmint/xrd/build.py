@@ -307,6 +307,70 @@ def select(items: list[dict], per_db: int, seed: int = 0) -> tuple[list[dict], d
     return rows, silhouettes
 
 
+# What select() reads of an item.
+_SELECT_FIELDS = ("db", "id", "two_theta_star", "peak_intensity", "n_peaks", "union_size", "crystal_system",
+                  "spacegroup_number")
+
+
+class Selector:
+    """``select`` in a helper process started with the run, so that importing scikit-learn (~1.2 s) overlaps
+    the structures' work instead of following it.
+
+    The helper imports scikit-learn, then waits for one pickled request on stdin and answers on stdout; it
+    ends with the run (a parent-death signal, and end of input). Should it fail, ``select`` runs here: the
+    same function, so the same selection.
+    """
+
+    def __init__(self) -> None:
+        import subprocess
+        import sys
+
+        from benchmint.parallel import die_with_parent
+
+        try:
+            self.proc: subprocess.Popen | None = subprocess.Popen(
+                [sys.executable, "-c", "from benchmint.xrd.build import _serve_selection; _serve_selection()"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent)
+        except OSError:
+            self.proc = None
+
+    def select(self, items: list[dict], per_db: int, seed: int) -> tuple[list[dict], dict[str, float | None]]:
+        import pickle
+
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            request = ([{k: it[k] for k in _SELECT_FIELDS} for it in items], per_db, seed)
+            try:
+                out, _ = proc.communicate(pickle.dumps(request), timeout=600)
+                if proc.returncode == 0 and out:
+                    return pickle.loads(out)
+            except Exception:  # noqa: BLE001 - any failure of the helper: select here instead
+                proc.kill()
+                proc.wait()
+        return select(items, per_db, seed)
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+
+def _serve_selection() -> None:
+    import pickle
+    import sys
+
+    import sklearn.cluster  # noqa: F401 - the import is the point: it runs while the structures are built
+    import sklearn.metrics  # noqa: F401
+    import sklearn.preprocessing  # noqa: F401
+
+    data = sys.stdin.buffer.read()
+    if not data:  # the run ended without a selection
+        return
+    items, per_db, seed = pickle.loads(data)
+    sys.stdout.buffer.write(pickle.dumps(select(items, per_db, seed)))
+
+
 @dataclass
 class BuildResult:
     cifs: int
@@ -320,8 +384,17 @@ class BuildResult:
 def build(inputs, out_dir, cfg: BuildConfig = BuildConfig(), workers: int = 1, progress: bool = False) -> BuildResult:
     settings = asdict(cfg)
     db_of = (lambda p: p.parent.name) if cfg.db_from_dirname else (lambda p: "default")
-    out, results, skipped = run_files(inputs, ".cif", out_dir, "xrd-build", _build_one, lambda p: (db_of(p), cfg),
-                                      lambda p: {**settings, "db": db_of(p)}, workers, progress)
+    selector = Selector()
+    try:
+        out, results, skipped = run_files(inputs, ".cif", out_dir, "xrd-build", _build_one,
+                                          lambda p: (db_of(p), cfg), lambda p: {**settings, "db": db_of(p)},
+                                          workers, progress)
+        return _finish(out, results, skipped, cfg, selector)
+    finally:
+        selector.close()
+
+
+def _finish(out: Path, results: list, skipped: int, cfg: BuildConfig, selector: Selector) -> BuildResult:
     errors = [{"cif": str(p), "error": r["error"]} for p, r in results if "error" in r]
     # Ids are file stems: a second file with a stem already taken (real dumps hold copies in several folders)
     # would make the gold ambiguous, so it is listed as an error naming the file that has the id, and left out.
@@ -341,7 +414,7 @@ def build(inputs, out_dir, cfg: BuildConfig = BuildConfig(), workers: int = 1, p
     items = [{**r, "cif": Path(os.path.relpath(Path(p).resolve(), out.resolve())).as_posix(),
               "hkl_convention": "4-index" if r["answer"] and len(r["answer"][0]) == 4 else "3-index"}
              for p, r in kept]
-    selection, silhouettes = select(items, cfg.per_db, cfg.seed) if items else ([], {})
+    selection, silhouettes = selector.select(items, cfg.per_db, cfg.seed) if items else ([], {})
     write_jsonl(out / "items.jsonl", items)
     write_jsonl(out / "errors.jsonl", errors)
     write_jsonl(out / "selection.jsonl", ({**row, "silhouette": silhouettes[row["db"]]} for row in selection))
