@@ -179,3 +179,33 @@ def test_files_with_the_same_bytes_keep_their_own_names(tmp_path):
     assert [(e["pdf"].rsplit("/", 1)[1], e["error"].rsplit("/", 1)[1]) for e in errors] == [
         ("e1.pdf", "e1.pdf'."), ("e2.pdf", "e2.pdf'.")]
     assert res.pdfs == 4
+
+
+def test_a_long_document_is_shared_out_in_page_ranges(tmp_path):
+    """A document of 3+ ranges: rows for every page in order, figures where they are, and a figure's discussion
+    found on a page of another range; the rows equal those of the same pages harvested as a short document."""
+    from benchmint.pdf.harvest import CHUNK_PAGES
+    from benchmint.run import Ledger
+
+    sample = pymupdf.open(SAMPLE)
+    doc = pymupdf.open()
+    for k in range(2 * CHUNK_PAGES + 3):
+        page = doc.new_page()
+        text = ("In the transmission electron micrograph of Fig. 2 the grain boundaries of the film run straight "
+                "across the field of view." if k == 1 else f"Page {k + 1} holds running text only. " * 12)
+        page.insert_textbox(pymupdf.Rect(72, 72, 540, 700), text)
+    doc.insert_pdf(sample)  # the article's two pages at the end
+    (tmp_path / "in").mkdir()
+    doc.save(tmp_path / "in" / "long.pdf")
+    harvest([tmp_path / "in"], tmp_path / "out", HarvestConfig(), workers=2)
+    pages = read(tmp_path / "out" / "pages.jsonl")
+    n = doc.page_count
+    assert [p["page"] for p in pages] == list(range(1, n + 1))
+    figures = read(tmp_path / "out" / "figures.jsonl")
+    assert [(f["label"], f["page"]) for f in figures] == [("1", n - 1), ("2", n)]
+    assert "grain boundaries of the film run straight" in figures[1]["discussion"]  # from page 2, another range
+    with Ledger(tmp_path / "out" / "ledger.sqlite", "harvest") as ledger:
+        assert len(ledger) >= 3  # the ranges ran as units of their own
+    harvest([SAMPLE], tmp_path / "short", HarvestConfig(), workers=1)
+    short = read(tmp_path / "short" / "pages.jsonl")
+    assert [{**p, "page": p["page"] - (n - 2), "pdf": "x"} for p in pages[-2:]] == [{**p, "pdf": "x"} for p in short]

@@ -60,6 +60,40 @@ def test_done_units_are_skipped_and_shared_keys_run_once(tmp_path):
     assert (skipped, calls) == (2, [1, 2, 3]) and results[-1] == {"i": 3}
 
 
+def halves(n):
+    return {"n": n}
+
+
+def _halves_then(unit, result):
+    """A unit n is followed by the units n // 2 (twice over: the runner runs a key once) down to 1."""
+    n = result.get("n", 0)
+    return [Unit(f"h{n // 2}", (n // 2,), f"half of {n}")] * 2 if n > 1 else []
+
+
+@pytest.mark.parametrize("make", [SerialExecutor, lambda: ThreadExecutor(3), lambda: ProcessExecutor(2)])
+def test_units_that_follow_from_results_join_the_run(make, tmp_path):
+    units = [Unit("h40", (40,), "40"), Unit("h12", (12,), "12")]
+    with Ledger(tmp_path / "l.sqlite", "t") as ledger:
+        results, _ = run_units(ledger, units, halves, make(), then=_halves_then)
+        assert results == [{"n": 40}, {"n": 12}]  # the given units' results; the others are in the ledger
+        assert sorted(key for key, _, _ in ledger.results()) == sorted(f"h{n}" for n in (40, 20, 10, 5, 2, 1, 12, 6, 3))
+
+
+def test_a_resumed_run_finds_the_follow_ups_of_units_it_already_has(tmp_path):
+    calls = []
+
+    def work(n):
+        calls.append(n)
+        return {"n": n}
+
+    with Ledger(tmp_path / "l.sqlite", "t") as ledger:
+        run_units(ledger, [Unit("h8", (8,), "8")], work, SerialExecutor())  # an earlier run without follow-ups
+        run_units(ledger, [Unit("h8", (8,), "8")], work, SerialExecutor(), then=_halves_then)
+        assert calls == [8, 4, 2, 1]  # 8 is not run again, its follow-ups are
+        run_units(ledger, [Unit("h8", (8,), "8")], work, SerialExecutor(), then=_halves_then)
+    assert calls == [8, 4, 2, 1]  # a finished run runs nothing
+
+
 def test_a_dead_worker_costs_its_unit_only_and_the_next_run_tries_it_again(tmp_path):
     units = [Unit(f"u{i}", (i,), f"unit {i}") for i in range(5)]
     with Ledger(tmp_path / "l.sqlite", "t") as ledger:

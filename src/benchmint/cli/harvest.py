@@ -44,6 +44,6 @@ def add_parser(sub) -> None:
                          help="time limit of one page's text reading, rendering or figure pairing; a page past it is "
                               "skipped and listed in errors.jsonl (default 60)")
     harvest.add_argument("--document-seconds", type=float, default=900.0,
-                         help="time limit of one document (default 900)")
+                         help="time limit of one unit of work: a document's page range (default 900)")
     harvest.add_argument("--triage-only", action="store_true", help="only pages.jsonl: the fast first pass")
     harvest.set_defaults(func=run)

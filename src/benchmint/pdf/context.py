@@ -8,7 +8,7 @@ paragraph, which is kept when it has 100-300 tokens (configurable).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from benchmint.pdf.captions import caption_label
 
@@ -53,13 +53,27 @@ def count_tokens(text: str) -> int:
 def discussion(paragraphs: Iterable[str], label: str, min_tokens: int = 100, max_tokens: int = 300,
                counter: Callable[[str], int] = count_tokens) -> str | None:
     """The merged discussion of figure ``label`` ("2", "S1"; a letter suffix is ignored), or None."""
-    m = re.match(r"S?\d+", label)
-    if m is None:
-        raise ValueError(f"not a figure label: {label!r}")
-    number = m.group(0)
-    kept = [" ".join(p.split()) for p in paragraphs
-            if caption_label(p) is None and figure_refs(p) == {number} and not holds_table_data(p)]
-    if not kept:
-        return None
-    merged = " ".join(kept)
-    return merged if min_tokens <= counter(merged) <= max_tokens else None
+    return discussions(paragraphs, [label], min_tokens, max_tokens, counter)[0]
+
+
+def discussions(paragraphs: Iterable[str], labels: Sequence[str], min_tokens: int = 100, max_tokens: int = 300,
+                counter: Callable[[str], int] = count_tokens) -> list[str | None]:
+    """``discussion`` of each of ``labels`` in one pass over the paragraphs (a document's figures share it)."""
+    numbers = []
+    for label in labels:
+        m = re.match(r"S?\d+", label)
+        if m is None:
+            raise ValueError(f"not a figure label: {label!r}")
+        numbers.append(m.group(0))
+    kept: dict[str, list[str]] = {}  # figure number -> the paragraphs citing it alone, in order
+    for p in paragraphs:
+        if caption_label(p) is not None:
+            continue
+        refs = figure_refs(p)
+        if len(refs) == 1 and not holds_table_data(p):
+            kept.setdefault(next(iter(refs)), []).append(" ".join(p.split()))
+    out: list[str | None] = []
+    for number in numbers:
+        merged = " ".join(kept.get(number, ()))
+        out.append(merged if merged and min_tokens <= counter(merged) <= max_tokens else None)
+    return out

@@ -14,26 +14,29 @@ Real dumps hold pages MuPDF needs minutes to read or render (dense vector
 maps, broken content streams), and MuPDF cannot be interrupted from Python.
 So every page stage (reading text, rendering the thumbnail, pairing figures)
 is reported to the runner, whose worker is killed when one stage runs past
-``page_seconds`` or the document past ``document_seconds``. A document
+``page_seconds`` or one unit past ``document_seconds``. A page range
 stopped on a page is run again without that page (at most
-``MAX_SKIPPED_PAGES`` times): the page gets a row saying which limit it hit,
-errors.jsonl lists it, and the rest of the document is harvested. The limits
-are not part of a document's key (they do not change a finished result); a
-document stopped by a limit is tried again by the next run.
+``MAX_SKIPPED_PAGES`` pages a document): the page gets a row saying which
+limit it hit, errors.jsonl lists it, and the rest of the document is
+harvested. The limits are not part of a unit's key (they do not change a
+finished result); a unit stopped by a limit is tried again by the next run.
 """
 
 from __future__ import annotations
 
 import re
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from benchmint.io import write_jsonl
-from benchmint.run import run_files, stage
+from benchmint.run import Ledger, ProcessExecutor, Unit, content_key, find_files, run_units, stage
 
 # How many stuck pages a document may skip before it is given up as a whole.
 MAX_SKIPPED_PAGES = 8
+# Pages per unit of work: small enough to share a long document among the workers, large enough that
+# opening the document and reading its shared resources again stays a small part of a unit.
+CHUNK_PAGES = 32
 _PAGE_STAGE = re.compile(r"page (\d+) ")
 
 
@@ -46,7 +49,7 @@ class HarvestConfig:
     thumb_longest: int = 1024
     discussion_tokens: tuple[int, int] = (100, 300)
     page_seconds: float = 60.0  # one stage of one page (text, thumbnail, figures)
-    document_seconds: float = 900.0
+    document_seconds: float = 900.0  # one unit: a document's check, or one of its page ranges
 
     def __post_init__(self) -> None:
         if self.min_paths < 0 or self.min_panels < 1 or self.max_pages < 1:
@@ -65,8 +68,9 @@ def _graphic(images: int, paths: int, cfg: HarvestConfig) -> bool:
     return images >= 1 or paths >= cfg.min_paths
 
 
-def triage_pages(doc, name: str, cfg: HarvestConfig, skip: dict[int, str] | None = None):
-    """The Anchor-Gated Sieve over an open document, without rendering.
+def triage_pages(doc, name: str, cfg: HarvestConfig, skip: dict[int, str] | None = None,
+                 numbers: range | None = None):
+    """The Anchor-Gated Sieve over an open document (or its 1-based page ``numbers``), without rendering.
 
     The graphic test comes first, from the compiled content-stream counts; only
     pages that pass it have their text read for caption anchors (a page with
@@ -78,11 +82,12 @@ def triage_pages(doc, name: str, cfg: HarvestConfig, skip: dict[int, str] | None
     from benchmint.pdf.captions import page_captions, text_segments
     from benchmint.pdf.triage import _Extractor, lean_text_copy, open_document_counts
 
+    numbers = numbers if numbers is not None else range(1, doc.page_count + 1)
     pages, candidates, segments_by_page = [], [], []
     extractor = _Extractor(doc)
-    counts = open_document_counts(doc, extractor=extractor)  # shared resources read once
-    for number, page in enumerate(doc, 1):
-        images, paths, _damaged = counts[number - 1]
+    counts = open_document_counts(doc, extractor=extractor, pages=[n - 1 for n in numbers])  # resources read once
+    for number, (images, paths, _damaged) in zip(numbers, counts):
+        page = doc[number - 1]
         row = {"pdf": name, "page": number, "images": images, "paths": paths, "captions": None}
         segments = None
         if skip and number in skip:
@@ -108,46 +113,50 @@ def triage_pages(doc, name: str, cfg: HarvestConfig, skip: dict[int, str] | None
     return pages, candidates, segments_by_page
 
 
-def _harvest_pdf(path: str, key: str, out_dir: str, cfg: HarvestConfig, skip: dict[int, str] | None = None) -> dict:
-    """Everything the run keeps about one PDF; problems become {"error": ...}. Runs in a worker process."""
+def _open(path: str):
+    """(document, None) or (None, the reason it cannot be harvested)."""
     import pymupdf
 
+    try:
+        doc = pymupdf.open(path)
+    except Exception as exc:  # PyMuPDF raises several types for unreadable files
+        return None, f"cannot open as a PDF: {exc}"
+    if doc.needs_pass:
+        doc.close()
+        return None, "encrypted (password required)"
+    return doc, None
+
+
+def _harvest_range(path: str, paper: str, out_dir: str, cfg: HarvestConfig, first: int, last: int,
+                   skip: dict[int, str] | None) -> dict:
+    """In a worker: page rows of pages ``first``..``last`` (1-based, cut at the document's end) and figure
+    records of their candidate pages (without discussion), thumbnails written; the text read, for the
+    discussions; the document's page count. Any range checks the document (unreadable, encrypted, empty,
+    too long): the first range's result says so for the whole document."""
     from benchmint.pdf.captions import estimate_panels
-    from benchmint.pdf.context import discussion
     from benchmint.pdf.geometry import render_thumbnail
     from benchmint.pdf.pairing import page_figures
     from benchmint.pdf.panels import count_panels
 
     name = Path(path).name
-    try:
-        doc = pymupdf.open(path)
-    except Exception as exc:  # PyMuPDF raises several types for unreadable files
-        return {"error": f"cannot open as a PDF: {exc}"}
+    doc, problem = _open(path)
+    if doc is None:
+        return {"error": problem}
     with doc:
-        if doc.needs_pass:
-            return {"error": "encrypted (password required)"}
-        if doc.page_count == 0:
+        n = doc.page_count
+        if n == 0:
             return {"error": "the document has no pages"}
-        if doc.page_count > cfg.max_pages:
-            return {"error": f"{doc.page_count} pages exceed --max-pages {cfg.max_pages}"}
-        paper = key[:16]
+        if n > cfg.max_pages:
+            return {"error": f"{n} pages exceed --max-pages {cfg.max_pages}"}
+        last = min(last, n)
         try:
-            pages, candidates, segments_by_page = triage_pages(doc, name, cfg, skip)
+            pages, candidates, segments = triage_pages(doc, name, cfg, skip, range(first, last + 1))
         except Exception as exc:  # resources PyMuPDF cannot resolve: the file is unusable here
             return {"error": f"cannot read the page contents: {exc}"}
         if cfg.triage_only:
-            return {"paper": paper, "pages": pages, "figures": []}
+            return {"page_count": n, "pages": pages, "figures": []}
         if not candidates:
-            return {"paper": paper, "pages": pages, "figures": []}
-        from benchmint.pdf.captions import text_segments
-
-        # Discussion paragraphs may sit on any page: read the pages the sieve skipped.
-        paragraphs: list[str] = []
-        for number, segs in enumerate(segments_by_page, 1):
-            if segs is None and not (skip and number in skip):
-                stage(f"page {number} text")
-                segs = text_segments(doc[number - 1])
-            paragraphs.extend(text for text, _ in segs or ())
+            return {"page_count": n, "pages": pages, "figures": [], "text": _texts(first, segments)}
         figures, thumbs = [], []
         thumb_dir = Path(out_dir) / "thumbs"
         for number, captions in candidates:
@@ -166,18 +175,36 @@ def _harvest_pdf(path: str, key: str, out_dir: str, cfg: HarvestConfig, skip: di
                           else estimate_panels(fig.caption.text))
                 if panels < cfg.min_panels:
                     continue
-                lo, hi = cfg.discussion_tokens
                 figures.append({
                     "paper": paper, "pdf": name, "page": number, "label": fig.caption.label,
                     "caption": fig.caption.text, "caption_box": [round(v, 2) for v in fig.caption.bbox],
                     "body_box": [round(v, 2) for v in body] if body else None, "panels": panels,
-                    "discussion": discussion(paragraphs, fig.caption.label, lo, hi),
-                    "thumb": str(thumb.relative_to(out_dir)),
+                    "discussion": None, "thumb": str(thumb.relative_to(out_dir)),
                 })
         thumb_dir.mkdir(parents=True, exist_ok=True)
         with ThreadPoolExecutor(max_workers=4) as pool:  # PNG encoding and writing overlap
             list(pool.map(lambda t: t[0].save(t[1]), thumbs))
-        return {"paper": paper, "pages": pages, "figures": figures}
+        return {"page_count": n, "pages": pages, "figures": figures, "text": _texts(first, segments)}
+
+
+def _texts(first: int, segments: list) -> list:
+    """[page number, [paragraph texts]] of the pages whose text was read."""
+    return [[first + i, [text for text, _ in segs]] for i, segs in enumerate(segments) if segs is not None]
+
+
+def _read_texts(path: str, numbers: list[int]) -> dict:
+    """In a worker: the text of the pages ``numbers`` (1-based), for the discussion paragraphs."""
+    from benchmint.pdf.captions import text_segments
+
+    doc, problem = _open(path)
+    if doc is None:
+        return {"error": problem}
+    with doc:
+        out = []
+        for number in numbers:
+            stage(f"page {number} text")
+            out.append([number, [text for text, _ in text_segments(doc[number - 1])]])
+        return {"text": out}
 
 
 @dataclass
@@ -187,55 +214,157 @@ class HarvestResult:
     candidates: int
     figures: int
     errors: list[dict]
-    skipped: int  # units already in the ledger
+    skipped: int  # PDFs whose every unit was in the ledger already
+
+
+@dataclass
+class _Doc:
+    path: Path
+    digest: bytes
+    paper: str
+    pages: int = 0
+    error: dict | None = None
+    skips: dict[int, str] = field(default_factory=dict)  # page -> why it is not read (a time limit)
+    ranges: dict[tuple[int, int], dict] = field(default_factory=dict)  # (first, last) -> its result
+    done_before: bool = True
+
+    def key(self, settings: dict) -> str:
+        return content_key(self.digest, {**settings, "name": self.path.name})
 
 
 def harvest(inputs, out_dir, cfg: HarvestConfig = HarvestConfig(), workers: int = 1, progress: bool = False):
-    skips: dict[Path, dict[int, str]] = {}
-    final: dict[Path, dict] = {}
-    pending: list = list(inputs)
-    skipped = 0
-    for attempt in range(MAX_SKIPPED_PAGES + 1):
-        out, results, done = run_files(
-            pending, ".pdf", out_dir, "harvest", _harvest_pdf, lambda p: (cfg, skips.get(p)),
-            lambda p: _key_settings(cfg, p, skips.get(p)),
-            workers, progress, unit_seconds=cfg.document_seconds, stage_seconds=cfg.page_seconds)
-        skipped += done if attempt == 0 else 0
-        pending = []
-        for p, r in results:
-            page = _stuck_page(r)
-            if page is not None and len(skips.get(p, {})) < MAX_SKIPPED_PAGES:
-                limit = r["time_limit"]
-                skips.setdefault(p, {})[page] = (f"skipped: {limit['stage']} ran past the page time limit "
-                                                 f"({limit['seconds']:g} s)")
-                pending.append(p)
-            final[p] = r
-        if not pending:
-            break
-    results = list(final.items())
-    errors = []
-    for p, r in results:  # input order; a document's stuck pages after its own error
-        if "error" in r:
-            errors.append({"pdf": str(p), "error": r["error"], **({"time_limit": r["time_limit"]}
-                                                                   if "time_limit" in r else {})})
-        errors += [{"pdf": str(p), "page": page, "error": reason} for page, reason in sorted(skips.get(p, {}).items())]
-    pages = [row for _, r in results for row in r.get("pages", [])]
+    files = find_files(inputs, ".pdf")
+    if not files:
+        from benchmint.io import InputError
+
+        raise InputError("no .pdf files found in " + ", ".join(map(str, inputs)))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    docs = []
+    for p in files:
+        # The document's key hashes its bytes with the settings (its first 16 digits name the paper in figure
+        # records); the units' keys hash that key, so a long document's ranges do not hash its bytes again.
+        key = content_key(p.read_bytes(), {**cfg.key_settings(), "name": p.name})
+        docs.append(_Doc(p, bytes.fromhex(key), key[:16]))
+    with Ledger(out / "ledger.sqlite", "harvest") as ledger:
+        run = _Run(ledger, out, cfg, workers, progress)
+        run.page_ranges(docs)
+        extra = run.unread_text(docs)
+    return _write(out, docs, extra, cfg)
+
+
+class _Run:
+    """The passes of one harvest over the ledger: page ranges (with the retries of stuck pages), then text."""
+
+    def __init__(self, ledger: Ledger, out: Path, cfg: HarvestConfig, workers: int, progress: bool) -> None:
+        self.ledger, self.out, self.cfg, self.workers, self.progress = ledger, out, cfg, workers, progress
+        self.owner: dict[str, tuple[_Doc, tuple[int, int]]] = {}  # unit key -> its document and range
+
+    def run(self, units: list[Unit], owners: list[_Doc], work, desc: str, then=None) -> list[dict]:
+        for u, d in zip(units, owners):
+            d.done_before &= self.ledger.done(u.key)
+        executor = ProcessExecutor(self.workers, unit_seconds=self.cfg.document_seconds,
+                                   stage_seconds=self.cfg.page_seconds)
+        return run_units(self.ledger, units, work, executor, desc, self.progress, then=then)[0]
+
+    def range_unit(self, d: _Doc, first: int, last: int) -> Unit:
+        skip = {n: why for n, why in d.skips.items() if first <= n <= last}
+        settings = {**self.cfg.key_settings(), "pages": [first, last], **({"skip": sorted(skip)} if skip else {})}
+        unit = Unit(d.key(settings), (str(d.path), d.paper, str(self.out), self.cfg, first, last, skip or None),
+                    f"{d.path} pages {first}-{last}")
+        self.owner[unit.key] = (d, (first, last))
+        return unit
+
+    def rest_of(self, unit: Unit, result: dict) -> list[Unit]:
+        """Once a document's first range tells its length, its other ranges join the run."""
+        d, (first, _) = self.owner[unit.key]
+        if first != 1 or "page_count" not in result:
+            return []
+        n = result["page_count"]
+        return [self.range_unit(d, f, min(f + CHUNK_PAGES - 1, n)) for f in range(1 + CHUNK_PAGES, n + 1, CHUNK_PAGES)]
+
+    def page_ranges(self, docs: list[_Doc]) -> None:
+        """Each document's first range, then its others as the first tells its length; a range stopped on a
+        page runs again without that page. Leaves each document's range results (and its own error)."""
+        pending = [self.range_unit(d, 1, CHUNK_PAGES) for d in docs]
+        for _attempt in range(MAX_SKIPPED_PAGES + 1):
+            self.run(pending, [self.owner[u.key][0] for u in pending], _harvest_range, "harvest: pages",
+                     self.rest_of)
+            pending = []
+            for key, (d, rng) in list(self.owner.items()):
+                got = self.ledger.get(key)
+                result = got[1] if got is not None else {}
+                page = _stuck_page(result)
+                if page is not None and page not in d.skips and len(d.skips) < MAX_SKIPPED_PAGES:
+                    limit = result["time_limit"]
+                    d.skips[page] = f"skipped: {limit['stage']} ran past the page time limit ({limit['seconds']:g} s)"
+                    del self.owner[key]  # the range runs again without the page, under a key of its own
+                    pending.append(self.range_unit(d, *rng))
+            if not pending:
+                break
+        for key, (d, rng) in self.owner.items():  # each range's last result (its latest set of skipped pages)
+            got = self.ledger.get(key)
+            if got is not None:
+                d.ranges[rng] = got[1]
+        for d in docs:
+            first = d.ranges.get((1, CHUNK_PAGES))
+            if first is not None and "error" in first:  # the document itself cannot be harvested
+                d.error = {"pdf": str(d.path), "error": first["error"],
+                           **({"time_limit": first["time_limit"]} if "time_limit" in first else {})}
+
+    def unread_text(self, docs: list[_Doc]) -> dict[int, dict[int, list[str]]]:
+        """For documents with figures, the text of the pages the sieve did not read: {id(doc): {page: texts}}."""
+        units, wanted = [], []
+        for d in docs:
+            if d.error is not None or not any(r.get("figures") for r in d.ranges.values()):
+                continue
+            for (first, last), r in sorted(d.ranges.items()):
+                read = {n for n, _ in r.get("text", ())}
+                end = min(last, r.get("page_count", last))
+                unread = [n for n in range(first, end + 1) if n not in read and n not in d.skips]
+                if unread and "error" not in r:
+                    units.append(Unit(d.key({"text": unread}), (str(d.path), unread), f"{d.path} text"))
+                    wanted.append(d)
+        extra: dict[int, dict[int, list[str]]] = {}
+        for d, r in zip(wanted, self.run(units, wanted, _read_texts, "harvest: text")):
+            extra.setdefault(id(d), {}).update({n: texts for n, texts in r.get("text", ())})
+        return extra
+
+
+def _write(out: Path, docs: list, extra: dict, cfg: HarvestConfig) -> HarvestResult:
+    pages, figures, errors = [], [], []
+    for d in docs:  # input order; a document's own error, then its ranges' and its stuck pages
+        if d.error is not None:
+            errors.append(d.error)
+            continue
+        texts = dict(extra.get(id(d), {}))
+        doc_figures = []
+        for (first, last), r in sorted(d.ranges.items()):
+            if "error" in r:
+                errors.append({"pdf": str(d.path), "pages": [first, last], "error": r["error"],
+                               **({"time_limit": r["time_limit"]} if "time_limit" in r else {})})
+                continue
+            pages.extend(r["pages"])
+            doc_figures.extend(r["figures"])
+            texts.update({n: t for n, t in r.get("text", ())})
+        if doc_figures:
+            from benchmint.pdf.context import discussions  # here: it imports PyMuPDF, which triage-only runs spare
+
+            paragraphs = [text for n in sorted(texts) for text in texts[n]]
+            lo, hi = cfg.discussion_tokens
+            found = discussions(paragraphs, [f["label"] for f in doc_figures], lo, hi)
+            doc_figures = [{**f, "discussion": text} for f, text in zip(doc_figures, found)]
+        figures.extend(doc_figures)
+        errors += [{"pdf": str(d.path), "page": page, "error": reason} for page, reason in sorted(d.skips.items())]
     write_jsonl(out / "pages.jsonl", pages)
-    write_jsonl(out / "figures.jsonl", (row for _, r in results for row in r.get("figures", [])))
+    write_jsonl(out / "figures.jsonl", figures)
     write_jsonl(out / "errors.jsonl", errors)
-    return HarvestResult(len(results), len(pages), sum(row["candidate"] for row in pages),
-                         sum(len(r.get("figures", [])) for _, r in results), errors, skipped)
-
-
-def _key_settings(cfg: HarvestConfig, path: Path, skip: dict[int, str] | None) -> dict:
-    # The file name is part of the key: rows and messages name their file, and real dumps hold the
-    # same bytes under several names (empty or truncated downloads above all).
-    settings = {**cfg.key_settings(), "name": path.name}
-    return {**settings, "skip": sorted(skip)} if skip else settings
+    return HarvestResult(len(docs), len(pages), sum(row["candidate"] for row in pages), len(figures), errors,
+                         sum(d.done_before for d in docs))
 
 
 def _stuck_page(result: dict) -> int | None:
-    """The page a document was stopped on by the page time limit, else None."""
+    """The page a unit was stopped on by the page time limit, else None."""
     limit = result.get("time_limit")
     if not limit or limit["limit"] != "stage" or not limit["stage"]:
         return None

@@ -51,6 +51,7 @@ Deliberate differences:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import pymupdf
@@ -233,9 +234,10 @@ def page_counts(page: pymupdf.Page) -> tuple[int, int]:
     return images, paths
 
 
-def open_document_counts(doc: pymupdf.Document, workers: int = 1,
-                         extractor: _Extractor | None = None) -> list[tuple[int, int, bool]]:
-    """(images, paths, damaged) for every page of an open document; resources are read once for all pages.
+def open_document_counts(doc: pymupdf.Document, workers: int = 1, extractor: _Extractor | None = None,
+                         pages: Sequence[int] | None = None) -> list[tuple[int, int, bool]]:
+    """(images, paths, damaged) for every page of an open document (or the 0-based ``pages``); resources are
+    read once for all pages.
 
     ``workers`` threads count pages in parallel (1 = serial, -1 = all cores);
     stream extraction runs first, in this thread. ``damaged`` says a content
@@ -245,10 +247,11 @@ def open_document_counts(doc: pymupdf.Document, workers: int = 1,
     """
     resolve_workers(workers)
     # pymupdf.Document iterates through __getitem__, which its annotations do not declare (no __iter__)
+    numbers = range(doc.page_count) if pages is None else pages
     if _dispatch.use_reference("triage"):
-        return [(*triage_ref.page_counts(page), False) for page in doc]  # type: ignore[attr-defined]
+        return [(*triage_ref.page_counts(doc[n]), False) for n in numbers]
     ex = extractor or _Extractor(doc)
-    inputs = [ex.page_input(page) for page in doc]  # type: ignore[attr-defined]
+    inputs = [ex.page_input(doc[n]) for n in numbers]
     got = _dispatch.core().triage.count_pages(inputs, workers)
     return [(int(im), int(pa), bool(da)) for im, pa, da in zip(got["images"], got["paths"], got["damaged"])]
 

@@ -46,7 +46,11 @@ class UnitTimeout(RuntimeError):
 
 class Executor(Protocol):
     def map_unordered(self, fn: Callable[..., Any], args: Sequence[tuple]) -> Iterator[tuple[int, Any]]:
-        """Yield ``(i, fn(*args[i]))`` as calls finish; an exception is yielded as the value."""
+        """Yield ``(i, fn(*args[i]))`` as calls finish; an exception is yielded as the value.
+
+        ``args`` is read by index as calls are started, so units the caller appends to it while
+        iterating (the runner's follow-up units) are run too.
+        """
         ...
 
     def close(self) -> None: ...

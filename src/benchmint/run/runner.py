@@ -26,7 +26,8 @@ class Unit:
 
 def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict], executor: Executor,
               desc: str = "units", progress: bool = False,
-              on_recorded: Callable[[Unit, dict], None] | None = None) -> tuple[list[dict], int]:
+              on_recorded: Callable[[Unit, dict], None] | None = None,
+              then: Callable[[Unit, dict], Sequence[Unit]] | None = None) -> tuple[list[dict], int]:
     """Run ``work(*unit.args)`` for every unit whose key the ledger lacks; return (results in unit order, skipped).
 
     A result is a JSON-able dict, with "error" when the unit failed; an exception
@@ -38,15 +39,24 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict], 
     result is committed to the ledger as it arrives, before the next one is
     reported (``on_recorded``, the progress bar), so a killed run keeps every
     unit it reported finished. Units sharing a key run once.
+
+    ``then(unit, result)`` names units that follow from a unit's result (the
+    rest of a document once its first pages told its length): they join the
+    run as results arrive, and for units the ledger held already, before it
+    starts. Their results are read from the ledger by their keys; the returned
+    list covers ``units`` only.
     """
     todo = list({u.key: u for u in units if not ledger.done(u.key)}.values())
+    args = [u.args for u in todo]
     bar = None
     if progress and todo:
         from tqdm import tqdm
 
         bar = tqdm(total=len(todo), desc=desc, unit=" unit")
+    follow = _FollowUps(ledger, then, units, todo, args, bar)
     try:
-        for i, result in executor.map_unordered(work, [u.args for u in todo]):
+        # ``args`` grows while the executor reads it: every executor takes the next unit by index.
+        for i, result in executor.map_unordered(work, args):
             final = not isinstance(result, (UnitTimeout, WorkerDied)) and not (
                 isinstance(result, dict) and result.get("retry") is True)
             if isinstance(result, UnitTimeout):
@@ -56,6 +66,8 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict], 
             ledger.record(todo[i].key, result, ok="error" not in result, final=final)
             if on_recorded is not None:
                 on_recorded(todo[i], result)
+            if final:
+                follow.after(todo[i], result)
             if bar is not None:
                 bar.update(1)
     finally:
@@ -70,6 +82,35 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict], 
             raise RuntimeError(f"unit {u.label} has no result in {ledger.path}")
         results.append(got[1])
     return results, skipped
+
+
+class _FollowUps:
+    """The units ``then`` names after each result: run when the ledger lacks them, followed further when not."""
+
+    def __init__(self, ledger: Ledger, then: Callable[[Unit, dict], Sequence[Unit]] | None, units: Sequence[Unit],
+                 todo: list[Unit], args: list[tuple], bar) -> None:
+        self.ledger, self.then, self.todo, self.args, self.bar = ledger, then, todo, args, bar
+        self.seen = {u.key for u in units}
+        if then is not None:  # units done by an earlier run name their follow-ups now
+            waiting = {t.key for t in todo}
+            for u in units:
+                got = None if u.key in waiting else ledger.get(u.key)
+                if got is not None:
+                    self.after(u, got[1])
+
+    def after(self, unit: Unit, result: dict) -> None:
+        for nxt in self.then(unit, result) if self.then is not None else ():
+            if nxt.key in self.seen:
+                continue
+            self.seen.add(nxt.key)
+            got = self.ledger.get(nxt.key) if self.ledger.done(nxt.key) else None
+            if got is not None:
+                self.after(nxt, got[1])
+            else:  # the executor reads ``args`` by index as it goes: appended units are run too
+                self.todo.append(nxt)
+                self.args.append(nxt.args)
+                if self.bar is not None:
+                    self.bar.total += 1
 
 
 def find_files(inputs: Sequence[str | os.PathLike], suffix: str) -> list[Path]:
