@@ -568,10 +568,10 @@ struct Interpreter {
         }
     }
 
-    void stroke(const std::vector<double>& geom, const GState& gs, const Resources* res, int hidden) {
+    void stroke(const std::vector<double>& geom, const GState& gs, const Resources* res, int hidden, bool quad) {
         switch (gs.stroke.kind) {
             case Paint::Color:
-                if (last_is_fill && last_ctm == gs.ctm && last_geom == geom) {
+                if (last_is_fill && last_ctm == gs.ctm && last_geom == geom && !quad) {
                     last_is_fill = false;  // now "fs": a further stroke is a new drawing
                     break;
                 }
@@ -598,6 +598,14 @@ struct Interpreter {
         std::vector<double> nums, geom;
         std::string name, tag;  // last and first name operands
         bool have_name = false, have_point = false, has_items = false;
+        // The current point and the start of its subpath: "h" where they coincide adds no segment, so MuPDF
+        // (and PyMuPDF's fill-then-stroke merge) sees the same path as without it.
+        double cur_x = 0, cur_y = 0, sub_x = 0, sub_y = 0;
+        // PyMuPDF turns four consecutive lines of a stroked path that end where they began into one "qu" item,
+        // but not those of a filled path: a fill and a stroke of such a path then differ and are not merged.
+        int line_run = 0;
+        double run_x = 0, run_y = 0;
+        bool has_quad = false;
         int errors = 0;
         auto error = [&] {
             out.damaged = true;
@@ -609,11 +617,26 @@ struct Interpreter {
         };
         auto end_path = [&] {
             geom.clear();
-            have_point = has_items = false;
+            have_point = has_items = has_quad = false;
+            line_run = 0;
         };
         auto push_geom = [&](double op, size_t k) {
             geom.push_back(op);
             for (size_t j = 0; j < k; ++j) geom.push_back(j < nums.size() ? nums[nums.size() - k + j] : 0.0);
+            size_t n = geom.size();
+            double px = cur_x, py = cur_y;
+            if (op == 6) {  // re: the rectangle's corner starts and ends its closed subpath
+                cur_x = sub_x = geom[n - 4], cur_y = sub_y = geom[n - 3];
+            } else {
+                cur_x = geom[n - 2], cur_y = geom[n - 1];
+                if (op == 1) sub_x = cur_x, sub_y = cur_y;
+            }
+            if (op != 2) {  // a move, a curve or a rectangle ends a run of lines
+                line_run = 0;
+                return;
+            }
+            if (line_run == 0) run_x = px, run_y = py;
+            if (++line_run == 4 && cur_x == run_x && cur_y == run_y) has_quad = true, line_run = 0;
         };
         auto set_material = [&](Material& m) {  // scn/SCN with a pattern name
             if (!have_name) return;
@@ -688,7 +711,9 @@ struct Interpreter {
                     have_point = has_items = true;
                     break;
                 case A('h'):
-                    geom.push_back(7);
+                    if (cur_x != sub_x || cur_y != sub_y) geom.push_back(7);
+                    cur_x = sub_x, cur_y = sub_y;
+                    line_run = 0;
                     break;
                 case A('S'):
                 case A('s'):
@@ -797,7 +822,7 @@ struct Interpreter {
             if (paint) {
                 if (has_items && !hidden) {
                     if (paint_fill) fill(geom, gs, res, hidden);
-                    if (paint_stroke) stroke(geom, gs, res, hidden);
+                    if (paint_stroke) stroke(geom, gs, res, hidden, has_quad);
                 }
                 end_path();
             }

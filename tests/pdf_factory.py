@@ -70,6 +70,15 @@ PRIMITIVES = {
     "f then moved S": b"10 10 50 50 re f 1 0 0 1 5 0 cm 10 10 50 50 re S",
     "S then f": b"10 10 50 50 re S 10 10 50 50 re f",
     "B then S": b"10 10 50 50 re B 10 10 50 50 re S",
+    # "h" back at the start adds no segment: the fill and the closed stroke are one "fs" drawing.
+    "f then S closed where it began": b"10 10 m 60 10 l 40 50 l 10 10 l f 0 G 2 w 10 10 m 60 10 l 40 50 l 10 10 l h S",
+    # Four lines ending where they began are a quad in a stroked path, not in a filled one: two drawings.
+    "quad B": b"10 10 m 60 10 l 70 50 l 20 50 l 10 10 l h B",
+    "quad f then S": b"10 10 m 60 10 l 70 50 l 20 50 l 10 10 l f 10 10 m 60 10 l 70 50 l 20 50 l 10 10 l S",
+    "four lines not closing": b"10 10 m 60 10 l 70 50 l 20 50 l 15 12 l h B",
+    "quad after a fifth line": b"0 0 m 10 10 l 60 10 l 70 50 l 20 50 l 10 10 l B",
+    "two quads and a curve": b"10 10 m 60 10 l 70 50 l 20 50 l 10 10 l 80 80 m 90 80 l 90 90 l 80 90 l 80 80 l "
+    b"85 85 95 95 99 80 c B",
     "b* B* f* F s": b"10 10 m 20 20 l 30 10 l b* 10 10 m 20 20 l B* 0 0 m 5 5 l f* 1 1 m 3 3 l F 9 9 m 4 4 l s",
     "n no paint": b"10 10 50 50 re n",
     "clip only": b"10 10 50 50 re W n 20 20 m 30 30 l W* n",

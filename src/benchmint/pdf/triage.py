@@ -14,6 +14,9 @@ Matched exactly (each checked in tests/test_pdf_triage.py):
   paint nothing; several ``re`` before one ``f`` are one drawing;
 * a stroke of the same path right after a fill (``B``, or ``f`` then ``S``
   with the same operands and CTM) is one "fs" drawing, as PyMuPDF merges it;
+  an ``h`` where the path is back at its start adds nothing to compare, and a
+  path with four consecutive lines ending where they began stays two
+  drawings (PyMuPDF makes them a "qu" item when stroked, not when filled);
 * zero-area, off-page, fully clipped and white paths are counted (PyMuPDF
   counts them); paths under optional content that is off are not;
 * a path filled with a shading pattern is no drawing but one image (the
