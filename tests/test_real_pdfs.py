@@ -54,3 +54,24 @@ def test_harvest_finds_and_places_the_labelled_figures(tmp_path):
     records = [obj for _, obj, _ in iter_jsonl(tmp_path / "figures.jsonl", "figures")]
     s = compare(records, labels).summary()
     assert s["found_share"] >= 0.95 and s["placed_share"] >= 0.90 and s["panels_exact_share"] >= 0.80, s
+
+
+@pytest.mark.real
+@pytest.mark.skipif(not PDFS.is_dir(), reason="corpus absent: python scripts/fetch_corpus.py")
+def test_triage_counts_equal_pymupdfs_on_every_real_page(forced_impl):
+    """The compiled counts against get_image_info / get_drawings on all pages of the corpus; pages with
+    annotations are left out (their appearance streams are not page content, a documented difference)."""
+    import pymupdf
+
+    from benchmint.pdf.triage import open_document_counts
+    from benchmint.pdf.triage_ref import page_counts as reference
+
+    compared = 0
+    for path in sorted(PDFS.glob("*/*.pdf")):
+        with pymupdf.open(path) as doc, forced_impl("compiled"):
+            counts = open_document_counts(doc)
+            for page, (images, paths, _) in zip(doc, counts):
+                if page.first_annot is None:
+                    assert (images, paths) == reference(page), (path.name, page.number + 1)
+                    compared += 1
+    assert compared >= 1400
