@@ -110,6 +110,9 @@ SOURCES = [
      "two-column layouts, raster and vector figures"),
     ("arxiv-pages", "pdf", "pypi", "marker-pdf", "2.0.0", "marker_pdf-2.0.0.tar.gz",
      ["marker_pdf-2.0.0/tests/data/olmocr_bench/pdfs/*.pdf"], [], "single arXiv pages from marker's tests"),
+    ("pymupdf-tests", "pdf-torture", "pypi", "pymupdf", "2.0", "pymupdf-2.0.tar.gz",
+     ["pymupdf-2.0/tests/resources/*.pdf"], [],
+     "PyMuPDF's own test PDFs: damaged and unusual files, pages MuPDF needs minutes to render (test_2548.pdf)"),
 ]
 
 

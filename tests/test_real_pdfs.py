@@ -75,3 +75,29 @@ def test_triage_counts_equal_pymupdfs_on_every_real_page(forced_impl):
                     assert (images, paths) == reference(page), (path.name, page.number + 1)
                     compared += 1
     assert compared >= 1400
+
+
+TORTURE = ROOT / "corpus" / "files" / "pdf-torture"
+
+
+@pytest.mark.real
+@pytest.mark.skipif(not TORTURE.is_dir(), reason="corpus absent: python scripts/fetch_corpus.py")
+def test_a_harvest_over_pymupdfs_test_pdfs_finishes(tmp_path):
+    """PyMuPDF's 188 test PDFs, test_2548.pdf among them (pages that take MuPDF over a minute to render): the
+    run ends, the stuck pages are listed with the limit they hit, every other page has its row."""
+    import pymupdf
+
+    pdfs = sorted(TORTURE.glob("*/*.pdf"))
+    res = harvest(pdfs, tmp_path, HarvestConfig(page_seconds=10, document_seconds=120), workers=-1)
+    errors = [obj for _, obj, _ in iter_jsonl(tmp_path / "errors.jsonl", "errors")]
+    stuck = [e for e in errors if "page" in e]
+    assert stuck and all("ran past the page time limit (10 s)" in e["error"] for e in stuck)
+    assert {Path(e["pdf"]).name for e in stuck} == {"test_2548.pdf"}
+    unreadable = {Path(e["pdf"]).name for e in errors if "page" not in e}
+    pages = 0
+    for path in pdfs:
+        if path.name in unreadable:
+            continue
+        with pymupdf.open(path) as doc:
+            pages += doc.page_count
+    assert res.pages == pages  # a row for every page of every readable document, the skipped ones included
