@@ -130,8 +130,8 @@ def _open(path: str):
 def _harvest_range(path: str, paper: str, out_dir: str, cfg: HarvestConfig, first: int, last: int,
                    skip: dict[int, str] | None) -> dict:
     """In a worker: page rows of pages ``first``..``last`` (1-based, cut at the document's end) and figure
-    records of their candidate pages (without discussion), thumbnails written; the text read, for the
-    discussions; the document's page count. Any range checks the document (unreadable, encrypted, empty,
+    records of their candidate pages (without discussion), thumbnails written; where there are figures, the
+    text read, for the discussions; the document's page count. Any range checks the document (unreadable, encrypted, empty,
     too long): the first range's result says so for the whole document."""
     from benchmint.pdf.captions import estimate_panels
     from benchmint.pdf.geometry import render_thumbnail
@@ -153,10 +153,10 @@ def _harvest_range(path: str, paper: str, out_dir: str, cfg: HarvestConfig, firs
             pages, candidates, segments = triage_pages(doc, name, cfg, skip, range(first, last + 1))
         except Exception as exc:  # resources PyMuPDF cannot resolve: the file is unusable here
             return {"error": f"cannot read the page contents: {exc}"}
-        if cfg.triage_only:
+        if cfg.triage_only or not candidates:
+            # No text kept: the ledger would hold the text of every graphic page of a dump. Should another
+            # range of the document have figures, the text pass reads these pages again.
             return {"page_count": n, "pages": pages, "figures": []}
-        if not candidates:
-            return {"page_count": n, "pages": pages, "figures": [], "text": _texts(first, segments)}
         figures, thumbs = [], []
         thumb_dir = Path(out_dir) / "thumbs"
         for number, captions in candidates:
