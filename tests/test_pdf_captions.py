@@ -23,6 +23,9 @@ ANCHORS = [
     ("  Figure 6.\nSecond line of the caption.", "6"),
     ("FIGURE 7. Upper-case header.", "7"),
     ("Fig 8: no period after Fig.", "8"),
+    ("Figure 2.1: Overall survival curves.", "2.1"),  # a chapter's figure
+    ("Figure 2.10. Curves.", "2.10"),
+    ("Figure 2. 1,000 samples.", "2"),  # a period and a space: the number ends at the period
 ]
 NOT_ANCHORS = [
     "As seen in Fig. 1, the lattice is hexagonal.",
@@ -38,6 +41,7 @@ NOT_ANCHORS = [
     "Configuration 1. Not a figure.",
     "Figure. A figure without a number.",
     "Figure 1shows missing space",
+    "Figure 2.3 shows the transplant curves.",  # an in-text reference to a chapter's figure
     "",
 ]
 

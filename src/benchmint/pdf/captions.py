@@ -3,7 +3,8 @@
 A text block anchors a figure when it *starts* with a figure header:
 ``Figure 1.``, ``Fig. 1:``, ``FIG. 1.``, ``Figure 1 |``, ``Figure 1 — ...``,
 ``Extended Data Fig. 1``, ``Supplementary Figure S1``, ``Figura 1``, numbers
-with a letter suffix (``Figure 2a.``), or a header followed directly by a
+with a letter suffix (``Figure 2a.``) or a chapter (``Figure 2.1:``), or a
+header followed directly by a
 capitalised caption (``Figure 3 Schematic of ...``). It does not fire on
 in-text references (``as seen in Fig. 1``, ``Fig. 1 shows``, ``Figs. 2 and
 3``), table captions, or list-of-figures entries (dot leaders and a page
@@ -21,9 +22,11 @@ import pymupdf
 
 _PREFIX = r"(?:(?:Extended\s+Data|Supplementary|Supplemental|Suppl\.)\s+)?"
 _WORD = r"(?:Figure|FIGURE|Fig\.|FIG\.|Fig|FIG|Figura|FIGURA)"
-_NUMBER = r"(?P<label>S?\d{1,3}[a-z]?)"
+# Numbers may carry a chapter: "Figure 2.1" (theses, reports, long vignettes) is figure 2.1, not figure 2.
+_NUMBER = r"(?P<label>S?\d{1,3}(?:\.\d{1,3})?[a-z]?)"
 # After the number: a delimiter, or a space and then a capital letter / opening bracket (the caption itself).
-_AFTER = r"(?:\s*[.:|—–]|\s+-\s|\s+(?=[A-Z(\[]))"
+# A period followed by a digit belongs to the number ("Figure 2.3 shows" is a reference, not figure 2).
+_AFTER = r"(?:\s*(?:\.(?!\d)|[:|—–])|\s+-\s|\s+(?=[A-Z(\[]))"
 HEADER = re.compile(rf"^\s*{_PREFIX}{_WORD}\s*{_NUMBER}{_AFTER}")
 # List-of-figures lines: "Figure 3. Title ........ 12"
 _LEADERS = re.compile(r"(?:\.\s*){4,}\d+\s*$|\s\d+\s*$(?<=\.{2}\s\d)")
