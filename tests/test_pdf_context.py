@@ -15,6 +15,10 @@ from benchmint.pdf.context import count_tokens, discussion, figure_refs, holds_t
     ("FIG. 5 shows a phase diagram.", {"5"}),
     ("No figure here; see Table 2.", set()),
     ("The configuration 3 is stable.", set()),
+    ("Figure 2.3 shows the transplant curves.", {"2.3"}),  # a chapter's figure
+    ("Figures 2.1-2.3 and Fig. 4 compare them.", {"2.1", "2.2", "2.3", "4"}),
+    ("The curves are in Figure 2. 1,000 runs were made.", {"2"}),  # the sentence's period ends the number
+    ("Figures 2.1-3.2 span two chapters.", {"2.1", "3.2"}),  # no range across chapters
 ])
 def test_figure_refs(text, refs):
     assert figure_refs(text) == refs
@@ -43,6 +47,15 @@ def test_discussion_merges_fragments_and_filters():
     assert 100 <= count_tokens(text) <= 300
     assert discussion(paragraphs, "2b") == text  # a panel label cites its figure
     assert discussion(paragraphs, "3") is None
+    assert discussion(paragraphs, "2.1") is None  # a chapter's figure 2.1 is another figure
     assert discussion([SENTENCE], "2") is None  # too short
     assert discussion([SENTENCE * 30], "2") is None  # too long
     assert discussion([SENTENCE], "2", min_tokens=5) is not None
+
+
+def test_a_chapters_figures_have_their_own_discussions():
+    first = "The survival curves of Figure 2.1 separate after the first year of follow-up. " * 8
+    second = "Figure 2.2 shows the transplant states of the same subjects over time. " * 8
+    assert discussion([first, second], "2.1") == " ".join(first.split())
+    assert discussion([first, second], "2.2") == " ".join(second.split())
+    assert discussion([first, second], "2") is None

@@ -12,12 +12,13 @@ from collections.abc import Callable, Iterable, Sequence
 
 from benchmint.pdf.captions import caption_label
 
-# "Fig. 2", "Figure 2(b)", "Figs. 2 and 3", "Figures 2-4", "Fig. S1", "Figs. 2b, 3c"
+# "Fig. 2", "Figure 2(b)", "Figs. 2 and 3", "Figures 2-4", "Fig. S1", "Figs. 2b, 3c", "Figure 2.3" (a chapter's)
+_N = r"S?\d{1,3}(?:\.\d{1,3})?[a-z]?"
 _REF = re.compile(
     r"\b(?:Fig(?:ure)?s?\.?|FIGS?\.?)\s*"
-    r"(?P<list>S?\d{1,3}[a-z]?(?:\s*\([a-z](?:[-–,][a-z])?\))?"
-    r"(?:\s*(?:,|and|&|[-–])\s*S?\d{1,3}[a-z]?(?:\s*\([a-z](?:[-–,][a-z])?\))?)*)")
-_NUM = re.compile(r"(S?)(\d{1,3})")
+    rf"(?P<list>{_N}(?:\s*\([a-z](?:[-–,][a-z])?\))?"
+    rf"(?:\s*(?:,|and|&|[-–])\s*{_N}(?:\s*\([a-z](?:[-–,][a-z])?\))?)*)")
+_NUM = re.compile(r"(S?)(\d{1,3})(?:\.(\d{1,3}))?")
 _TABLE = re.compile(r"\bTable\s+(?:S?\d+|[IVX]+)\b")
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 
@@ -28,11 +29,16 @@ def figure_refs(text: str) -> set[str]:
     for m in _REF.finditer(text):
         items = re.split(r"\s*(?:,|and|&)\s*", m.group("list"))
         for item in items:
-            bounds = [(s, int(n)) for s, n in _NUM.findall(item)]
-            if len(bounds) == 2 and bounds[0][0] == bounds[1][0] and bounds[0][1] <= bounds[1][1] <= bounds[0][1] + 20:
-                refs.update(f"{bounds[0][0]}{k}" for k in range(bounds[0][1], bounds[1][1] + 1))
-            else:
-                refs.update(f"{s}{n}" for s, n in bounds)
+            bounds = _NUM.findall(item)
+            if len(bounds) == 2 and bounds[0][0] == bounds[1][0] and bool(bounds[0][2]) == bool(bounds[1][2]):
+                (s, a, b), (_, c, d) = bounds
+                if not b and int(a) <= int(c) <= int(a) + 20:  # "Figures 2-4"
+                    refs.update(f"{s}{k}" for k in range(int(a), int(c) + 1))
+                    continue
+                if b and a == c and int(b) <= int(d) <= int(b) + 20:  # "Figures 2.1-2.4"
+                    refs.update(f"{s}{a}.{k}" for k in range(int(b), int(d) + 1))
+                    continue
+            refs.update(f"{s}{a}.{b}" if b else f"{s}{a}" for s, a, b in bounds)
     return refs
 
 
@@ -52,7 +58,7 @@ def count_tokens(text: str) -> int:
 
 def discussion(paragraphs: Iterable[str], label: str, min_tokens: int = 100, max_tokens: int = 300,
                counter: Callable[[str], int] = count_tokens) -> str | None:
-    """The merged discussion of figure ``label`` ("2", "S1"; a letter suffix is ignored), or None."""
+    """The merged discussion of figure ``label`` ("2", "S1", "2.1"; a letter suffix is ignored), or None."""
     return discussions(paragraphs, [label], min_tokens, max_tokens, counter)[0]
 
 
@@ -61,7 +67,7 @@ def discussions(paragraphs: Iterable[str], labels: Sequence[str], min_tokens: in
     """``discussion`` of each of ``labels`` in one pass over the paragraphs (a document's figures share it)."""
     numbers = []
     for label in labels:
-        m = re.match(r"S?\d+", label)
+        m = re.match(r"S?\d+(?:\.\d+)?", label)
         if m is None:
             raise ValueError(f"not a figure label: {label!r}")
         numbers.append(m.group(0))
