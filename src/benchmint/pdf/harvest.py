@@ -131,8 +131,8 @@ def _harvest_range(path: str, paper: str, out_dir: str, cfg: HarvestConfig, firs
                    skip: dict[int, str] | None) -> dict:
     """In a worker: page rows of pages ``first``..``last`` (1-based, cut at the document's end) and figure
     records of their candidate pages (without discussion), thumbnails written; where there are figures, the
-    text read, for the discussions; the document's page count. Any range checks the document (unreadable, encrypted, empty,
-    too long): the first range's result says so for the whole document."""
+    text read, for the discussions; the document's page count. Any range checks the document (unreadable,
+    encrypted, empty, too long): the first range's result says so for the whole document."""
     from benchmint.pdf.captions import estimate_panels
     from benchmint.pdf.geometry import render_thumbnail
     from benchmint.pdf.pairing import page_figures
@@ -222,10 +222,10 @@ class _Doc:
     path: Path
     digest: bytes
     paper: str
-    pages: int = 0
     error: dict | None = None
     skips: dict[int, str] = field(default_factory=dict)  # page -> why it is not read (a time limit)
     ranges: dict[tuple[int, int], dict] = field(default_factory=dict)  # (first, last) -> its result
+    texts: dict[int, list[str]] = field(default_factory=dict)  # page -> paragraphs read by the text pass
     done_before: bool = True
 
     def key(self, settings: dict) -> str:
@@ -234,10 +234,6 @@ class _Doc:
 
 def harvest(inputs, out_dir, cfg: HarvestConfig = HarvestConfig(), workers: int = 1, progress: bool = False):
     files = find_files(inputs, ".pdf")
-    if not files:
-        from benchmint.io import InputError
-
-        raise InputError("no .pdf files found in " + ", ".join(map(str, inputs)))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     docs = []
@@ -249,8 +245,8 @@ def harvest(inputs, out_dir, cfg: HarvestConfig = HarvestConfig(), workers: int 
     with Ledger(out / "ledger.sqlite", "harvest") as ledger:
         run = _Run(ledger, out, cfg, workers, progress)
         run.page_ranges(docs)
-        extra = run.unread_text(docs)
-    return _write(out, docs, extra, cfg)
+        run.unread_text(docs)
+    return _write(out, docs, cfg)
 
 
 class _Run:
@@ -309,11 +305,10 @@ class _Run:
         for d in docs:
             first = d.ranges.get((1, CHUNK_PAGES))
             if first is not None and "error" in first:  # the document itself cannot be harvested
-                d.error = {"pdf": str(d.path), "error": first["error"],
-                           **({"time_limit": first["time_limit"]} if "time_limit" in first else {})}
+                d.error = _error_row(d, first)
 
-    def unread_text(self, docs: list[_Doc]) -> dict[int, dict[int, list[str]]]:
-        """For documents with figures, the text of the pages the sieve did not read: {id(doc): {page: texts}}."""
+    def unread_text(self, docs: list[_Doc]) -> None:
+        """For documents with figures, the text of the pages the page ranges did not keep (into ``texts``)."""
         units, wanted = [], []
         for d in docs:
             if d.error is not None or not any(r.get("figures") for r in d.ranges.values()):
@@ -325,24 +320,27 @@ class _Run:
                 if unread and "error" not in r:
                     units.append(Unit(d.key({"text": unread}), (str(d.path), unread), f"{d.path} text"))
                     wanted.append(d)
-        extra: dict[int, dict[int, list[str]]] = {}
         for d, r in zip(wanted, self.run(units, wanted, _read_texts, "harvest: text")):
-            extra.setdefault(id(d), {}).update({n: texts for n, texts in r.get("text", ())})
-        return extra
+            d.texts.update({n: texts for n, texts in r.get("text", ())})
 
 
-def _write(out: Path, docs: list, extra: dict, cfg: HarvestConfig) -> HarvestResult:
+def _error_row(d: _Doc, result: dict, **where) -> dict:
+    """errors.jsonl's row of a failed unit: the file, where in it, the error and the time limit it hit."""
+    return {"pdf": str(d.path), **where, "error": result["error"],
+            **({"time_limit": result["time_limit"]} if "time_limit" in result else {})}
+
+
+def _write(out: Path, docs: list, cfg: HarvestConfig) -> HarvestResult:
     pages, figures, errors = [], [], []
     for d in docs:  # input order; a document's own error, then its ranges' and its stuck pages
         if d.error is not None:
             errors.append(d.error)
             continue
-        texts = dict(extra.get(id(d), {}))
+        texts = dict(d.texts)
         doc_figures = []
         for (first, last), r in sorted(d.ranges.items()):
             if "error" in r:
-                errors.append({"pdf": str(d.path), "pages": [first, last], "error": r["error"],
-                               **({"time_limit": r["time_limit"]} if "time_limit" in r else {})})
+                errors.append(_error_row(d, r, pages=[first, last]))
                 continue
             pages.extend(r["pages"])
             doc_figures.extend(r["figures"])

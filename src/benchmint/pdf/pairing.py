@@ -66,10 +66,20 @@ def graphics_boxes(page, drawings=None, images=None) -> list[Box]:
     return [b for b in boxes if (b[3] - b[1]) < 0.9 * h and (b[2] - b[0]) < 0.98 * w and max(b[2] - b[0], b[3] - b[1]) > 0]
 
 
+def is_white(color) -> bool:
+    """A drawing's fill or stroke colour that leaves no ink on a white page (None is no colour at all)."""
+    return color is not None and all(c >= 0.99 for c in color)
+
+
+def inside(box: Box, outer: Box, slack: float = 0.01) -> bool:
+    """``box`` lies within ``outer`` widened by ``slack`` points on every side."""
+    return (box[0] >= outer[0] - slack and box[1] >= outer[1] - slack and box[2] <= outer[2] + slack
+            and box[3] <= outer[3] + slack)
+
+
 def _paper(drawing: dict) -> bool:
     """A fill in white with no stroke: it leaves no ink on a white page (plot backgrounds, masks)."""
-    fill = drawing.get("fill")
-    return drawing.get("color") is None and fill is not None and all(c >= 0.99 for c in fill)
+    return drawing.get("color") is None and is_white(drawing.get("fill"))
 
 
 def text_lines(words) -> list[TextLine]:
@@ -147,6 +157,12 @@ def _inside_text(box: Box, body: list[Box]) -> bool:
     return any(box[1] >= b[1] - 3 and box[3] <= b[3] + 3 and min(box[2], b[2]) > max(box[0], b[0]) for b in body)
 
 
+def _text_in_gap(a: Box, b: Box, barriers: list[Box]) -> bool:
+    """Running text lies in the vertical gap between ``a`` and ``b`` (none when they overlap vertically)."""
+    lo, hi = (a[3], b[1]) if b[1] >= a[3] else (b[3], a[1])
+    return hi > lo and any(t[1] >= lo - 1 and t[3] <= hi + 1 for t in barriers)
+
+
 def _grow(seed: Box, elements: list[Box], barriers: list[Box]) -> Box:
     """The seed and every element reachable from it without crossing running text (whitespace is crossed)."""
     region, rest = seed, list(elements)
@@ -155,8 +171,7 @@ def _grow(seed: Box, elements: list[Box], barriers: list[Box]) -> Box:
         grew = False
         keep = []
         for e in rest:
-            lo, hi = (region[3], e[1]) if e[1] >= region[3] else (e[3], region[1])
-            if hi <= lo or not any(b[1] >= lo - 1 and b[3] <= hi + 1 for b in barriers):
+            if not _text_in_gap(region, e, barriers):
                 region = _union([region, e])
                 grew = True
             else:
@@ -172,11 +187,13 @@ def pair(captions: list[Caption], graphics: list[Box], width: float, height: flo
     split = two_columns(lines, width) or _side_by_side(captions, width)
     caption_boxes = [c.bbox for c in captions]
     top, bottom = _content_band(lines, graphics, height)
+    inked = set(graphics)
     out = []
     for cap in captions:
         column = _column(cap, width, split)
         body_text = running_text(lines, column)
-        figure_text = [ln.box for ln in lines if ln.box not in body_text
+        running = set(body_text)
+        figure_text = [ln.box for ln in lines if ln.box not in running
                        and not any(_overlaps(ln.box, c) for c in caption_boxes)]
         elements = [b for b in graphics + figure_text if _in_column(b, column) and not _inside_text(b, body_text)
                     and b[1] >= top and b[3] <= bottom]
@@ -187,7 +204,6 @@ def pair(captions: list[Caption], graphics: list[Box], width: float, height: flo
         below_limit = min([c.bbox[1] for c in peers if c.bbox[1] >= cap.bbox[3]], default=height)
         above = [b for b in elements if b[3] <= cap.bbox[1] + 2 and b[1] >= above_limit - 2]
         below = [b for b in elements if b[1] >= cap.bbox[3] - 2 and b[3] <= below_limit + 2]
-        inked = set(graphics)
         body = (_body_on_side(cap.bbox, above, True, body_text, inked, height)
                 or _body_on_side(cap.bbox, below, False, body_text, inked, height))
         out.append(PairedFigure(cap, body))
@@ -201,10 +217,10 @@ def _body_on_side(caption: Box, group: list[Box], above: bool, body_text: list[B
         return None
     seed = max(group, key=lambda b: b[3]) if above else min(group, key=lambda b: b[1])
     gap = caption[1] - seed[3] if above else seed[1] - caption[3]
-    if gap > MAX_GAP_SHARE * height or _text_between(seed, caption, body_text):
+    if gap > MAX_GAP_SHARE * height or _text_in_gap(seed, caption, body_text):  # the caption is not next to it
         return None
     region = _grow(seed, group, body_text)
-    return region if any(b in inked and _within(b, region) for b in group) else None  # text alone is no figure
+    return region if any(b in inked and inside(b, region) for b in group) else None  # text alone is no figure
 
 
 def _content_band(lines: list[TextLine], graphics: list[Box], height: float) -> tuple[float, float]:
@@ -225,16 +241,6 @@ def _content_band(lines: list[TextLine], graphics: list[Box], height: float) -> 
 
 def _overlaps(a: Box, b: Box) -> bool:
     return min(a[2], b[2]) > max(a[0], b[0]) and min(a[3], b[3]) > max(a[1], b[1])
-
-
-def _within(a: Box, b: Box) -> bool:
-    return a[0] >= b[0] - 0.01 and a[1] >= b[1] - 0.01 and a[2] <= b[2] + 0.01 and a[3] <= b[3] + 0.01
-
-
-def _text_between(seed: Box, caption: Box, body_text: list[Box]) -> bool:
-    """Running text between the caption and the nearest element: the caption is not next to a figure there."""
-    lo, hi = (seed[3], caption[1]) if seed[3] <= caption[1] else (caption[3], seed[1])
-    return any(b[1] >= lo - 1 and b[3] <= hi + 1 for b in body_text)
 
 
 def page_figures(page, captions: list[Caption], words=None, drawings=None, images=None) -> list[PairedFigure]:

@@ -24,8 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from benchmint.pdf.captions import estimate_panels
-
-Box = tuple[float, float, float, float]
+from benchmint.pdf.pairing import Box, inside, is_white
 
 FRAME_MIN_PT = 25.0
 FRAME_MIN_SHARE = 0.03
@@ -34,18 +33,14 @@ TICK_PT = (1.5, 8.0)  # tick mark lengths
 MIN_TICKS = 3
 
 
-def _inside(box: Box, body: Box, slack: float = 2.0) -> bool:
-    return (box[0] >= body[0] - slack and box[1] >= body[1] - slack and box[2] <= body[2] + slack
-            and box[3] <= body[3] + slack)
-
-
 def _rectangle(drawing: dict) -> Box | None:
     """The box of a path that is one axis-aligned rectangle (``re``, a quad, or four lines closing one)."""
     items = drawing["items"]
     if len(items) == 1 and items[0][0] in ("re", "qu"):
-        r = items[0][1].rect if items[0][0] == "qu" else items[0][1]
-        if items[0][0] == "qu" and not items[0][1].is_rectangular:
+        kind, shape = items[0][0], items[0][1]
+        if kind == "qu" and not shape.is_rectangular:
             return None
+        r = shape.rect if kind == "qu" else shape
         return (float(r.x0), float(r.y0), float(r.x1), float(r.y1))
     if 3 <= len(items) <= 4 and all(it[0] == "l" for it in items):
         points = [it[1] for it in items] + [items[-1][2]]
@@ -62,18 +57,17 @@ def frames(drawings: Sequence[dict], images: Sequence[dict], body: Box) -> list[
     min_h = max(FRAME_MIN_PT, FRAME_MIN_SHARE * (body[3] - body[1]))
     found: set[Box] = set()
     for d in drawings:
-        fill = d.get("fill")
-        if d.get("color") is None or (fill is not None and not all(c >= 0.99 for c in fill)):
+        if d.get("color") is None or (d.get("fill") is not None and not is_white(d["fill"])):
             continue  # not stroked, or filled in a colour: a tile, a bar, a strip
         r = _rectangle(d)
         if r is not None:
             found.add(r)
     found.update(tuple(float(v) for v in im["bbox"]) for im in images)  # type: ignore[misc]
-    return [r for r in found if _inside(r, body) and r[2] - r[0] >= min_w and r[3] - r[1] >= min_h]
+    return [r for r in found if inside(r, body, 2.0) and r[2] - r[0] >= min_w and r[3] - r[1] >= min_h]
 
 
 def _within(a: Box, b: Box) -> bool:
-    return a != b and a[0] >= b[0] - 1 and a[1] >= b[1] - 1 and a[2] <= b[2] + 1 and a[3] <= b[3] + 1
+    return a != b and inside(a, b, 1.0)
 
 
 def frame_panels(boxes: list[Box]) -> int:
@@ -92,7 +86,7 @@ def _ticked(lines: list[tuple[float, float, float]], ticks: list[tuple[float, fl
     found = set()
     for lo, hi, at in lines:
         box = (lo, at, hi, at) if horizontal else (at, lo, at, hi)
-        if not _inside(box, body):
+        if not inside(box, body, 2.0):
             continue
         spots = sorted({round(pos, 1) for pos, start in ticks if lo - 0.5 <= pos <= hi + 0.5 and abs(start - at) < 0.6})
         gaps = [b - a for a, b in zip(spots, spots[1:])]
@@ -117,8 +111,7 @@ def axes(drawings: Sequence[dict], body: Box) -> int:
     """
     xlines, ylines, xticks, yticks = [], [], [], []
     for d in drawings:
-        color = d.get("color")
-        if color is None or all(c >= 0.99 for c in color):
+        if d.get("color") is None or is_white(d["color"]):
             continue  # no stroke, or a white one (grid lines over a grey panel)
         for item in d["items"]:
             if item[0] != "l":

@@ -114,7 +114,10 @@ class _FollowUps:
 
 
 def find_files(inputs: Sequence[str | os.PathLike], suffix: str) -> list[Path]:
-    """Files named, or found recursively with ``suffix`` in the folders named; stable order, no repeats."""
+    """Files named, or found recursively with ``suffix`` in the folders named; stable order, no repeats.
+
+    InputError when a name does not exist or nothing is found.
+    """
     found: list[Path] = []
     for item in inputs:
         p = Path(item)
@@ -124,6 +127,8 @@ def find_files(inputs: Sequence[str | os.PathLike], suffix: str) -> list[Path]:
             found.append(p)
         else:
             raise InputError(f"no such file or directory: {p}")
+    if not found:
+        raise InputError(f"no {suffix} files found in " + ", ".join(map(str, inputs)))
     return list(dict.fromkeys(found))
 
 
@@ -140,8 +145,6 @@ def run_files(inputs: Sequence[str | os.PathLike], suffix: str, out_dir: str | o
     Returns (output folder, [(path, result)], files already done).
     """
     files = find_files(inputs, suffix)
-    if not files:
-        raise InputError(f"no {suffix} files found in " + ", ".join(map(str, inputs)))
     resolve_workers(workers)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

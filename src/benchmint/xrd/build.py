@@ -63,8 +63,8 @@ class PatternRenderer:
     text that are the same for every pattern (the axes are fixed: the grid's
     range and 0-105 % of the maximum). So they are drawn once, without the
     curve and the frame; each pattern then restores that background, draws
-    its curve and the frame over it, and is written as an 8-bit grayscale PNG (``gray_png``)
-    (the plot is black on white). ~5 ms per image; the result depends only on
+    its curve and the frame over it, and is written as an 8-bit grayscale PNG
+    (``gray_png``; the plot is black on white). ~3 ms per image; the result depends only on
     the pattern (``render_pattern_full`` draws the same figure the plain way).
     """
 

@@ -167,7 +167,7 @@ def _scattering_inputs(species: Sequence, frac_coords: np.ndarray, dw_factors: d
     """Atoms grouped by element (fractional coordinates, occupancies, group index) and per-element
     Z, coefficient table and Debye-Waller factor. Raises pymatgen's ValueError for an element
     without scattering coefficients."""
-    ATOMIC_SCATTERING_PARAMS = atomic_scattering_params()  # noqa: N806 - pymatgen's name for the table
+    table = atomic_scattering_params()
 
     symbols: dict[str, int] = {}
     z: list[float] = []
@@ -183,7 +183,7 @@ def _scattering_inputs(species: Sequence, frac_coords: np.ndarray, dw_factors: d
                 gi = symbols.get(sym)
                 if gi is None:
                     try:
-                        coeff = ATOMIC_SCATTERING_PARAMS[sym]
+                        coeff = table[sym]
                     except KeyError:
                         raise ValueError(
                             f"Unable to calculate XRD pattern as there is no scattering coefficients for {sym}."
