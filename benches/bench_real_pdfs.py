@@ -92,6 +92,15 @@ def test_a_long_document_is_shared_between_workers(benchmark, long_dump, tmp_pat
     benchmark.pedantic(lambda: best.update(_timed(runs, 2, tmp_path)), rounds=1, iterations=1)
     for name in ("pages.jsonl", "figures.jsonl"):
         assert (tmp_path / "one_worker" / name).read_bytes() == (tmp_path / "two_workers" / name).read_bytes()
+    # Against an independent reference: PyMuPDF's own counts and the plain triage's verdict on every page.
+    plain = str(Path(__file__).resolve().parent / "plain_pdf_triage.py")
+    subprocess.run([sys.executable, plain, str(tmp_path / "plain"), *map(str, sorted(long_dump.glob("*.pdf")))],
+                   check=True, capture_output=True)
+    want = {(r["pdf"], r["page"]): (r["images"], r["paths"], r["candidate"])
+            for r in map(json.loads, (tmp_path / "plain" / "pages.jsonl").open())}
+    got = {(r["pdf"], r["page"]): (r["images"], r["paths"], r["candidate"])
+           for r in map(json.loads, (tmp_path / "one_worker" / "pages.jsonl").open())}
+    assert got == want
     info = benchmark.extra_info
     info.update({f"{k}_s": round(v, 3) for k, v in best.items()})
     info["two_workers_vs_one"] = best["one_worker"] / best["two_workers"]

@@ -41,7 +41,8 @@ def main(out: Path, cifs: list[str]) -> None:
             warnings.simplefilter("ignore")
             try:
                 structure = CifParser(path).parse_structures(primitive=False)[0]
-                pattern = XRDCalculator(wavelength="CuKa1").get_pattern(structure, two_theta_range=(5, 90))
+                # 2-90°, the paper's range and xrd build's
+                pattern = XRDCalculator(wavelength="CuKa1").get_pattern(structure, two_theta_range=(2, 90))
                 curve, star, peak, truth = profile_ref.broaden(np.asarray(pattern.x), np.asarray(pattern.y), params)
                 sga = SpacegroupAnalyzer(structure, symprec=0.01)
                 system, number = sga.get_crystal_system(), sga.get_space_group_number()

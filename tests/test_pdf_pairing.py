@@ -97,3 +97,13 @@ def test_centred_caption_of_a_one_column_page_spans_the_page():
     page.insert_textbox(pymupdf.Rect(230, 310, 400, 330), "Figure 3: Two plots.", fontsize=10)
     [fig] = page_figures(page, page_captions(page))
     assert near(fig.body, (100, 100, 520, 300), tol=2)
+
+
+def test_a_running_head_over_a_figure_at_the_top_of_the_page_is_left_out():
+    doc = pymupdf.open()
+    page = doc.new_page(width=612, height=792)
+    page.insert_text((250, 58), "Journal of Examples 12", fontsize=9)  # nothing but white space below it
+    plot(page, pymupdf.Rect(100, 90, 500, 300))
+    page.insert_textbox(pymupdf.Rect(150, 310, 460, 330), "Figure 1: A plot at the top of the page.", fontsize=10)
+    [fig] = page_figures(page, page_captions(page))
+    assert near(fig.body, (100, 90, 500, 300), tol=2)

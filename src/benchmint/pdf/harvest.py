@@ -300,8 +300,9 @@ class _Run:
                 break
         for key, (d, rng) in self.owner.items():  # each range's last result (its latest set of skipped pages)
             got = self.ledger.get(key)
-            if got is not None:
-                d.ranges[rng] = got[1]
+            if got is None:  # every range was run above, or by an earlier run
+                raise RuntimeError(f"{d.path} pages {rng[0]}-{rng[1]} have no result in {self.ledger.path}")
+            d.ranges[rng] = got[1]
         for d in docs:
             first = d.ranges.get((1, CHUNK_PAGES))
             if first is not None and "error" in first:  # the document itself cannot be harvested
