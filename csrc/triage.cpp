@@ -64,6 +64,8 @@ struct Resources {
     std::unordered_map<std::string, Pattern> patterns;
     std::unordered_map<std::string, Alpha> extgstates;
     std::unordered_set<std::string> shadings, colorspaces, hidden;
+    std::unordered_map<std::string, int64_t> fonts;  // name -> font xref (0: not a reference)
+    std::unordered_set<std::string> actual_text;     // marked-content properties that carry /ActualText
 };
 
 // Owns everything converted from Python; resources and programs are shared
@@ -140,6 +142,10 @@ struct Arena {
         names("Shading", r->shadings);
         names("ColorSpace", r->colorspaces);
         names("Hidden", r->hidden);
+        names("ActualText", r->actual_text);
+        if (d.contains("Font"))
+            for (auto kv : py::reinterpret_borrow<py::dict>(d["Font"]))
+                r->fonts[kv.first.cast<std::string>()] = kv.second.cast<int64_t>();
         return r;
     }
 };
@@ -172,6 +178,8 @@ struct Lexer {
     bool truncated = false;  // a string, array or dict ran into the end of the stream
     std::string text;        // decoded name, or keyword
     double num = 0;
+    size_t start = 0;    // where the last token began (strings and arrays are read from there when needed)
+    bool closed = true;  // the last string, array or dictionary ended with its delimiter
 
     Lexer(std::string_view v) : s(v.data()), n(v.size()) {}
 
@@ -195,15 +203,19 @@ struct Lexer {
                 ++i;
             else if (c == '(')
                 ++depth;
-            else if (c == ')' && --depth == 0)
+            else if (c == ')' && --depth == 0) {
+                closed = true;
                 return;
+            }
         }
         i = n;
         truncated = true;
+        closed = false;
     }
 
     void skip_hex_string() {  // after '<'
         while (i < n && s[i] != '>') ++i;
+        closed = i < n;
         if (i < n)
             ++i;
         else
@@ -239,6 +251,7 @@ struct Lexer {
             skip_white();
             if (i >= n) {
                 truncated = true;
+                closed = false;
                 return;
             }
             char c = s[i++];
@@ -257,10 +270,12 @@ struct Lexer {
                 if (i < n && s[i] == '>') ++i, --depth;
             }
         }
+        closed = true;
     }
 
     Tok next() {
         skip_white();
+        start = i;
         if (i >= n) return Tok::End;
         unsigned char c = s[i];
         switch (c) {
@@ -833,6 +848,276 @@ struct Interpreter {
     }
 };
 
+// ---------------------------------------------------------------- figure words
+
+// Character classes of font codes, as benchmint/pdf/fonts.py gives them.
+enum : uint8_t { kOther = 0, kF = 1, kILower = 2, kGLower = 3, kIUpper = 4, kGUpper = 5, kAny = 6 };
+
+struct Font {
+    int code_bytes = 0;                   // 1 or 2; 0: codes of unknown length (any text may read as anything)
+    uint8_t fallback = kAny;              // class of codes missing below
+    std::array<std::string, 256> narrow;  // one-byte codes: classes ("" = fallback)
+    std::unordered_map<uint32_t, std::string> wide;
+};
+using Fonts = std::unordered_map<int64_t, Font>;
+
+Fonts to_fonts(const py::dict& d) {
+    Fonts out;
+    for (auto kv : d) {
+        auto t = py::reinterpret_borrow<py::tuple>(kv.second);
+        if (t.size() != 3) throw py::value_error("a font is (code bytes, default class, {code: classes})");
+        Font& f = out[kv.first.cast<int64_t>()];
+        f.code_bytes = t[0].cast<int>();
+        f.fallback = t[1].cast<uint8_t>();
+        if (f.code_bytes < 0 || f.code_bytes > 2) throw py::value_error("fonts have 0, 1 or 2 code bytes");
+        for (auto e : py::reinterpret_borrow<py::dict>(t[2])) {
+            const auto code = e.first.cast<uint32_t>();
+            auto cls = e.second.cast<std::string>();
+            if (f.code_bytes == 1 && code < 256)
+                f.narrow[code] = std::move(cls);
+            else if (f.code_bytes == 2)
+                f.wide[code] = std::move(cls);
+        }
+    }
+    return out;
+}
+
+// The bytes a string token stands for: literal strings with their escapes
+// (an end of line inside reads as one \n), hex strings with white space
+// skipped and an odd digit padded with 0.
+std::string string_bytes(const Lexer& lx) {
+    std::string out;
+    const char* s = lx.s;
+    const size_t e = lx.closed ? lx.i - 1 : lx.i;
+    if (s[lx.start] == '<') {
+        int hi = -1;
+        for (size_t i = lx.start + 1; i < e; ++i) {
+            const int v = hexval(s[i]);
+            if (v < 0) continue;
+            if (hi < 0)
+                hi = v;
+            else
+                out.push_back(char(hi * 16 + v)), hi = -1;
+        }
+        if (hi >= 0) out.push_back(char(hi * 16));
+        return out;
+    }
+    for (size_t i = lx.start + 1; i < e; ++i) {
+        const char c = s[i];
+        if (c == '\r') {
+            out.push_back('\n');
+            if (i + 1 < e && s[i + 1] == '\n') ++i;
+            continue;
+        }
+        if (c != '\\') {
+            out.push_back(c);
+            continue;
+        }
+        if (++i >= e) break;
+        const char d = s[i];
+        switch (d) {
+            case 'n':
+                out.push_back('\n');
+                break;
+            case 'r':
+                out.push_back('\r');
+                break;
+            case 't':
+                out.push_back('\t');
+                break;
+            case 'b':
+                out.push_back('\b');
+                break;
+            case 'f':
+                out.push_back('\f');
+                break;
+            case '\r':  // a backslash before an end of line joins the lines
+                if (i + 1 < e && s[i + 1] == '\n') ++i;
+                break;
+            case '\n':
+                break;
+            default:
+                if (d >= '0' && d <= '7') {
+                    int v = d - '0';
+                    for (int k = 0; k < 2 && i + 1 < e && s[i + 1] >= '0' && s[i + 1] <= '7'; ++k)
+                        v = v * 8 + (s[++i] - '0');
+                    out.push_back(char(v & 0xff));
+                } else
+                    out.push_back(d);
+        }
+    }
+    return out;
+}
+
+// Whether a content stream may show "Fig" or "FIG": its shown characters are
+// read in stream order (MuPDF appends a text line's characters in the order
+// they are shown), through each font's code classes. Unknown fonts, unknown
+// code lengths, /ActualText, nesting too deep and damaged streams (MuPDF's
+// error limit) all answer "may".
+struct FigureWordScan {
+    const Fonts& fonts;
+    std::vector<const Program*> stack;
+    uint8_t p2 = kOther, p1 = kOther;  // the two classes before
+    bool found = false;
+
+    explicit FigureWordScan(const Fonts& f) : fonts(f) {}
+
+    void feed(uint8_t c) {
+        // A letter repeated may be a duplicate glyph (fake bold) that MuPDF drops.
+        if (c == p1 && c != kOther && c != kAny) return;
+        const bool f = p2 == kF || p2 == kAny;
+        if (f && (((p1 == kILower || p1 == kAny) && (c == kGLower || c == kAny)) ||
+                  ((p1 == kIUpper || p1 == kAny) && (c == kGUpper || c == kAny))))
+            found = true;
+        p2 = p1;
+        p1 = c;
+    }
+
+    void show(const std::string& bytes, const Font* font) {
+        if (bytes.empty()) return;
+        if (!font || font->code_bytes == 0) {
+            found = true;
+            return;
+        }
+        auto classes = [&](const std::string* cls) {
+            if (!cls || cls->empty())
+                feed(font->fallback);
+            else
+                for (char c : *cls) feed(uint8_t(c));
+        };
+        if (font->code_bytes == 1) {
+            for (unsigned char b : bytes) classes(&font->narrow[b]);
+            return;
+        }
+        size_t i = 0;
+        for (; i + 1 < bytes.size(); i += 2) {
+            const uint32_t code = (uint32_t(uint8_t(bytes[i])) << 8) | uint8_t(bytes[i + 1]);
+            auto it = font->wide.find(code);
+            classes(it == font->wide.end() ? nullptr : &it->second);
+        }
+        if (i < bytes.size()) feed(kAny);  // a code cut short
+    }
+
+    const Font* font_named(const Resources* res, const std::string& name) const {
+        auto it = res->fonts.find(name);
+        if (it == res->fonts.end()) return nullptr;
+        auto f = fonts.find(it->second);
+        return f == fonts.end() ? nullptr : &f->second;
+    }
+
+    void run_program(const Program* p, const Resources* inherited, const Font* font) {
+        for (const Program* q : stack)
+            if (q == p) return;  // a cycle: MuPDF skips the nested invocation
+        if (int(stack.size()) >= kMaxDepth) {
+            found = true;
+            return;
+        }
+        stack.push_back(p);
+        run(p->content, p->res ? p->res : inherited, font);
+        stack.pop_back();
+    }
+
+    void run(std::string_view content, const Resources* res, const Font* font) {
+        static const Resources empty;
+        if (!res) res = &empty;
+        Lexer lx(content);
+        std::vector<const Font*> saved;
+        std::string name, shown;
+        bool have_name = false, have_string = false, actual_text = false;
+        size_t array_at = 0, array_end = 0;
+        bool have_array = false, array_closed = true;
+        int errors = 0;
+        auto clear = [&] { have_name = have_string = have_array = actual_text = false; };
+        while (!found) {
+            const Tok t = lx.next();
+            if (t == Tok::End) break;
+            switch (t) {
+                case Tok::Name:
+                    name = lx.text;
+                    have_name = true;
+                    continue;
+                case Tok::String:
+                    shown = string_bytes(lx);
+                    have_string = true;
+                    continue;
+                case Tok::Array:
+                    array_at = lx.start, array_end = lx.i, array_closed = lx.closed;
+                    have_array = true;
+                    continue;
+                case Tok::Dict: {
+                    // Marked content whose /ActualText MuPDF shows in place of the glyphs (a # may spell it).
+                    std::string_view d(lx.s + lx.start, lx.i - lx.start);
+                    if (d.find("ActualText") != std::string_view::npos || d.find('#') != std::string_view::npos)
+                        actual_text = true;
+                    continue;
+                }
+                case Tok::Number:
+                case Tok::Bool:
+                    continue;
+                case Tok::Error:
+                    if (++errors >= kMaxSyntaxErrors) found = true;
+                    continue;
+                default:
+                    break;
+            }
+            const uint32_t op = op_code(lx.text);
+            if (!known_keyword(op)) {
+                if (++errors >= kMaxSyntaxErrors) found = true;
+                clear();
+                continue;
+            }
+            switch (op) {
+                case A('q'):
+                    saved.push_back(font);
+                    break;
+                case A('Q'):
+                    if (!saved.empty()) font = saved.back(), saved.pop_back();
+                    break;
+                case B('T', 'f'):
+                    font = have_name ? font_named(res, name) : nullptr;
+                    break;
+                case B('T', 'j'):
+                case A('\''):
+                case A('"'):
+                    if (have_string) show(shown, font);
+                    break;
+                case B('T', 'J'):
+                    if (have_array) {
+                        Lexer items(
+                            std::string_view(lx.s + array_at + 1, array_end - array_at - (array_closed ? 2 : 1)));
+                        for (Tok it = items.next(); it != Tok::End && !found; it = items.next())
+                            if (it == Tok::String) show(string_bytes(items), font);
+                    }
+                    break;
+                case B('D', 'o'):
+                    if (have_name) {
+                        auto it = res->xobjects.find(name);
+                        if (it != res->xobjects.end() && it->second.kind == XKind::Form)
+                            run_program(it->second.form, res, font);
+                    }
+                    break;
+                case C('s', 'c', 'n'):
+                case C('S', 'C', 'N'):
+                    if (have_name) {  // a tiling pattern's cells may show text
+                        auto it = res->patterns.find(name);
+                        if (it != res->patterns.end() && it->second.kind == PKind::Tiling)
+                            run_program(it->second.tiling, res, font);
+                    }
+                    break;
+                case C('B', 'D', 'C'):
+                    if (actual_text || (have_name && res->actual_text.count(name))) found = true;
+                    break;
+                case B('B', 'I'):
+                    skip_inline_image(lx);
+                    break;
+                default:
+                    break;
+            }
+            clear();
+        }
+    }
+};
+
 Counts count_one(std::string_view content, const Resources* res) {
     Interpreter it;
     it.run(content, res, GState{}, 0);
@@ -889,6 +1174,37 @@ py::dict py_count_pages(const py::list& pages, int workers) {
     return out;
 }
 
+py::array_t<bool> py_figure_words(const py::list& pages, const py::dict& fonts, int workers) {
+    const int nworkers = resolve_workers(workers);
+    Arena arena;
+    const Fonts table = to_fonts(fonts);
+    const int64_t n = static_cast<int64_t>(py::len(pages));
+    std::vector<std::string_view> contents(n);
+    std::vector<const Resources*> res(n);
+    std::vector<py::bytes> keep;  // holds the bytes alive while the GIL is released
+    keep.reserve(n);
+    for (int64_t i = 0; i < n; ++i) {
+        auto t = py::reinterpret_borrow<py::sequence>(pages[i]);
+        if (py::len(t) != 2) throw py::value_error("each page is (content bytes, resources)");
+        keep.push_back(t[0].cast<py::bytes>());
+        contents[i] = std::string_view(keep.back());
+        res[i] = t[1].is_none() ? nullptr : arena.resources(t[1]);
+    }
+    py::array_t<bool> out(n);
+    bool* o = out.mutable_data();
+    {
+        py::gil_scoped_release release;
+        parallel_blocks(n, nworkers, 1, [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) {
+                FigureWordScan scan(table);
+                scan.run(contents[i], res[i], nullptr);
+                o[i] = scan.found;
+            }
+        });
+    }
+    return out;
+}
+
 // The content with every `/Name Do` whose name is in `names` cut out (this
 // stream only, not the forms it runs). Each cut leaves one space so the
 // neighbouring tokens stay apart; inline image data is skipped, never cut.
@@ -942,6 +1258,11 @@ void bind_triage(py::module_& m) {
     m.def("count_pages", &py_count_pages, py::arg("pages"), py::arg("workers") = 1,
           "Batch of (content, resources) pairs -> dict of numpy arrays images, paths, damaged. "
           "The GIL is released while counting; workers=-1 uses all cores.");
+    m.def("figure_words", &py_figure_words, py::arg("pages"), py::arg("fonts"), py::arg("workers") = 1,
+          "For each (content, resources) page: whether its shown text may read 'Fig' or 'FIG' (False proves "
+          "it cannot). Resources as for count_pages, plus 'Font' {name: font xref} and 'ActualText' (property "
+          "names); fonts: {xref: (code bytes 0|1|2, default class, {code: class bytes})}, classes as in "
+          "benchmint.pdf.fonts.");
     m.def("drop_invocations", &py_drop_invocations, py::arg("content"), py::arg("names"),
           "(content, dropped): the content stream with each `/Name Do` of the given XObject names "
           "removed (this stream only; inline image data is never touched).");

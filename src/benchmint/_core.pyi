@@ -111,6 +111,9 @@ class _Triage:
     def count_pages(pages: list[tuple[bytes, dict[str, Any] | None]], workers: int = 1) -> dict[str, npt.NDArray[Any]]: ...
     @staticmethod
     def drop_invocations(content: bytes, names: list[str]) -> tuple[bytes, int]: ...
+    @staticmethod
+    def figure_words(pages: list[tuple[bytes, dict[str, Any] | None]], fonts: dict[int, tuple[int, int, dict[int, bytes]]],
+                     workers: int = 1) -> npt.NDArray[np.bool_]: ...
 
 class _Profile:
     @staticmethod

@@ -80,12 +80,17 @@ def triage_pages(doc, name: str, cfg: HarvestConfig, skip: dict[int, str] | None
     captions)] of candidate pages, text segments per page or None where unread).
     """
     from benchmint.pdf.captions import page_captions, text_segments
-    from benchmint.pdf.triage import _Extractor, lean_text_copy, open_document_counts
+    from benchmint.pdf.triage import _Extractor, lean_text_copy, may_show_figure_words, open_document_counts
 
     numbers = numbers if numbers is not None else range(1, doc.page_count + 1)
     pages, candidates, segments_by_page = [], [], []
     extractor = _Extractor(doc)
     counts = open_document_counts(doc, extractor=extractor, pages=[n - 1 for n in numbers])  # resources read once
+    graphic = [n for n, (im, pa, _) in zip(numbers, counts) if _graphic(im, pa, cfg) and not (skip and n in skip)]
+    stage("figure words")
+    # Pages whose shown text cannot read "Fig" hold no anchor: MuPDF's text page is not needed to say so.
+    no_anchor = {n for n, may in zip(graphic, may_show_figure_words(doc, [n - 1 for n in graphic], extractor))
+                 if not may}
     for number, (images, paths, _damaged) in zip(numbers, counts):
         page = doc[number - 1]
         row = {"pdf": name, "page": number, "images": images, "paths": paths, "captions": None}
@@ -94,6 +99,8 @@ def triage_pages(doc, name: str, cfg: HarvestConfig, skip: dict[int, str] | None
             row.update(candidate=False, reason=skip[number])
         elif not _graphic(images, paths, cfg):
             row.update(candidate=False, reason=f"no graphic ({images} images, {paths} paths < {cfg.min_paths})")
+        elif number in no_anchor:
+            row.update(captions=[], candidate=False, reason="graphic but no figure-caption anchor")
         else:
             stage(f"page {number} text")
             try:

@@ -61,10 +61,17 @@ import pymupdf
 
 from benchmint import _dispatch
 from benchmint.parallel import resolve_workers
-from benchmint.pdf import triage_ref
+from benchmint.pdf import fonts, triage_ref
+from benchmint.pdf.fonts import FontTable
 
+_ANNOT_LINK = 1  # PyMuPDF's PDF_ANNOT_LINK: links draw no text
 _REF = re.compile(rb"^\s*(\d+)\s+\d+\s+R\s*$")
 _DEVICE_SPACES = {"DeviceGray", "DeviceRGB", "DeviceCMYK", "Pattern"}
+
+
+_STRUCTURE = re.compile(r"<<|>>|[\[\]()/]")
+_NESTING = re.compile(r"<<|>>|[\[\]()]")  # inside a value: only the nesting matters
+_NAME_END = re.compile(r"[^\s/<>\[\]()]*")
 
 
 def _dict_entries(text: str) -> dict[str, str]:
@@ -73,38 +80,26 @@ def _dict_entries(text: str) -> dict[str, str]:
     s = text.strip()
     if not s.startswith("<<"):
         return entries
-    i, n = 2, len(s) - 2  # inside the outer << >>
-    while i < n:
-        while i < n and s[i] in " \t\r\n\f\0":
-            i += 1
-        if i >= n or s[i] != "/":
-            break
-        j = i + 1
-        while j < n and s[j] not in " \t\r\n\f\0/<>[]()":
-            j += 1
-        key = _unescape_name(s[i + 1 : j])
-        k = j
-        depth = 0
-        while k < n:  # the value ends at the next key of this level
-            c = s[k]
-            if c in "[(" or s.startswith("<<", k):
-                depth += 1
-                k += 2 if c == "<" else 1
-                continue
-            if c in "])" or s.startswith(">>", k):
-                depth -= 1
-                k += 2 if c == ">" else 1
-                continue
-            if c == "/" and depth == 0 and s[j:k].strip():
-                break
-            k += 1
-        entries[key] = s[j:k].strip()
-        i = k
+    end = len(s) - 2  # inside the outer << >>
+    key, value_at, depth, i = None, 0, 0, 2
+    while m := (_STRUCTURE if depth == 0 else _NESTING).search(s, i, end):
+        token, i = m.group(), m.end()
+        if token in ("<<", "[", "("):
+            depth += 1
+        elif token in (">>", "]", ")"):
+            depth -= 1
+        elif key is None or s[value_at:m.start()].strip():  # a slash at depth 0 after a value: the next key
+            if key is not None:
+                entries[key] = s[value_at:m.start()].strip()
+            name_end = _NAME_END.match(s, i, end).end()  # type: ignore[union-attr]  # matches the empty name at least
+            key, value_at = _unescape_name(s[i:name_end]), name_end
+    if key is not None:
+        entries[key] = s[value_at:end].strip()
     return entries
 
 
 def _unescape_name(raw: str) -> str:
-    return re.sub(r"#([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), raw)
+    return re.sub(r"#([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), raw) if "#" in raw else raw
 
 
 class _Extractor:
@@ -116,14 +111,25 @@ class _Extractor:
         self.forms: dict[int, tuple] = {}
         self.pages: dict[int, tuple[bytes, dict]] = {}
         self.ocg_on = {xref: info["on"] for xref, info in doc.get_ocgs().items()}
+        self.fonts: dict[int, FontTable] = {}
+        self.parsed: dict[int, dict[str, str]] = {}
 
-    def _resolve(self, owner: int, key: str) -> tuple[int, str]:
-        """(xref or 0, source text) of owner's key, following one indirection."""
-        kind, value = self.doc.xref_get_key(owner, key)
-        if kind == "xref":
-            x = int(value.split()[0])
-            return x, self.doc.xref_object(x, compressed=True)
-        return 0, value if kind == "dict" else ""
+    def _entries(self, xref: int) -> dict[str, str]:
+        """The top-level entries of an object's dictionary (a stream's dictionary for streams), parsed once."""
+        got = self.parsed.get(xref)
+        if got is None:
+            got = self.parsed[xref] = _dict_entries(self.doc.xref_object(xref, compressed=True))
+        return got
+
+    def _dict_of(self, value: str | None) -> dict[str, str]:
+        """The entries of a dictionary value, inline or referenced."""
+        m = _REF.match((value or "").encode())
+        return self._entries(int(m.group(1))) if m else _dict_entries(value or "")
+
+    def _object(self, text: str | None) -> str:
+        """The source text of a value, following one indirect reference."""
+        m = _REF.match((text or "").encode())
+        return self.doc.xref_object(int(m.group(1)), compressed=True) if m else (text or "")
 
     def _visible(self, oc_text: str) -> bool:
         m = _REF.match(oc_text.encode())
@@ -142,71 +148,140 @@ class _Extractor:
             policy, any(states)
         )
 
-    def _matrix(self, xref: int) -> tuple | None:
-        kind, value = self.doc.xref_get_key(xref, "Matrix")
-        if kind != "array":
+    @staticmethod
+    def _matrix(value: str | None) -> tuple | None:
+        if not value or not value.startswith("["):
             return None
-        nums = [float(v) for v in value.strip("[] ").split()]
+        try:
+            nums = [float(v) for v in value.strip("[] ").split()]
+        except ValueError:
+            return None
         return tuple(nums) if len(nums) == 6 else None
 
-    def _program(self, kind: str, xref: int) -> tuple:
+    def _program(self, kind: str, xref: int, entries: dict[str, str]) -> tuple:
         if xref in self.forms:
             return self.forms[xref]
-        res = self.resources_of(xref) if self.doc.xref_get_key(xref, "Resources")[0] != "null" else None
+        res = self.resources_of(xref, entries) if entries.get("Resources", "null") != "null" else None
         if xref in self.forms:  # built while its resources were (it invokes itself)
             return self.forms[xref]
-        entry = (kind, self.doc.xref_stream(xref) or b"", res, self._matrix(xref))
+        entry = (kind, self.doc.xref_stream(xref) or b"", res, self._matrix(entries.get("Matrix")))
         self.forms[xref] = entry
         return entry
 
-    def resources_of(self, owner: int) -> dict:
+    def resources_of(self, owner: int, entries: dict[str, str] | None = None) -> dict:
         """Kernel resources of a page or form xref (pages inherit /Resources from the tree)."""
-        while self.doc.xref_get_key(owner, "Resources")[0] == "null":
-            kind, parent = self.doc.xref_get_key(owner, "Parent")
-            if kind != "xref":
+        entries = self._entries(owner) if entries is None else entries
+        while entries.get("Resources", "null") == "null":
+            parent = _REF.match(entries.get("Parent", "").encode())
+            if not parent:
                 return {}
-            owner = int(parent.split()[0])
-        rx, _ = self._resolve(owner, "Resources")
-        cache_key = ("x", rx) if rx else ("o", owner)
+            owner = int(parent.group(1))
+            entries = self._entries(owner)
+        value = entries["Resources"]
+        m = _REF.match(value.encode())
+        cache_key = ("x", int(m.group(1))) if m else ("o", owner)
         if cache_key in self.resources:
             return self.resources[cache_key]
         out: dict = {}
         self.resources[cache_key] = out  # registered first: forms may reach it again
+        resources = self._dict_of(value)
+
+        def named(key: str) -> dict[str, str]:
+            return self._dict_of(resources.get(key))
+
         xobjects: dict = {}
-        for name, value in _dict_entries(self._resolve(owner, "Resources/XObject")[1]).items():
+        for name, value in named("XObject").items():
             m = _REF.match(value.encode())
             if not m:
                 continue
             x = int(m.group(1))
-            subtype = self.doc.xref_get_key(x, "Subtype")[1]
-            if not self._visible(self.doc.xref_get_key(x, "OC")[1]):
+            xobject = self._entries(x)
+            subtype = xobject.get("Subtype")
+            if not self._visible(xobject.get("OC", "")):
                 xobjects[name] = ("hidden",)
             elif subtype == "/Form":
-                xobjects[name] = self._program("form", x)
+                xobjects[name] = self._program("form", x, xobject)
             elif subtype == "/Image":
                 xobjects[name] = ("image",)
         out["XObject"] = xobjects
         patterns: dict = {}
-        for name, value in _dict_entries(self._resolve(owner, "Resources/Pattern")[1]).items():
+        for name, value in named("Pattern").items():
             m = _REF.match(value.encode())
             if not m:
                 continue
             x = int(m.group(1))
-            ptype = self.doc.xref_get_key(x, "PatternType")[1]
-            patterns[name] = self._program("tiling", x) if ptype == "1" else ("shading",)
+            pattern = self._entries(x)
+            patterns[name] = self._program("tiling", x, pattern) if pattern.get("PatternType") == "1" else ("shading",)
         out["Pattern"] = patterns
         gstates: dict = {}
-        for name, value in _dict_entries(self._resolve(owner, "Resources/ExtGState")[1]).items():
-            m = _REF.match(value.encode())
-            text = self.doc.xref_object(int(m.group(1)), compressed=True) if m else value
-            entries = _dict_entries(text)
-            gstates[name] = (_number(entries.get("ca"), 1.0), _number(entries.get("CA"), 1.0))
+        for name, value in named("ExtGState").items():
+            gstate = self._dict_of(value)
+            gstates[name] = (_number(gstate.get("ca"), 1.0), _number(gstate.get("CA"), 1.0))
         out["ExtGState"] = gstates
-        out["Shading"] = list(_dict_entries(self._resolve(owner, "Resources/Shading")[1]))
-        out["ColorSpace"] = list(_dict_entries(self._resolve(owner, "Resources/ColorSpace")[1]))
-        props = _dict_entries(self._resolve(owner, "Resources/Properties")[1])
+        out["Shading"] = list(named("Shading"))
+        out["ColorSpace"] = list(named("ColorSpace"))
+        props = named("Properties")
         out["Hidden"] = [name for name, value in props.items() if not self._visible(value)]
+        out["ActualText"] = [name for name, value in props.items() if self._carries_actual_text(value)]
+        out["Font"] = {name: int(m.group(1)) if (m := _REF.match(value.encode())) else 0
+                       for name, value in named("Font").items()}
         return out
+
+    def _carries_actual_text(self, value: str) -> bool:
+        text = self._object(value)
+        return "ActualText" in text or "#" in text
+
+    def font_tables(self, resources: Sequence[dict | None]) -> dict[int, FontTable]:
+        """The code tables of every font the given resources (and the forms and patterns they run) name."""
+        out: dict[int, FontTable] = {}
+        seen: set[int] = set()
+        todo = [r for r in resources if r is not None]
+        while todo:
+            res = todo.pop()
+            if id(res) in seen:
+                continue
+            seen.add(id(res))
+            for xref in res.get("Font", {}).values():
+                if xref and xref not in out:
+                    out[xref] = self.font_table(xref)
+            todo.extend(e[2] for e in (*res.get("XObject", {}).values(), *res.get("Pattern", {}).values())
+                        if e[0] in ("form", "tiling") and e[2] is not None)
+        return out
+
+    def font_table(self, xref: int) -> FontTable:
+        got = self.fonts.get(xref)
+        if got is None:
+            try:
+                got = self._read_font(xref)
+            except Exception:  # an unreadable font dictionary: its text may read as anything
+                got = fonts.OPAQUE
+            self.fonts[xref] = got
+        return got
+
+    def _read_font(self, xref: int) -> FontTable:
+        font = self._entries(xref)
+        m = _REF.match(font.get("ToUnicode", "").encode())
+        to_unicode = fonts.parse_to_unicode(self.doc.xref_stream(int(m.group(1))) or b"") if m else None
+        encoding = self._object(font.get("Encoding")).strip()
+        if font.get("Subtype") == "/Type0":
+            return fonts.composite_table(encoding in ("/Identity-H", "/Identity-V"), to_unicode)
+        base, differences = None, {}
+        if encoding.startswith("/"):
+            base = _unescape_name(encoding[1:])
+        elif encoding.startswith("<<"):
+            entries = self._dict_of(font.get("Encoding"))
+            if entries.get("BaseEncoding", "").startswith("/"):
+                base = _unescape_name(entries["BaseEncoding"][1:])
+            differences = fonts.differences(self._object(entries.get("Differences")))
+        descriptor = self._dict_of(font.get("FontDescriptor"))
+        embedded = any(k in descriptor for k in ("FontFile", "FontFile2", "FontFile3"))
+        builtin = None
+        if m := _REF.match(descriptor.get("FontFile", "").encode()):
+            builtin = fonts.type1_builtin(self.doc.xref_stream(int(m.group(1))) or b"")
+        base_font = re.sub(r"^/([A-Z]{6}\+)?", "", font.get("BaseFont", ""))
+        symbolic = int(_number(descriptor.get("Flags"), 0)) & 4 or base_font in ("Symbol", "ZapfDingbats")
+        standard = font.get("Subtype") != "/Type3" and not embedded and not symbolic
+        return fonts.simple_table(base, differences, builtin, standard, to_unicode)
 
     def page_input(self, page: pymupdf.Page) -> tuple[bytes, dict]:
         """(content, resources) of a page, read once per extractor."""
@@ -308,6 +383,34 @@ def lean_text_copy(page: pymupdf.Page, extractor: _Extractor) -> pymupdf.Documen
     for xref in streams[1:]:
         copy.update_stream(xref, b"")
     return copy
+
+
+def may_show_figure_words(doc: pymupdf.Document, numbers: Sequence[int], extractor: _Extractor | None = None,
+                          workers: int = 1) -> list[bool]:
+    """For each 0-based page number: whether the page's text may read "Fig" or "FIG", without a text page.
+
+    False proves the page holds no figure-caption anchor (every anchor starts
+    with one of them), so MuPDF need not extract its text; True is no claim.
+    The shown text is decoded through each font's encoding or ToUnicode map
+    (benchmint.pdf.fonts); fonts whose codes cannot be read without loading
+    their programs, /ActualText, damaged streams, and annotations other than
+    links (their appearance streams add text) all answer True.
+
+    Deliberate difference: a character MuPDF drops (outside the media box)
+    between two letters is not dropped here, so "F?ig" with "?" off the page
+    would read as no "Fig". ``BENCHMINT_IMPL=reference`` runs the plain
+    reading in triage_ref.
+    """
+    resolve_workers(workers)
+    ex = extractor or _Extractor(doc)
+    inputs = [ex.page_input(doc[n]) for n in numbers]
+    fonts = ex.font_tables([res for _, res in inputs])
+    if _dispatch.use_reference("triage"):
+        got = [triage_ref.may_show_figure_word(content, res, fonts) for content, res in inputs]
+    else:
+        got = [bool(v) for v in _dispatch.core().triage.figure_words(inputs, fonts, workers)]
+    return [may or any(kind != _ANNOT_LINK for _, kind, _ in doc[n].annot_xrefs())
+            for n, may in zip(numbers, got)]
 
 
 def document_counts(path: str, workers: int = 1) -> list[dict]:
