@@ -209,3 +209,14 @@ def test_a_long_document_is_shared_out_in_page_ranges(tmp_path):
     harvest([SAMPLE], tmp_path / "short", HarvestConfig(), workers=1)
     short = read(tmp_path / "short" / "pages.jsonl")
     assert [{**p, "page": p["page"] - (n - 2), "pdf": "x"} for p in pages[-2:]] == [{**p, "pdf": "x"} for p in short]
+
+
+def test_the_command_runs_without_pymupdfs_layout_model():
+    """PyMuPDF 2 loads onnxruntime through pymupdf.layout and pymupdf4llm; the command blocks both (start-up)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, benchmint.cli, pymupdf; "
+            "print(sorted(m for m in ('onnxruntime', 'pymupdf4llm', 'pymupdf.layout') if sys.modules.get(m)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

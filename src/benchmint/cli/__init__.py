@@ -11,11 +11,13 @@ import sys
 # compete with its own threads for the cores. Set before numpy is imported.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-# PyMuPDF 2 imports its ONNX layout model (pymupdf.layout, with onnxruntime: ~0.3 s) whenever pymupdf is
-# imported; only Page.get_layout uses it, and no command does. The command's process (and the workers it
-# forks) go without it; a program importing benchmint as a library keeps PyMuPDF as it is.
+# PyMuPDF 2 imports its ONNX layout model (pymupdf.layout, with onnxruntime: ~0.3 s) and pymupdf4llm (its
+# Markdown export, which loads onnxruntime too: ~0.1 s) whenever pymupdf is imported; only Page.get_layout
+# and the Markdown functions use them, and no command does. The command's process (and the workers it
+# forks) go without them; a program importing benchmint as a library keeps PyMuPDF as it is.
 if "pymupdf" not in sys.modules:
     sys.modules.setdefault("pymupdf.layout", None)  # type: ignore[arg-type]
+    sys.modules.setdefault("pymupdf4llm", None)  # type: ignore[arg-type]
 
 # Subcommand -> its module in this package (the module's add_parser registers it, its run does the work).
 COMMANDS = {"score": "score", "eval": "eval", "grade": "grade", "harvest": "harvest", "xrd": "xrd",
