@@ -242,6 +242,13 @@ def test_designed_pages(name):
     assert may_show_figure_word(c, res, ex.font_tables([res])) == (may and name != "annotation")
 
 
+@pytest.mark.parametrize("props, may", [("<< /ActualText (Fig. 1) >>", True), ("<< /MCID 0 >>", False)])
+def test_actual_text_in_named_properties(props, may):
+    doc = _page_with(b"/Span /MC1 BDC BT /F1 9 Tf 10 10 Td (x) Tj ET EMC")
+    doc.xref_set_key(doc[0].xref, "Resources/Properties", f"<< /MC1 {_add(doc, props)} 0 R >>")
+    assert may_show_figure_words(doc, [0]) == [may]
+
+
 def test_matplotlib_type3_fonts():
     """matplotlib writes its labels in Type 3 fonts: a figure that says "Fig" and one that does not."""
     import matplotlib
@@ -358,6 +365,13 @@ def test_kernel_edges():
     assert scan(b"(x) Tj")  # text shown before any font: unknown
     assert scan(b"/F2 1 Tf <0046> Tj <0000> Tj <00> Tj")  # F, an unknown code, a code cut short
     assert not scan(b"/F2 1 Tf <0046> Tj <00> Tj")
+    # an end of line inside a literal string reads as one \n (here OTHER), whether CR LF or CR
+    lines = {1: (1, ANY, {ord("F"): bytes([F]), ord("g"): bytes([G_LOWER]), 10: bytes([OTHER])})}
+    assert not bool(_core.triage.figure_words([(b"/F1 1 Tf (F\r\ng) Tj (F\rg) Tj", res)], lines)[0])
+    assert not may_show_figure_word(b"/F1 1 Tf (F\r\ng) Tj (F\rg) Tj", res, lines)
+    # marked content whose named properties carry /ActualText
+    marked = {"Font": {"F1": 1}, "ActualText": ["MC1"]}
+    assert scan(b"/F1 1 Tf /Span /MC1 BDC (x) Tj EMC", marked) and not scan(b"/F1 1 Tf /Span /MC0 BDC (x) Tj EMC", marked)
     errors_99 = b"pop " * 99 + b"/F1 1 Tf (x) Tj"
     assert not scan(errors_99) and scan(errors_99 + b" pop")  # MuPDF's error limit: then anything may follow
     # forms nested deeper than 64 levels, and a form that runs itself
@@ -412,3 +426,25 @@ def test_real_pages_keep_the_promise():
                 pages += 1
     assert not broken, broken[:10]
     assert pages == 1415 and cleared > 0.6 * pages
+
+
+def test_triage_reads_no_text_of_a_cleared_page(impl):
+    """A graphic page whose text cannot read "Fig" gets the no-anchor verdict without MuPDF's text page;
+    a graphic page whose text can is read, and its anchor found."""
+    from benchmint.pdf.harvest import HarvestConfig, triage_pages
+
+    paths = b" ".join(b"%d 10 m %d 90 l S" % (x, x) for x in range(10, 140, 10))  # 13 painted paths
+    b = pdf_factory.Builder()
+    for text in (b"(The fitted curve, see Table 2.)", b"(Figure 1. The fitted curve.)"):
+        b.raw_page("page", paths + b" BT /F1 9 Tf 10 150 Td " + text + b" Tj ET")
+    doc = b.doc
+    font = _add(doc, "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    for page in doc:
+        doc.xref_set_key(page.xref, "Resources/Font", f"<< /F1 {font} 0 R >>")
+    doc = pymupdf.open("pdf", doc.tobytes())
+    rows, candidates, segments = triage_pages(doc, "two.pdf", HarvestConfig())
+    assert [r["paths"] for r in rows] == [13, 13]
+    assert [(r["candidate"], r["captions"], r["reason"]) for r in rows] == [
+        (False, [], "graphic but no figure-caption anchor"), (True, ["1"], "graphic and caption anchor")]
+    assert segments[0] is None and segments[1] is not None  # the first page's text was never read
+    assert [n for n, _ in candidates] == [2]
