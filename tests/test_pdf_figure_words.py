@@ -428,11 +428,8 @@ def test_real_pages_keep_the_promise():
     assert pages == 1415 and cleared > 0.6 * pages
 
 
-def test_triage_reads_no_text_of_a_cleared_page(impl):
-    """A graphic page whose text cannot read "Fig" gets the no-anchor verdict without MuPDF's text page;
-    a graphic page whose text can is read, and its anchor found."""
-    from benchmint.pdf.harvest import HarvestConfig, triage_pages
-
+def _two_graphic_pages() -> pymupdf.Document:
+    """Two pages of 13 painted paths: one says "see Table 2", the other has the caption "Figure 1."."""
     paths = b" ".join(b"%d 10 m %d 90 l S" % (x, x) for x in range(10, 140, 10))  # 13 painted paths
     b = pdf_factory.Builder()
     for text in (b"(The fitted curve, see Table 2.)", b"(Figure 1. The fitted curve.)"):
@@ -441,10 +438,30 @@ def test_triage_reads_no_text_of_a_cleared_page(impl):
     font = _add(doc, "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
     for page in doc:
         doc.xref_set_key(page.xref, "Resources/Font", f"<< /F1 {font} 0 R >>")
-    doc = pymupdf.open("pdf", doc.tobytes())
-    rows, candidates, segments = triage_pages(doc, "two.pdf", HarvestConfig())
+    return pymupdf.open("pdf", doc.tobytes())
+
+
+def test_triage_reads_no_text_of_a_cleared_page(impl):
+    """A graphic page whose text cannot read "Fig" gets the no-anchor verdict without MuPDF's text page;
+    a graphic page whose text can is read, and its anchor found."""
+    from benchmint.pdf.harvest import HarvestConfig, triage_pages
+
+    rows, candidates, segments = triage_pages(_two_graphic_pages(), "two.pdf", HarvestConfig())
     assert [r["paths"] for r in rows] == [13, 13]
     assert [(r["candidate"], r["captions"], r["reason"]) for r in rows] == [
         (False, [], "graphic but no figure-caption anchor"), (True, ["1"], "graphic and caption anchor")]
     assert segments[0] is None and segments[1] is not None  # the first page's text was never read
     assert [n for n, _ in candidates] == [2]
+
+
+def test_a_failing_check_leaves_the_pages_to_mupdf(monkeypatch):
+    from benchmint.pdf import triage
+    from benchmint.pdf.harvest import HarvestConfig, triage_pages
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a font the check cannot handle")
+
+    monkeypatch.setattr(triage, "may_show_figure_words", broken)
+    rows, candidates, segments = triage_pages(_two_graphic_pages(), "two.pdf", HarvestConfig())
+    assert [(r["candidate"], r["captions"]) for r in rows] == [(False, []), (True, ["1"])]
+    assert segments[0] is not None  # read by MuPDF after all

@@ -89,8 +89,11 @@ def triage_pages(doc, name: str, cfg: HarvestConfig, skip: dict[int, str] | None
     graphic = [n for n, (im, pa, _) in zip(numbers, counts) if _graphic(im, pa, cfg) and not (skip and n in skip)]
     stage("figure words")
     # Pages whose shown text cannot read "Fig" hold no anchor: MuPDF's text page is not needed to say so.
-    no_anchor = {n for n, may in zip(graphic, may_show_figure_words(doc, [n - 1 for n in graphic], extractor))
-                 if not may}
+    try:
+        may = may_show_figure_words(doc, [n - 1 for n in graphic], extractor)
+    except Exception:  # noqa: BLE001 - the check only spares work: should it fail, MuPDF reads every page
+        may = [True] * len(graphic)
+    no_anchor = {n for n, m in zip(graphic, may) if not m}
     for number, (images, paths, _damaged) in zip(numbers, counts):
         page = doc[number - 1]
         row = {"pdf": name, "page": number, "images": images, "paths": paths, "captions": None}
