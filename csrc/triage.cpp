@@ -1136,21 +1136,32 @@ py::tuple py_count_paths(const py::bytes& content, const py::object& resources) 
     return py::make_tuple(c.images, c.paths, c.damaged);
 }
 
+// A batch of (content, resources) pages converted from Python; the content bytes stay alive (and are not
+// copied) while the GIL is released.
+struct PageBatch {
+    Arena arena;
+    std::vector<py::bytes> keep;
+    std::vector<std::string_view> contents;
+    std::vector<const Resources*> res;
+
+    explicit PageBatch(const py::list& pages) {
+        const auto n = static_cast<size_t>(py::len(pages));
+        keep.reserve(n);
+        for (size_t i = 0; i < n; ++i) {
+            auto t = py::reinterpret_borrow<py::sequence>(pages[i]);
+            if (py::len(t) != 2) throw py::value_error("each page is (content bytes, resources)");
+            keep.push_back(t[0].cast<py::bytes>());
+            contents.emplace_back(keep.back());
+            res.push_back(t[1].is_none() ? nullptr : arena.resources(t[1]));
+        }
+    }
+    int64_t size() const { return static_cast<int64_t>(contents.size()); }
+};
+
 py::dict py_count_pages(const py::list& pages, int workers) {
     const int nworkers = resolve_workers(workers);
-    Arena arena;
-    const int64_t n = static_cast<int64_t>(py::len(pages));
-    std::vector<std::string_view> contents(n);
-    std::vector<const Resources*> res(n);
-    std::vector<py::bytes> keep;  // holds the bytes alive while the GIL is released
-    keep.reserve(n);
-    for (int64_t i = 0; i < n; ++i) {
-        auto t = py::reinterpret_borrow<py::sequence>(pages[i]);
-        if (py::len(t) != 2) throw py::value_error("each page is (content bytes, resources)");
-        keep.push_back(t[0].cast<py::bytes>());
-        contents[i] = std::string_view(keep.back());
-        res[i] = t[1].is_none() ? nullptr : arena.resources(t[1]);
-    }
+    const PageBatch batch(pages);
+    const int64_t n = batch.size();
     py::array_t<int64_t> images(n), paths(n);
     py::array_t<bool> damaged(n);
     int64_t* im = images.mutable_data();
@@ -1160,7 +1171,7 @@ py::dict py_count_pages(const py::list& pages, int workers) {
         py::gil_scoped_release release;
         parallel_blocks(n, nworkers, 1, [&](int64_t b, int64_t e) {
             for (int64_t i = b; i < e; ++i) {
-                Counts c = count_one(contents[i], res[i]);
+                Counts c = count_one(batch.contents[i], batch.res[i]);
                 im[i] = c.images;
                 pa[i] = c.paths;
                 da[i] = c.damaged;
@@ -1176,20 +1187,9 @@ py::dict py_count_pages(const py::list& pages, int workers) {
 
 py::array_t<bool> py_figure_words(const py::list& pages, const py::dict& fonts, int workers) {
     const int nworkers = resolve_workers(workers);
-    Arena arena;
+    const PageBatch batch(pages);
     const Fonts table = to_fonts(fonts);
-    const int64_t n = static_cast<int64_t>(py::len(pages));
-    std::vector<std::string_view> contents(n);
-    std::vector<const Resources*> res(n);
-    std::vector<py::bytes> keep;  // holds the bytes alive while the GIL is released
-    keep.reserve(n);
-    for (int64_t i = 0; i < n; ++i) {
-        auto t = py::reinterpret_borrow<py::sequence>(pages[i]);
-        if (py::len(t) != 2) throw py::value_error("each page is (content bytes, resources)");
-        keep.push_back(t[0].cast<py::bytes>());
-        contents[i] = std::string_view(keep.back());
-        res[i] = t[1].is_none() ? nullptr : arena.resources(t[1]);
-    }
+    const int64_t n = batch.size();
     py::array_t<bool> out(n);
     bool* o = out.mutable_data();
     {
@@ -1197,7 +1197,7 @@ py::array_t<bool> py_figure_words(const py::list& pages, const py::dict& fonts, 
         parallel_blocks(n, nworkers, 1, [&](int64_t b, int64_t e) {
             for (int64_t i = b; i < e; ++i) {
                 FigureWordScan scan(table);
-                scan.run(contents[i], res[i], nullptr);
+                scan.run(batch.contents[i], batch.res[i], nullptr);
                 o[i] = scan.found;
             }
         });
