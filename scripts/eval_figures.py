@@ -42,6 +42,8 @@ def main() -> int:
     parser.add_argument("--labels", type=Path, default=LABELS)
     parser.add_argument("--worst", type=int, default=0, help="list this many labels with the lowest IoU")
     parser.add_argument("--workers", type=int, default=-1)
+    parser.add_argument("--min-paths", type=int, default=HarvestConfig.min_paths,
+                        help="the sieve's path threshold (spm-bench: 12; lower shows what it alone drops)")
     args = parser.parse_args()
     labels = rows(args.labels, "labels")
     if args.figures is None:
@@ -52,7 +54,7 @@ def main() -> int:
             return 2
         with tempfile.TemporaryDirectory() as tmp:
             pdfs = sorted({PDFS / lab["pdf"] for lab in labels})
-            harvest(pdfs, tmp, HarvestConfig(), workers=args.workers)
+            harvest(pdfs, tmp, HarvestConfig(min_paths=args.min_paths), workers=args.workers)
             records = rows(Path(tmp) / "figures.jsonl", "figure records")
     else:
         records = rows(args.figures, "figure records")
