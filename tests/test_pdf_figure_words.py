@@ -69,7 +69,7 @@ def test_type1_builtin_encodings():
 
 
 def test_differences_and_table_precedence():
-    assert fonts.differences("[ 65 /F /i 70 /g#2Esc /x ]") == {65: "F", 66: "i", 70: "g.sc", 71: "x"}
+    assert fonts.parse_differences("[ 65 /F /i 70 /g#2Esc /x ]") == {65: "F", 66: "i", 70: "g.sc", 71: "x"}
     # ToUnicode over Differences over the base encoding; outside printable ASCII a base encoding says nothing.
     width, default, table = fonts.simple_table("WinAnsiEncoding", {0x46: "Gamma", 0x80: "G"}, None, False,
                                                ({0x47: "F"}, True))

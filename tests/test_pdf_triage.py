@@ -149,3 +149,16 @@ def test_truncations_match_reference():
     for page in doc:
         c, r = ex.page_input(page)
         assert _core.triage.count_paths(c, r)[:2] == reference_counts(page)
+
+
+def test_dict_entries_by_hand():
+    from benchmint.pdf.objects import dict_entries, unescape_name
+
+    text = ("<< /Type /Font /Sub#74ype/Type1 /Widths [1 2 [3]] /Enc << /Differences [65 /A /B] >> "
+            "/Title (a /slash (nested) ) /K true /Ref 12 0 R /Hex <4142> >>")
+    assert dict_entries(text) == {"Type": "/Font", "Subtype": "/Type1", "Widths": "[1 2 [3]]",
+                                  "Enc": "<< /Differences [65 /A /B] >>", "Title": "(a /slash (nested) )",
+                                  "K": "true", "Ref": "12 0 R", "Hex": "<4142>"}
+    assert dict_entries("  <</A<4142>>>  ") == {"A": "<4142>"}  # a hex string right before the end
+    assert dict_entries("[1 2]") == {} and dict_entries("<<>>") == {}
+    assert unescape_name("F#2Esc") == "F.sc" and unescape_name("A#2") == "A#2"

@@ -24,6 +24,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from benchmint.pdf.objects import unescape_name
+
 OTHER, F, I_LOWER, G_LOWER, I_UPPER, G_UPPER, ANY = range(7)
 _LETTER = {ord("F"): F, ord("i"): I_LOWER, ord("g"): G_LOWER, ord("I"): I_UPPER, ord("G"): G_UPPER}
 _UNKNOWN = (0, 0xFFFD)  # MuPDF shows the code itself (or a replacement) for these
@@ -117,15 +119,14 @@ def type1_builtin(program: bytes) -> dict[int, bytes] | None:
             if int(code) < 256}
 
 
-def differences(text: str) -> dict[int, str]:
+def parse_differences(text: str) -> dict[int, str]:
     """code -> glyph name of a Differences array's source text."""
     out: dict[int, str] = {}
     code = 0
     for token in re.findall(r"/[^\s/\[\]()<>]*|[+-]?\d+", text):
         if token.startswith("/"):
             if code < 256:
-                name = token[1:]
-                out[code] = re.sub(r"#([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), name) if "#" in name else name
+                out[code] = unescape_name(token[1:])
             code += 1
         else:
             code = int(token)

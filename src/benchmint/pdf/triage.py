@@ -63,43 +63,10 @@ from benchmint import _dispatch
 from benchmint.parallel import resolve_workers
 from benchmint.pdf import fonts, triage_ref
 from benchmint.pdf.fonts import FontTable
+from benchmint.pdf.objects import REF, dict_entries, unescape_name
 
 _ANNOT_LINK = 1  # PyMuPDF's PDF_ANNOT_LINK: links draw no text
-_REF = re.compile(rb"^\s*(\d+)\s+\d+\s+R\s*$")
 _DEVICE_SPACES = {"DeviceGray", "DeviceRGB", "DeviceCMYK", "Pattern"}
-
-
-_STRUCTURE = re.compile(r"<<|>>|[\[\]()/]")
-_NESTING = re.compile(r"<<|>>|[\[\]()]")  # inside a value: only the nesting matters
-_NAME_END = re.compile(r"[^\s/<>\[\]()]*")
-
-
-def _dict_entries(text: str) -> dict[str, str]:
-    """Top-level ``/Name value`` pairs of a PDF dictionary's source text."""
-    entries: dict[str, str] = {}
-    s = text.strip()
-    if not s.startswith("<<"):
-        return entries
-    end = len(s) - 2  # inside the outer << >>
-    key, value_at, depth, i = None, 0, 0, 2
-    while m := (_STRUCTURE if depth == 0 else _NESTING).search(s, i, end):
-        token, i = m.group(), m.end()
-        if token in ("<<", "[", "("):
-            depth += 1
-        elif token in (">>", "]", ")"):
-            depth -= 1
-        elif key is None or s[value_at:m.start()].strip():  # a slash at depth 0 after a value: the next key
-            if key is not None:
-                entries[key] = s[value_at:m.start()].strip()
-            name_end = _NAME_END.match(s, i, end).end()  # type: ignore[union-attr]  # matches the empty name at least
-            key, value_at = _unescape_name(s[i:name_end]), name_end
-    if key is not None:
-        entries[key] = s[value_at:end].strip()
-    return entries
-
-
-def _unescape_name(raw: str) -> str:
-    return re.sub(r"#([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), raw) if "#" in raw else raw
 
 
 class _Extractor:
@@ -118,21 +85,21 @@ class _Extractor:
         """The top-level entries of an object's dictionary (a stream's dictionary for streams), parsed once."""
         got = self.parsed.get(xref)
         if got is None:
-            got = self.parsed[xref] = _dict_entries(self.doc.xref_object(xref, compressed=True))
+            got = self.parsed[xref] = dict_entries(self.doc.xref_object(xref, compressed=True))
         return got
 
     def _dict_of(self, value: str | None) -> dict[str, str]:
         """The entries of a dictionary value, inline or referenced."""
-        m = _REF.match((value or "").encode())
-        return self._entries(int(m.group(1))) if m else _dict_entries(value or "")
+        m = REF.match((value or "").encode())
+        return self._entries(int(m.group(1))) if m else dict_entries(value or "")
 
     def _object(self, text: str | None) -> str:
         """The source text of a value, following one indirect reference."""
-        m = _REF.match((text or "").encode())
+        m = REF.match((text or "").encode())
         return self.doc.xref_object(int(m.group(1)), compressed=True) if m else (text or "")
 
     def _visible(self, oc_text: str) -> bool:
-        m = _REF.match(oc_text.encode())
+        m = REF.match(oc_text.encode())
         if not m:
             return True
         x = int(m.group(1))
@@ -172,13 +139,13 @@ class _Extractor:
         """Kernel resources of a page or form xref (pages inherit /Resources from the tree)."""
         entries = self._entries(owner) if entries is None else entries
         while entries.get("Resources", "null") == "null":
-            parent = _REF.match(entries.get("Parent", "").encode())
+            parent = REF.match(entries.get("Parent", "").encode())
             if not parent:
                 return {}
             owner = int(parent.group(1))
             entries = self._entries(owner)
         value = entries["Resources"]
-        m = _REF.match(value.encode())
+        m = REF.match(value.encode())
         cache_key = ("x", int(m.group(1))) if m else ("o", owner)
         if cache_key in self.resources:
             return self.resources[cache_key]
@@ -191,7 +158,7 @@ class _Extractor:
 
         xobjects: dict = {}
         for name, value in named("XObject").items():
-            m = _REF.match(value.encode())
+            m = REF.match(value.encode())
             if not m:
                 continue
             x = int(m.group(1))
@@ -206,7 +173,7 @@ class _Extractor:
         out["XObject"] = xobjects
         patterns: dict = {}
         for name, value in named("Pattern").items():
-            m = _REF.match(value.encode())
+            m = REF.match(value.encode())
             if not m:
                 continue
             x = int(m.group(1))
@@ -223,7 +190,7 @@ class _Extractor:
         props = named("Properties")
         out["Hidden"] = [name for name, value in props.items() if not self._visible(value)]
         out["ActualText"] = [name for name, value in props.items() if self._carries_actual_text(value)]
-        out["Font"] = {name: int(m.group(1)) if (m := _REF.match(value.encode())) else 0
+        out["Font"] = {name: int(m.group(1)) if (m := REF.match(value.encode())) else 0
                        for name, value in named("Font").items()}
         return out
 
@@ -260,23 +227,23 @@ class _Extractor:
 
     def _read_font(self, xref: int) -> FontTable:
         font = self._entries(xref)
-        m = _REF.match(font.get("ToUnicode", "").encode())
+        m = REF.match(font.get("ToUnicode", "").encode())
         to_unicode = fonts.parse_to_unicode(self.doc.xref_stream(int(m.group(1))) or b"") if m else None
         encoding = self._object(font.get("Encoding")).strip()
         if font.get("Subtype") == "/Type0":
             return fonts.composite_table(encoding in ("/Identity-H", "/Identity-V"), to_unicode)
         base, differences = None, {}
         if encoding.startswith("/"):
-            base = _unescape_name(encoding[1:])
+            base = unescape_name(encoding[1:])
         elif encoding.startswith("<<"):
             entries = self._dict_of(font.get("Encoding"))
             if entries.get("BaseEncoding", "").startswith("/"):
-                base = _unescape_name(entries["BaseEncoding"][1:])
-            differences = fonts.differences(self._object(entries.get("Differences")))
+                base = unescape_name(entries["BaseEncoding"][1:])
+            differences = fonts.parse_differences(self._object(entries.get("Differences")))
         descriptor = self._dict_of(font.get("FontDescriptor"))
         embedded = any(k in descriptor for k in ("FontFile", "FontFile2", "FontFile3"))
         builtin = None
-        if m := _REF.match(descriptor.get("FontFile", "").encode()):
+        if m := REF.match(descriptor.get("FontFile", "").encode()):
             builtin = fonts.type1_builtin(self.doc.xref_stream(int(m.group(1))) or b"")
         base_font = re.sub(r"^/([A-Z]{6}\+)?", "", font.get("BaseFont", ""))
         symbolic = int(_number(descriptor.get("Flags"), 0)) & 4 or base_font in ("Symbol", "ZapfDingbats")
