@@ -96,3 +96,48 @@ def test_one_drawn_panel_falls_back_to_letters(caption, tokens, want):
     doc, page = _page()
     page.draw_rect(pymupdf.Rect(60, 60, 400, 400))
     assert _count(page, caption, tokens) == want
+
+
+def _diagram(page, x, y, w=150, h=120):
+    """A state diagram without a frame: five small labelled boxes and the arrows between them."""
+    nodes = [(x + w / 2 - 15, y), (x, y + h / 2 - 7), (x + w / 2 - 15, y + h / 2 - 7), (x + w - 30, y + h / 2 - 7),
+             (x + w / 2 - 15, y + h - 14)]
+    for nx, ny in nodes:
+        page.draw_rect(pymupdf.Rect(nx, ny, nx + 30, ny + 14))
+    for nx, ny in nodes[1:]:
+        page.draw_line((x + w / 2, y + 14), (nx + 15, ny))
+
+
+def test_diagrams_apart_are_told_by_the_gutters_between_them():
+    doc, page = _page()
+    for row in range(2):
+        for col in range(2):
+            _diagram(page, 70 + col * 240, 70 + row * 190)
+    assert frames(page.get_drawings(), [], BODY) == [] and axes(page.get_drawings(), BODY) == 0
+    assert _count(page) == 4
+
+
+def test_a_plot_beside_a_diagram_is_two_panels():
+    doc, page = _page()
+    page.draw_rect(pymupdf.Rect(60, 80, 300, 400))  # the plot's frame
+    for k in range(4):
+        page.draw_polyline([(70, 390 - 10 * k), (180, 200 + 20 * k), (290, 150 + 30 * k)], color=(0, 0, 1))
+    assert frame_panels(frames(page.get_drawings(), [], BODY)) == 1
+    _diagram(page, 350, 150)
+    assert _count(page) == 2
+
+
+def test_a_key_apart_or_a_narrow_gutter_adds_no_panel():
+    doc, page = _page()
+    _diagram(page, 70, 70, w=400, h=300)
+    for k in range(6):  # a key of six small swatches, apart from the diagram: enough drawings, too small
+        page.draw_rect(pymupdf.Rect(500, 100 + 12 * k, 508, 108 + 12 * k))
+    assert _count(page) == 1
+    doc, page = _page()
+    _diagram(page, 70, 70)
+    page.draw_line((300, 100), (520, 400))  # one long stroke apart: large enough, but a single drawing
+    assert _count(page) == 1
+    doc, page = _page()
+    _diagram(page, 70, 70)
+    _diagram(page, 70 + 150 + 5, 70)  # 5 points apart: one drawing, not two panels
+    assert _count(page) == 1

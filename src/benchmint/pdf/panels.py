@@ -13,6 +13,11 @@ in this order:
    axis, left of a y axis); a plot has one of each.
 3. **Panel letters** of the caption and the body, "(a)" to "(d)"
    (``captions.estimate_panels``), when the drawing shows one panel.
+4. **Gutters**, when nothing above finds two: a recursive XY cut of the
+   drawing's ink along white gutters of at least ``GUTTER_PT``; a block is a
+   panel when it holds ``PART_MIN_PATHS`` drawings and spans
+   ``PART_MIN_SHARE`` of the body each way (state diagrams side by side, a
+   plot beside a diagram; a legend or a key is too small to count).
 
 Filled rectangles (mosaic tiles, bars, strips) and a raster figure's
 contents are not looked into, so a grid drawn only from filled tiles, or
@@ -131,13 +136,61 @@ def axes(drawings: Sequence[dict], body: Box) -> int:
     return min(nx, ny) if nx and ny else nx
 
 
+GUTTER_PT = 8.0  # white space wider than a tick label's gap to its axis
+PART_MIN_SHARE = 0.2
+PART_MIN_PATHS = 5
+
+
+def _cut(boxes: list[Box], axis: int) -> list[list[Box]]:
+    """The boxes split into groups by white gutters of at least GUTTER_PT across ``axis`` (0: x, 1: y)."""
+    order = sorted(boxes, key=lambda b: b[axis])
+    groups: list[list[Box]] = [[order[0]]]
+    reach = order[0][axis + 2]
+    for b in order[1:]:
+        if b[axis] - reach >= GUTTER_PT:
+            groups.append([])
+        groups[-1].append(b)
+        reach = max(reach, b[axis + 2])
+    return groups
+
+
+def _parts(boxes: list[Box]) -> list[list[Box]]:
+    """Recursive XY cut: the groups of ink no white gutter crosses."""
+    for axis in (1, 0):
+        groups = _cut(boxes, axis)
+        if len(groups) > 1:
+            return [part for g in groups for part in _parts(g)]
+    return [boxes]
+
+
+def gutter_panels(drawings: Sequence[dict], images: Sequence[dict], body: Box) -> int:
+    """Blocks of drawing that white gutters separate, each large and busy enough to be a panel."""
+    ink = [d["rect"] for d in drawings] + [im["bbox"] for im in images]
+    boxes: list[Box] = [b for b in ((float(r[0]), float(r[1]), float(r[2]), float(r[3])) for r in ink)
+                        if inside(b, body, 2.0)]
+    if not boxes:
+        return 0
+    w, h = body[2] - body[0], body[3] - body[1]
+    n = 0
+    for part in _parts(boxes):
+        x0, y0 = min(b[0] for b in part), min(b[1] for b in part)
+        x1, y1 = max(b[2] for b in part), max(b[3] for b in part)
+        if len(part) >= PART_MIN_PATHS and x1 - x0 >= PART_MIN_SHARE * w and y1 - y0 >= PART_MIN_SHARE * h:
+            n += 1
+    return n
+
+
 def count_panels(drawings: Sequence[dict], images: Sequence[dict], body: Box, caption_text: str = "",
                  body_tokens: Sequence[str] = ()) -> int:
-    """Panels of the figure whose body is ``body`` (page points): frames, else axes, else panel letters."""
+    """Panels of the figure whose body is ``body`` (page points): frames, else axes, else panel letters, else
+    gutters."""
     n = frame_panels(frames(drawings, images, body))
     if n >= 2:
         return n
     n = axes(drawings, body)
     if n >= 2:
         return n
-    return estimate_panels(caption_text, body_tokens)
+    n = estimate_panels(caption_text, body_tokens)
+    if n >= 2:
+        return n
+    return max(1, gutter_panels(drawings, images, body))
