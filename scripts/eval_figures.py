@@ -4,6 +4,9 @@
     .venv/bin/python scripts/eval_figures.py                 # harvest the labelled PDFs and compare
     .venv/bin/python scripts/eval_figures.py --figures DIR/figures.jsonl   # compare an existing run
     .venv/bin/python scripts/eval_figures.py --worst 20      # also list the 20 worst-placed figures
+    .venv/bin/python scripts/eval_figures.py --labels corpus/figure_labels_heldout.jsonl     # held out
+    .venv/bin/python scripts/eval_figures.py --labels corpus/figure_labels_heldout2.jsonl \
+        --pdfs corpus/files/pdf-heldout                      # the second held-out set, on other packages
 
 corpus/figure_labels.jsonl holds the labels: one figure per line, its page counted from 0, its body box in page
 points (the visible ink of the figure without its caption), its panel count. They were made by looking at
@@ -40,6 +43,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--figures", type=Path, help="figures.jsonl of a finished harvest (default: harvest now)")
     parser.add_argument("--labels", type=Path, default=LABELS)
+    parser.add_argument("--pdfs", type=Path, default=PDFS, help="the folder the labels' PDF paths are in")
     parser.add_argument("--worst", type=int, default=0, help="list this many labels with the lowest IoU")
     parser.add_argument("--workers", type=int, default=-1)
     parser.add_argument("--min-paths", type=int, default=HarvestConfig.min_paths,
@@ -47,13 +51,13 @@ def main() -> int:
     args = parser.parse_args()
     labels = rows(args.labels, "labels")
     if args.figures is None:
-        missing = sorted({lab["pdf"] for lab in labels if not (PDFS / lab["pdf"]).is_file()})
+        missing = sorted({lab["pdf"] for lab in labels if not (args.pdfs / lab["pdf"]).is_file()})
         if missing:
             print(f"{len(missing)} labelled PDFs are absent ({missing[0]}, ...): run scripts/fetch_corpus.py",
                   file=sys.stderr)
             return 2
         with tempfile.TemporaryDirectory() as tmp:
-            pdfs = sorted({PDFS / lab["pdf"] for lab in labels})
+            pdfs = sorted({args.pdfs / lab["pdf"] for lab in labels})
             harvest(pdfs, tmp, HarvestConfig(min_paths=args.min_paths), workers=args.workers)
             records = rows(Path(tmp) / "figures.jsonl", "figure records")
     else:

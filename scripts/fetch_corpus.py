@@ -113,6 +113,17 @@ SOURCES = [
     ("pymupdf-tests", "pdf-torture", "pypi", "pymupdf", "2.0", "pymupdf-2.0.tar.gz",
      ["pymupdf-2.0/tests/resources/*.pdf"], [],
      "PyMuPDF's own test PDFs: damaged and unusual files, pages MuPDF needs minutes to render (test_2548.pdf)"),
+    # A second held-out set (kind pdf-heldout, outside the benches' corpus): the captioned vignettes of five
+    # more R packages, labelled after every figure rule had been fixed (corpus/figure_labels_heldout2.jsonl).
+    *[(f"r-{pkg}", "pdf-heldout", "debian", f"r-cran-{pkg}", version, f"r-cran-{pkg}_{version}_{arch}.deb",
+       [f"./usr/lib/R/site-library/{pkg}/doc/{name}.pdf" for name in names], [], R_WHY)
+      for pkg, version, arch, names in (
+          ("coin", "1.4-2-1+b1", "amd64", ("Implementation", "LegoCondInf")),
+          ("gstat", "2.1-0-1", "amd64", ("prs", "spatio-temporal-kriging", "st")),
+          ("multcomp", "1.4-22-1", "all", ("generalsiminf", "multcomp-examples")),
+          ("spacetime", "1.2-8+dfsg-1", "all", ("jss816", "sto")),
+          ("surveillance", "1.20.3-1", "amd64", ("hhh4_spacetime", "monitoringCounts", "surveillance", "twinSIR",
+                                                 "twinstim")))],
 ]
 
 
