@@ -465,3 +465,21 @@ def test_a_failing_check_leaves_the_pages_to_mupdf(monkeypatch):
     rows, candidates, segments = triage_pages(_two_graphic_pages(), "two.pdf", HarvestConfig())
     assert [(r["candidate"], r["captions"]) for r in rows] == [(False, []), (True, ["1"])]
     assert segments[0] is not None  # read by MuPDF after all
+
+
+@pytest.mark.real
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="corpus absent: python scripts/fetch_corpus.py")
+def test_real_harvest_outputs_are_the_same_without_the_check(tmp_path, monkeypatch):
+    """The check only spares MuPDF's text pages: a whole harvest (figures, discussions from the text pass)
+    writes the same files with it as with every graphic page read by MuPDF."""
+    from benchmint.pdf import triage
+    from benchmint.pdf.harvest import HarvestConfig, harvest
+
+    pdfs = [CORPUS / "pdf" / name for name in ("r-zoo/zoo.pdf", "r-vcd/strucplot.pdf", "r-sandwich/sandwich.pdf",
+                                               "journal-classes/aastex__sample631.pdf")]
+    harvest(pdfs, tmp_path / "with", HarvestConfig(), workers=1)
+    monkeypatch.setattr(triage, "may_show_figure_words", lambda doc, numbers, *a, **k: [True] * len(numbers))
+    harvest(pdfs, tmp_path / "without", HarvestConfig(), workers=1)
+    for name in ("pages.jsonl", "figures.jsonl", "errors.jsonl"):
+        assert (tmp_path / "with" / name).read_bytes() == (tmp_path / "without" / name).read_bytes(), name
+    assert (tmp_path / "with" / "figures.jsonl").read_text().count("\n") > 20
