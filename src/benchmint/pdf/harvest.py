@@ -95,7 +95,6 @@ def triage_pages(doc, name: str, cfg: HarvestConfig, skip: dict[int, str] | None
         may = [True] * len(graphic)
     no_anchor = {n for n, m in zip(graphic, may) if not m}
     for number, (images, paths, _damaged) in zip(numbers, counts):
-        page = doc[number - 1]
         row = {"pdf": name, "page": number, "images": images, "paths": paths, "captions": None}
         segments = None
         if skip and number in skip:
@@ -106,6 +105,7 @@ def triage_pages(doc, name: str, cfg: HarvestConfig, skip: dict[int, str] | None
             row.update(captions=[], candidate=False, reason="graphic but no figure-caption anchor")
         else:
             stage(f"page {number} text")
+            page = doc[number - 1]
             try:
                 lean = lean_text_copy(page, extractor)  # the same text, without running text-free forms
                 segments = text_segments(lean[0] if lean else page)

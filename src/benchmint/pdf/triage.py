@@ -78,7 +78,7 @@ class _Extractor:
         self.forms: dict[int, tuple] = {}
         self.pages: dict[int, tuple[bytes, dict]] = {}
         self.ocg_on = {xref: info["on"] for xref, info in doc.get_ocgs().items()}
-        self.fonts: dict[int, FontTable] = {}
+        self.font_cache: dict[int, FontTable] = {}
         self.parsed: dict[int, dict[str, str]] = {}
 
     def _entries(self, xref: int) -> dict[str, str]:
@@ -216,13 +216,13 @@ class _Extractor:
         return out
 
     def font_table(self, xref: int) -> FontTable:
-        got = self.fonts.get(xref)
+        got = self.font_cache.get(xref)
         if got is None:
             try:
                 got = self._read_font(xref)
             except Exception:  # an unreadable font dictionary: its text may read as anything
                 got = fonts.OPAQUE
-            self.fonts[xref] = got
+            self.font_cache[xref] = got
         return got
 
     def _read_font(self, xref: int) -> FontTable:
@@ -236,7 +236,7 @@ class _Extractor:
         if encoding.startswith("/"):
             base = unescape_name(encoding[1:])
         elif encoding.startswith("<<"):
-            entries = self._dict_of(font.get("Encoding"))
+            entries = dict_entries(encoding)
             if entries.get("BaseEncoding", "").startswith("/"):
                 base = unescape_name(entries["BaseEncoding"][1:])
             differences = fonts.parse_differences(self._object(entries.get("Differences")))
@@ -370,14 +370,14 @@ def may_show_figure_words(doc: pymupdf.Document, numbers: Sequence[int], extract
     """
     resolve_workers(workers)
     ex = extractor or _Extractor(doc)
-    inputs = [ex.page_input(doc[n]) for n in numbers]
-    fonts = ex.font_tables([res for _, res in inputs])
+    pages = [doc[n] for n in numbers]
+    inputs = [ex.page_input(page) for page in pages]
+    tables = ex.font_tables([res for _, res in inputs])
     if _dispatch.use_reference("triage"):
-        got = [triage_ref.may_show_figure_word(content, res, fonts) for content, res in inputs]
+        got = [triage_ref.may_show_figure_word(content, res, tables) for content, res in inputs]
     else:
-        got = [bool(v) for v in _dispatch.core().triage.figure_words(inputs, fonts, workers)]
-    return [may or any(kind != _ANNOT_LINK for _, kind, _ in doc[n].annot_xrefs())
-            for n, may in zip(numbers, got)]
+        got = [bool(v) for v in _dispatch.core().triage.figure_words(inputs, tables, workers)]
+    return [may or any(kind != _ANNOT_LINK for _, kind, _ in page.annot_xrefs()) for page, may in zip(pages, got)]
 
 
 def document_counts(path: str, workers: int = 1) -> list[dict]:
