@@ -350,6 +350,22 @@ def test_kernel_equals_reference_on_noise(noise, tables):
     assert bool(_core.triage.figure_words([(noise, res)], tables)[0]) == may_show_figure_word(noise, res, tables)
 
 
+@pytest.mark.parametrize("workers", [1, 2, -1])
+def test_a_batch_on_threads_equals_the_reference(workers):
+    """Pages are scanned on worker threads (one page per block): each verdict is the plain reading's."""
+    tables = {1: (1, OTHER, {ord(c): fonts.classes(c) for c in "FigIG"}), 2: (2, ANY, {0x46: bytes([F])}),
+              3: fonts.OPAQUE}
+    form = ("form", b"/F1 1 Tf (ig) Tj", None, None)
+    res = {"Font": {"F1": 1, "F2": 2, "F3": 3}, "XObject": {"Fm": form}}
+    contents = [b"/F1 1 Tf (Fig) Tj", b"/F1 1 Tf (FxG) Tj", b"/F2 1 Tf <0046> Tj <0000> Tj <00> Tj",
+                b"/F2 1 Tf <0046> Tj", b"/F3 1 Tf (a) Tj", b"/F1 1 Tf (F) Tj /Fm Do", b"/F1 1 Tf (x) Tj /Fm Do",
+                b"", b"pop " * 100, b"/F1 1 Tf [(F) -5 (I) 3 (G)] TJ"]
+    pages = [(contents[k % len(contents)], res) for k in range(3 * len(contents) + 1)]
+    want = [may_show_figure_word(c, r, tables) for c, r in pages]
+    assert 0 < sum(want) < len(want)
+    assert [bool(v) for v in _core.triage.figure_words(pages, tables, workers)] == want
+
+
 def test_kernel_edges():
     simple = {1: (1, OTHER, {ord(c): fonts.classes(c) for c in "FigIG"}), 2: (2, ANY, {0x46: bytes([F])})}
     res = {"Font": {"F1": 1, "F2": 2}}
