@@ -1158,50 +1158,41 @@ struct PageBatch {
     int64_t size() const { return static_cast<int64_t>(contents.size()); }
 };
 
-py::dict py_count_pages(const py::list& pages, int workers) {
+// Plain Python results (per-page values the caller reads one by one): a triage worker never imports NumPy.
+py::list py_count_pages(const py::list& pages, int workers) {
     const int nworkers = resolve_workers(workers);
     const PageBatch batch(pages);
     const int64_t n = batch.size();
-    py::array_t<int64_t> images(n), paths(n);
-    py::array_t<bool> damaged(n);
-    int64_t* im = images.mutable_data();
-    int64_t* pa = paths.mutable_data();
-    bool* da = damaged.mutable_data();
+    std::vector<Counts> counts(static_cast<size_t>(n));
     {
         py::gil_scoped_release release;
         parallel_blocks(n, nworkers, 1, [&](int64_t b, int64_t e) {
-            for (int64_t i = b; i < e; ++i) {
-                Counts c = count_one(batch.contents[i], batch.res[i]);
-                im[i] = c.images;
-                pa[i] = c.paths;
-                da[i] = c.damaged;
-            }
+            for (int64_t i = b; i < e; ++i) counts[i] = count_one(batch.contents[i], batch.res[i]);
         });
     }
-    py::dict out;
-    out["images"] = images;
-    out["paths"] = paths;
-    out["damaged"] = damaged;
+    py::list out(n);
+    for (int64_t i = 0; i < n; ++i) out[i] = py::make_tuple(counts[i].images, counts[i].paths, counts[i].damaged);
     return out;
 }
 
-py::array_t<bool> py_figure_words(const py::list& pages, const py::dict& fonts, int workers) {
+py::list py_figure_words(const py::list& pages, const py::dict& fonts, int workers) {
     const int nworkers = resolve_workers(workers);
     const PageBatch batch(pages);
     const Fonts table = to_fonts(fonts);
     const int64_t n = batch.size();
-    py::array_t<bool> out(n);
-    bool* o = out.mutable_data();
+    std::vector<char> found(static_cast<size_t>(n));
     {
         py::gil_scoped_release release;
         parallel_blocks(n, nworkers, 1, [&](int64_t b, int64_t e) {
             for (int64_t i = b; i < e; ++i) {
                 FigureWordScan scan(table);
                 scan.run(batch.contents[i], batch.res[i], nullptr);
-                o[i] = scan.found;
+                found[i] = scan.found;
             }
         });
     }
+    py::list out(n);
+    for (int64_t i = 0; i < n; ++i) out[i] = py::bool_(found[i] != 0);
     return out;
 }
 
@@ -1256,10 +1247,10 @@ void bind_triage(py::module_& m) {
           "'Hidden' (optional-content properties that are off). A form with resources None "
           "inherits its caller's.");
     m.def("count_pages", &py_count_pages, py::arg("pages"), py::arg("workers") = 1,
-          "Batch of (content, resources) pairs -> dict of numpy arrays images, paths, damaged. "
+          "Batch of (content, resources) pairs -> [(images, paths, damaged)] per page. "
           "The GIL is released while counting; workers=-1 uses all cores.");
     m.def("figure_words", &py_figure_words, py::arg("pages"), py::arg("fonts"), py::arg("workers") = 1,
-          "For each (content, resources) page: whether its shown text may read 'Fig' or 'FIG' (False proves "
+          "For each (content, resources) page, a bool: whether its shown text may read 'Fig' or 'FIG' (False proves "
           "it cannot). Resources as for count_pages, plus 'Font' {name: font xref} and 'ActualText' (property "
           "names); fonts: {xref: (code bytes 0|1|2, default class, {code: class bytes})}, classes as in "
           "benchmint.pdf.fonts.");

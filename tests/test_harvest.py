@@ -220,3 +220,22 @@ def test_the_command_runs_without_pymupdfs_layout_model():
             "print(sorted(m for m in ('onnxruntime', 'pymupdf4llm', 'pymupdf.layout') if sys.modules.get(m)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_triage_only_unit_runs_without_numpy(tmp_path):
+    """A triage worker's imports are most of a small run's start-up: NumPy (~65 ms a process) stays out."""
+    import subprocess
+    import sys
+
+    pdf = tmp_path / "a.pdf"
+    doc = pymupdf.open()
+    page = doc.new_page()
+    for i in range(20):
+        page.draw_line((50, 100 + 10 * i), (500, 100 + 10 * i))
+    page.insert_text((50, 400), "Figure 1. Twenty lines.")
+    doc.save(pdf)
+    code = ("import sys, benchmint.cli; from benchmint.pdf.harvest import HarvestConfig, _harvest_range; "
+            f"r = _harvest_range({str(pdf)!r}, 'p', {str(tmp_path)!r}, HarvestConfig(triage_only=True), 1, 32, None); "
+            "print(r['pages'][0]['candidate'], 'numpy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "False"]

@@ -158,6 +158,52 @@ def test_a_process_executor_serves_call_after_call_and_after_an_abandoned_call()
         ex.close()
 
 
+def pid_and_modules(names):
+    return os.getpid(), [name in sys.modules for name in names]
+
+
+def test_started_workers_import_their_preload_before_any_unit(tmp_path):
+    # A module of this test alone: on import it leaves a file named after the importing process.
+    (tmp_path / "preload_probe_mod.py").write_text(
+        "import os, pathlib\npathlib.Path(__file__).with_name(f'imported-{os.getpid()}').touch()\n")
+    sys.path.insert(0, str(tmp_path))
+    ex = ProcessExecutor(2, preload=("preload_probe_mod", "no_such_module_anywhere"))
+    try:
+        ex.start()
+        deadline = time.monotonic() + 30
+        while len(list(tmp_path.glob("imported-*"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        importers = {int(p.name.split("-")[1]) for p in tmp_path.glob("imported-*")}
+        assert len(importers) == 2 and os.getpid() not in importers  # both workers, before any unit was given
+        got = dict(ex.map_unordered(pid_and_modules, [(["preload_probe_mod"],)] * 4))
+        assert {pid for pid, _ in got.values()} <= importers  # a missing preload module stops no worker
+        assert all(loaded == [True] for _, loaded in got.values())
+    finally:
+        ex.close()
+        sys.path.remove(str(tmp_path))
+    assert "preload_probe_mod" not in sys.modules
+
+
+def mark_started(folder, i):
+    (folder / f"started-{i}").touch()
+    return i
+
+
+def test_a_worker_takes_its_next_unit_before_the_caller_has_read_the_result(tmp_path):
+    # One worker: unit 1 can only start while the caller still holds unit 0's result if it was given out first.
+    ex = ProcessExecutor(1)
+    try:
+        calls = ex.map_unordered(mark_started, [(tmp_path, 0), (tmp_path, 1)])
+        assert next(calls) == (0, 0)
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "started-1").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert (tmp_path / "started-1").exists()
+        assert list(calls) == [(1, 1)]
+    finally:
+        ex.close()
+
+
 def test_time_limits_must_be_positive():
     with pytest.raises(ValueError, match="unit_seconds must be a positive"):
         ProcessExecutor(1, unit_seconds=0)

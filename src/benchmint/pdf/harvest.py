@@ -143,11 +143,6 @@ def _harvest_range(path: str, paper: str, out_dir: str, cfg: HarvestConfig, firs
     records of their candidate pages (without discussion), thumbnails written; where there are figures, the
     text read, for the discussions; the document's page count. Any range checks the document (unreadable,
     encrypted, empty, too long): the first range's result says so for the whole document."""
-    from benchmint.pdf.captions import estimate_panels
-    from benchmint.pdf.geometry import render_thumbnail
-    from benchmint.pdf.pairing import page_figures
-    from benchmint.pdf.panels import count_panels
-
     name = Path(path).name
     doc, problem = _open(path)
     if doc is None:
@@ -167,6 +162,11 @@ def _harvest_range(path: str, paper: str, out_dir: str, cfg: HarvestConfig, firs
             # No text kept: the ledger would hold the text of every graphic page of a dump. Should another
             # range of the document have figures, the text pass reads these pages again.
             return {"page_count": n, "pages": pages, "figures": []}
+        from benchmint.pdf.captions import estimate_panels
+        from benchmint.pdf.geometry import render_thumbnail  # NumPy with it: triage-only runs go without
+        from benchmint.pdf.pairing import page_figures
+        from benchmint.pdf.panels import count_panels
+
         figures, thumbs = [], []
         thumb_dir = Path(out_dir) / "thumbs"
         for number, captions in candidates:
@@ -242,35 +242,51 @@ class _Doc:
         return content_key(self.digest, {**settings, "name": self.path.name})
 
 
+# What a page-range unit imports: the workers import it as they start, while the run hashes its inputs.
+_TRIAGE_MODULES = ("pymupdf", "benchmint.pdf.captions", "benchmint.pdf.triage")
+_FIGURE_MODULES = ("benchmint.pdf.geometry", "benchmint.pdf.pairing", "benchmint.pdf.panels")
+
+
 def harvest(inputs, out_dir, cfg: HarvestConfig = HarvestConfig(), workers: int = 1, progress: bool = False):
     files = find_files(inputs, ".pdf")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    docs = []
-    for p in files:
-        # The document's key hashes its bytes with the settings (its first 16 digits name the paper in figure
-        # records); the units' keys hash that key, so a long document's ranges do not hash its bytes again.
-        key = content_key(p.read_bytes(), {**cfg.key_settings(), "name": p.name})
-        docs.append(_Doc(p, bytes.fromhex(key), key[:16]))
-    with Ledger(out / "ledger.sqlite", "harvest") as ledger:
-        run = _Run(ledger, out, cfg, workers, progress)
-        run.page_ranges(docs)
-        run.unread_text(docs)
+    first_pass = _executor(workers, cfg, _TRIAGE_MODULES + (() if cfg.triage_only else _FIGURE_MODULES))
+    first_pass.start()
+    try:
+        docs = []
+        for p in files:
+            # The document's key hashes its bytes with the settings (its first 16 digits name the paper in figure
+            # records); the units' keys hash that key, so a long document's ranges do not hash its bytes again.
+            key = content_key(p.read_bytes(), {**cfg.key_settings(), "name": p.name})
+            docs.append(_Doc(p, bytes.fromhex(key), key[:16]))
+        with Ledger(out / "ledger.sqlite", "harvest") as ledger:
+            run = _Run(ledger, out, cfg, workers, progress, first_pass)
+            run.page_ranges(docs)
+            run.unread_text(docs)
+    finally:
+        first_pass.close()  # idle workers of a run that had nothing to do, or that failed before its first pass
     return _write(out, docs, cfg)
+
+
+def _executor(workers: int, cfg: HarvestConfig, preload: tuple[str, ...] = ()) -> ProcessExecutor:
+    return ProcessExecutor(workers, unit_seconds=cfg.document_seconds, stage_seconds=cfg.page_seconds,
+                           preload=preload)
 
 
 class _Run:
     """The passes of one harvest over the ledger: page ranges (with the retries of stuck pages), then text."""
 
-    def __init__(self, ledger: Ledger, out: Path, cfg: HarvestConfig, workers: int, progress: bool) -> None:
+    def __init__(self, ledger: Ledger, out: Path, cfg: HarvestConfig, workers: int, progress: bool,
+                 started: ProcessExecutor | None = None) -> None:
         self.ledger, self.out, self.cfg, self.workers, self.progress = ledger, out, cfg, workers, progress
         self.owner: dict[str, tuple[_Doc, tuple[int, int]]] = {}  # unit key -> its document and range
+        self.started = started  # workers started for the first pass
 
     def run(self, units: list[Unit], owners: list[_Doc], work, desc: str, then=None) -> list[dict]:
         for u, d in zip(units, owners):
             d.done_before &= self.ledger.done(u.key)
-        executor = ProcessExecutor(self.workers, unit_seconds=self.cfg.document_seconds,
-                                   stage_seconds=self.cfg.page_seconds)
+        executor, self.started = self.started or _executor(self.workers, self.cfg), None
         return run_units(self.ledger, units, work, executor, desc, self.progress, then=then)[0]
 
     def range_unit(self, d: _Doc, first: int, last: int) -> Unit:

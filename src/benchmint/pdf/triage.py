@@ -297,8 +297,7 @@ def open_document_counts(doc: pymupdf.Document, workers: int = 1, extractor: _Ex
         return [(*triage_ref.page_counts(doc[n]), False) for n in numbers]
     ex = extractor or _Extractor(doc)
     inputs = [ex.page_input(doc[n]) for n in numbers]
-    got = _dispatch.core().triage.count_pages(inputs, workers)
-    return [(int(im), int(pa), bool(da)) for im, pa, da in zip(got["images"], got["paths"], got["damaged"])]
+    return _dispatch.core().triage.count_pages(inputs, workers)
 
 
 # A one-page copy costs about half a millisecond; it pays off when it spares
@@ -376,7 +375,7 @@ def may_show_figure_words(doc: pymupdf.Document, numbers: Sequence[int], extract
     if _dispatch.use_reference("triage"):
         got = [triage_ref.may_show_figure_word(content, res, tables) for content, res in inputs]
     else:
-        got = [bool(v) for v in _dispatch.core().triage.figure_words(inputs, tables, workers)]
+        got = _dispatch.core().triage.figure_words(inputs, tables, workers)
     return [may or any(kind != _ANNOT_LINK for _, kind, _ in page.annot_xrefs()) for page, may in zip(pages, got)]
 
 

@@ -9,6 +9,7 @@ executor (Ray) implements the same two methods.
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing
 import os
 import time
@@ -113,16 +114,26 @@ class ProcessExecutor:
     worker that dies yields ``WorkerDied``. Either way a fresh worker takes the
     next unit, so one bad input never stops the run. Workers exit when the
     calling process dies, even while stuck in C code holding the GIL.
+
+    ``preload`` names modules each worker imports as it starts; with ``start()``
+    called before the caller's own preparation (hashing inputs, opening the
+    ledger), the workers' imports overlap it instead of delaying the first units.
     """
 
     def __init__(self, workers: int = -1, *, unit_seconds: float | None = None,
-                 stage_seconds: float | None = None) -> None:
+                 stage_seconds: float | None = None, preload: Sequence[str] = ()) -> None:
         for name, value in (("unit_seconds", unit_seconds), ("stage_seconds", stage_seconds)):
             if value is not None and not value > 0:
                 raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
         self._n = resolve_workers(workers)
         self._unit_s, self._stage_s = unit_seconds, stage_seconds
+        self._preload = tuple(preload)
         self._workers: list[_Worker] = []
+
+    def start(self) -> None:
+        """Start every worker now rather than as the first units are given out."""
+        while len(self._workers) < self._n:
+            self._start()
 
     def map_unordered(self, fn, args):
         # Workers persist across calls. One still holding a unit belongs to a call whose caller stopped
@@ -146,6 +157,10 @@ class ProcessExecutor:
                 del busy[conn]
                 if isinstance(got[1], WorkerDied):
                     self._replace(w)
+                elif next_i < len(args):  # the next unit goes out before the caller records this result
+                    w.give(next_i, fn, args[next_i])
+                    busy[w.conn] = w
+                    next_i += 1
                 else:
                     w.index = -1
                     idle.append(w)
@@ -162,7 +177,7 @@ class ProcessExecutor:
         return max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
 
     def _start(self) -> _Worker:
-        w = _Worker()
+        w = _Worker(self._preload)
         self._workers.append(w)
         return w
 
@@ -190,9 +205,14 @@ def stage(label: str) -> None:
         _REPORT_TO.send(("stage", str(label)))
 
 
-def _worker_main(conn, parent: int) -> None:
+def _worker_main(conn, parent: int, preload: tuple[str, ...]) -> None:
     global _REPORT_TO
     _die_with(parent)
+    for name in preload:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the unit that needs the module imports it again and reports why not
+            pass
     while True:
         try:
             task = conn.recv()
@@ -225,10 +245,10 @@ def _die_with(parent: int) -> None:
 
 
 class _Worker:
-    def __init__(self) -> None:
+    def __init__(self, preload: tuple[str, ...] = ()) -> None:
         ctx = multiprocessing.get_context()
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_main, args=(child, os.getpid()), daemon=True,
+        self.proc = ctx.Process(target=_worker_main, args=(child, os.getpid(), preload), daemon=True,
                                 name="benchmint-unit-worker")
         self.proc.start()
         child.close()
