@@ -135,25 +135,30 @@ def find_files(inputs: Sequence[str | os.PathLike], suffix: str) -> list[Path]:
 def run_files(inputs: Sequence[str | os.PathLike], suffix: str, out_dir: str | os.PathLike, kind: str,
               work: Callable[..., dict], args_of: Callable[[Path], tuple], settings_of: Callable[[Path], dict],
               workers: int = 1, progress: bool = False, unit_seconds: float | None = None,
-              stage_seconds: float | None = None) -> tuple[Path, list[tuple[Path, dict]], int]:
+              stage_seconds: float | None = None, preload: Sequence[str] = ()) -> tuple[Path, list[tuple[Path, dict]], int]:
     """A resumable run over the files in ``inputs``: ``work(path, key, out_dir, *args_of(path))`` per file.
 
     A file's key hashes its bytes with ``settings_of(path)``; files run in worker
     processes (a crash in a C library takes down a worker, not the run's
     ledger). Results come back in input order from ``out_dir/ledger.sqlite``.
-    ``unit_seconds`` and ``stage_seconds`` are the ``ProcessExecutor`` time limits.
+    ``unit_seconds`` and ``stage_seconds`` are the ``ProcessExecutor`` time limits; the workers start
+    before the files are hashed and import the ``preload`` modules meanwhile.
     Returns (output folder, [(path, result)], files already done).
     """
     files = find_files(inputs, suffix)
     resolve_workers(workers)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    units = []
-    for p in files:
-        key = content_key(p.read_bytes(), settings_of(p))
-        units.append(Unit(key, (str(p), key, str(out), *args_of(p)), str(p)))
-    with Ledger(out / LEDGER_NAME, kind) as ledger:
-        results, skipped = run_units(ledger, units, work, ProcessExecutor(workers, unit_seconds=unit_seconds,
-                                                                         stage_seconds=stage_seconds), kind, progress)
+    executor = ProcessExecutor(workers, unit_seconds=unit_seconds, stage_seconds=stage_seconds, preload=preload)
+    executor.start()
+    try:
+        units = []
+        for p in files:
+            key = content_key(p.read_bytes(), settings_of(p))
+            units.append(Unit(key, (str(p), key, str(out), *args_of(p)), str(p)))
+        with Ledger(out / LEDGER_NAME, kind) as ledger:
+            results, skipped = run_units(ledger, units, work, executor, kind, progress)
+    finally:
+        executor.close()  # workers of a run that failed before its units ran
     return out, list(zip(files, results)), skipped
 
