@@ -69,6 +69,20 @@ def test_page_captions_on_a_generated_two_column_page():
     assert found[0].text.startswith("Figure 1.") and found[0].bbox[1] >= 419
 
 
+def test_a_header_set_apart_on_the_row_of_its_caption():
+    # A book layout (test_3789.pdf of PyMuPDF's tests): the bold header, a gap, the caption on the same row.
+    # MuPDF makes them two lines of one block; the second starting right of the first's end is not a column.
+    doc = pymupdf.open()
+    page = doc.new_page(width=500, height=700)
+    page.insert_text((83, 100), "The chapters can be read independently, as Figure 1 shows.", fontsize=9.5)
+    page.insert_text((83, 604), "Figure 1", fontsize=8.5, fontname="hebo")
+    page.insert_text((124, 604), "How to read this book.", fontsize=8.5)  # 8 pt on: MuPDF starts a line
+    page.insert_text((83, 640), "Figure 2", fontsize=8.5, fontname="hebo")  # alone: no caption follows
+    page.insert_text((300, 660), "Another column.", fontsize=8.5)  # below the row: a column still
+    found = page_captions(page)
+    assert [(c.label, c.text) for c in found] == [("1", "Figure 1 How to read this book.")]
+
+
 def test_bundled_sample_article():
     from importlib.resources import files
 

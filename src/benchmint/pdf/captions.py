@@ -28,6 +28,8 @@ _NUMBER = r"(?P<label>S?\d{1,3}(?:\.\d{1,3})?[a-z]?)"
 # A period followed by a digit belongs to the number ("Figure 2.3 shows" is a reference, not figure 2).
 _AFTER = r"(?:\s*(?:\.(?!\d)|[:|—–])|\s+-\s|\s+(?=[A-Z(\[]))"
 HEADER = re.compile(rf"^\s*{_PREFIX}{_WORD}\s*{_NUMBER}{_AFTER}")
+# A line that is a caption header and nothing else: "Figure 1", "Fig. 2:", "FIGURE 3."
+_BARE_HEADER = re.compile(rf"^\s*{_PREFIX}{_WORD}\s*{_NUMBER}\s*[.:|—–]?\s*$")
 # List-of-figures lines: "Figure 3. Title ........ 12"
 _LEADERS = re.compile(r"(?:\.\s*){4,}\d+\s*$|\s\d+\s*$(?<=\.{2}\s\d)")
 
@@ -54,14 +56,18 @@ def _segments(block: dict):
     """A text block's lines split where MuPDF merged side-by-side columns or separate paragraphs.
 
     Yields (text, bbox). A line that starts to the right of the previous line's end
-    sits in another column; a vertical gap of more than one line height starts a
-    new paragraph.
+    sits in another column, unless the previous line is a bare caption header on
+    the same row ("Figure 1" set apart from "How to read this book.": the caption
+    goes on); a vertical gap of more than one line height starts a new paragraph.
     """
     text, box, prev = [], None, None
     for line in block["lines"]:
         x0, y0, x1, y1 = line["bbox"]
         line_text = "".join(span["text"] for span in line["spans"])
-        if prev is not None and (x0 > prev[2] + 5 or y0 > prev[3] + (prev[3] - prev[1])):
+        beside = prev is not None and x0 > prev[2] + 5
+        if beside and len(text) == 1 and _BARE_HEADER.match(text[0]) and y0 < prev[3] and y1 > prev[1]:
+            beside = False
+        if prev is not None and (beside or y0 > prev[3] + (prev[3] - prev[1])):
             yield "\n".join(text), box
             text, box = [], None
         text.append(line_text)
