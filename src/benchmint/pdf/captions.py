@@ -60,14 +60,20 @@ def _segments(block: dict):
     the same row ("Figure 1" set apart from "How to read this book.": the caption
     goes on); a vertical gap of more than one line height starts a new paragraph.
     """
-    text, box, prev = [], None, None
+    text: list[str] = []
+    box: tuple[float, float, float, float] | None = None
+    prev: tuple[float, float, float, float] | None = None
     for line in block["lines"]:
         x0, y0, x1, y1 = line["bbox"]
         line_text = "".join(span["text"] for span in line["spans"])
-        beside = prev is not None and x0 > prev[2] + 5
-        if beside and len(text) == 1 and _BARE_HEADER.match(text[0]) and y0 < prev[3] and y1 > prev[1]:
-            beside = False
-        if prev is not None and (beside or y0 > prev[3] + (prev[3] - prev[1])):
+        if prev is not None:
+            beside = x0 > prev[2] + 5
+            if beside and len(text) == 1 and _BARE_HEADER.match(text[0]) and y0 < prev[3] and y1 > prev[1]:
+                beside = False
+            split = beside or y0 > prev[3] + (prev[3] - prev[1])
+        else:
+            split = False
+        if split:
             yield "\n".join(text), box
             text, box = [], None
         text.append(line_text)
