@@ -43,13 +43,26 @@ def _timed(runs: dict, rounds: int, folder: Path) -> dict[str, float]:
     return best
 
 
-def test_triage_against_the_plain_pymupdf_triage(benchmark, tmp_path):
-    pdfs = [str(p) for p in sorted(CORPUS.glob("*/*.pdf"))]
+def _triage_runs(folders: list[Path], pdfs: list[str]) -> dict:
+    """The plain triage over ``pdfs`` and `harvest --triage-only` over ``folders`` (the same PDFs, in the same
+    order) with one worker and with two: the argv of each for an output folder."""
     plain = str(Path(__file__).resolve().parent / "plain_pdf_triage.py")
-    harvest = [sys.executable, "-m", "benchmint.cli", "harvest", str(CORPUS), "--triage-only"]
-    runs = {"plain": lambda out: [sys.executable, plain, str(out), *pdfs],
+    harvest = [sys.executable, "-m", "benchmint.cli", "harvest", *map(str, folders), "--triage-only"]
+    return {"plain": lambda out: [sys.executable, plain, str(out), *pdfs],
             "one_worker": lambda out: [*harvest, "--workers", "1", "--out", str(out)],
             "two_workers": lambda out: [*harvest, "--workers", "2", "--out", str(out)]}
+
+
+def _record(benchmark, best: dict[str, float]) -> dict:
+    info = benchmark.extra_info
+    info.update({f"{k}_s": round(v, 3) for k, v in best.items()})
+    info["one_worker_vs_plain"] = best["plain"] / best["one_worker"]
+    info["two_workers_vs_one"] = best["one_worker"] / best["two_workers"]
+    return info
+
+
+def test_triage_against_the_plain_pymupdf_triage(benchmark, tmp_path):
+    runs = _triage_runs([CORPUS], [str(p) for p in sorted(CORPUS.glob("*/*.pdf"))])
     best: dict[str, float] = {}
     benchmark.group = "harvest-triage-real-pdfs-whole-process"
     benchmark.pedantic(lambda: best.update(_timed(runs, 3, tmp_path)), rounds=1, iterations=1)
@@ -58,10 +71,7 @@ def test_triage_against_the_plain_pymupdf_triage(benchmark, tmp_path):
     assert len(ours) == len(plain_rows) == 1415
     # The sieve's verdicts are the plain triage's on every page (counts: tests/test_real_pdfs.py).
     assert [r["candidate"] for r in ours] == [plain_rows[r["pdf"], r["page"]]["candidate"] for r in ours]
-    info = benchmark.extra_info
-    info.update({f"{k}_s": round(v, 3) for k, v in best.items()})
-    info["one_worker_vs_plain"] = best["plain"] / best["one_worker"]
-    info["two_workers_vs_one"] = best["one_worker"] / best["two_workers"]
+    info = _record(benchmark, best)
     if not benchmark.disabled:
         # Goals 10x per core and 1.8x from one worker to two; measured in benches/README.md: guards, not the goals.
         assert info["one_worker_vs_plain"] >= 3 and info["two_workers_vs_one"] >= 1.4
@@ -74,11 +84,7 @@ def test_a_dump_of_every_fetched_pdf(benchmark, tmp_path):
     from benchmint.run import find_files
 
     pdfs = [str(p) for p in find_files(folders, ".pdf")]  # the order harvest reads them in
-    plain = str(Path(__file__).resolve().parent / "plain_pdf_triage.py")
-    harvest = [sys.executable, "-m", "benchmint.cli", "harvest", *map(str, folders), "--triage-only"]
-    runs = {"plain": lambda out: [sys.executable, plain, str(out), *pdfs],
-            "one_worker": lambda out: [*harvest, "--workers", "1", "--out", str(out)],
-            "two_workers": lambda out: [*harvest, "--workers", "2", "--out", str(out)]}
+    runs = _triage_runs(folders, pdfs)
     best: dict[str, float] = {}
     benchmark.group = "harvest-triage-pdf-dump-whole-process"
     benchmark.pedantic(lambda: best.update(_timed(runs, 2, tmp_path)), rounds=1, iterations=1)
@@ -87,11 +93,8 @@ def test_a_dump_of_every_fetched_pdf(benchmark, tmp_path):
     assert [(r["pdf"], r["page"], r["candidate"]) for r in rows["one_worker"]] == \
         [(r["pdf"], r["page"], r["candidate"]) for r in rows["plain"]]
     assert rows["one_worker"] == rows["two_workers"]
-    info = benchmark.extra_info
-    info.update({f"{k}_s": round(v, 3) for k, v in best.items()})
+    info = _record(benchmark, best)
     info["pdfs"], info["pages"] = len(pdfs), len(rows["plain"])
-    info["one_worker_vs_plain"] = best["plain"] / best["one_worker"]
-    info["two_workers_vs_one"] = best["one_worker"] / best["two_workers"]
     if not benchmark.disabled:
         assert info["two_workers_vs_one"] >= 1.5  # goal 1.8x, measured in benches/README.md: a guard
 
