@@ -184,6 +184,24 @@ def test_started_workers_import_their_preload_before_any_unit(tmp_path):
     assert "preload_probe_mod" not in sys.modules
 
 
+@pytest.mark.parametrize("workers, where", [(2, "parent"), (1, "worker")])
+def test_a_shared_preload_is_imported_before_the_fork_when_there_are_several_workers(tmp_path, workers, where):
+    (tmp_path / "shared_probe_mod.py").write_text(
+        "import os, pathlib\npathlib.Path(__file__).with_name(f'imported-{os.getpid()}').touch()\n")
+    sys.path.insert(0, str(tmp_path))
+    ex = ProcessExecutor(workers, preload=("shared_probe_mod",), share_preload=True)
+    try:
+        ex.start()
+        got = dict(ex.map_unordered(pid_and_modules, [(["shared_probe_mod"],)] * 3))
+        importers = {int(p.name.split("-")[1]) for p in tmp_path.glob("imported-*")}
+        assert importers == ({os.getpid()} if where == "parent" else {pid for pid, _ in got.values()})
+        assert all(loaded == [True] for _, loaded in got.values())
+    finally:
+        ex.close()
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("shared_probe_mod", None)
+
+
 def mark_started(folder, i):
     (folder / f"started-{i}").touch()
     return i

@@ -66,14 +66,7 @@ def _segments(block: dict):
     for line in block["lines"]:
         x0, y0, x1, y1 = line["bbox"]
         line_text = "".join(span["text"] for span in line["spans"])
-        if prev is not None:
-            beside = x0 > prev[2] + 5
-            if beside and len(text) == 1 and _BARE_HEADER.match(text[0]) and y0 < prev[3] and y1 > prev[1]:
-                beside = False
-            split = beside or y0 > prev[3] + (prev[3] - prev[1])
-        else:
-            split = False
-        if split:
+        if prev is not None and _starts_segment(prev, (x0, y0, x1, y1), text):
             yield "\n".join(text), box
             text, box = [], None
         text.append(line_text)
@@ -81,6 +74,15 @@ def _segments(block: dict):
         prev = (x0, y0, x1, y1)
     if text:
         yield "\n".join(text), box
+
+
+def _starts_segment(prev: tuple[float, float, float, float], line: tuple[float, float, float, float],
+                   text: list[str]) -> bool:
+    """Whether ``line`` starts a new segment after ``prev``, the last of the segment's lines ``text``."""
+    x0, y0, _, y1 = line
+    if x0 > prev[2] + 5:  # right of the previous line's end: another column, unless it goes on a bare header's row
+        return not (len(text) == 1 and _BARE_HEADER.match(text[0]) and y0 < prev[3] and y1 > prev[1])
+    return y0 > prev[3] + (prev[3] - prev[1])
 
 
 _TEXT_ONLY = pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_IMAGES

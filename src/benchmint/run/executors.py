@@ -118,16 +118,25 @@ class ProcessExecutor:
     ``preload`` names modules each worker imports as it starts; with ``start()``
     called before the caller's own preparation (hashing inputs, opening the
     ledger), the workers' imports overlap it instead of delaying the first units.
+    With ``share_preload`` and several workers, the calling process imports them
+    once before the first fork instead, and the workers share them: worth it
+    for heavy imports on cores that other work (a helper process) keeps busy.
+    A module that fails to import is left to the unit that needs it.
     """
 
     def __init__(self, workers: int = -1, *, unit_seconds: float | None = None,
-                 stage_seconds: float | None = None, preload: Sequence[str] = ()) -> None:
+                 stage_seconds: float | None = None, preload: Sequence[str] = (),
+                 share_preload: bool = False) -> None:
         for name, value in (("unit_seconds", unit_seconds), ("stage_seconds", stage_seconds)):
             if value is not None and not value > 0:
                 raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
         self._n = resolve_workers(workers)
         self._unit_s, self._stage_s = unit_seconds, stage_seconds
         self._preload = tuple(preload)
+        if share_preload and self._n > 1:
+            self._preload_here, self._preload = self._preload, ()
+        else:
+            self._preload_here = ()
         self._workers: list[_Worker] = []
 
     def start(self) -> None:
@@ -177,6 +186,8 @@ class ProcessExecutor:
         return max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
 
     def _start(self) -> _Worker:
+        _import_all(self._preload_here)
+        self._preload_here = ()
         w = _Worker(self._preload)
         self._workers.append(w)
         return w
@@ -208,11 +219,7 @@ def stage(label: str) -> None:
 def _worker_main(conn, parent: int, preload: tuple[str, ...]) -> None:
     global _REPORT_TO
     _die_with(parent)
-    for name in preload:
-        try:
-            importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - the unit that needs the module imports it again and reports why not
-            pass
+    _import_all(preload)
     while True:
         try:
             task = conn.recv()
@@ -232,6 +239,14 @@ def _worker_main(conn, parent: int, preload: tuple[str, ...]) -> None:
             conn.send(reply)
         except Exception as exc:  # the result or exception does not pickle: say so instead
             conn.send(("done", i, RuntimeError(f"the unit's result cannot be sent back: {type(exc).__name__}: {exc}")))
+
+
+def _import_all(names: Sequence[str]) -> None:
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the unit that needs the module imports it again and reports why not
+            pass
 
 
 def _die_with(parent: int) -> None:

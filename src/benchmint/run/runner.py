@@ -135,21 +135,24 @@ def find_files(inputs: Sequence[str | os.PathLike], suffix: str) -> list[Path]:
 def run_files(inputs: Sequence[str | os.PathLike], suffix: str, out_dir: str | os.PathLike, kind: str,
               work: Callable[..., dict], args_of: Callable[[Path], tuple], settings_of: Callable[[Path], dict],
               workers: int = 1, progress: bool = False, unit_seconds: float | None = None,
-              stage_seconds: float | None = None, preload: Sequence[str] = ()) -> tuple[Path, list[tuple[Path, dict]], int]:
+              stage_seconds: float | None = None, preload: Sequence[str] = (),
+              share_preload: bool = False) -> tuple[Path, list[tuple[Path, dict]], int]:
     """A resumable run over the files in ``inputs``: ``work(path, key, out_dir, *args_of(path))`` per file.
 
     A file's key hashes its bytes with ``settings_of(path)``; files run in worker
     processes (a crash in a C library takes down a worker, not the run's
     ledger). Results come back in input order from ``out_dir/ledger.sqlite``.
     ``unit_seconds`` and ``stage_seconds`` are the ``ProcessExecutor`` time limits; the workers start
-    before the files are hashed and import the ``preload`` modules meanwhile.
+    before the files are hashed and import the ``preload`` modules meanwhile (``share_preload``: as
+    ``ProcessExecutor`` has it).
     Returns (output folder, [(path, result)], files already done).
     """
     files = find_files(inputs, suffix)
     resolve_workers(workers)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    executor = ProcessExecutor(workers, unit_seconds=unit_seconds, stage_seconds=stage_seconds, preload=preload)
+    executor = ProcessExecutor(workers, unit_seconds=unit_seconds, stage_seconds=stage_seconds, preload=preload,
+                               share_preload=share_preload)
     executor.start()
     try:
         units = []

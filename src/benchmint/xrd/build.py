@@ -13,7 +13,6 @@ and resumed runs give identical files.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import os
 import struct
 import zlib
@@ -23,7 +22,6 @@ from pathlib import Path
 import numpy as np
 
 from benchmint.io import write_jsonl
-from benchmint.parallel import resolve_workers
 from benchmint.run import run_files
 from benchmint.xrd.profile import ProfileParams
 from benchmint.xrd.realism import Realism
@@ -386,7 +384,9 @@ class BuildResult:
     silhouettes: dict
 
 
-# What a worker imports for its first structure (~0.6 s): imported while the run hashes the CIFs.
+# What a worker imports for its first structure (~0.6 s): imported while the run hashes the CIFs, and with several
+# workers once before they are forked (shared: two workers and the selection helper's own import would otherwise
+# share two cores three ways).
 _WORKER_MODULES = ("benchmint.xrd.cifread", "benchmint.xrd.sticks", "benchmint.xrd.profile", "benchmint.xrd.symmetry",
                    "pymatgen.symmetry.analyzer", "matplotlib.figure", "matplotlib.backends.backend_agg")
 
@@ -395,16 +395,10 @@ def build(inputs, out_dir, cfg: BuildConfig = BuildConfig(), workers: int = 1, p
     settings = asdict(cfg)
     db_of = (lambda p: p.parent.name) if cfg.db_from_dirname else (lambda p: "default")
     selector = Selector()
-    if resolve_workers(workers) > 1:
-        # Imported here, before the workers are forked, the modules are imported once for all of them; on two
-        # cores shared with the selection helper's own import, that is the faster way. One worker imports them
-        # itself while the run hashes the CIFs (preload).
-        for name in _WORKER_MODULES:
-            importlib.import_module(name)
     try:
         out, results, skipped = run_files(inputs, ".cif", out_dir, "xrd-build", _build_one,
                                           lambda p: (db_of(p), cfg), lambda p: {**settings, "db": db_of(p)},
-                                          workers, progress, preload=_WORKER_MODULES)
+                                          workers, progress, preload=_WORKER_MODULES, share_preload=True)
         return _finish(out, results, skipped, cfg, selector)
     finally:
         selector.close()
