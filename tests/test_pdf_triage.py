@@ -162,3 +162,15 @@ def test_dict_entries_by_hand():
     assert dict_entries("  <</A<4142>>>  ") == {"A": "<4142>"}  # a hex string right before the end
     assert dict_entries("[1 2]") == {} and dict_entries("<<>>") == {}
     assert unescape_name("F#2Esc") == "F.sc" and unescape_name("A#2") == "A#2"
+
+
+def test_batch_kernels_name_a_malformed_page_and_return_plain_values():
+    from benchmint import _core
+
+    for call in (lambda pages: _core.triage.count_pages(pages), lambda pages: _core.triage.figure_words(pages, {})):
+        with pytest.raises(ValueError, match=r"each page is \(content bytes, resources\)"):
+            call([(b"0 0 m 1 1 l S",)])
+    # Plain Python values, as the reference gives them (a triage worker never imports NumPy for them).
+    assert _core.triage.count_pages([(b"0 0 m 1 1 l S 2 2 m 3 3 l S", None), (b"", None)], 2) == [(0, 2, False),
+                                                                                                  (0, 0, False)]
+    assert _core.triage.figure_words([(b"", None)], {}) == [False]
