@@ -178,7 +178,7 @@ def test_an_undetermined_space_group_keeps_its_item(tmp_path, monkeypatch):
     assert item["laue_rotations"] == [[-1, 0, 0, 0, -1, 0, 0, 0, -1], [1, 0, 0, 0, 1, 0, 0, 0, 1]]
     assert "symprec 0.01" in item["symmetry_warning"] and "symprec 0.1" in item["symmetry_warning"]
     assert "symprec" not in kept and kept["spacegroup_number"] == 225
-    rows, _ = build_module.select([item, kept], per_db=2)  # the selection takes an unknown system too
+    rows, _ = build_module.select([{**item, "id": "a"}, {**kept, "id": "b"}], per_db=2)  # an unknown system too
     assert len(rows) == 2
 
 
@@ -327,3 +327,205 @@ def test_selector_helper_ends_with_its_parent(tmp_path):
                 return
         time.sleep(0.05)
     raise AssertionError(f"helper {helper} outlived its parent")
+
+
+# Files as real collections hold them: repeated structures, unreadable files, symmetry given other ways, blocks.
+
+CELL = ("_cell_length_a {a}\n_cell_length_b {a}\n_cell_length_c {a}\n_cell_angle_alpha 90\n_cell_angle_beta 90\n"
+        "_cell_angle_gamma 90\n")
+SITES = ("loop_\n_atom_site_label\n_atom_site_type_symbol\n_atom_site_fract_x\n_atom_site_fract_y\n"
+         "_atom_site_fract_z\n_atom_site_occupancy\n{m}1 {m} 0 0 0 1\nCl1 Cl 0.5 0.5 0.5 1\n")
+
+
+def salt_cif(name="nacl", symmetry="_symmetry_space_group_name_H-M 'F m -3 m'\n", a=5.64, metal="Na"):
+    """A rock-salt CIF of its asymmetric unit (two atoms), its symmetry given by ``symmetry``."""
+    return f"data_{name}\n" + CELL.format(a=a) + symmetry + SITES.format(m=metal)
+
+
+def test_repeated_structures_select_one_item_per_distinct_row(tmp_path):
+    """Two copies of a structure (one with CRLF line ends) and a dozen more: fewer distinct feature rows than
+    --per-db clusters; the run finishes and selects each distinct structure once, its first file."""
+    kcl = salt_cif("kcl", a=6.29, metal="K")
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a_nacl.cif").write_text(salt_cif())
+    (tmp_path / "in" / "b_nacl_crlf.cif").write_bytes(salt_cif().replace("\n", "\r\n").encode())
+    for i in range(12):
+        (tmp_path / "in" / f"c_kcl{i:02d}.cif").write_text(kcl + f"# copy {i}\n")
+    res = build([tmp_path / "in"], tmp_path / "out", BuildConfig(), workers=1)
+    assert res.items == 14 and res.errors == []
+    selection = read(tmp_path / "out" / "selection.jsonl")
+    assert sorted(r["id"] for r in selection) == ["a_nacl", "c_kcl00"]
+    assert res.silhouettes == {"default": 1.0}  # two tight clusters of identical rows: a = 0, b > 0 for every item
+
+
+def test_select_caps_clusters_at_distinct_rows():
+    from benchmint.xrd.build import select
+
+    base = _selection_items(6)
+    items = [{**base[i % 3], "db": "a", "id": f"r{i}"} for i in range(9)]  # three rows, three times each
+    rows, silhouettes = select(items, per_db=5)
+    assert sorted(r["id"] for r in rows) == ["r0", "r1", "r2"] and 0 < silhouettes["a"] <= 1
+    one = [{**base[0], "db": "a", "id": f"s{i}"} for i in range(4)]  # a single distinct row
+    assert [r["id"] for r in select(one, per_db=3)[0]] == ["s0"]
+
+
+def test_identical_files_give_the_first_its_item_and_list_the_second(tmp_path):
+    (tmp_path / "in").mkdir()
+    for name in ("a.cif", "b.cif"):
+        (tmp_path / "in" / name).write_text(salt_cif())
+    res = build([tmp_path / "in"], tmp_path / "out", BuildConfig(), workers=1)
+    items = read(tmp_path / "out" / "items.jsonl")
+    assert [(it["id"], it["cif"]) for it in items] == [("a", "../in/a.cif")] and res.items == 1
+    assert read(tmp_path / "out" / "errors.jsonl") == [
+        {"cif": str(tmp_path / "in" / "b.cif"), "kind": "duplicate_content",
+         "duplicate_of": str(tmp_path / "in" / "a.cif"), "error": f"the same content as {tmp_path / 'in' / 'a.cif'}; "
+                                                                   "left out"}]
+
+
+def test_the_same_file_named_twice_is_a_duplicate_row(tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "nacl.cif").write_text(salt_cif())
+    (tmp_path / "in" / "link.cif").symlink_to(tmp_path / "in" / "nacl.cif")
+    res = build([tmp_path / "in", tmp_path / "in" / "nacl.cif"], tmp_path / "out", BuildConfig(), workers=1)
+    assert [it["id"] for it in read(tmp_path / "out" / "items.jsonl")] == ["link"]
+    dups = [(e["cif"].rsplit("/", 1)[1], e["kind"], e["duplicate_of"].rsplit("/", 1)[1]) for e in res.errors]
+    assert dups == [("nacl.cif", "duplicate_file", "link.cif"), ("nacl.cif", "duplicate_file", "link.cif")]
+    assert res.cifs == 3
+
+
+def _world_writable_dir():
+    import os
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="benchmint-test-", dir="/tmp")
+    os.chmod(folder, 0o777)
+    return folder
+
+
+def _cli_without_privileges(argv):
+    """The command as a user without root's right to read every file (root reads a mode-000 file)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    as_nobody = []
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("running as root without setpriv to drop the right to read every file")
+        as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    return subprocess.run([*as_nobody, sys.executable, "-m", "benchmint.cli", *argv], capture_output=True, text=True,
+                          env={**os.environ, "MPLCONFIGDIR": argv[argv.index("--out") + 1]})
+
+
+def test_an_unreadable_cif_and_a_link_loop_are_rows_and_the_run_goes_on():
+    import os
+    import shutil
+    from pathlib import Path
+
+    root = Path(_world_writable_dir())
+    try:
+        (root / "in").mkdir()
+        (root / "in" / "a_nacl.cif").write_text(salt_cif())
+        (root / "in" / "b_locked.cif").write_text(salt_cif("kcl", a=6.29, metal="K"))
+        os.chmod(root / "in" / "b_locked.cif", 0)
+        (root / "in" / "c_loop.cif").symlink_to(root / "in" / "d_loop.cif")
+        (root / "in" / "d_loop.cif").symlink_to(root / "in" / "c_loop.cif")
+        os.chmod(root / "in", 0o777)
+        out = root / "out"
+        out.mkdir()
+        os.chmod(out, 0o777)
+        done = _cli_without_privileges(["xrd", "build", str(root / "in"), "--out", str(out), "--workers", "1"])
+        assert done.returncode == 1, done.stderr
+        assert [it["id"] for it in read(out / "items.jsonl")] == ["a_nacl"]
+        errors = {Path(e["cif"]).name: e for e in read(out / "errors.jsonl")}
+        assert set(errors) == {"b_locked.cif", "c_loop.cif", "d_loop.cif"}
+        assert errors["b_locked.cif"]["error"] == "cannot be read: PermissionError: Permission denied"
+        assert errors["c_loop.cif"]["error"].startswith("cannot be read: a loop of symbolic links")
+        assert all(e["kind"] == "unreadable" for e in errors.values())
+        assert "4 CIFs (0 already done): 1 items" in done.stdout and "3 failed" in done.stdout
+    finally:
+        shutil.rmtree(root)
+
+
+def test_a_hall_symbol_gives_the_structure_its_h_m_symbol_gives(tmp_path, impl):
+    """Rock salt by its Hall symbol alone: the item of rock salt (Fm-3m, (200)), as the H-M symbol and as
+    pymatgen's own Fm-3m structure give it; pymatgen alone reads it as P1 (Pm-3m, (110) at 22.29°)."""
+    from benchmint.xrd.build import _build_one
+    from benchmint.xrd.simulate import simulate
+
+    (tmp_path / "hall.cif").write_text(salt_cif(symmetry="_symmetry_space_group_name_Hall '-F 4 2 3'\n"))
+    (tmp_path / "hm.cif").write_text(salt_cif())
+    hall = _build_one(str(tmp_path / "hall.cif"), "h" * 16, str(tmp_path), "db", BuildConfig())
+    hm = _build_one(str(tmp_path / "hm.cif"), "m" * 16, str(tmp_path), "db", BuildConfig())
+    assert (hall["spacegroup"], hall["spacegroup_number"], hall["answer"]) == ("Fm-3m", 225, [[2, 0, 0]])
+    assert hall["cif_symmetry"] == "Hall symbol -F 4 2 3"
+    assert hm["cif_symmetry"] == "space group symbol _symmetry_space_group_name_H-M"
+    nacl = Structure.from_spacegroup("Fm-3m", Lattice.cubic(5.64), ["Na", "Cl"], [[0, 0, 0], [0.5, 0.5, 0.5]])
+    own = simulate(nacl).pattern
+    assert hall["two_theta_star"] == hm["two_theta_star"] == round(own.two_theta_star, 2) == 31.72
+    same = ("answer", "two_theta_star", "peak_intensity", "n_peaks", "formula", "laue_rotations")
+    assert {k: hall[k] for k in same} == {k: hm[k] for k in same}
+    assert hall["cif_route"] == ("pymatgen" if impl == "reference" else "gemmi")
+
+
+def test_a_cif_without_symmetry_is_kept_as_p1_and_warned(tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "bare.cif").write_text(salt_cif(symmetry=""))
+    res = build([tmp_path / "in"], tmp_path / "out", BuildConfig(), workers=1)
+    (item,) = read(tmp_path / "out" / "items.jsonl")
+    # two atoms in a primitive cubic cell: CsCl's arrangement, whose strongest line is (110) at 22.29°
+    assert (item["cif_symmetry"], item["spacegroup_number"], item["answer"]) == ("assumed P1", 221, [[1, 1, 0]])
+    assert item["two_theta_star"] == 22.29
+    (row,) = read(tmp_path / "out" / "errors.jsonl")
+    assert row["kind"] == "warning" and row["id"] == "bare" and "P1" in row["warning"]
+    assert res.errors == [] and res.warnings == [row]
+
+
+def test_every_structure_block_of_a_cif_is_an_item(tmp_path):
+    text = ("data_global\n_publ_section_title 'Two salts'\n"
+            + salt_cif("nacl_293K") + salt_cif("kcl_293K", a=6.29, metal="K")
+            + "data_broken\n_cell_length_a 5\n" + SITES.format(m="Na"))
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "salts.cif").write_text(text)
+    (tmp_path / "in" / "nacl.cif").write_text(salt_cif())
+    res = build([tmp_path / "in"], tmp_path / "out", BuildConfig(per_db=5), workers=1)
+    items = {it["id"]: it for it in read(tmp_path / "out" / "items.jsonl")}
+    assert list(items) == ["nacl", "salts#nacl_293K", "salts#kcl_293K"]
+    assert items["salts#nacl_293K"]["answer"] == items["nacl"]["answer"] == [[2, 0, 0]]
+    assert items["salts#kcl_293K"]["formula"] == "KCl" and items["salts#kcl_293K"]["cif"] == "../in/salts.cif"
+    assert len({it["image"] for it in items.values()}) == 3
+    (error,) = res.errors
+    assert (error["id"], error["block"], error["error"].split(":")[0]) == ("salts#broken", "broken", "unreadable CIF")
+
+
+def _slow_cif(n_atoms=60):
+    import random
+
+    rng = random.Random(1)
+    rows = "".join(f"C{i} C {rng.random():.5f} {rng.random():.5f} {rng.random():.5f} 1\n" for i in range(n_atoms))
+    # general positions of Fm-3m from its symbol alone: pymatgen's parser expands them, for ~15 s
+    return ("data_slow\n" + CELL.format(a=30) + "_symmetry_space_group_name_H-M 'F m -3 m'\n"
+            + SITES.split("{m}1")[0] + rows)
+
+
+def test_a_cif_past_its_time_limit_is_an_error_row(tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a_slow.cif").write_text(_slow_cif())
+    (tmp_path / "in" / "b_nacl.cif").write_text(salt_cif())
+    res = build([tmp_path / "in"], tmp_path / "out", BuildConfig(cif_seconds=3), workers=1)
+    assert [it["id"] for it in read(tmp_path / "out" / "items.jsonl")] == ["b_nacl"]
+    (error,) = read(tmp_path / "out" / "errors.jsonl")
+    assert error["time_limit"] == {"limit": "unit", "seconds": 3, "stage": None} and res.errors == [error]
+    assert error["error"].endswith("ran past the unit time limit of 3 s; its worker was stopped")
+
+
+def test_options_are_checked_before_any_work(tmp_path, capsys):
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "nacl.cif").write_text(salt_cif())
+    for extra, said in ((["--noise-counts", "1e30"], "at most 1e+18"), (["--noise-counts", "0"], "peak count > 0"),
+                        (["--cif-seconds", "0"], "cif_seconds must be a positive number")):
+        assert main(["xrd", "build", str(src), "--out", str(tmp_path / "o"), *extra]) == 2
+        assert said in capsys.readouterr().err
+        assert not (tmp_path / "o").exists()

@@ -24,17 +24,19 @@ def run(args: argparse.Namespace) -> int:
         realism = Realism(fwhm_range=tuple(args.fwhm_range) if args.fwhm_range else None, preferred_orientation=po,
                           background=tuple(args.background) if args.background else None,
                           noise_counts=args.noise_counts, seed=args.realism_seed)
-        cfg = BuildConfig(per_db=args.per_db, db_from_dirname=args.db_from_dirname, profile=profile, realism=realism)
+        cfg = BuildConfig(per_db=args.per_db, db_from_dirname=args.db_from_dirname, profile=profile, realism=realism,
+                          cif_seconds=args.cif_seconds)
         res = build(args.inputs, args.out, cfg, workers=args.workers, progress=sys.stderr.isatty())
     except (InputError, ValueError) as exc:
         print(f"benchmint xrd build: error: {exc}", file=sys.stderr)
         return 2
     sil = ", ".join(f"{db} {v:.3f}" if v is not None else f"{db} -" for db, v in res.silhouettes.items())
     print(f"{res.cifs} CIFs ({res.skipped} already done): {res.items} items, {res.selected} selected by KMeans "
-          f"(silhouette: {sil}), {len(res.errors)} failed -> {args.out}/items.jsonl, selection.jsonl, errors.jsonl, "
-          f"images/")
-    for e in res.errors[:10]:
-        print(f"  {e['cif']}: {e['error']}")
+          f"(silhouette: {sil}), {len(res.errors)} failed, {len(res.warnings)} kept with a warning -> "
+          f"{args.out}/items.jsonl, selection.jsonl, errors.jsonl, images/")
+    for e in (res.errors + res.warnings)[:10]:
+        where = f"{e['cif']} block {e['block']}" if "block" in e else e["cif"]
+        print(f"  {where}: {e['error'] if 'error' in e else 'warning: ' + e['warning']}")
     return 1 if res.errors else 0
 
 
@@ -58,11 +60,14 @@ def add_parser(sub) -> None:
                         help="angle-dependent width FWHM(θ) = sqrt(U·tan²θ + V·tanθ + W) instead of --fwhm")
     xbuild.add_argument("--window-fwhms", type=float, default=None, metavar="K",
                         help="adaptive ground-truth window: K FWHMs of the profile at 2θ* (default: fixed 0.30°)")
-    real = xbuild.add_argument_group("patterns as instruments measure them (the image only: the ground truth stays "
-                                     "the clean pattern's; each item records what was applied and how far its "
-                                     "strongest peak moved)")
+    xbuild.add_argument("--cif-seconds", type=float, default=300.0,
+                        help="time limit of one CIF; a CIF past it is stopped and listed in errors.jsonl (default 300)")
+    real = xbuild.add_argument_group("patterns as instruments measure them (each item records what was applied and "
+                                     "how far its strongest peak moved; the ground truth is the clean pattern's at "
+                                     "the item's width)")
     real.add_argument("--fwhm-range", type=float, nargs=2, metavar=("LOW", "HIGH"),
-                      help="each item's FWHM drawn uniformly from [LOW, HIGH] degrees (its ground truth uses it)")
+                      help="each item's FWHM drawn uniformly from [LOW, HIGH] degrees: its clean pattern, 2θ* and "
+                           "ground truth use it, so 2θ* may move; the options below change the image only")
     real.add_argument("--preferred-orientation", type=float, nargs=4, metavar=("H", "K", "L", "R"),
                       help="March-Dollase texture along the normal of plane (H K L) with ratio R (< 1: platelets)")
     real.add_argument("--background", type=float, nargs="+", metavar="C",

@@ -30,7 +30,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from benchmint.io import write_jsonl
-from benchmint.run import Ledger, ProcessExecutor, Unit, content_key, find_files, run_units, stage
+from benchmint.run import (
+    Ledger,
+    ProcessExecutor,
+    Unit,
+    content_key,
+    find_files,
+    hash_file,
+    read_error,
+    run_units,
+    stage,
+)
 
 # How many stuck pages a document may skip before it is given up as a whole.
 MAX_SKIPPED_PAGES = 8
@@ -50,17 +60,20 @@ class HarvestConfig:
     discussion_tokens: tuple[int, int] = (100, 300)
     page_seconds: float = 60.0  # one stage of one page (text, thumbnail, figures)
     document_seconds: float = 900.0  # one unit: a document's check, or one of its page ranges
+    range_seconds: float = 300.0  # opening the document, and a range's stages over all its pages (counts, words)
 
     def __post_init__(self) -> None:
         if self.min_paths < 0 or self.min_panels < 1 or self.max_pages < 1:
             raise ValueError("min_paths must be >= 0, min_panels and max_pages >= 1")
-        if not (self.page_seconds > 0 and self.document_seconds > 0):
-            raise ValueError("page_seconds and document_seconds must be positive")
+        for name in ("page_seconds", "document_seconds", "range_seconds"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and value > 0 and value != float("inf")):
+                raise ValueError(f"{name} must be a positive number of seconds, got {value}")
 
     def key_settings(self) -> dict:
         """The settings that shape a result (the time limits do not)."""
         settings = asdict(self)
-        del settings["page_seconds"], settings["document_seconds"]
+        del settings["page_seconds"], settings["document_seconds"], settings["range_seconds"]
         return settings
 
 
@@ -84,10 +97,12 @@ def triage_pages(doc, name: str, cfg: HarvestConfig, skip: dict[int, str] | None
 
     numbers = numbers if numbers is not None else range(1, doc.page_count + 1)
     pages, candidates, segments_by_page = [], [], []
+    # Stages over the whole range are bounded by the range limit, not by one page's.
+    stage(f"pages {numbers.start}-{numbers.stop - 1} counts", cfg.range_seconds)
     extractor = _Extractor(doc)
     counts = open_document_counts(doc, extractor=extractor, pages=[n - 1 for n in numbers])  # resources read once
     graphic = [n for n, (im, pa, _) in zip(numbers, counts) if _graphic(im, pa, cfg) and not (skip and n in skip)]
-    stage("figure words")
+    stage(f"pages {numbers.start}-{numbers.stop - 1} figure words", cfg.range_seconds)
     # Pages whose shown text cannot read "Fig" hold no anchor: MuPDF's text page is not needed to say so.
     try:
         may = may_show_figure_words(doc, [n - 1 for n in graphic], extractor)
@@ -130,7 +145,8 @@ def _open(path: str):
     try:
         doc = pymupdf.open(path)
     except Exception as exc:  # PyMuPDF raises several types for unreadable files
-        return None, f"cannot open as a PDF: {exc}"
+        # Its message quotes the path; copies of a file share one result, and the error row names the file.
+        return None, f"cannot open as a PDF: {str(exc).replace(str(path), Path(path).name)}"
     if doc.needs_pass:
         doc.close()
         return None, "encrypted (password required)"
@@ -144,6 +160,7 @@ def _harvest_range(path: str, paper: str, out_dir: str, cfg: HarvestConfig, firs
     text read, for the discussions; the document's page count. Any range checks the document (unreadable,
     encrypted, empty, too long): the first range's result says so for the whole document."""
     name = Path(path).name
+    stage("open", cfg.range_seconds)
     doc, problem = _open(path)
     if doc is None:
         return {"error": problem}
@@ -225,13 +242,18 @@ class HarvestResult:
     figures: int
     errors: list[dict]
     skipped: int  # PDFs whose every unit was in the ledger already
+    left_out: int = 0  # files found twice or that could not be read (each an error row)
 
 
 @dataclass
 class _Doc:
+    """One PDF of the run. Every output names it by ``path`` (as found from the inputs as given) and ``sha256``
+    (of its bytes); the units' keys hash its bytes with the settings and its base name."""
+
     path: Path
     digest: bytes
     paper: str
+    sha256: str = ""
     error: dict | None = None
     skips: dict[int, str] = field(default_factory=dict)  # page -> why it is not read (a time limit)
     ranges: dict[tuple[int, int], dict] = field(default_factory=dict)  # (first, last) -> its result
@@ -240,6 +262,11 @@ class _Doc:
 
     def key(self, settings: dict) -> str:
         return content_key(self.digest, {**settings, "name": self.path.name})
+
+    def share(self, other: _Doc) -> None:
+        """Take the results of ``other``, a copy of this file run in its place."""
+        self.skips, self.ranges, self.texts, self.done_before = other.skips, other.ranges, other.texts, other.done_before
+        self.error = None if other.error is None else {**other.error, "pdf": str(self.path)}
 
 
 # What a page-range unit imports: the workers import it as they start, while the run hashes its inputs.
@@ -254,19 +281,36 @@ def harvest(inputs, out_dir, cfg: HarvestConfig = HarvestConfig(), workers: int 
     first_pass = _executor(workers, cfg, _TRIAGE_MODULES + (() if cfg.triage_only else _FIGURE_MODULES))
     first_pass.start()
     try:
-        docs = []
-        for p in files:
-            # The document's key hashes its bytes with the settings (its first 16 digits name the paper in figure
-            # records); the units' keys hash that key, so a long document's ranges do not hash its bytes again.
-            key = content_key(p.read_bytes(), {**cfg.key_settings(), "name": p.name})
-            docs.append(_Doc(p, bytes.fromhex(key), key[:16]))
+        docs: list[_Doc] = []
+        left_out: list[tuple[int, dict]] = []  # (how many documents came before it, its error row)
+        for f in files:
+            row = f.error_row()
+            if row is None:
+                # The document's key hashes its bytes with the settings (its first 16 digits name its
+                # thumbnails); the units' keys hash that key, so a long document's ranges do not hash it again.
+                try:
+                    key, sha256 = hash_file(f.path, {**cfg.key_settings(), "name": f.path.name})
+                except OSError as exc:  # no permission, gone since the listing: this file's error, not the run's
+                    row = read_error(exc)
+            if row is not None:
+                left_out.append((len(docs), {"pdf": str(f.path), **row}))
+                continue
+            docs.append(_Doc(f.path, bytes.fromhex(key), key[:16], sha256))
+        # Copies of one file under one base name (in several folders) share every unit: one of them runs.
+        first: dict[bytes, _Doc] = {}
+        for d in docs:
+            first.setdefault(d.digest, d)
         with Ledger(out / "ledger.sqlite", "harvest") as ledger:
             run = _Run(ledger, out, cfg, workers, progress, first_pass)
-            run.page_ranges(docs)
-            run.unread_text(docs)
+            run.page_ranges(list(first.values()))
+            run.unread_text(list(first.values()))
+        for d in docs:
+            if first[d.digest] is not d:
+                d.share(first[d.digest])
     finally:
         first_pass.close()  # idle workers of a run that had nothing to do, or that failed before its first pass
-    return _write(out, docs, cfg)
+    return _write(out, docs, cfg, left_out)
+
 
 
 def _executor(workers: int, cfg: HarvestConfig, preload: tuple[str, ...] = ()) -> ProcessExecutor:
@@ -357,20 +401,31 @@ def _error_row(d: _Doc, result: dict, **where) -> dict:
             **({"time_limit": result["time_limit"]} if "time_limit" in result else {})}
 
 
-def _write(out: Path, docs: list, cfg: HarvestConfig) -> HarvestResult:
-    pages, figures, errors = [], [], []
-    for d in docs:  # input order; a document's own error, then its ranges' and its stuck pages
+def _write(out: Path, docs: list, cfg: HarvestConfig, left_out: list[tuple[int, dict]]) -> HarvestResult:
+    pages: list[dict] = []
+    figures: list[dict] = []
+    errors: list[dict] = []
+    held = iter(left_out)  # (how many documents came before it, its row): in input order among the documents
+    pending = next(held, None)
+    for i, d in enumerate([*docs, None]):  # input order; a document's own error, then its ranges' and its pages'
+        while pending is not None and pending[0] == i:
+            errors.append(pending[1])
+            pending = next(held, None)
+        if d is None:
+            break
+        ident = {"pdf": str(d.path), "sha256": d.sha256}  # every row of every file names the document so
         if d.error is not None:
-            errors.append(d.error)
+            errors.append({**d.error, **ident})
             continue
         texts = dict(d.texts)
-        doc_figures = []
+        doc_figures: list[dict] = []
         for (first, last), r in sorted(d.ranges.items()):
             if "error" in r:
-                errors.append(_error_row(d, r, pages=[first, last]))
+                errors.append({**_error_row(d, r, pages=[first, last]), **ident})
                 continue
-            pages.extend(r["pages"])
-            doc_figures.extend(r["figures"])
+            pages.extend({**ident, **row, "pdf": ident["pdf"]} for row in r["pages"])
+            doc_figures.extend({**ident, **{k: v for k, v in f.items() if k != "paper"}, "pdf": ident["pdf"]}
+                               for f in r["figures"])
             texts.update({n: t for n, t in r.get("text", ())})
         if doc_figures:
             from benchmint.pdf.context import discussions  # here: it imports PyMuPDF, which triage-only runs spare
@@ -380,12 +435,27 @@ def _write(out: Path, docs: list, cfg: HarvestConfig) -> HarvestResult:
             found = discussions(paragraphs, [f["label"] for f in doc_figures], lo, hi)
             doc_figures = [{**f, "discussion": text} for f, text in zip(doc_figures, found)]
         figures.extend(doc_figures)
-        errors += [{"pdf": str(d.path), "page": page, "error": reason} for page, reason in sorted(d.skips.items())]
+        errors += [{**ident, "page": page, "error": reason} for page, reason in sorted(d.skips.items())]
     write_jsonl(out / "pages.jsonl", pages)
     write_jsonl(out / "figures.jsonl", figures)
     write_jsonl(out / "errors.jsonl", errors)
-    return HarvestResult(len(docs), len(pages), sum(row["candidate"] for row in pages), len(figures), errors,
-                         sum(d.done_before for d in docs))
+    _drop_stale_thumbnails(out, docs, cfg)
+    return HarvestResult(len(docs) + len(left_out), len(pages), sum(row["candidate"] for row in pages), len(figures),
+                         errors, sum(d.done_before for d in docs), len(left_out))
+
+
+def _drop_stale_thumbnails(out: Path, docs: list, cfg: HarvestConfig) -> None:
+    """Remove thumbnails of earlier runs into ``out`` (other settings, other files): thumbs/ holds this run's
+    candidate pages only."""
+    folder = out / "thumbs"
+    if not folder.is_dir():
+        return
+    keep = set() if cfg.triage_only else {
+        f"{d.paper}-p{row['page']:04d}.png" for d in docs if d.error is None
+        for r in d.ranges.values() for row in r.get("pages", ()) if row["candidate"]}
+    for p in folder.iterdir():
+        if p.suffix == ".png" and p.name not in keep:
+            p.unlink()
 
 
 def _stuck_page(result: dict) -> int | None:

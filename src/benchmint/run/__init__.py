@@ -19,7 +19,7 @@ from benchmint.run.executors import (
     stage,
 )
 from benchmint.run.ledger import Ledger, content_key
-from benchmint.run.runner import Unit, find_files, run_files, run_units
+from benchmint.run.runner import FoundFile, Unit, find_files, hash_file, read_error, run_files, run_units
 
-__all__ = ["Executor", "Ledger", "ProcessExecutor", "SerialExecutor", "ThreadExecutor", "Unit", "UnitTimeout",
-           "WorkerDied", "content_key", "executor_for", "find_files", "run_files", "run_units", "stage"]
+__all__ = ["Executor", "FoundFile", "Ledger", "ProcessExecutor", "SerialExecutor", "ThreadExecutor", "Unit", "UnitTimeout",
+           "WorkerDied", "content_key", "executor_for", "find_files", "hash_file", "read_error", "run_files", "run_units", "stage"]

@@ -108,7 +108,8 @@ class ProcessExecutor:
     """Worker processes, each running one unit at a time: for Python-bound work on many files.
 
     ``unit_seconds`` bounds a unit's whole run and ``stage_seconds`` the time
-    between two ``stage()`` reports of a unit (say, one page of a document). A
+    between two ``stage()`` reports of a unit (say, one page of a document),
+    unless the stage reported a limit of its own (``stage(label, seconds)``). A
     unit past either limit has its worker killed (MuPDF or a CIF parser stuck in
     C code cannot be interrupted any other way) and yields ``UnitTimeout``; a
     worker that dies yields ``WorkerDied``. Either way a fresh worker takes the
@@ -210,10 +211,16 @@ class ProcessExecutor:
 _REPORT_TO = None
 
 
-def stage(label: str) -> None:
-    """Report that the running unit enters a stage (its stage time limit restarts); a no-op outside a worker."""
+def stage(label: str, seconds: float | None = None) -> None:
+    """Report that the running unit enters a stage (its stage time limit restarts); a no-op outside a worker.
+
+    ``seconds`` is this stage's own limit in place of the executor's ``stage_seconds`` (opening a whole
+    document is not one page's work).
+    """
+    if seconds is not None and not seconds > 0:
+        raise ValueError(f"a stage's time limit must be a positive number of seconds, got {seconds!r}")
     if _REPORT_TO is not None:
-        _REPORT_TO.send(("stage", str(label)))
+        _REPORT_TO.send(("stage", str(label), seconds))
 
 
 def _worker_main(conn, parent: int, preload: tuple[str, ...]) -> None:
@@ -270,9 +277,10 @@ class _Worker:
         self.index = -1
         self.started = self.stage_started = 0.0
         self.stage: str | None = None
+        self.stage_limit: float | None = None  # the running stage's own limit, if it has one
 
     def give(self, i: int, fn, args: tuple) -> None:
-        self.index, self.stage = i, None
+        self.index, self.stage, self.stage_limit = i, None, None
         self.started = self.stage_started = time.monotonic()
         self.conn.send((i, fn, args))
 
@@ -284,15 +292,17 @@ class _Worker:
             self.proc.join(1)
             return self.index, WorkerDied(self.index, self.proc.exitcode)
         if msg[0] == "stage":
-            self.stage, self.stage_started = msg[1], time.monotonic()
+            self.stage, self.stage_limit, self.stage_started = msg[1], msg[2], time.monotonic()
             return None
         return msg[1], msg[2]
 
     def deadlines(self, unit_s: float | None, stage_s: float | None) -> list[float]:
+        stage_s = self.stage_limit or stage_s
         return ([self.started + unit_s] if unit_s else []) + ([self.stage_started + stage_s] if stage_s else [])
 
     def overdue(self, unit_s: float | None, stage_s: float | None) -> UnitTimeout | None:
         now = time.monotonic()
+        stage_s = self.stage_limit or stage_s
         if unit_s and now >= self.started + unit_s:
             return UnitTimeout("unit", unit_s, self.stage)
         if stage_s and now >= self.stage_started + stage_s:

@@ -34,7 +34,11 @@ CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 
 def content_key(data: bytes, settings: dict | None = None) -> str:
     """SHA-256 of the content and of the settings that shape its result."""
-    h = hashlib.sha256(data)
+    return extend_key(hashlib.sha256(data), settings)
+
+
+def extend_key(h, settings: dict | None = None) -> str:
+    """The key of a content already fed to the SHA-256 object ``h`` (read in blocks, say) with ``settings``."""
     if settings:
         h.update(json.dumps(settings, sort_keys=True, separators=(",", ":")).encode("utf-8"))
     return h.hexdigest()

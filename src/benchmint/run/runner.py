@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import os
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,7 +13,7 @@ from pathlib import Path
 from benchmint.io import InputError
 from benchmint.parallel import resolve_workers
 from benchmint.run.executors import Executor, ProcessExecutor, UnitTimeout, WorkerDied
-from benchmint.run.ledger import Ledger, content_key
+from benchmint.run.ledger import Ledger, extend_key
 
 LEDGER_NAME = "ledger.sqlite"
 
@@ -113,39 +116,100 @@ class _FollowUps:
                     self.bar.total += 1
 
 
-def find_files(inputs: Sequence[str | os.PathLike], suffix: str) -> list[Path]:
-    """Files named, or found recursively with ``suffix`` in the folders named; stable order, no repeats.
+@dataclass(frozen=True)
+class FoundFile:
+    """A file ``find_files`` found: its path as found from the input as given, and what keeps it out of the run.
 
-    InputError when a name does not exist or nothing is found.
+    ``problem`` says why it cannot be read (a symbolic-link loop, a link to nothing); ``same_as`` is the path
+    under which the same file (same device and inode: a hard or symbolic link, a relative and an absolute
+    spelling) was found earlier. Both are per-file error rows of the run, never silent drops.
     """
-    found: list[Path] = []
+
+    path: Path
+    problem: str | None = None
+    same_as: Path | None = None
+
+    def error_row(self) -> dict | None:
+        """The run's error fields for a file left out (None for a file that runs)."""
+        if self.same_as is not None:
+            return {"error": f"the same file as {self.same_as} (given twice); left out", "kind": "duplicate_file",
+                    "duplicate_of": str(self.same_as)}
+        if self.problem is not None:
+            return {"error": self.problem, "kind": "unreadable"}
+        return None
+
+
+def find_files(inputs: Sequence[str | os.PathLike], suffix: str) -> list[FoundFile]:
+    """Files named, or found recursively with ``suffix`` in the folders named; stable order.
+
+    A name found again for a file already found is kept with ``same_as``; a link that cannot be followed
+    with ``problem``. InputError when a name does not exist or nothing is found.
+    """
+    found: list[FoundFile] = []
+    first: dict[tuple[int, int], Path] = {}  # (device, inode) -> the first path found for it
+
+    def add(path: Path, st: os.stat_result) -> None:
+        ident = (st.st_dev, st.st_ino)
+        found.append(FoundFile(path, same_as=first.get(ident)))
+        first.setdefault(ident, path)
+
     for item in inputs:
         p = Path(item)
         if p.is_dir():
-            found.extend(sorted(q for q in p.rglob("*") if q.is_file() and q.suffix.lower() == suffix))
+            for q in sorted(p.rglob("*")):
+                if q.suffix.lower() != suffix:
+                    continue
+                try:
+                    st = q.stat()
+                except OSError as exc:  # a link to nothing, a loop of links, a file gone since the listing
+                    why = "a loop of symbolic links" if exc.errno == errno.ELOOP else (
+                        "a symbolic link to nothing" if q.is_symlink() else "gone since the folder was listed")
+                    found.append(FoundFile(q, problem=f"cannot be read: {why} ({exc.strerror})"))
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    add(q, st)
         elif p.is_file():
-            found.append(p)
+            add(p, p.stat())
         else:
             raise InputError(f"no such file or directory: {p}")
     if not found:
         raise InputError(f"no {suffix} files found in " + ", ".join(map(str, inputs)))
-    return list(dict.fromkeys(found))
+    return found
+
+
+def read_error(exc: OSError) -> dict:
+    """The error fields of a file that could not be read."""
+    return {"error": f"cannot be read: {type(exc).__name__}: {exc.strerror or exc}", "kind": "unreadable"}
+
+
+def hash_file(path: str | os.PathLike, settings: dict | None = None) -> tuple[str, str]:
+    """(the file's key with ``settings``, as ``content_key(bytes, settings)``; the SHA-256 of its bytes alone).
+
+    Read in blocks, so a large file costs a block of memory, not its size. OSError when it cannot be read.
+    """
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            h.update(block)
+    return extend_key(h.copy(), settings), h.hexdigest()
 
 
 def run_files(inputs: Sequence[str | os.PathLike], suffix: str, out_dir: str | os.PathLike, kind: str,
               work: Callable[..., dict], args_of: Callable[[Path], tuple], settings_of: Callable[[Path], dict],
               workers: int = 1, progress: bool = False, unit_seconds: float | None = None,
               stage_seconds: float | None = None, preload: Sequence[str] = (),
-              share_preload: bool = False) -> tuple[Path, list[tuple[Path, dict]], int]:
+              share_preload: bool = False) -> tuple[Path, list[tuple[Path, str | None, dict]], int]:
     """A resumable run over the files in ``inputs``: ``work(path, key, out_dir, *args_of(path))`` per file.
 
     A file's key hashes its bytes with ``settings_of(path)``; files run in worker
     processes (a crash in a C library takes down a worker, not the run's
     ledger). Results come back in input order from ``out_dir/ledger.sqlite``.
+    A file that cannot be read (no permission, gone, a loop of links) or that was found twice has no
+    key and an error result of its own (``FoundFile.error_row``); the run goes on.
     ``unit_seconds`` and ``stage_seconds`` are the ``ProcessExecutor`` time limits; the workers start
     before the files are hashed and import the ``preload`` modules meanwhile (``share_preload``: as
     ``ProcessExecutor`` has it).
-    Returns (output folder, [(path, result)], files already done).
+    Returns (output folder, [(path, key or None, result)], files already done).
     """
     files = find_files(inputs, suffix)
     resolve_workers(workers)
@@ -155,13 +219,20 @@ def run_files(inputs: Sequence[str | os.PathLike], suffix: str, out_dir: str | o
                                share_preload=share_preload)
     executor.start()
     try:
-        units = []
-        for p in files:
-            key = content_key(p.read_bytes(), settings_of(p))
-            units.append(Unit(key, (str(p), key, str(out), *args_of(p)), str(p)))
+        units, rows = [], []
+        for f in files:
+            left_out = f.error_row()
+            if left_out is None:
+                try:
+                    key, _ = hash_file(f.path, settings_of(f.path))
+                except OSError as exc:  # no permission, gone since the listing: this file's error, not the run's
+                    left_out = read_error(exc)
+                else:
+                    units.append(Unit(key, (str(f.path), key, str(out), *args_of(f.path)), str(f.path)))
+            rows.append((f.path, None, left_out) if left_out is not None else (f.path, units[-1].key, None))
         with Ledger(out / LEDGER_NAME, kind) as ledger:
             results, skipped = run_units(ledger, units, work, executor, kind, progress)
     finally:
         executor.close()  # workers of a run that failed before its units ran
-    return out, list(zip(files, results)), skipped
-
+    ran = iter(results)
+    return out, [(p, key, row if row is not None else next(ran)) for p, key, row in rows], skipped

@@ -39,13 +39,22 @@ class BuildConfig:
     seed: int = 0
     profile: ProfileParams = ProfileParams()  # broadening and ground-truth window (the paper's by default)
     realism: Realism = Realism()  # noise, background, texture, drawn widths (benchmint.xrd.realism); off by default
+    cif_seconds: float = 300.0  # time limit of one CIF (all its blocks); past it, its worker is stopped
 
     def __post_init__(self) -> None:
         if self.per_db < 1:
             raise ValueError(f"per_db must be >= 1, got {self.per_db}")
+        if not (isinstance(self.cif_seconds, (int, float)) and 0 < self.cif_seconds < float("inf")):
+            raise ValueError(f"cif_seconds must be a positive number of seconds, got {self.cif_seconds}")
         if self.realism.fwhm_range is not None and self.profile.caglioti is not None:
             raise ValueError("a FWHM range and Caglioti widths exclude each other")
 
+    def key_settings(self) -> dict:
+        """The settings that shape a CIF's result (the time limit does not), with the version of the result's
+        form (one item per structure block, the CIF's symmetry source recorded)."""
+        settings = asdict(self)
+        del settings["cif_seconds"]
+        return {**settings, "result_form": 2}
 
 
 def union_group(size: int) -> str:
@@ -162,18 +171,33 @@ def render_pattern(grid, curve, path: Path, size: tuple[int, int]) -> None:
 
 
 def _build_one(path: str, key: str, out_dir: str, db: str, cfg: BuildConfig) -> dict:
-    """One CIF -> its item, or {"error": ...}. Runs in a worker process."""
+    """One CIF -> its item, or {"error": ...}; a CIF of several structure blocks -> {"blocks": [{"block": name,
+    and its item or error}, ...]}. Runs in a worker process. The item's id and CIF path are the parent's to give
+    (a file's content may stand for several files)."""
+    from benchmint.xrd.cifread import structure_blocks
+
+    blocks = structure_blocks(Path(path).read_text(encoding="utf-8", errors="replace"))
+    if len(blocks) == 1:
+        return _build_block(blocks[0][1], key, f"{key[:12]}.png", out_dir, db, cfg)
+    return {"blocks": [{"block": name, **_build_block(text, f"{key}#{name}", f"{key[:12]}-{i:03d}.png", out_dir, db,
+                                                      cfg)} for i, (name, text) in enumerate(blocks)]}
+
+
+def _build_block(text: str, key: str, image_name: str, out_dir: str, db: str, cfg: BuildConfig) -> dict:
+    """One structure (a CIF, or one block of it) -> its item without id, or {"error": ...}."""
     import warnings
 
-    from benchmint.xrd.cifread import read_structure
+    from benchmint.xrd.cifread import read_structure, with_hall_operations
     from benchmint.xrd.profile import sticks_pattern
     from benchmint.xrd.sticks import compute_sticks
 
+    text, hall = with_hall_operations(text)
+    notes: list[str] = []
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # pymatgen warns on many harmless CIF quirks
+            warnings.simplefilter("ignore")  # pymatgen warns on many harmless CIF quirks; its decisions are in notes
             # gemmi where it provably gives pymatgen's structure, else CifParser(...).parse_structures()[0]
-            structure, cif_route = read_structure(Path(path).read_text(encoding="utf-8", errors="replace"))
+            structure, cif_route = read_structure(text, notes)
     except Exception as exc:  # pymatgen raises several types for unreadable CIFs
         return {"error": f"unreadable CIF: {type(exc).__name__}: {exc}"}
     if len(structure) == 0:
@@ -193,15 +217,13 @@ def _build_one(path: str, key: str, out_dir: str, db: str, cfg: BuildConfig) -> 
         profile = dataclasses.replace(profile, fwhm=round(float(rng.uniform(*real.fwhm_range)), 4))
     result = sticks_pattern(sticks, profile)
     symmetry = _symmetry(structure)
-    item_id = Path(path).stem
-    image = Path(out_dir) / "images" / f"{key[:12]}.png"
+    image = Path(out_dir) / "images" / image_name
     image.parent.mkdir(parents=True, exist_ok=True)
     shown, observed = (result.curve, {}) if rng is None else _realistic(result, sticks, structure, symmetry, profile,
                                                                         real, rng)
     render_pattern(result.grid, shown, image, cfg.image_size)
     answer = [list(h) for h in result.ground_truth]
     item = {
-        "id": item_id,
         "db": db,
         "formula": structure.composition.reduced_formula,
         **symmetry,
@@ -212,6 +234,7 @@ def _build_one(path: str, key: str, out_dir: str, db: str, cfg: BuildConfig) -> 
         "answer": answer,
         "image": str(image.relative_to(out_dir)),
         "cif_route": cif_route,
+        "cif_symmetry": _cif_symmetry(text, hall, notes),
         "meta": {"db": db, "union_size": union_group(len(answer)), "angle_range": angle_range(result.two_theta_star),
                  "crystal_system": symmetry["crystal_system"], "spacegroup_number": symmetry["spacegroup_number"]},
     }
@@ -247,6 +270,24 @@ def _realistic(result, sticks, structure, symmetry: dict, profile: ProfileParams
     return shown, {"realism": {**real.record(), **({"fwhm": profile.fwhm} if real.fwhm_range else {})},
                    "observed_two_theta_star": round(observed, 2), "peak_shift_deg": shift,
                    "peak_shift": realism.shift_class(shift, window, profile.grid_step)}
+
+ASSUMED_P1 = "assumed P1"
+
+
+def _cif_symmetry(text: str, hall: str | None, notes: list[str]) -> str:
+    """Where the structure's symmetry operations came from: the CIF's own operations, its Hall symbol, a
+    space-group symbol or number CifParser read, or none at all (``ASSUMED_P1``: the sites as written)."""
+    if hall is not None:
+        return f"Hall symbol {hall}"
+    if any("Defaulting to P1" in n for n in notes):
+        return ASSUMED_P1
+    used = next((n for n in notes if "Spacegroup from" in n), None)
+    if used is not None:
+        return "space group symbol " + used.split("Spacegroup from ", 1)[1].removesuffix(" used.")
+    from benchmint.xrd.cifread import has_operations
+
+    return "operations" if has_operations(text) else "space group number"
+
 
 # spglib's default tolerance first (pymatgen's), then a looser one, recorded in the item when it was needed.
 SYMPRECS = (0.01, 0.1)
@@ -294,12 +335,17 @@ def select(items: list[dict], per_db: int, seed: int = 0) -> tuple[list[dict], d
         feats = np.array([[it["two_theta_star"], it["peak_intensity"], it["n_peaks"], it["union_size"],
                            CRYSTAL_SYSTEMS.index(it["crystal_system"]) if it["crystal_system"] else len(CRYSTAL_SYSTEMS),
                            it["spacegroup_number"] or 0] for it in group], dtype=np.float64)
-        k = min(per_db, len(group))
         scaled = StandardScaler().fit_transform(feats)
+        # Repeated structures give repeated rows: more clusters than distinct rows would leave some empty (no
+        # nearest item), so k is capped at the distinct rows, and an empty cluster is skipped all the same.
+        k = min(per_db, len(np.unique(scaled, axis=0)))
         km = KMeans(n_clusters=k, random_state=seed, n_init=10).fit(scaled)
-        silhouettes[db] = float(silhouette_score(scaled, km.labels_)) if 2 <= k < len(group) else None
+        used = len(np.unique(km.labels_))
+        silhouettes[db] = float(silhouette_score(scaled, km.labels_)) if 2 <= used < len(group) else None
         for c, centre in enumerate(km.cluster_centers_):
             members = np.flatnonzero(km.labels_ == c)
+            if len(members) == 0:
+                continue
             nearest = members[np.argmin(np.linalg.norm(scaled[members] - centre, axis=1))]
             rows.append({"db": db, "cluster": c, "id": group[nearest]["id"],
                          "features": dict(zip(FEATURES, feats[nearest].tolist())),
@@ -382,6 +428,7 @@ class BuildResult:
     errors: list[dict]
     skipped: int
     silhouettes: dict
+    warnings: list[dict] = dataclasses.field(default_factory=list)  # items kept with a warning (errors.jsonl too)
 
 
 # What a worker imports for its first structure (~0.6 s): imported while the run hashes the CIFs, and with several
@@ -392,33 +439,59 @@ _WORKER_MODULES = ("benchmint.xrd.cifread", "benchmint.xrd.sticks", "benchmint.x
 
 
 def build(inputs, out_dir, cfg: BuildConfig = BuildConfig(), workers: int = 1, progress: bool = False) -> BuildResult:
-    settings = asdict(cfg)
+    settings = cfg.key_settings()
     db_of = (lambda p: p.parent.name) if cfg.db_from_dirname else (lambda p: "default")
     selector = Selector()
     try:
         out, results, skipped = run_files(inputs, ".cif", out_dir, "xrd-build", _build_one,
                                           lambda p: (db_of(p), cfg), lambda p: {**settings, "db": db_of(p)},
-                                          workers, progress, preload=_WORKER_MODULES, share_preload=True)
+                                          workers, progress, unit_seconds=cfg.cif_seconds, preload=_WORKER_MODULES,
+                                          share_preload=True)
         return _finish(out, results, skipped, cfg, selector)
     finally:
         selector.close()
 
 
 def _finish(out: Path, results: list, skipped: int, cfg: BuildConfig, selector: Selector) -> BuildResult:
-    errors = [{"cif": str(p), "error": r["error"]} for p, r in results if "error" in r]
-    # Ids are file stems: a second file with a stem already taken (real dumps hold copies in several folders)
-    # would make the gold ambiguous, so it is listed as an error naming the file that has the id, and left out.
-    seen: dict[str, str] = {}
+    """Items, errors and the selection from the files' results, in input order.
+
+    Ids are given here: a file's stem, ``stem#block`` for each structure block of a file of several. A file
+    whose key (content, database and settings) an earlier file has gives the same items: it is listed as a
+    duplicate of that file, and the items carry the earlier file's ids and path. A second file with an id
+    already taken (real dumps hold copies in several folders) would make the gold ambiguous, so it is listed
+    as an error naming the file that has the id, and left out.
+    """
+    errors: list[dict] = []
+    seen_key: dict[str, str] = {}
+    seen_id: dict[str, str] = {}
     kept = []
-    for p, r in results:
+    for p, key, r in results:
+        where = {"cif": str(p)}
+        if key is not None and key in seen_key:
+            errors.append({**where, "error": f"the same content as {seen_key[key]}; left out",
+                           "kind": "duplicate_content", "duplicate_of": seen_key[key]})
+            continue
+        if key is not None:
+            seen_key[key] = str(p)
         if "error" in r:
+            errors.append({**where, **r})
             continue
-        if r["id"] in seen:
-            errors.append({"cif": str(p), "error": f"duplicate id {r['id']!r}: {seen[r['id']]} has it; left out",
-                           "kind": "duplicate_id", "duplicate_of": seen[r["id"]]})
-            continue
-        seen[r["id"]] = str(p)
-        kept.append((p, r))
+        for b in r.get("blocks", [{**r, "block": None}]):
+            name = b.pop("block")
+            item_id = Path(p).stem if name is None else f"{Path(p).stem}#{name}"
+            where = {"cif": str(p), **({"block": name, "id": item_id} if name is not None else {})}
+            if "error" in b:
+                errors.append({**where, **b})
+            elif item_id in seen_id:
+                errors.append({**where, "error": f"duplicate id {item_id!r}: {seen_id[item_id]} has it; left out",
+                               "kind": "duplicate_id", "duplicate_of": seen_id[item_id]})
+            else:
+                seen_id[item_id] = str(p)
+                kept.append((p, {**b, "id": item_id}))
+                if b.get("cif_symmetry") == ASSUMED_P1:  # kept, but never silently
+                    errors.append({**where, "id": item_id, "kind": "warning", "warning":
+                                   "the CIF gives no symmetry pymatgen can read (no operations, Hall or H-M symbol "
+                                   "or number): the sites are taken as written (P1); the item is kept"})
     # What a prompt needs beside the item: the CIF (its path relative to items.jsonl, added here rather than in
     # the worker so that a resumed run in another place still points at its files) and the index convention.
     items = [{**r, "cif": Path(os.path.relpath(Path(p).resolve(), out.resolve())).as_posix(),
@@ -428,4 +501,6 @@ def _finish(out: Path, results: list, skipped: int, cfg: BuildConfig, selector: 
     write_jsonl(out / "items.jsonl", items)
     write_jsonl(out / "errors.jsonl", errors)
     write_jsonl(out / "selection.jsonl", ({**row, "silhouette": silhouettes[row["db"]]} for row in selection))
-    return BuildResult(len(results), len(items), len(selection), errors, skipped, silhouettes)
+    failed = [e for e in errors if "error" in e]
+    return BuildResult(len(results), len(items), len(selection), failed, skipped, silhouettes,
+                       [e for e in errors if "error" not in e])

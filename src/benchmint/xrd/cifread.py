@@ -59,7 +59,7 @@ from benchmint.xrd import cifread_ref
 if TYPE_CHECKING:
     from pymatgen.core import Structure
 
-__all__ = ["CellSites", "read_sites", "read_structure"]
+__all__ = ["CellSites", "read_sites", "read_structure", "structure_blocks", "with_hall_operations"]
 
 SITE_TOL = 1e-4  # CifParser's default site_tolerance
 FRAC_TOL = 1e-4  # CifParser's default frac_tolerance
@@ -160,21 +160,90 @@ class CellSites:
         return self._structure
 
 
-def read_sites(text: str) -> tuple[CellSites, str]:
+def read_sites(text: str, notes: list[str] | None = None) -> tuple[CellSites, str]:
     """(sites, route): route is "gemmi" when the fast route applies, else "pymatgen" (CifParser decides;
-    always under ``BENCHMINT_IMPL=reference``)."""
+    always under ``BENCHMINT_IMPL=reference``). ``notes`` receives CifParser's warnings where it decided
+    (the fast route reads only CIFs with explicit operations, about which it has nothing to say)."""
     if not _dispatch.use_reference("cifread"):
         try:
             return _fast(text), "gemmi"
         except Exception:  # noqa: BLE001 - _Fallback, or anything unforeseen: pymatgen decides, exactly as before
             _dispatch.fallback("cifread")
-    return CellSites.of(cifread_ref.structure(text)), "pymatgen"
+    return CellSites.of(cifread_ref.structure(text, notes)), "pymatgen"
 
 
-def read_structure(text: str):
+def read_structure(text: str, notes: list[str] | None = None):
     """(structure, route): ``read_sites`` as a pymatgen Structure, equal to CifParser's parse_structures(primitive=False)[0]."""
-    sites, route = read_sites(text)
+    sites, route = read_sites(text, notes)
     return sites.structure(), route
+
+
+# CifFile.from_str's block split, so that a block here is a block there.
+_BLOCK_SPLIT = re.compile(r"^\s*data_", re.MULTILINE | re.DOTALL)
+_HAS_SITES = re.compile(r"^[ \t]*_atom_site_(?:fract|cartn)_x\b", re.MULTILINE | re.IGNORECASE)
+
+
+def structure_blocks(text: str) -> list[tuple[str | None, str]]:
+    """The data blocks of a CIF that hold a structure (atom sites), as (block name, block text), in order.
+
+    A file of one data block, or of one block with atom sites, is [(None, text)] (its structure is the
+    file's); a file without any block with atom sites too, for CifParser to say what is wrong with it.
+    Blocks are split as CifParser splits them, so a block means the same to both routes.
+    """
+    parts = _BLOCK_SPLIT.split(f"x\n{text}")[1:]
+    if len(parts) <= 1:
+        return [(None, text)]
+    blocks = [(part.split(None, 1)[0] if part.strip() else "", f"data_{part}") for part in parts]
+    with_sites = [(name, block) for name, block in blocks if _HAS_SITES.search(block)]
+    if not with_sites:
+        return [(None, text)]
+    if len(with_sites) == 1:
+        return [(None, with_sites[0][1])]
+    return with_sites
+
+
+_OPS_TAGS = (*_SYMOP_TAGS, "_space_group_symop.operation_xyz")
+_OPS_TAG = re.compile(r"^[ \t]*_(?:symmetry_equiv_pos_as_xyz|space_group_symop[._]operation_xyz)_?\s",
+                      re.MULTILINE | re.IGNORECASE)
+
+
+def has_operations(text: str) -> bool:
+    """The CIF lists its symmetry operations (as xyz triplets)."""
+    return _OPS_TAG.search(text) is not None
+_HALL_TAGS = ("_symmetry_space_group_name_Hall", "_space_group_name_Hall", "_space_group.name_Hall")
+
+
+def with_hall_operations(text: str) -> tuple[str, str | None]:
+    """(text, Hall symbol): a one-block CIF that gives its space group only by a Hall symbol, completed with
+    the symbol's operations as an ``_symmetry_equiv_pos_as_xyz`` loop (gemmi's table), else (text, None).
+
+    CifParser looks Hall symbols up among H-M symbols, finds none, and builds the asymmetric unit alone as
+    P1 (rock salt from ``-F 4 2 3`` would be two atoms in a primitive cubic cell); both routes read the
+    completed text. A CIF with explicit operations is left as it is; one with a Hall symbol and an H-M
+    symbol but no operations is completed from the Hall symbol, which names the setting and origin an H-M
+    symbol may leave open.
+    """
+    import gemmi
+
+    try:
+        doc = gemmi.cif.read_string(text)
+    except Exception:  # noqa: BLE001 - not readable here: the parsers say what is wrong with it
+        return text, None
+    if len(doc) != 1:
+        return text, None
+    block = doc[0]
+    if any(len(block.find_values(tag)) for tag in _OPS_TAGS):
+        return text, None
+    hall = next((gemmi.cif.as_string(v).strip() for v in map(block.find_value, _HALL_TAGS) if v is not None), "")
+    if hall in ("", "?", "."):
+        return text, None
+    try:
+        ops = gemmi.symops_from_hall(hall)
+    except Exception:  # noqa: BLE001 - a symbol gemmi cannot read: the CIF stays as written (and says P1)
+        return text, None
+    nl = "\r\n" if "\r\n" in text else "\n"
+    loop = nl.join(["", "loop_", "_symmetry_equiv_pos_as_xyz", *(f"'{op.triplet()}'" for op in ops), ""])
+    return text.rstrip("\r\n") + nl + loop, hall
 
 
 @functools.lru_cache(maxsize=4096)

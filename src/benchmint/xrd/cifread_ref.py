@@ -13,13 +13,20 @@ import warnings
 import numpy as np
 
 
-def structure(text: str):
-    """pymatgen's CifParser, the cell as written: ``CifParser.from_str(text).parse_structures(primitive=False)[0]``."""
+def structure(text: str, notes: list[str] | None = None):
+    """pymatgen's CifParser, the cell as written: ``CifParser.from_str(text).parse_structures(primitive=False)[0]``.
+
+    ``notes`` receives the parser's warnings (its "Defaulting to P1" among them)."""
     from pymatgen.io.cif import CifParser
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pymatgen warns on many harmless CIF quirks
-        return CifParser.from_str(text).parse_structures(primitive=False)[0]
+        parser = CifParser.from_str(text)
+        try:
+            return parser.parse_structures(primitive=False)[0]
+        finally:
+            if notes is not None:
+                notes.extend(getattr(parser, "warnings", ()))  # set by its parse (untyped)
 
 
 def _check(a: np.ndarray, name: str) -> np.ndarray:

@@ -4,8 +4,10 @@ Options of ``xrd build``, each recorded in the item (``realism``):
 
 ``fwhm_range``
     the FWHM of each item drawn uniformly from [low, high] degrees (the paper
-    discusses 0.08-0.30°); it is the item's own profile width, so its ground
-    truth is taken with it.
+    discusses 0.08-0.30°). Unlike the options below it is no instrument
+    effect laid over the image: it is the item's own profile width, so the
+    item's clean pattern, its 2θ* and its ground truth are taken with it
+    (overlapping peaks merge or part, and 2θ* may move with the width).
 ``preferred_orientation``
     March-Dollase texture along the plane normal (h, k, l) with ratio r
     (r = 1: none; r < 1: platelets lying on that plane, its reflections
@@ -23,8 +25,8 @@ Options of ``xrd build``, each recorded in the item (``realism``):
     counting noise: the pattern scaled so its maximum is this many counts,
     then each point drawn from a Poisson distribution (seeded per item).
 
-The ground truth is always the clean pattern's (with the item's width);
-the image shows the realistic one. ``observed_two_theta_star`` is the argmax
+The ground truth is always the clean pattern's at the item's width (the
+drawn one under ``fwhm_range``); the image shows the realistic one. ``observed_two_theta_star`` is the argmax
 of what the image shows and ``peak_shift_deg`` how far it moved, so a
 benchmark of realistic patterns can be stratified by it (``meta.peak_shift``:
 ``none``, ``within_window`` or ``beyond_window`` of the ground-truth window).
@@ -37,6 +39,9 @@ import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
+
+# Counts at the strongest point, at most: NumPy's Poisson generator refuses means above about 9.2e18.
+MAX_NOISE_COUNTS = 1e18
 
 
 @dataclass(frozen=True)
@@ -60,8 +65,10 @@ class Realism:
                 raise ValueError(f"the March-Dollase ratio must be > 0, got {r!r}")
         if self.background is not None and (not self.background or not all(math.isfinite(c) for c in self.background)):
             raise ValueError(f"the background needs finite Chebyshev coefficients, got {self.background!r}")
-        if self.noise_counts is not None and not (math.isfinite(self.noise_counts) and self.noise_counts > 0):
-            raise ValueError(f"the noise needs a peak count > 0, got {self.noise_counts!r}")
+        if self.noise_counts is not None and not (math.isfinite(self.noise_counts)
+                                                  and 0 < self.noise_counts <= MAX_NOISE_COUNTS):
+            raise ValueError(f"the noise needs a peak count > 0 and at most {MAX_NOISE_COUNTS:g} (NumPy's Poisson "
+                             f"draws stop near 9.2e18), got {self.noise_counts:g}")
 
     @property
     def active(self) -> bool:
