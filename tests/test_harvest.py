@@ -245,3 +245,114 @@ def test_a_triage_only_unit_runs_without_numpy(tmp_path):
             "print(r['pages'][0]['candidate'], 'numpy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["True", "False"]
+
+
+# Files as real collections hold them: one name in several folders, one file under several names, files that
+# cannot be read, reruns with other settings.
+
+def sha256_of(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_pdfs_of_one_name_in_several_folders_stay_apart(corpus, tmp_path):
+    """p1/main.pdf and p2/main.pdf differ, p3/main.pdf is a copy of p1's: every output names each by its path
+    and content hash, and the copy gets its own rows."""
+    src = tmp_path / "in"
+    for folder, name in (("p1", "a_article.pdf"), ("p2", "c_scanned.pdf"), ("p3", "a_article.pdf")):
+        (src / folder).mkdir(parents=True)
+        shutil.copy(corpus / name, src / folder / "main.pdf")
+    (src / "p2" / "broken.pdf").write_bytes(b"%PDF-1.4 nothing else")
+    out = tmp_path / "out"
+    res = harvest([src], out, HarvestConfig(), workers=2)
+    docs = {f: (str(src / f / "main.pdf"), sha256_of(src / f / "main.pdf")) for f in ("p1", "p2", "p3")}
+    pages = read(out / "pages.jsonl")
+    assert [(p["pdf"], p["sha256"], p["page"]) for p in pages] == [
+        (*docs["p1"], 1), (*docs["p1"], 2), (*docs["p2"], 1), (*docs["p3"], 1), (*docs["p3"], 2)]
+    figures = read(out / "figures.jsonl")
+    assert [(f["pdf"], f["sha256"], f["label"]) for f in figures] == [
+        (*docs["p1"], "1"), (*docs["p1"], "2"), (*docs["p3"], "1"), (*docs["p3"], "2")]
+    assert all((out / f["thumb"]).is_file() for f in figures) and "paper" not in figures[0]
+    (error,) = read(out / "errors.jsonl")
+    assert (error["pdf"], error["sha256"]) == (str(src / "p2" / "broken.pdf"), sha256_of(src / "p2" / "broken.pdf"))
+    assert res.pdfs == 4 and res.figures == 4
+
+
+def test_the_same_file_given_twice_is_listed_as_a_duplicate(corpus, tmp_path, monkeypatch, capsys):
+    import os
+
+    src = tmp_path / "in"
+    src.mkdir()
+    shutil.copy(corpus / "a_article.pdf", src / "main.pdf")
+    os.link(src / "main.pdf", src / "z_hard_link.pdf")
+    monkeypatch.chdir(tmp_path)
+    # the folder by its absolute path, then the file again by a relative one
+    assert main(["harvest", str(src), "in/main.pdf", "--out", str(tmp_path / "out"), "--workers", "1"]) == 1
+    said = capsys.readouterr().out
+    assert said.startswith("3 PDFs (0 already done, 2 left out: found twice or unreadable), 2 pages,")
+    first = str(src / "main.pdf")
+    assert read(tmp_path / "out" / "errors.jsonl") == [
+        {"pdf": str(src / "z_hard_link.pdf"), "kind": "duplicate_file", "duplicate_of": first,
+         "error": f"the same file as {first} (given twice); left out"},
+        {"pdf": "in/main.pdf", "kind": "duplicate_file", "duplicate_of": first,
+         "error": f"the same file as {first} (given twice); left out"}]
+    assert {p["pdf"] for p in read(tmp_path / "out" / "pages.jsonl")} == {first}
+
+
+def test_an_unreadable_pdf_and_a_link_loop_are_rows_and_the_run_goes_on(corpus):
+    import os
+
+    from unprivileged import open_folder, open_subfolder, run_cli
+
+    root = open_folder()
+    try:
+        src = open_subfolder(root, "in")
+        shutil.copy(corpus / "a_article.pdf", src / "a.pdf")
+        shutil.copy(corpus / "c_scanned.pdf", src / "b_locked.pdf")
+        os.chmod(src / "b_locked.pdf", 0)
+        (src / "c_loop.pdf").symlink_to(src / "c_loop.pdf")
+        (src / "d_gone.pdf").symlink_to(src / "nothing_here.pdf")
+        out = open_subfolder(root, "out")
+        done = run_cli(["harvest", str(src), "--out", str(out), "--workers", "1"], out)
+        assert done.returncode == 1, done.stderr
+        assert [(p["pdf"], p["page"]) for p in read(out / "pages.jsonl")] == [(str(src / "a.pdf"), 1),
+                                                                               (str(src / "a.pdf"), 2)]
+        errors = [(e["pdf"].rsplit("/", 1)[1], e["kind"], e["error"]) for e in read(out / "errors.jsonl")]
+        assert errors == [
+            ("b_locked.pdf", "unreadable", "cannot be read: PermissionError: Permission denied"),
+            ("c_loop.pdf", "unreadable", "cannot be read: a loop of symbolic links (Too many levels of symbolic links)"),
+            ("d_gone.pdf", "unreadable", "cannot be read: a symbolic link to nothing (No such file or directory)")]
+        assert "4 PDFs (0 already done, 3 left out: found twice or unreadable)" in done.stdout
+    finally:
+        shutil.rmtree(root)
+
+
+def test_a_rerun_with_other_settings_leaves_only_its_own_thumbnails(corpus, tmp_path):
+    out = tmp_path / "out"
+    harvest([corpus / "a_article.pdf"], out, HarvestConfig(), workers=1)
+    first = sorted(p.name for p in (out / "thumbs").iterdir())
+    harvest([corpus / "a_article.pdf"], out, HarvestConfig(min_paths=11), workers=1)
+    second = sorted(p.name for p in (out / "thumbs").iterdir())
+    assert len(first) == len(second) == 2 and not set(first) & set(second)
+    assert sorted(f["thumb"] for f in read(out / "figures.jsonl")) == [f"thumbs/{name}" for name in second]
+    harvest([corpus / "a_article.pdf"], out, HarvestConfig(min_paths=11, triage_only=True), workers=1)
+    assert list((out / "thumbs").iterdir()) == []
+
+
+def test_opening_and_counting_run_under_the_range_limit_not_the_page_limit(tmp_path):
+    """A page whose drawing takes 0.1 s to count and 1 s to read: with a 0.05 s page limit the count is not one
+    page's stage (the range goes on); the text reading is, and the page is skipped with its stage named."""
+    from pdf_factory import append_slow_page
+
+    doc = pymupdf.open()
+    append_slow_page(doc)
+    (tmp_path / "in").mkdir()
+    doc.save(tmp_path / "in" / "slow.pdf")
+    res = harvest([tmp_path / "in"], tmp_path / "out", HarvestConfig(page_seconds=0.05), workers=1)
+    (page,) = read(tmp_path / "out" / "pages.jsonl")
+    assert page["reason"] == "skipped: page 1 text ran past the page time limit (0.05 s)"
+    assert [e["error"] for e in res.errors] == [page["reason"]]
+
+
+def test_range_seconds_is_checked(tmp_path, capsys):
+    assert main(["harvest", str(SAMPLE), "--out", str(tmp_path / "o"), "--range-seconds", "0"]) == 2
+    assert "range_seconds must be a positive number of seconds, got 0" in capsys.readouterr().err

@@ -393,49 +393,23 @@ def test_the_same_file_named_twice_is_a_duplicate_row(tmp_path):
     assert res.cifs == 3
 
 
-def _world_writable_dir():
-    import os
-    import tempfile
-
-    folder = tempfile.mkdtemp(prefix="benchmint-test-", dir="/tmp")
-    os.chmod(folder, 0o777)
-    return folder
-
-
-def _cli_without_privileges(argv):
-    """The command as a user without root's right to read every file (root reads a mode-000 file)."""
-    import os
-    import shutil
-    import subprocess
-    import sys
-
-    as_nobody = []
-    if os.geteuid() == 0:
-        if shutil.which("setpriv") is None:
-            pytest.skip("running as root without setpriv to drop the right to read every file")
-        as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-    return subprocess.run([*as_nobody, sys.executable, "-m", "benchmint.cli", *argv], capture_output=True, text=True,
-                          env={**os.environ, "MPLCONFIGDIR": argv[argv.index("--out") + 1]})
-
-
 def test_an_unreadable_cif_and_a_link_loop_are_rows_and_the_run_goes_on():
     import os
     import shutil
     from pathlib import Path
 
-    root = Path(_world_writable_dir())
+    from unprivileged import open_folder, open_subfolder, run_cli
+
+    root = open_folder()
     try:
-        (root / "in").mkdir()
-        (root / "in" / "a_nacl.cif").write_text(salt_cif())
-        (root / "in" / "b_locked.cif").write_text(salt_cif("kcl", a=6.29, metal="K"))
-        os.chmod(root / "in" / "b_locked.cif", 0)
-        (root / "in" / "c_loop.cif").symlink_to(root / "in" / "d_loop.cif")
-        (root / "in" / "d_loop.cif").symlink_to(root / "in" / "c_loop.cif")
-        os.chmod(root / "in", 0o777)
-        out = root / "out"
-        out.mkdir()
-        os.chmod(out, 0o777)
-        done = _cli_without_privileges(["xrd", "build", str(root / "in"), "--out", str(out), "--workers", "1"])
+        src = open_subfolder(root, "in")
+        (src / "a_nacl.cif").write_text(salt_cif())
+        (src / "b_locked.cif").write_text(salt_cif("kcl", a=6.29, metal="K"))
+        os.chmod(src / "b_locked.cif", 0)
+        (src / "c_loop.cif").symlink_to(src / "d_loop.cif")
+        (src / "d_loop.cif").symlink_to(src / "c_loop.cif")
+        out = open_subfolder(root, "out")
+        done = run_cli(["xrd", "build", str(src), "--out", str(out), "--workers", "1"], out)
         assert done.returncode == 1, done.stderr
         assert [it["id"] for it in read(out / "items.jsonl")] == ["a_nacl"]
         errors = {Path(e["cif"]).name: e for e in read(out / "errors.jsonl")}

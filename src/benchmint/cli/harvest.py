@@ -13,12 +13,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         cfg = HarvestConfig(min_paths=args.min_paths, min_panels=args.min_panels, triage_only=args.triage_only,
                             max_pages=args.max_pages, page_seconds=args.page_seconds,
-                            document_seconds=args.document_seconds)
+                            document_seconds=args.document_seconds, range_seconds=args.range_seconds)
         res = harvest(args.inputs, args.out, cfg, workers=args.workers, progress=sys.stderr.isatty())
     except (InputError, ValueError) as exc:
         print(f"benchmint harvest: error: {exc}", file=sys.stderr)
         return 2
-    print(f"{res.pdfs} PDFs ({res.skipped} already done), {res.pages} pages, {res.candidates} candidate pages, "
+    left_out = f", {res.left_out} left out: found twice or unreadable" if res.left_out else ""
+    print(f"{res.pdfs} PDFs ({res.skipped} already done{left_out}), {res.pages} pages, {res.candidates} candidate pages, "
           f"{res.figures} figures, {len(res.errors)} errors (files or pages) -> {args.out}/pages.jsonl, figures.jsonl, "
           f"errors.jsonl, thumbs/")
     for e in res.errors[:10]:
@@ -45,5 +46,9 @@ def add_parser(sub) -> None:
                               "skipped and listed in errors.jsonl (default 60)")
     harvest.add_argument("--document-seconds", type=float, default=900.0,
                          help="time limit of one unit of work: a document's page range (default 900)")
+    harvest.add_argument("--range-seconds", type=float, default=300.0,
+                         help="time limit of opening a document and of each stage over a whole page range (counting "
+                              "images and paths, the figure-word check); past it the range is listed in errors.jsonl "
+                              "(default 300)")
     harvest.add_argument("--triage-only", action="store_true", help="only pages.jsonl: the fast first pass")
     harvest.set_defaults(func=run)

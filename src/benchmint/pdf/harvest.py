@@ -14,7 +14,9 @@ Real dumps hold pages MuPDF needs minutes to read or render (dense vector
 maps, broken content streams), and MuPDF cannot be interrupted from Python.
 So every page stage (reading text, rendering the thumbnail, pairing figures)
 is reported to the runner, whose worker is killed when one stage runs past
-``page_seconds`` or one unit past ``document_seconds``. A page range
+``page_seconds`` or one unit past ``document_seconds``; opening the document
+and the stages over a whole page range (counting, the figure-word check) run
+under ``range_seconds`` instead, being no one page's work. A page range
 stopped on a page is run again without that page (at most
 ``MAX_SKIPPED_PAGES`` pages a document): the page gets a row saying which
 limit it hit, errors.jsonl lists it, and the rest of the document is
@@ -219,10 +221,11 @@ def _texts(first: int, segments: list) -> list:
     return [[first + i, [text for text, _ in segs]] for i, segs in enumerate(segments) if segs is not None]
 
 
-def _read_texts(path: str, numbers: list[int]) -> dict:
+def _read_texts(path: str, numbers: list[int], open_seconds: float | None = None) -> dict:
     """In a worker: the text of the pages ``numbers`` (1-based), for the discussion paragraphs."""
     from benchmint.pdf.captions import text_segments
 
+    stage("open", open_seconds)
     doc, problem = _open(path)
     if doc is None:
         return {"error": problem}
@@ -389,7 +392,8 @@ class _Run:
                 end = min(last, r.get("page_count", last))
                 unread = [n for n in range(first, end + 1) if n not in read and n not in d.skips]
                 if unread and "error" not in r:
-                    units.append(Unit(d.key({"text": unread}), (str(d.path), unread), f"{d.path} text"))
+                    units.append(Unit(d.key({"text": unread}), (str(d.path), unread, self.cfg.range_seconds),
+                                      f"{d.path} text"))
                     wanted.append(d)
         for d, r in zip(wanted, self.run(units, wanted, _read_texts, "harvest: text")):
             d.texts.update({n: texts for n, texts in r.get("text", ())})

@@ -1,0 +1,51 @@
+"""Runs over files: files found twice or unreadable, hashing in blocks, stages with limits of their own."""
+
+import hashlib
+import os
+import time
+import tracemalloc
+
+from benchmint.run import Ledger, ProcessExecutor, Unit, content_key, hash_file, run_files, run_units, stage
+
+
+def size_of(path, key, out):
+    return {"size": os.path.getsize(path), "key": key}
+
+
+def test_files_are_hashed_in_blocks(tmp_path):
+    """A 48 MB file costs the run's process a block of memory, not its size; the key is content_key's."""
+    big = tmp_path / "in" / "big.cif"
+    big.parent.mkdir()
+    block = hashlib.sha256(b"seed").digest() * 4096  # 128 KiB that do not compress into anything smaller
+    with open(big, "wb") as fh:
+        for _ in range(384):
+            fh.write(block)
+    data = big.read_bytes()
+    want = content_key(data, {"db": "x"})
+    assert hash_file(big, {"db": "x"}) == (want, hashlib.sha256(data).hexdigest())
+    del data
+    tracemalloc.start()
+    try:
+        _, rows, _ = run_files([big.parent], ".cif", tmp_path / "out", "t", size_of, lambda p: (),
+                               lambda p: {"db": "x"})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert rows == [(big, want, {"size": 384 * 128 * 1024, "key": want})]
+    assert peak < 8 * 2**20, f"{peak / 2**20:.1f} MiB"
+
+
+def open_then_page(open_s, page_s):
+    stage("open", 10.0)  # a limit of its own: longer than the executor's stage limit
+    time.sleep(open_s)
+    stage("page 1 text")
+    time.sleep(page_s)
+    return {"done": True}
+
+
+def test_a_stage_with_its_own_limit_is_held_to_it_and_the_next_to_the_executors(tmp_path):
+    units = [Unit("slow-open", (0.8, 0.0), "a"), Unit("slow-page", (0.0, 3.0), "b")]
+    with Ledger(tmp_path / "l.sqlite", "t") as ledger:
+        results, _ = run_units(ledger, units, open_then_page, ProcessExecutor(1, stage_seconds=0.4))
+    assert results[0] == {"done": True}
+    assert results[1]["time_limit"] == {"limit": "stage", "seconds": 0.4, "stage": "page 1 text"}
