@@ -30,6 +30,6 @@ def add_parser(sub) -> None:
     crop.add_argument("--units", choices=["norm1000", "pixels"], default="norm1000",
                       help="box normalised to [0, 1000] (default) or in thumbnail pixels (Qwen2.5-VL)")
     crop.add_argument("--label", help="the modality label the VLM gave (kept in the record)")
-    crop.add_argument("--dpi", type=int, default=300)
-    crop.add_argument("--out", required=True, help="PNG path")
+    crop.add_argument("--dpi", type=int, default=300, help="render resolution, 1-2400 (default 300)")
+    crop.add_argument("--out", required=True, help="PNG path (named .png)")
     crop.set_defaults(func=run)

@@ -114,7 +114,7 @@ def check_boxes(boxes: np.ndarray, width: float, height: float, what: str, min_s
     for mask, message in problems:
         i = _first_bad(mask)
         if i is not None:
-            raise BoxError(f"box {i} {list(boxes[i])} {message}")
+            raise BoxError(f"box {i} {boxes[i].tolist()} {message}")  # plain numbers, not np.float64(...)
 
 
 def thumbnail_to_page(boxes, frame: PageFrame, units: str = "norm1000", longest: int = THUMB_LONGEST,
