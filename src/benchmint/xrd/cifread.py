@@ -41,6 +41,14 @@ each group's images is an equivalence (so the vectorised "first of each
 class" equals pymatgen's greedy loop). Anything else goes to pymatgen (counted
 as a fallback). The closeness tests run in ``benchmint._core.cifread``, whose
 NumPy forms are ``cifread_ref.pbc_close`` / ``pbc_groups``.
+
+Where benchmint reads a CIF differently from pymatgen alone, it does so before
+either route, on the text both read (so the routes stay equal):
+``structure_blocks`` splits a file of several structure blocks into one text
+per block (pymatgen's ``parse_structures()[0]`` is the first block's
+structure only), and ``with_hall_operations`` gives a block that names its
+space group only by a Hall symbol the symbol's operations (pymatgen builds
+such a block's asymmetric unit as P1).
 """
 
 from __future__ import annotations
