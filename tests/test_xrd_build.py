@@ -1,6 +1,7 @@
 """benchmint xrd build: items, images, KMeans selection, bad CIFs, resumable runs."""
 
 import json
+from pathlib import Path
 
 import pytest
 from pymatgen.core import Lattice, Structure
@@ -503,3 +504,41 @@ def test_options_are_checked_before_any_work(tmp_path, capsys):
         assert main(["xrd", "build", str(src), "--out", str(tmp_path / "o"), *extra]) == 2
         assert said in capsys.readouterr().err
         assert not (tmp_path / "o").exists()
+
+
+def test_a_collection_as_databases_hold_it_is_built_with_every_file_accounted_for(tmp_path):
+    """Repeated structures, a copy, a Hall-only and a symmetry-less CIF, a file of blocks, one stem in two
+    folders, a loop of links: every file is an item or a row, and a rerun writes the same files."""
+    src = tmp_path / "in"
+    for db in ("dbA", "dbB"):
+        (src / db).mkdir(parents=True)
+    files = {
+        "dbA/nacl.cif": salt_cif(),
+        "dbA/nacl_copy.cif": salt_cif(),
+        "dbA/nacl_crlf.cif": salt_cif().replace("\n", "\r\n"),
+        "dbA/hall.cif": salt_cif("kcl", symmetry="_symmetry_space_group_name_Hall '-F 4 2 3'\n", a=6.29, metal="K"),
+        "dbA/bare.cif": salt_cif("bare", symmetry=""),
+        "dbB/blocks.cif": salt_cif("one") + salt_cif("two", a=6.29, metal="K"),
+        "dbB/nacl.cif": salt_cif(a=5.70),
+    }
+    for name, text in files.items():
+        (src / name).write_bytes(text.encode())
+    (src / "dbB" / "loop.cif").symlink_to(src / "dbB" / "loop.cif")
+    cfg = BuildConfig(db_from_dirname=True)
+    res = build([src], tmp_path / "out", cfg, workers=2)
+    items = read(tmp_path / "out" / "items.jsonl")
+    rows = read(tmp_path / "out" / "errors.jsonl")
+    assert [it["id"] for it in items] == ["bare", "hall", "nacl", "nacl_crlf", "blocks#one", "blocks#two"]
+    assert {Path(it["cif"]).name for it in items} | {Path(r["cif"]).name for r in rows} == {
+        Path(n).name for n in files} | {"loop.cif"}
+    assert [(Path(r["cif"]).name, r["kind"]) for r in rows] == [
+        ("bare.cif", "warning"), ("nacl_copy.cif", "duplicate_content"), ("loop.cif", "unreadable"),
+        ("nacl.cif", "duplicate_id")]
+    assert {it["id"]: it["answer"] for it in items if it["id"] != "bare"} == {
+        "hall": [[2, 0, 0]], "nacl": [[2, 0, 0]], "nacl_crlf": [[2, 0, 0]], "blocks#one": [[2, 0, 0]],
+        "blocks#two": [[2, 0, 0]]}
+    assert res.selected == len(read(tmp_path / "out" / "selection.jsonl")) >= 2
+    before = {n: (tmp_path / "out" / n).read_bytes() for n in ("items.jsonl", "errors.jsonl", "selection.jsonl")}
+    again = build([src], tmp_path / "out", cfg, workers=1)
+    # seven files read, six keys: the copy shares its original's
+    assert again.skipped == 6 and before == {n: (tmp_path / "out" / n).read_bytes() for n in before}

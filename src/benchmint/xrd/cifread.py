@@ -231,6 +231,8 @@ def with_hall_operations(text: str) -> tuple[str, str | None]:
     symbol but no operations is completed from the Hall symbol, which names the setting and origin an H-M
     symbol may leave open.
     """
+    if "name_hall" not in text.lower() or has_operations(text):  # the common case, without parsing the text
+        return text, None
     import gemmi
 
     try:
