@@ -544,3 +544,21 @@ def test_a_collection_as_databases_hold_it_is_built_with_every_file_accounted_fo
     again = build([src], tmp_path / "out", cfg, workers=1)
     # seven files read, six keys: the copy shares its original's
     assert again.skipped == 6 and before == {n: (tmp_path / "out" / n).read_bytes() for n in before}
+
+
+def test_block_and_hall_items_read_back_for_eval_with_their_own_structure(tmp_path):
+    """A block's item carries its block's text, so a prompt and the deterministic baseline see that structure;
+    the baseline reads a Hall-only CIF as the build does."""
+    from benchmint import benchmarks
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "salts.cif").write_text(salt_cif("one", a=5.64) + salt_cif("two", a=6.29, metal="K"))
+    (tmp_path / "in" / "hall.cif").write_text(salt_cif(symmetry="_symmetry_space_group_name_Hall '-F 4 2 3'\n"))
+    build([tmp_path / "in"], tmp_path / "out", BuildConfig(), workers=1)
+    bench = benchmarks.get("crystalxrd")
+    items = {it.id: it for _, it in bench.read_items(tmp_path / "out" / "items.jsonl")}
+    assert set(items) == {"hall", "salts#one", "salts#two"}
+    assert items["salts#two"].fields["cif_text"] == salt_cif("two", a=6.29, metal="K")
+    assert "The chemical formula: KCl\n" in bench.prompt(items["salts#two"], "cif_only").text()
+    for it in items.values():
+        assert json.loads(bench.baseline_reply(it))["max_peak_hkls"] == it.answer == [[2, 0, 0]]

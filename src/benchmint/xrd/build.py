@@ -182,8 +182,14 @@ def _build_one(path: str, key: str, out_dir: str, db: str, cfg: BuildConfig) -> 
     blocks = structure_blocks(Path(path).read_text(encoding="utf-8", errors="replace"))
     if len(blocks) == 1:
         return _build_block(blocks[0][1], key, f"{key[:12]}.png", out_dir, db, cfg)
-    return {"blocks": [{"block": name, **_build_block(text, f"{key}#{name}", f"{key[:12]}-{i:03d}.png", out_dir, db,
-                                                      cfg)} for i, (name, text) in enumerate(blocks)]}
+    # A block's item carries its own text: the file's would give a model (and the baseline) every block.
+    return {"blocks": [{"block": name, **_with_text(_build_block(text, f"{key}#{name}", f"{key[:12]}-{i:03d}.png",
+                                                                 out_dir, db, cfg), text)}
+                       for i, (name, text) in enumerate(blocks)]}
+
+
+def _with_text(result: dict, text: str) -> dict:
+    return result if "error" in result else {**result, "cif_text": text}
 
 
 def _build_block(text: str, key: str, image_name: str, out_dir: str, db: str, cfg: BuildConfig) -> dict:

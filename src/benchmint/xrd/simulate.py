@@ -2,7 +2,9 @@
 
 ``simulate(source)`` takes a pymatgen ``Structure`` (used as is: its own cell
 gives the Miller indices) or CIF text (read as ``CifParser(...).parse_structures(
-primitive=False)[0]`` would, through ``benchmint.xrd.cifread``), computes the
+primitive=False)[0]`` would, through ``benchmint.xrd.cifread``, once a space
+group given only by a Hall symbol has its operations written in:
+``cifread.with_hall_operations``), computes the
 sticks pymatgen's ``XRDCalculator("CuKa1", symprec=0)`` gives, and broadens
 them into the benchmark's Kα1/Kα2 curve (``benchmint.xrd.profile``). ``simulate_many`` does the same for many sources over
 threads (the kernels release the GIL).
@@ -14,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from benchmint.parallel import thread_map
-from benchmint.xrd.cifread import CellSites, read_sites
+from benchmint.xrd.cifread import CellSites, read_sites, with_hall_operations
 from benchmint.xrd.profile import PatternResult, ProfileParams, sticks_pattern
 from benchmint.xrd.sticks import DEFAULT_RANGE, Sticks, compute_sticks
 
@@ -49,7 +51,7 @@ def simulate(source: Any, params: ProfileParams | None = None,
     element without scattering factors or no reflection in range; a CIF pymatgen cannot read raises
     what CifParser raises."""
     if isinstance(source, str):
-        sites, route = read_sites(source)
+        sites, route = read_sites(with_hall_operations(source)[0])
     else:
         sites, route = source, "structure"
     if len(sites) == 0:
