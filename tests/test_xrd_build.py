@@ -481,20 +481,22 @@ def _slow_cif(n_atoms=60):
 
     rng = random.Random(1)
     rows = "".join(f"C{i} C {rng.random():.5f} {rng.random():.5f} {rng.random():.5f} 1\n" for i in range(n_atoms))
-    # general positions of Fm-3m from its symbol alone: pymatgen's parser expands them, for ~15 s
+    # general positions of Fm-3m from its symbol alone: pymatgen's parser expands them, for ~30 s
     return ("data_slow\n" + CELL.format(a=30) + "_symmetry_space_group_name_H-M 'F m -3 m'\n"
             + SITES.split("{m}1")[0] + rows)
 
 
 def test_a_cif_past_its_time_limit_is_an_error_row(tmp_path):
     (tmp_path / "in").mkdir()
-    (tmp_path / "in" / "a_slow.cif").write_text(_slow_cif())
-    (tmp_path / "in" / "b_nacl.cif").write_text(salt_cif())
-    res = build([tmp_path / "in"], tmp_path / "out", BuildConfig(cif_seconds=3), workers=1)
-    assert [it["id"] for it in read(tmp_path / "out" / "items.jsonl")] == ["b_nacl"]
+    (tmp_path / "in" / "a_nacl.cif").write_text(salt_cif())
+    (tmp_path / "in" / "b_slow.cif").write_text(_slow_cif())  # ~30 s here
+    (tmp_path / "in" / "c_kcl.cif").write_text(salt_cif("kcl", a=6.29, metal="K"))  # after the worker is replaced
+    res = build([tmp_path / "in"], tmp_path / "out", BuildConfig(cif_seconds=6), workers=1)
+    assert [it["id"] for it in read(tmp_path / "out" / "items.jsonl")] == ["a_nacl", "c_kcl"]
     (error,) = read(tmp_path / "out" / "errors.jsonl")
-    assert error["time_limit"] == {"limit": "unit", "seconds": 3, "stage": None} and res.errors == [error]
-    assert error["error"].endswith("ran past the unit time limit of 3 s; its worker was stopped")
+    assert error["cif"].endswith("b_slow.cif") and res.errors == [error]
+    assert error["time_limit"] == {"limit": "unit", "seconds": 6, "stage": None}
+    assert error["error"].endswith("ran past the unit time limit of 6 s; its worker was stopped")
 
 
 def test_options_are_checked_before_any_work(tmp_path, capsys):
