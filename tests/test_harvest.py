@@ -339,17 +339,17 @@ def test_a_rerun_with_other_settings_leaves_only_its_own_thumbnails(corpus, tmp_
 
 
 def test_opening_and_counting_run_under_the_range_limit_not_the_page_limit(tmp_path):
-    """A page whose drawing takes 0.1 s to count and 1 s to read: with a 0.05 s page limit the count is not one
+    """A page whose drawing takes ~1 s to count and ~10 s to read: with a 0.5 s page limit the count is not one
     page's stage (the range goes on); the text reading is, and the page is skipped with its stage named."""
     from pdf_factory import append_slow_page
 
     doc = pymupdf.open()
-    append_slow_page(doc)
+    append_slow_page(doc, depth=6)
     (tmp_path / "in").mkdir()
     doc.save(tmp_path / "in" / "slow.pdf")
-    res = harvest([tmp_path / "in"], tmp_path / "out", HarvestConfig(page_seconds=0.05), workers=1)
+    res = harvest([tmp_path / "in"], tmp_path / "out", HarvestConfig(page_seconds=0.5), workers=1)
     (page,) = read(tmp_path / "out" / "pages.jsonl")
-    assert page["reason"] == "skipped: page 1 text ran past the page time limit (0.05 s)"
+    assert page["reason"] == "skipped: page 1 text ran past the page time limit (0.5 s)"
     assert [e["error"] for e in res.errors] == [page["reason"]]
 
 
