@@ -49,3 +49,33 @@ def test_a_stage_with_its_own_limit_is_held_to_it_and_the_next_to_the_executors(
         results, _ = run_units(ledger, units, open_then_page, ProcessExecutor(1, stage_seconds=0.4))
     assert results[0] == {"done": True}
     assert results[1]["time_limit"] == {"limit": "stage", "seconds": 0.4, "stage": "page 1 text"}
+
+
+def read_it(path, key, out):
+    with open(path, "rb") as fh:
+        return {"bytes": len(fh.read())}
+
+
+def test_files_that_vanish_are_rows_and_the_run_goes_on(tmp_path):
+    """One file gone between the listing and its hashing, one between its hashing and its worker's reading
+    (the run's own callbacks remove them at those moments): each is an error row, the third file runs."""
+    src = tmp_path / "in"
+    src.mkdir()
+    for name in ("a.cif", "b.cif", "c.cif"):
+        (src / name).write_text(name)
+
+    def settings_of(p):  # called just before the file is hashed
+        if p.name == "a.cif":
+            p.unlink()
+        return {}
+
+    def args_of(p):  # called once the file is hashed, before any worker reads it
+        if p.name == "b.cif":
+            p.unlink()
+        return ()
+
+    _, rows, _ = run_files([src], ".cif", tmp_path / "out", "t", read_it, args_of, settings_of, workers=1)
+    assert [(p.name, r) for p, _, r in rows] == [
+        ("a.cif", {"error": "cannot be read: FileNotFoundError: No such file or directory", "kind": "unreadable"}),
+        ("b.cif", {"error": f"FileNotFoundError: [Errno 2] No such file or directory: '{src / 'b.cif'}'"}),
+        ("c.cif", {"bytes": 5})]
