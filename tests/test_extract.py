@@ -22,7 +22,7 @@ def _case_id(lineno: int, row: dict) -> str:
 
 def _expected(row: dict):
     exp = row["expected"]
-    if exp is None or row["task"] == "mcq":
+    if exp is None or row["task"] in ("mcq", "option_number"):
         return exp
     return [tuple(x) for x in exp]
 
@@ -35,10 +35,12 @@ def test_golden(row):
 def test_corpus_shape():
     tasks = [r["task"] for _, r in _ROWS]
     assert len(_ROWS) >= 170
-    assert tasks.count("mcq") >= 100 and tasks.count("hkl") >= 60
+    assert tasks.count("mcq") >= 100 and tasks.count("hkl") >= 60 and tasks.count("option_number") >= 20
     for _, r in _ROWS:
         assert set(r) == {"task", "output", "expected", "note"}
-        assert r["task"] in ("mcq", "hkl") and isinstance(r["output"], str) and r["note"]
+        assert r["task"] in ("mcq", "hkl", "option_number") and isinstance(r["output"], str) and r["note"]
+        if r["expected"] is not None and r["task"] == "option_number":
+            assert len(r["expected"]) == 1 and type(r["expected"][0]) is int and r["expected"][0] >= 1
         exp = r["expected"]
         assert exp is None or isinstance(exp, list)
         if exp is not None and r["task"] == "mcq":
