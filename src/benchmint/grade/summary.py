@@ -3,9 +3,13 @@
 Blocks, one per (model, setting):
 
 - ``accuracy``: mean score over the graded answers, with a 95% percentile
-  bootstrap interval; ``accuracy_undecided_as_wrong`` counts every answer
-  that could not be decided as wrong (a lower bound); ``undecided``,
-  ``judge_failures`` and ``unparsed`` are counts of their own.
+  bootstrap interval; a gold item the model has no answer for is graded
+  wrong (verdict "missing", counted in ``missing``), so the accuracy is out
+  of the gold items; ``accuracy_undecided_as_wrong`` counts every answer
+  that could not be decided as wrong too (a lower bound); ``undecided``,
+  ``judge_failures`` and ``unparsed`` (nothing read: an empty reply, an
+  option reply nothing or two options can be read from) are counts of their
+  own. ``answers`` counts the answers given, ``items`` the gold items.
 - ``by``: the same per value of each stratum (gold ``meta`` keys).
 
 Across settings (SeePhys, seephys.txt Table 3): for a model graded in TV and
@@ -106,7 +110,7 @@ def human_groups(groups: Sequence[tuple[str, str, tuple[str, ...]]], grades, ite
     for name, rule, members in groups:
         per_item: dict[str, list[float]] = defaultdict(list)
         for g in grades:
-            if g.model in members and repeat_of(g) == FIRST_REPEAT:
+            if g.model in members and repeat_of(g) == FIRST_REPEAT and g.verdict != "missing":
                 per_item[g.id].append(g.score)
         scores = {i: (max(v) if rule == "union" else float(np.mean(v))) for i, v in per_item.items()}
         levels: dict[str, list[float]] = defaultdict(list)
@@ -138,8 +142,10 @@ def build(benchmark: str, units, grades, items: dict, errors: list[dict], by: Se
         got = [graded[u.key] for u in members if u.key in graded]
         scores = [g.score for g in got]
         causes = undecided[(model, setting)]
+        missing = sum(1 for g in got if g.verdict == "missing")
         block: dict[str, Any] = {
-            "model": model, "setting": setting or None, "answers": len(members), "graded": len(got),
+            "model": model, "setting": setting or None, "answers": len(members) - missing, "missing": missing,
+            "items": len({u.pred.id for u in members}), "graded": len(got),
             "accuracy": mean_ci(scores, n_boot, rng),
             "accuracy_undecided_as_wrong": (sum(scores) / len(members)) if members else None,
             "undecided": sum(causes.values()), "judge_failures": causes.get("judge_failed", 0),
@@ -169,7 +175,8 @@ def build(benchmark: str, units, grades, items: dict, errors: list[dict], by: Se
         blocks.append(block)
     out: dict[str, Any] = {
         "benchmark": benchmark,
-        "counts": {"answers": len(units), "graded": len(grades), "undecided": sum(b["undecided"] for b in blocks),
+        "counts": {"answers": sum(b["answers"] for b in blocks), "missing": sum(b["missing"] for b in blocks),
+                   "graded": len(grades), "undecided": sum(b["undecided"] for b in blocks),
                    "judge_failures": sum(b["judge_failures"] for b in blocks),
                    "no_judge": sum(b["no_judge"] for b in blocks), "unparsed": sum(b["unparsed"] for b in blocks),
                    "errors": len(errors)},
@@ -310,8 +317,10 @@ def correlations(grades, items: dict) -> dict:
 
 def ablation(grades, sets: Sequence[str], n_boot: int, seed: int) -> dict:
     """matvqa.txt §5.2, Table 3: each model's accuracy on the main item set and on each other set with the same ids
-    (language- or caption-shortcut removed), and the relative drop (main − set) / main on the items answered in
-    both, with a paired bootstrap interval. The main set is every answer outside the named sets (first repeat)."""
+    (language- or caption-shortcut removed), each out of its own items (an item without an answer counts wrong),
+    and the relative drop (main − set) / main over the items both sets hold (``shared``: how many, and both
+    accuracies on them), with a paired bootstrap interval. The main set is every answer outside the named sets
+    (first repeat)."""
     rng = np.random.default_rng(seed)
     per: dict[str, dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
     for g in grades:
@@ -326,11 +335,12 @@ def ablation(grades, sets: Sequence[str], n_boot: int, seed: int) -> dict:
         for name in sets:
             answers = by_set.get(name, {})
             common = sorted(main.keys() & answers.keys())
+            a, b = np.array([main[i] for i in common]), np.array([answers[i] for i in common])
             row[name] = {"accuracy": float(np.mean(list(answers.values()))) if answers else None,
                          "items": len(answers),
-                         "relative_drop": _gap(np.array([main[i] for i in common]),
-                                               np.array([answers[i] for i in common]), n_boot, rng)
-                         if common else None}
+                         "shared": {"items": len(common), "main_accuracy": float(a.mean()) if common else None,
+                                    "accuracy": float(b.mean()) if common else None},
+                         "relative_drop": _gap(a, b, n_boot, rng) if common else None}
         out[model] = row
     return out
 
