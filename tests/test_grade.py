@@ -679,3 +679,21 @@ def test_matvqa_hedges_are_never_credited(tmp_path):
     grades = _lines(tmp_path / "out" / "grades.jsonl")
     assert [(g["answer"], g["verdict"]) for g in grades] == [(None, "unparsed"), (None, "unparsed"),
                                                              ([2], "correct"), ([2], "correct"), ([2], "correct")]
+
+
+def test_summary_is_byte_identical_between_identical_runs(files):
+    # two runs of the same inputs into two folders, each with its own judge cache: the same summary.json, bytes and
+    # all; the run's wall time and the cache's place are in run.json
+    with ChatServer() as server:
+        server.default = Reply(text=_judge)
+        for name in ("a", "b"):
+            argv = seephys_argv(files, server)
+            argv[argv.index("--out") + 1] = str(files / name)
+            main([*argv, "--audit-sample", "5"])
+    first, second = ((files / name / "summary.json").read_bytes() for name in ("a", "b"))
+    assert first == second
+    assert b"seconds" not in first and str(files).encode() not in first.replace(str(files / "items.jsonl").encode(),
+                                                                             b"").replace(
+        str(files / "preds.jsonl").encode(), b"")
+    run = json.loads((files / "a" / "run.json").read_text())
+    assert run["seconds"] > 0 and run["judge"]["cache"].startswith(str(files / "a"))

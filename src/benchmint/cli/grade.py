@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
                 j.engine.close()
     if not args.quiet:
         print(render(result.summary))
-        print(f"wrote {out}/grades.jsonl, summary.json, errors.jsonl")
+        print(f"wrote {out}/grades.jsonl, summary.json, errors.jsonl, run.json")
     return result.exit_code
 
 

@@ -457,7 +457,7 @@ def _audit(result: GradeResult, cfg: GradeConfig, items: dict, shown: dict, out:
     if cfg.audit_sample is not None:
         sample = audit.stratified_sample(result.grades, cfg.audit_sample, cfg.seed)
         audit.write_sheet(out / "audit.csv", sample, items, shown)
-        result.summary["audit_sheet"] = {"path": str(out / "audit.csv"), "rows": len(sample),
+        result.summary["audit_sheet"] = {"path": "audit.csv", "rows": len(sample),  # in the output folder
                                          "judge_decisions": sum(g.stage == "judge" for g in result.grades)}
     if cfg.audit_labels is not None:
         labels, bad = audit.read_labels(cfg.audit_labels)
@@ -553,9 +553,14 @@ def grade_files(pred_paths: Iterable[str | Path], gold_path: str | Path, out_dir
         result.summary["judge_agreement"] = {"judges": [judge.model, second_judge.model], **audit.agreement(paired)}
     out.mkdir(parents=True, exist_ok=True)
     _audit(result, cfg, items, shown, out)
-    result.summary["seconds"] = round(time.perf_counter() - t0, 3)
+    # summary.json is the same for the same inputs; what depends on the machine or the run goes to run.json
+    run: dict[str, Any] = {"seconds": round(time.perf_counter() - t0, 3)}
+    if "judge" in result.summary:
+        engine = result.summary["judge"]
+        run["judge"] = {"cache": engine["cache"].pop("path"), "rate_limit_wait_s": engine.pop("rate_limit_wait_s")}
     write_jsonl(out / "grades.jsonl", (g.to_json() for g in result.grades))
     write_jsonl(out / "errors.jsonl", result.errors)
-    with atomic_write(out / "summary.json") as f:
-        json.dump(result.summary, f, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    for name, data in (("summary.json", result.summary), ("run.json", run)):
+        with atomic_write(out / name) as f:
+            json.dump(data, f, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
     return result
