@@ -99,11 +99,20 @@ void answer_from_letters(uint32_t mask, Answer& a) {
     }
 }
 
-// Drops (000)/(0000), sorts and deduplicates like normalize_hkls; false when an index is out of range.
+// Whether every 4-index reflection is a Miller-Bravais label, i = -(h + k).
+bool bravais_ok(const std::vector<Hkl>& hkls) {
+    for (const auto& h : hkls)
+        if (h.n == 4 && h.idx[0] + h.idx[1] + h.idx[2] != 0) return false;
+    return true;
+}
+
+// Drops (000)/(0000), sorts and deduplicates like normalize_hkls; false when an index is out of range or a
+// 4-index label is not a Miller-Bravais one (the reference reports both).
 bool answer_from_hkls(std::vector<Hkl>& hkls, Answer& a) {
     for (const auto& h : hkls)
         for (int k = 0; k < h.n; ++k)
             if (h.idx[k] > HKL_LIMIT || h.idx[k] < -HKL_LIMIT) return false;
+    if (!bravais_ok(hkls)) return false;
     hkls.erase(
         std::remove_if(hkls.begin(), hkls.end(),
                        [](const Hkl& h) { return std::all_of(h.idx, h.idx + h.n, [](int64_t x) { return x == 0; }); }),
@@ -323,7 +332,8 @@ void parse_gold_line(std::string_view line, const GoldIndex& g, GoldLine& out) {
     };
     if (!json::read_object(c, member)) return;
     c.ws();
-    out.decided = c.ok && c.p == c.end && has_id && has_answer;
+    // an empty gold answer is a gold error the reference reports
+    out.decided = c.ok && c.p == c.end && has_id && has_answer && !out.answer.keys.empty();
     if (out.decided) out.hash = hash_bytes(out.rid);
 }
 
@@ -605,10 +615,12 @@ void parse_pred_line(std::string_view line, int task, PredLine& out) {
             std::vector<Hkl> hkls;
             Extracted r = extract_hkls(output, hkls);
             if (r == Extracted::Undecided) return;
-            if (r == Extracted::None || !answer_from_hkls(hkls, out.answer)) {
+            if (r == Extracted::None) {
                 out.status = ST_UNPARSED;
                 out.answer.keys.clear();
                 out.answer.json = "[]";
+            } else if (!answer_from_hkls(hkls, out.answer)) {
+                return;  // an index out of range or no Miller-Bravais label: the reference gives the reason
             }
         }
     }

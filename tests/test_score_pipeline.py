@@ -114,16 +114,16 @@ def test_errors_are_listed_and_counted(tmp_path, gold):
         ("wrong_kind", 5, "q2"),
         ("bad_field", 6, "q3"),
         ("missing_id", 7, None),
-        ("missing_prediction", None, "q2"),
         ("missing_prediction", None, "q4"),
     ]
     assert all(e["file"].endswith(("pred.jsonl", "gold.jsonl")) for e in errs)
     assert res.exit_code == 1
     block = res.summary["models"]["m"]
-    assert block["n"] == 4 and block["n_missing"] == 2
-    assert res.summary["errors"]["count"] == 8
+    # q2's answer is of the wrong kind and it has no output: scored as unparsed, not dropped as missing
+    assert block["n"] == 4 and block["n_missing"] == 1
+    assert res.summary["errors"]["count"] == 7
     rows = read_jsonl(tmp_path / "out" / "scores.jsonl")
-    assert [(r["id"], r["status"]) for r in rows] == [("q1", "ok"), ("q3", "ok"), ("q2", "missing"), ("q4", "missing")]
+    assert [(r["id"], r["status"]) for r in rows] == [("q1", "ok"), ("q2", "unparsed"), ("q3", "ok"), ("q4", "missing")]
 
 
 def test_gold_errors(tmp_path):

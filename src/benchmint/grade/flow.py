@@ -553,14 +553,20 @@ def grade_files(pred_paths: Iterable[str | Path], gold_path: str | Path, out_dir
         result.summary["judge_agreement"] = {"judges": [judge.model, second_judge.model], **audit.agreement(paired)}
     out.mkdir(parents=True, exist_ok=True)
     _audit(result, cfg, items, shown, out)
-    # summary.json is the same for the same inputs; what depends on the machine or the run goes to run.json
-    run: dict[str, Any] = {"seconds": round(time.perf_counter() - t0, 3)}
+    _write(result, time.perf_counter() - t0)
+    return result
+
+
+def _write(result: GradeResult, seconds: float) -> None:
+    """The output files. summary.json is the same for the same inputs; what depends on the machine or the run (wall
+    time, the judge cache's place, rate-limit waits) goes to run.json."""
+    run: dict[str, Any] = {"seconds": round(seconds, 3)}
     if "judge" in result.summary:
         engine = result.summary["judge"]
         run["judge"] = {"cache": engine["cache"].pop("path"), "rate_limit_wait_s": engine.pop("rate_limit_wait_s")}
+    out = result.out_dir
     write_jsonl(out / "grades.jsonl", (g.to_json() for g in result.grades))
     write_jsonl(out / "errors.jsonl", result.errors)
     for name, data in (("summary.json", result.summary), ("run.json", run)):
         with atomic_write(out / name) as f:
             json.dump(data, f, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
-    return result
