@@ -359,3 +359,24 @@ def test_unusable_gold_lists_the_problems(tmp_path):
     with pytest.raises(InputError, match="no usable records"):
         score_files(pred, gold, tmp_path / "o", ScoreConfig(task="mcq"))
     assert [e["line"] for e in read_jsonl(tmp_path / "o" / "errors.jsonl")] == [1, 2]
+
+
+def test_unanswered_items_are_abstention_not_wrong_selections():
+    # A, A and twice "I am not sure." against {A, B}: both selections are right (precision 1 over what it
+    # selected), half the items unanswered; it leaves options out: Conservative, never Gambler.
+    pairs = [({"A"}, {"A", "B"})] * 2 + [(set(), {"A", "B"})] * 2
+    got = _personality(pairs)
+    assert got["label"] == "Conservative" and got["precision"] == 1.0
+    assert got["abstention_rate"] == 0.5 and got["reason"].endswith("answers nothing on 50% of the items")
+    assert _personality([(set(), {"A"})] * 3)["label"] is None
+
+
+def test_abstention_through_score(tmp_path):
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text("".join(json.dumps({"id": f"q{i}", "answer": ["A", "B"]}) + "\n" for i in range(4)))
+    pred = tmp_path / "pred.jsonl"
+    pred.write_text("".join(json.dumps({"id": f"q{i}", "output": o}) + "\n"
+                            for i, o in enumerate(["A", "A", "I am not sure.", "I am not sure."])))
+    res = score_files(pred, gold, tmp_path / "out", ScoreConfig(task="mcq"))
+    p = res.summary["models"]["default"]["personality"]
+    assert (p["label"], p["precision"], p["abstention_rate"]) == ("Conservative", 1.0, 0.5)
