@@ -294,6 +294,26 @@ struct GoldLine {
     std::vector<std::string> strata;
 };
 
+// Whether a string stratum value is the missing marker or might read as a JSON value (the reference then writes
+// it as a JSON string): a number, a literal, or text that starts like an array, an object or a string.
+bool reads_as_json(std::string_view s) {
+    if (s == "(missing)"sv) return true;
+    json::Cursor c(s);
+    c.ws();
+    const char* a = c.p;
+    const char* b = c.end;
+    while (b > a && json::is_ws(b[-1])) --b;
+    const std::string_view t(a, size_t(b - a));
+    if (t.empty()) return false;
+    if (t[0] == '[' || t[0] == '{' || t[0] == '"') return true;
+    for (std::string_view word : {"true"sv, "false"sv, "null"sv, "NaN"sv, "Infinity"sv, "-Infinity"sv})
+        if (t == word) return true;
+    if ((t[0] == '-' || (t[0] >= '0' && t[0] <= '9')) && t.size() > 600) return true;  // long digit runs
+    json::Cursor n(t);
+    json::Number num;
+    return json::read_number(n, num) && n.p == n.end;
+}
+
 void parse_gold_line(std::string_view line, const GoldIndex& g, GoldLine& out) {
     out.decided = false;
     if ((out.blank = is_blank(line))) return;
@@ -310,7 +330,7 @@ void parse_gold_line(std::string_view line, const GoldIndex& g, GoldLine& out) {
         seen[f] = true;
         std::string& value = out.strata[f];
         const char ch = c.peek();
-        if (ch == '"') return json::read_string(c, value);
+        if (ch == '"') return json::read_string(c, value) && !reads_as_json(value);  // else the reference quotes it
         if (ch == '-' || (ch >= '0' && ch <= '9')) {
             json::Number num;
             if (!json::read_number(c, num) || !num.is_int || num.text == "-0") return false;

@@ -697,3 +697,44 @@ def test_summary_is_byte_identical_between_identical_runs(files):
         str(files / "preds.jsonl").encode(), b"")
     run = json.loads((files / "a" / "run.json").read_text())
     assert run["seconds"] > 0 and run["judge"]["cache"].startswith(str(files / "a"))
+
+
+def test_strata_named_as_score_names_them(tmp_path):
+    (tmp_path / "fig.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    levels = [1, 1.0, "1", "(missing)"]
+    items = [{"id": f"q{i}", "question": "q", "options": ["a", "b"], "answer": 2, "image": "fig.png",
+              "task": v} for i, v in enumerate(levels)]
+    items.append({"id": "q9", "question": "q", "options": ["a", "b"], "answer": 2, "image": "fig.png"})
+    _write(tmp_path / "items.jsonl", items)
+    _write(tmp_path / "preds.jsonl", [{"id": it["id"], "model": "m", "output": "The answer is (2)"} for it in items])
+    assert main(["grade", str(tmp_path / "preds.jsonl"), "--gold", str(tmp_path / "items.jsonl"), "--benchmark",
+                 "matvqa", "--out", str(tmp_path / "out"), "--quiet", "--by", "task"]) == 0
+    by = json.loads((tmp_path / "out" / "summary.json").read_text())["models"][0]["by"]["task"]
+    # 1 and 1.0 are one value, "1" another; an item without the key is apart from a literal "(missing)"
+    assert {k: v["n"] for k, v in by.items()} == {"1": 2, '"1"': 1, '"(missing)"': 1, "(missing)": 1}
+
+
+def test_audit_labels_for_unknown_ids_or_edited_verdicts_are_left_out(files):
+    import csv
+
+    with ChatServer() as server:
+        server.default = Reply(text=_judge)
+        base = seephys_argv(files, server)
+        main([*base, "--audit-sample", "10"])
+        with open(files / "out" / "audit.csv", newline="", encoding="utf-8") as f:
+            sheet = list(csv.DictReader(f))
+        assert [(r["id"], r["judge"]) for r in sheet] == [("p5", "0"), ("p7", "1")]
+        sheet[0]["person"] = "0"  # agrees with the judge
+        sheet[1]["person"], sheet[1]["judge"] = "0", "0"  # the judge's 1 edited to 0: would hide a disagreement
+        sheet.append({**sheet[0], "id": "p6", "judge": "1", "person": "1"})  # the judge failed on p6
+        sheet.append({**sheet[0], "id": "p99", "judge": "0", "person": "1"})  # not an item of the run
+        with open(files / "labels.csv", "w", newline="", encoding="utf-8") as f:
+            w = csv.DictWriter(f, fieldnames=list(sheet[0]))
+            w.writeheader()
+            w.writerows(sheet)
+        assert main([*base, "--audit-labels", str(files / "labels.csv")]) == 1
+    a = json.loads((files / "out" / "summary.json").read_text())["audit"]
+    assert (a["labelled"], a["disagreements"], a["error_rate"]) == (1, 0, 0.0)
+    bad = [e for e in _lines(files / "out" / "errors.jsonl") if e["kind"] == "bad_label"]
+    assert [(e["id"], e["line"]) for e in bad] == [("p7", 3), ("p6", 4), ("p99", 5)]
+    assert "the run's judge said 1" in bad[0]["message"] and "no judge decision" in bad[2]["message"]

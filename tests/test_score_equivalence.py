@@ -340,3 +340,19 @@ def test_structured_answers_as_lenient_as_outputs(forced_impl, tmp_path):
     errors = _lines_of(results, "errors.jsonl")
     assert [(e["kind"], e["id"]) for e in errors] == [("wrong_kind", "d")]
     assert errors[0]["message"].endswith("the output is read instead")
+
+
+def test_strata_values_merge_only_when_equal_as_json_values(forced_impl, tmp_path):
+    values = [1, 1.0, "1", "(missing)", None, "STM", "true", "1.5", "10-20", " 2 "]
+    gold = tmp_path / "gold.jsonl"
+    rows = [{"id": f"q{i}", "answer": ["A"], "meta": {"level": v}} for i, v in enumerate(values)]
+    rows.append({"id": "nokey", "answer": ["A"], "meta": {}})
+    gold.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    pred = tmp_path / "pred.jsonl"
+    pred.write_text("".join(json.dumps({"id": r["id"], "answer": ["A"]}) + "\n" for r in rows))
+    results = run_both(forced_impl, tmp_path, pred, gold, ScoreConfig(task="mcq", by=("level",)))
+    assert_same(results)
+    by = json.loads(results["reference"][1]["summary.json"])["models"]["default"]["by"]["level"]
+    assert {k: v["n"] for k, v in by.items()} == {
+        "1": 2, '"1"': 1, '"(missing)"': 1, "(missing)": 1, "null": 1, "STM": 1, '"true"': 1, '"1.5"': 1,
+        "10-20": 1, '" 2 "': 1}

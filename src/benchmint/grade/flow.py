@@ -461,7 +461,8 @@ def _audit(result: GradeResult, cfg: GradeConfig, items: dict, shown: dict, out:
                                          "judge_decisions": sum(g.stage == "judge" for g in result.grades)}
     if cfg.audit_labels is not None:
         labels, bad = audit.read_labels(cfg.audit_labels)
-        result.errors.extend(bad)
+        labels, unmatched = audit.check_labels(labels, result.grades, cfg.audit_labels)
+        result.errors.extend(bad + unmatched)
         result.summary["audit"] = {"labels": str(cfg.audit_labels), **audit.report(labels)}
         result.summary["counts"]["errors"] = len(result.errors)
 

@@ -10,7 +10,8 @@ Blocks, one per (model, setting):
   ``judge_failures`` and ``unparsed`` (nothing read: an empty reply, an
   option reply nothing or two options can be read from) are counts of their
   own. ``answers`` counts the answers given, ``items`` the gold items.
-- ``by``: the same per value of each stratum (gold ``meta`` keys).
+- ``by``: the same per value of each stratum (gold ``meta`` keys), values
+  named as ``benchmint score`` names them (``metrics.pipeline.stratum_name``).
 
 Across settings (SeePhys, seephys.txt Table 3): for a model graded in TV and
 another setting X, the relative gap (TV − X) / TV on the items graded in both,
@@ -37,6 +38,7 @@ import numpy as np
 from benchmint.benchmarks.evaluate import BLIND_SUFFIX
 from benchmint.metrics.aggregate import bootstrap_ci
 from benchmint.metrics.behaviour import average_ranks
+from benchmint.metrics.pipeline import MISSING_STRATUM, stratum_name
 from benchmint.records import STAGES
 
 LEVELS = ("Mid", "High", "BO", "AO", "UG", "SUG", "MA", "PhD")
@@ -50,6 +52,11 @@ GAPS = {"TC": "delta1", "TO": "delta2", "VO": "delta3"}
 FIRST_REPEAT = 1
 #: CSMBench open: the per-answer metrics kept beside the grade's score (BERTScore under the label of its model)
 OPEN_METRICS = ("sts", "bertscore_f1", "bertscore_minilm_f1", "judge_score")
+
+
+def stratum(meta: dict, key: str) -> str:
+    """The item's stratum of ``key``, named as ``benchmint score`` names it (MISSING_STRATUM without the key)."""
+    return stratum_name(meta[key])[0] if key in meta else MISSING_STRATUM
 
 
 def repeat_of(grade) -> int:
@@ -157,8 +164,7 @@ def build(benchmark: str, units, grades, items: dict, errors: list[dict], by: Se
         for key in by:
             cells: dict[str, list[float]] = defaultdict(list)
             for g in got:
-                value = items[g.id].meta.get(key)
-                cells["(none)" if value is None else str(value)].append(g.score)
+                cells[stratum(items[g.id].meta, key)].append(g.score)
             block["by"][key] = {v: mean_ci(s, n_boot, rng) for v, s in sorted(cells.items())}
         if benchmark == "seephys":
             block["levels"] = _levels(got, items, n_boot, rng)
@@ -272,8 +278,7 @@ def _cells(got, items: dict, key: str, metric: str) -> dict[str, list[float]]:
     cells: dict[str, list[float]] = defaultdict(list)
     for g in got:
         if g.extra.get(metric) is not None:
-            value = items[g.id].meta.get(key)
-            cells["(none)" if value is None else str(value)].append(g.extra[metric])
+            cells[stratum(items[g.id].meta, key)].append(g.extra[metric])
     return cells
 
 

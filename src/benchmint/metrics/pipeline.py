@@ -122,11 +122,29 @@ class Columns:
 _error = error_row
 
 
-def _stratum_value(value) -> tuple[str, str | None]:
-    """A meta value as a stratum name, or (MISSING_STRATUM, why) when no file could hold it."""
+def _reads_as_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def stratum_name(value) -> tuple[str, str | None]:
+    """A meta value as a stratum name, or (MISSING_STRATUM, why) when no file could hold it.
+
+    Values that are equal as JSON values share a name and others never do: a string is itself, unless it would
+    read as another value (``"1"``, ``"true"``, ``"[1]"``, ``'"a"'``) or is the missing marker, then it is written
+    as a JSON string; anything else is its JSON text, an integral number as an integer (1 and 1.0 are one value,
+    "1" another, and an item without the key is apart from a literal "(missing)" value).
+    """
     if isinstance(value, str):
         where = lone_surrogate(value)
-        return (MISSING_STRATUM, f"holds {where}") if where else (value, None)
+        if where:
+            return MISSING_STRATUM, f"holds {where}"
+        return (dumps(value) if value == MISSING_STRATUM or _reads_as_json(value) else value), None
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
     try:
         return dumps(value), None
     except ValueError:  # NaN or an infinity (1e400 reads as one)
@@ -176,7 +194,7 @@ def gold_answer(item: Item, path: str, line: int, kind: AnswerKind, fields: tupl
     warning = item.problems[0].row() if item.problems else None  # only "meta" can be left out
     strata, unusable = [], []
     for f in fields:
-        value, why = _stratum_value(item.meta[f]) if f in item.meta else (MISSING_STRATUM, None)
+        value, why = stratum_name(item.meta[f]) if f in item.meta else (MISSING_STRATUM, None)
         strata.append(value)
         if why:
             unusable.append(f"{f!r} {why}")
