@@ -202,3 +202,33 @@ def test_reextracting_a_rendered_answer_is_stable(text):
         rendered = ", ".join("(" + " ".join(str(x) for x in t) + ")" for t in hkls)
         if all(abs(x) < 1000 for t in hkls for x in t):
             assert extract_hkls("Answer: " + rendered) == hkls
+
+
+def _table_rows(doc: str):
+    """(outputs, result) of each row of the reStructuredText table of forms in a docstring."""
+    import re
+
+    lines = doc.splitlines()
+    rules = [i for i, ln in enumerate(lines) if re.fullmatch(r"=+( +=+)+", ln)]  # a table's rules, not headings
+    assert len(rules) >= 3
+    for ln in lines[rules[1] + 1:rules[2]]:
+        first, result = re.split(r"\s{2,}", ln.strip())[:2]
+        yield re.findall(r"``(.*?)``", first), result
+
+
+@pytest.mark.parametrize("task, module", [("mcq", "benchmint.tasks.extract_ref"),
+                                          ("option_number", "benchmint.tasks.option_numbers")])
+def test_spec_tables_are_golden_rows(task, module):
+    # each form the specification's table lists is a row of the golden corpus with the result the table gives
+    import importlib
+
+    golden = {r["output"]: r["expected"] for _, r in _ROWS if r["task"] == task}
+    rows = list(_table_rows(importlib.import_module(module).__doc__))
+    assert len(rows) >= 10
+    for outputs, result in rows:
+        if task == "mcq":
+            expected = None if result == "(none)" else result.split()
+        else:
+            expected = None if result == "None" else [int(result)]
+        for output in outputs:
+            assert output in golden and golden[output] == expected, output

@@ -199,11 +199,11 @@ C3. Bare answer: the whole text as EXACT-LIST; else, if the text has two or
     ``:``, ``：``, ``.`` or ``)``; or ``(`` or ``（``, an uppercase LETTER,
     ``)`` or ``）``.  Then an optional ``**``, HSPACE*, and the option's text,
     which must start with a CJK ideograph, or with a LETTER after at least
-    one HSPACE, and whose first WORD (when it starts with a LETTER) is none of the terminator words of L4d,
-    the negations of L4d, ``or``, ``correct``, ``right``, ``true`` and
-    ``valid``: ``(C) SEM image of alumina`` and ``Option C: SEM micrograph``
-    are C; ``(A) is wrong``, ``Option A: correct`` and ``(a) shows grains``
-    are not read.
+    one HSPACE, and whose first WORD (when it starts with a LETTER) is none
+    of the terminator words of L4d, the negations of L4d, ``or``,
+    ``correct``, ``right``, ``true`` and ``valid``: ``(C) SEM image of
+    alumina`` and ``Option C: SEM micrograph`` are C; ``(A) is wrong``,
+    ``Option A: correct`` and ``(a) shows grains`` are not read.
 C4. Otherwise None.  Letters in reasoning are never collected on their own.
 
 Forms, with what they give (each is a row of the golden corpus,
@@ -216,12 +216,12 @@ output                                     letters      rule
 ``答案：Ａ``                                 A            FOLD-WIDTH, CHINESE
 ``ＡＢ``                                     A B          FOLD-WIDTH, C3
 ``The answer is both A and B.``            A B          SKIP ``both``
-``both A and B``                           A B          C3, SKIP ``both``
+``Both A and C``                           A C          C3, SKIP ``both``
 ``Answer: \\(A\\)``                        A            SKIP ``\\(``, L4c
 ``Answer: A (Tunneling) and C (Force)``    A C          GLOSS
 ``Answer: $\\mathrm{A}$ and $\\mathrm{C}$``  A C          SEP CLOSERS/OPENERS
 ``(C) SEM image of alumina``               C            OPTION-LINE
-``Option C: SEM micrograph of grains``     C            OPTION-LINE
+``Option C: SEM micrograph of sintered grains``  C       OPTION-LINE
 ``Answer: A or C``                         (none)       L4a: a hedge
 ``Answer: A (Tunneling) or C (Force)``     (none)       GLOSS, then L4a
 ``The answer is not A; it is C.``          (none)       negation, no marker
