@@ -72,6 +72,10 @@ DEGENERATE = {
     "unclosed boxes": "\\boxed{" * 20000,
     "nested boxes": "\\boxed{" * 5000 + "}" * 5000,
     "wrapper characters": "`" * 100000,
+    "repeated glosses": "Answer: A (Tunneling) and " * 5000,
+    "an unclosed gloss": "Answer: A (" + "x" * 100000,
+    "repeated hedges": "The answer is (2) or " * 10000,
+    "full-width letters": "\uff21" * 100000,
 }
 
 
@@ -82,7 +86,7 @@ def test_degenerate_outputs_stay_fast(name):
 
     text = DEGENERATE[name]
     start = time.perf_counter()
-    for task in ("mcq", "hkl"):
+    for task in ("mcq", "hkl", "option_number"):
         _check_shape(extract(text, task), task)
     assert time.perf_counter() - start < 5.0
 
@@ -172,6 +176,8 @@ def _check_shape(result, task):
     assert result == sorted(set(result))
     if task == "mcq":
         assert all(isinstance(c, str) and len(c) == 1 and "A" <= c <= "Z" for c in result)
+    elif task == "option_number":
+        assert len(result) == 1 and type(result[0]) is int and result[0] >= 1
     else:
         assert all(isinstance(t, tuple) and len(t) in (3, 4) and all(type(x) is int for x in t) for t in result)
 
@@ -186,7 +192,7 @@ STRUCTURED = st.lists(FRAGMENTS, max_size=25).map("".join)
 
 
 @settings(suppress_health_check=[HealthCheck.too_slow])
-@given(text=st.one_of(st.text(), STRUCTURED), task=st.sampled_from(["mcq", "hkl"]))
+@given(text=st.one_of(st.text(), STRUCTURED), task=st.sampled_from(["mcq", "hkl", "option_number"]))
 def test_never_raises_and_well_formed(text, task):
     _check_shape(extract(text, task), task)
     _check_shape(extract("Answer: " + text, task), task)

@@ -18,7 +18,7 @@ N1. STATEMENTS: every match, case-insensitive, of ``answer(s)`` followed by
     SPACE, ``*`` and the words ``option``, ``choice``, ``number``, ``no.`` are
     skipped, and a VALUE is read: ITEM (SEP ITEM)*, where
       ITEM is a NUMBER (a run of digits not followed by another digit or by a
-      decimal part ``.5``), optionally in ``( )``, ``（ ）`` or ``[ ]``, or
+      decimal part ``.5``, and not 0: options are numbered from 1), optionally in ``( )``, ``（ ）`` or ``[ ]``, or
       written ``2)``; or an uppercase LETTER ``A``-``H`` (not preceded or
       followed by a letter; option A is 1, B is 2, ...: "answer: B" names
       option 2; the template's own ``(X)`` is no option), optionally
@@ -92,7 +92,8 @@ def _item(text: str, i: int) -> tuple[int, int, bool] | None:
     if m is None or (m.group(1) is not None and m.group(4) is None):
         return None  # an opening bracket needs its closing one
     if m.group(2) is not None:
-        return int(m.group(2)), m.end(), False
+        number = int(m.group(2))
+        return (number, m.end(), False) if number else None  # options are numbered from 1
     return ord(m.group(3)) - ord("A") + 1, m.end(), True
 
 
