@@ -11,9 +11,10 @@ is decided depends on the benchmark's answer kind (``benchmint.tasks``):
     everything else, the screen's definite differences included (the paper
     sends every answer that does not pass the screen to the judge).
 a set kind: ``option_number`` (MatVQA), ``mcq`` (CSMBench caption matching)
-    the option read by the answer kind's rules (MatVQA: the A.2 rule with
-    its parenthesis fixed); an answer nothing can be read from is wrong and
-    counted as unparsed.
+    the option read by the answer kind's rules (MatVQA: the A.2 statement
+    with its parenthesis fixed and the other ways models state one option,
+    ``benchmint.tasks.option_numbers``); an answer nothing can be read from,
+    or a hedge between options, is wrong and counted as unparsed.
 ``free_text`` (CSMBench open descriptions)
     csmbench.txt §IV-A.2: STS, the cosine of the all-MiniLM-L6-v2 sentence
     embeddings of description and reference paragraph
