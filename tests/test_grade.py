@@ -738,3 +738,19 @@ def test_audit_labels_for_unknown_ids_or_edited_verdicts_are_left_out(files):
     bad = [e for e in _lines(files / "out" / "errors.jsonl") if e["kind"] == "bad_label"]
     assert [(e["id"], e["line"]) for e in bad] == [("p7", 3), ("p6", 4), ("p99", 5)]
     assert "the run's judge said 1" in bad[0]["message"] and "no judge decision" in bad[2]["message"]
+
+
+def test_csmbench_open_items_without_an_answer_score_the_lowest(tmp_path):
+    _csm_open(tmp_path)  # items 0-3; m describes 0 and 1 only
+    _write(tmp_path / "preds.jsonl", [{"id": str(i), "model": "m", "output": f"Description {i}."} for i in range(2)])
+    with ChatServer() as server:
+        server.default = Reply(text="8")
+        assert main(["grade", str(tmp_path / "preds.jsonl"), "--gold", str(tmp_path), "--benchmark",
+                     "csmbench-open", "--judge-model", "j", "--judge-base-url", server.url, "--retry-delay", "0",
+                     "--no-sts", "--quiet", "--out", str(tmp_path / "out")]) == 1
+        assert server.count == 2  # nothing is asked for the missing ones
+    grades = _lines(tmp_path / "out" / "grades.jsonl")
+    assert [(g["id"], g["verdict"], g.get("judge_score"), g["score"]) for g in grades] == [
+        ("0", "8", 8, 0.8), ("1", "8", 8, 0.8), ("2", "missing", 0, 0.0), ("3", "missing", 0, 0.0)]
+    block = json.loads((tmp_path / "out" / "summary.json").read_text())["models"][0]
+    assert block["judge_score"]["mean"] == 4.0 and block["missing"] == 2

@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -188,15 +188,14 @@ def _grade(unit: Unit, answer: Any, stage: str, score: float, verdict: str | Non
                  extra.pop("attempts", 0), extra)
 
 
-def _missing(units: list[Unit], items: dict, gold_path: str, errors: list[dict]) -> tuple[list[Unit], list[Grade]]:
-    """The gold items a model has no answer for, in each (model, setting, repeat) it answered in.
-
-    Each is wrong by rule (verdict "missing") and a row of errors.jsonl, so an accuracy is out of the gold items.
-    """
+def _missing(units: list[Unit], items: dict, gold_path: str, errors: list[dict]) -> list[Unit]:
+    """The gold items a model has no answer for, in each (model, setting, repeat) it answered in, as units with an
+    empty answer; each is a row of errors.jsonl. They are graded as an empty answer is (wrong by rule, no judge
+    asked) with the verdict "missing", so an accuracy is out of the gold items."""
     answered: dict[tuple[str, str, int], set[str]] = {}
     for u in units:
         answered.setdefault((u.model, u.setting, u.repeat), set()).add(u.pred.id)
-    absent, grades = [], []
+    absent = []
     for (model, setting, repeat), ids in sorted(answered.items()):
         for item_id in items:
             if item_id in ids:
@@ -206,8 +205,7 @@ def _missing(units: list[Unit], items: dict, gold_path: str, errors: list[dict])
             errors.append(error_row("missing_prediction", f"model {model!r} has no answer for item {item_id!r}{where}; "
                                     "counted wrong", gold_path, None, id=item_id, model=model, setting=setting or None))
             absent.append(u)
-            grades.append(_grade(u, None, "rule", 0.0, "missing"))
-    return absent, grades
+    return absent
 
 
 def _undecided(unit: Unit, cause: str, message: str, **extra) -> dict:
@@ -252,6 +250,8 @@ def _quantity_grades(units: list[Unit], items: dict, cfg: GradeConfig, judge: Ju
     # An empty reply states nothing: wrong by rule and unparsed, never sent to a screen or a (paid) judge.
     done = [_grade(u, None, "rule", 0.0, "unparsed", extraction="empty") for u in units if _is_empty(u.pred)]
     units = [u for u in units if not _is_empty(u.pred)]
+    if not units:
+        return done
     extracted = _extract(units, items, judge, errors)
     # Stage 2: the symbolic screen.
     with Screen(rtol=cfg.rtol, timeout_s=cfg.symbolic_timeout_s, workers=cfg.workers) as screen:
@@ -516,7 +516,8 @@ def grade_files(pred_paths: Iterable[str | Path], gold_path: str | Path, out_dir
 
     def grade(units: list[Unit], items: dict, gold: str) -> tuple[list[Grade], list[Unit]]:
         """The answers' grades and those of the gold items without an answer (with their units), in unit order."""
-        absent, missing = _missing(units, items, gold, result.errors)
+        absent = _missing(units, items, gold, result.errors)
+        missing = [replace(g, verdict="missing") for g in decide(absent, items)] if absent else []
         order = {item_id: i for i, item_id in enumerate(items)}
         got = sorted(decide(units, items) + missing,
                      key=lambda g: (g.model, g.extra.get("setting", ""), summaries.repeat_of(g), order[g.id]))
