@@ -26,12 +26,13 @@ a set kind: ``option_number`` (MatVQA), ``mcq`` (CSMBench caption matching)
 An answer that no stage could decide (the judge failed after its bounded
 attempts, or no judge was given) gets no grade: it is a row of errors.jsonl and
 a count of its own in the summary, never a wrong answer. What is counted wrong
-by rule, never sent to a judge: a gold item a model has no answer for
-(verdict ``missing``, listed in errors.jsonl: an accuracy is out of the gold
-items), an empty or whitespace-only reply (``unparsed``), an option reply
-nothing can be read from or that names two options (``unparsed``). Every judge call is in
-the engine's request cache, so a rerun pays for nothing it already asked.
-Outputs are in unit order (model, setting, repeat, the items' order).
+by rule, never sent to a judge: a gold item a model has no answer for (graded
+as an empty answer, verdict ``missing``, listed in errors.jsonl: an accuracy
+is out of the gold items), an empty or whitespace-only reply (``unparsed``),
+an option reply nothing can be read from or that names two options
+(``unparsed``). Every judge call is in the engine's request cache, so a rerun
+pays for nothing it already asked. Outputs are in unit order (model, setting,
+repeat, the items' order); summary.json is the same for the same inputs.
 """
 
 from __future__ import annotations
