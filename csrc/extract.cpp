@@ -580,9 +580,19 @@ int sep_word(const Str<C>& t, int i) {
     return 0;
 }
 
+// A LaTeX opener \text{ \textbf{ \textrm{ \mathrm{ \mathbf{ at i: its length, or 0
+template <class C>
+int latex_opener(const Str<C>& t, int i) {
+    if (t.lhas(i, U"\\text{")) return 6;
+    if (t.lhas(i, U"\\textbf{") || t.lhas(i, U"\\textrm{") || t.lhas(i, U"\\mathrm{") || t.lhas(i, U"\\mathbf{"))
+        return 8;
+    return 0;
+}
+
 // End of a SEP at i, or -1 (rule L2)
 template <class C>
 int skip_sep(const Str<C>& t, int i) {
+    while (i < t.n && (t[i] == '}' || t[i] == '$')) ++i;  // CLOSERS
     int k = skip_hspace(t, i);
     bool got = k > i;
     if (k < t.n && in_set(t[k], U",\uff0c\u3001;\uff1b/&+")) {
@@ -594,7 +604,24 @@ int skip_sep(const Str<C>& t, int i) {
         k = skip_hspace(t, k + w);
         got = true;
     }
-    return got ? k : -1;
+    if (!got) return -1;
+    if (t.at(k) == '$') ++k;  // OPENERS
+    return k + latex_opener(t, k);
+}
+
+constexpr int kGlossMax = 200;
+
+// End of a GLOSS at i, or -1 (rule L1)
+template <class C>
+int gloss_end(const Str<C>& t, int i) {
+    const int k = skip_hspace(t, i);
+    const int n = t.n;
+    if (k >= n || (t[k] != '(' && t[k] != 0xFF08)) return -1;
+    int j = k + 1;
+    const int limit = std::min(n, j + kGlossMax + 1);
+    while (j < limit && !in_set(t[j], U"()\uff08\uff09\n\r")) ++j;
+    if (j == k + 1 || j >= n || (t[j] != ')' && t[j] != 0xFF09) || j - k - 1 > kGlossMax) return -1;
+    return j + 1;
 }
 
 // LIST at i (rules L0-L3)
@@ -606,12 +633,20 @@ bool read_list(const Str<C>& t, int i, Item& out) {
     u32 mask = item.mask;
     int end = item.end;
     bool bracketed = item.bracketed;
+    bool glossed = false;
     for (;;) {
         const int k = skip_sep(t, end);
-        if (k < 0 || !read_item(t, k, item)) break;
+        if (k < 0 || !read_item(t, k, item)) {
+            const int g = glossed ? -1 : gloss_end(t, end);
+            if (g < 0) break;
+            end = g;
+            glossed = true;
+            continue;
+        }
         mask |= item.mask;
         end = item.end;
         bracketed = item.bracketed;
+        glossed = false;
     }
     out = Item{mask, end, bracketed};
     return true;
@@ -666,6 +701,7 @@ bool terminated(const Str<C>& t, int i, bool bracketed) {
     const u32 c = t[k];
     if (in_set(c, U".,;!?\u3002\uff0c\uff1b\uff01\uff1f\u3001\u2026)]}\uff08\uff09*\"'$`<\n\r") || is_cjk(c))
         return true;
+    if (c == '\\' && (t.at(k + 1) == ')' || t.at(k + 1) == ']')) return true;
     if (k == i) return false;
     if (bracketed || c == '(' || c == '-' || c == 0x2013 || c == 0x2014) return true;
     const int we = word_end(t, k);
@@ -685,7 +721,7 @@ bool skip_word(const Str<C>& t, int a, int b) {
         case 3:
             return word_is(t, a, b, U"the");
         case 4:
-            return word_is(t, a, b, U"thus") || word_is(t, a, b, U"most");
+            return word_is(t, a, b, U"thus") || word_is(t, a, b, U"most") || word_is(t, a, b, U"both");
         case 5:
             return word_is(t, a, b, U"hence");
         case 6:
@@ -716,13 +752,9 @@ int skip_after_marker(const Str<C>& t, int i) {
             continue;
         }
         if (c == '\\') {
-            if (t.lhas(i, U"\\text{"))
-                i += 6;
-            else if (t.lhas(i, U"\\textbf{") || t.lhas(i, U"\\textrm{") || t.lhas(i, U"\\mathrm{") ||
-                     t.lhas(i, U"\\mathbf{"))
-                i += 8;
-            else
-                break;
+            const int len = t.at(i + 1) == '(' || t.at(i + 1) == '[' ? 2 : latex_opener(t, i);
+            if (!len) break;
+            i += len;
             continue;
         }
         if (t.has(i, U"\u9009\u9879")) {  // 选项
@@ -1223,11 +1255,48 @@ struct Lines {
     }
 };
 
+// OPTION-LINE (rule C3): one line that starts with an option letter and goes on with the option's text.
+template <class C>
+bool option_line(const Str<C>& t0, u32& mask) {
+    int a = 0, b = t0.n;
+    strip_space(t0, a, b);
+    const Str<C> s = t0.sub(a, b);
+    const int n = s.n;
+    for (int x = 0; x < n; ++x)
+        if (is_break(s[x])) return false;
+    int i = s.has(0, U"**") ? 2 : 0;
+    const int we = word_end(s, i);
+    u32 letter;
+    int j;
+    if (word_is(s, i, we, U"option") || word_is(s, i, we, U"choice")) {
+        const int k = skip_hspace(s, we);
+        if (k == we || k >= n || !is_upper(s[k]) || letter_at(s, k + 1)) return false;
+        if (!in_set(s.at(k + 1), U":\uff1a.)")) return false;
+        letter = s[k];
+        j = k + 2;
+    } else if (i + 2 < n && (s[i] == '(' || s[i] == 0xFF08) && is_upper(s[i + 1]) &&
+               (s[i + 2] == ')' || s[i + 2] == 0xFF09)) {
+        letter = s[i + 1];
+        j = i + 3;
+    } else {
+        return false;
+    }
+    if (s.has(j, U"**")) j += 2;
+    const int k = skip_hspace(s, j);
+    if (k >= n || !(is_cjk(s[k]) || (k > j && is_letter(s[k])))) return false;  // Chinese text needs no space
+    const int e = word_end(s, k);
+    if (term_word(s, k, e) || negation(s, k, e) || word_is(s, k, e, U"or") || word_is(s, k, e, U"correct") ||
+        word_is(s, k, e, U"right") || word_is(s, k, e, U"true") || word_is(s, k, e, U"valid"))
+        return false;
+    mask = 1u << (letter - u32('A'));
+    return true;
+}
+
 template <class C>
 bool choices_bare(const Str<C>& t, u32& mask) {
     if (exact_list(t, mask)) return true;
     Lines<C> lines(t);
-    if (lines.count < 2) return false;
+    if (lines.count < 2) return option_line(t, mask);
     u32 acc = 0;
     const bool all = lines.each([&](int a, int b) {
         u32 m;
@@ -1239,7 +1308,7 @@ bool choices_bare(const Str<C>& t, u32& mask) {
         mask = acc;
         return true;
     }
-    return exact_list(t.sub(lines.last_a, lines.last_b), mask);
+    return exact_list(t.sub(lines.last_a, lines.last_b), mask) || option_line(t, mask);
 }
 
 template <class C>
@@ -1885,9 +1954,10 @@ bool is_ascii(std::string_view s) {
     return acc < 0x80;
 }
 
-// Runs f on the text as a Str<unsigned char> (ASCII) or Str<char32_t>.
+// Runs f on the text as a Str<unsigned char> (ASCII) or Str<char32_t>;
+// fold_width: FOLD-WIDTH first (the multiple-choice rules).
 template <class F>
-Extracted with_text(std::string_view text, const F& f) {
+Extracted with_text(std::string_view text, const F& f, bool fold_width = false) {
     if (text.size() > size_t(INT_MAX / 4)) return Extracted::Undecided;
     if (is_ascii(text)) {
         const Str<unsigned char> t{reinterpret_cast<const unsigned char*>(text.data()), int(text.size())};
@@ -1896,6 +1966,9 @@ Extracted with_text(std::string_view text, const F& f) {
     auto& buf = scratch().text;
     const int n = decode_utf8(text, buf);
     if (n < 0) return Extracted::Undecided;
+    if (fold_width)
+        for (int i = 0; i < n; ++i)
+            if ((buf[i] >= 0xFF21 && buf[i] <= 0xFF3A) || (buf[i] >= 0xFF41 && buf[i] <= 0xFF5A)) buf[i] -= 0xFEE0;
     const Str<char32_t> t{buf.data(), n};
     return f(t);
 }
@@ -1905,7 +1978,7 @@ Extracted with_text(std::string_view text, const F& f) {
 Extracted extract_choices(std::string_view text, uint32_t& letters) {
     letters = 0;
     u32 mask = 0;
-    const Extracted st = with_text(text, [&](const auto& t) { return choices_impl(t, mask); });
+    const Extracted st = with_text(text, [&](const auto& t) { return choices_impl(t, mask); }, true);
     if (st == Extracted::Found) letters = mask;
     return st;
 }

@@ -99,11 +99,20 @@ void answer_from_letters(uint32_t mask, Answer& a) {
     }
 }
 
-// Drops (000)/(0000), sorts and deduplicates like normalize_hkls; false when an index is out of range.
+// Whether every 4-index reflection is a Miller-Bravais label, i = -(h + k).
+bool bravais_ok(const std::vector<Hkl>& hkls) {
+    for (const auto& h : hkls)
+        if (h.n == 4 && h.idx[0] + h.idx[1] + h.idx[2] != 0) return false;
+    return true;
+}
+
+// Drops (000)/(0000), sorts and deduplicates like normalize_hkls; false when an index is out of range or a
+// 4-index label is not a Miller-Bravais one (the reference reports both).
 bool answer_from_hkls(std::vector<Hkl>& hkls, Answer& a) {
     for (const auto& h : hkls)
         for (int k = 0; k < h.n; ++k)
             if (h.idx[k] > HKL_LIMIT || h.idx[k] < -HKL_LIMIT) return false;
+    if (!bravais_ok(hkls)) return false;
     hkls.erase(
         std::remove_if(hkls.begin(), hkls.end(),
                        [](const Hkl& h) { return std::all_of(h.idx, h.idx + h.n, [](int64_t x) { return x == 0; }); }),
@@ -285,6 +294,26 @@ struct GoldLine {
     std::vector<std::string> strata;
 };
 
+// Whether a string stratum value is the missing marker or might read as a JSON value (the reference then writes
+// it as a JSON string): a number, a literal, or text that starts like an array, an object or a string.
+bool reads_as_json(std::string_view s) {
+    if (s == "(missing)"sv) return true;
+    json::Cursor c(s);
+    c.ws();
+    const char* a = c.p;
+    const char* b = c.end;
+    while (b > a && json::is_ws(b[-1])) --b;
+    const std::string_view t(a, size_t(b - a));
+    if (t.empty()) return false;
+    if (t[0] == '[' || t[0] == '{' || t[0] == '"') return true;
+    for (std::string_view word : {"true"sv, "false"sv, "null"sv, "NaN"sv, "Infinity"sv, "-Infinity"sv})
+        if (t == word) return true;
+    if ((t[0] == '-' || (t[0] >= '0' && t[0] <= '9')) && t.size() > 600) return true;  // long digit runs
+    json::Cursor n(t);
+    json::Number num;
+    return json::read_number(n, num) && n.p == n.end;
+}
+
 void parse_gold_line(std::string_view line, const GoldIndex& g, GoldLine& out) {
     out.decided = false;
     if ((out.blank = is_blank(line))) return;
@@ -301,7 +330,7 @@ void parse_gold_line(std::string_view line, const GoldIndex& g, GoldLine& out) {
         seen[f] = true;
         std::string& value = out.strata[f];
         const char ch = c.peek();
-        if (ch == '"') return json::read_string(c, value);
+        if (ch == '"') return json::read_string(c, value) && !reads_as_json(value);  // else the reference quotes it
         if (ch == '-' || (ch >= '0' && ch <= '9')) {
             json::Number num;
             if (!json::read_number(c, num) || !num.is_int || num.text == "-0") return false;
@@ -323,7 +352,8 @@ void parse_gold_line(std::string_view line, const GoldIndex& g, GoldLine& out) {
     };
     if (!json::read_object(c, member)) return;
     c.ws();
-    out.decided = c.ok && c.p == c.end && has_id && has_answer;
+    // an empty gold answer is a gold error the reference reports
+    out.decided = c.ok && c.p == c.end && has_id && has_answer && !out.answer.keys.empty();
     if (out.decided) out.hash = hash_bytes(out.rid);
 }
 
@@ -605,10 +635,12 @@ void parse_pred_line(std::string_view line, int task, PredLine& out) {
             std::vector<Hkl> hkls;
             Extracted r = extract_hkls(output, hkls);
             if (r == Extracted::Undecided) return;
-            if (r == Extracted::None || !answer_from_hkls(hkls, out.answer)) {
+            if (r == Extracted::None) {
                 out.status = ST_UNPARSED;
                 out.answer.keys.clear();
                 out.answer.json = "[]";
+            } else if (!answer_from_hkls(hkls, out.answer)) {
+                return;  // an index out of range or no Miller-Bravais label: the reference gives the reason
             }
         }
     }

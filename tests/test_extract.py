@@ -22,7 +22,7 @@ def _case_id(lineno: int, row: dict) -> str:
 
 def _expected(row: dict):
     exp = row["expected"]
-    if exp is None or row["task"] == "mcq":
+    if exp is None or row["task"] in ("mcq", "option_number"):
         return exp
     return [tuple(x) for x in exp]
 
@@ -35,10 +35,12 @@ def test_golden(row):
 def test_corpus_shape():
     tasks = [r["task"] for _, r in _ROWS]
     assert len(_ROWS) >= 170
-    assert tasks.count("mcq") >= 100 and tasks.count("hkl") >= 60
+    assert tasks.count("mcq") >= 100 and tasks.count("hkl") >= 60 and tasks.count("option_number") >= 20
     for _, r in _ROWS:
         assert set(r) == {"task", "output", "expected", "note"}
-        assert r["task"] in ("mcq", "hkl") and isinstance(r["output"], str) and r["note"]
+        assert r["task"] in ("mcq", "hkl", "option_number") and isinstance(r["output"], str) and r["note"]
+        if r["expected"] is not None and r["task"] == "option_number":
+            assert len(r["expected"]) == 1 and type(r["expected"][0]) is int and r["expected"][0] >= 1
         exp = r["expected"]
         assert exp is None or isinstance(exp, list)
         if exp is not None and r["task"] == "mcq":
@@ -70,6 +72,10 @@ DEGENERATE = {
     "unclosed boxes": "\\boxed{" * 20000,
     "nested boxes": "\\boxed{" * 5000 + "}" * 5000,
     "wrapper characters": "`" * 100000,
+    "repeated glosses": "Answer: A (Tunneling) and " * 5000,
+    "an unclosed gloss": "Answer: A (" + "x" * 100000,
+    "repeated hedges": "The answer is (2) or " * 10000,
+    "full-width letters": "\uff21" * 100000,
 }
 
 
@@ -80,7 +86,7 @@ def test_degenerate_outputs_stay_fast(name):
 
     text = DEGENERATE[name]
     start = time.perf_counter()
-    for task in ("mcq", "hkl"):
+    for task in ("mcq", "hkl", "option_number"):
         _check_shape(extract(text, task), task)
     assert time.perf_counter() - start < 5.0
 
@@ -170,6 +176,8 @@ def _check_shape(result, task):
     assert result == sorted(set(result))
     if task == "mcq":
         assert all(isinstance(c, str) and len(c) == 1 and "A" <= c <= "Z" for c in result)
+    elif task == "option_number":
+        assert len(result) == 1 and type(result[0]) is int and result[0] >= 1
     else:
         assert all(isinstance(t, tuple) and len(t) in (3, 4) and all(type(x) is int for x in t) for t in result)
 
@@ -184,7 +192,7 @@ STRUCTURED = st.lists(FRAGMENTS, max_size=25).map("".join)
 
 
 @settings(suppress_health_check=[HealthCheck.too_slow])
-@given(text=st.one_of(st.text(), STRUCTURED), task=st.sampled_from(["mcq", "hkl"]))
+@given(text=st.one_of(st.text(), STRUCTURED), task=st.sampled_from(["mcq", "hkl", "option_number"]))
 def test_never_raises_and_well_formed(text, task):
     _check_shape(extract(text, task), task)
     _check_shape(extract("Answer: " + text, task), task)
@@ -200,3 +208,33 @@ def test_reextracting_a_rendered_answer_is_stable(text):
         rendered = ", ".join("(" + " ".join(str(x) for x in t) + ")" for t in hkls)
         if all(abs(x) < 1000 for t in hkls for x in t):
             assert extract_hkls("Answer: " + rendered) == hkls
+
+
+def _table_rows(doc: str):
+    """(outputs, result) of each row of the reStructuredText table of forms in a docstring."""
+    import re
+
+    lines = doc.splitlines()
+    rules = [i for i, ln in enumerate(lines) if re.fullmatch(r"=+( +=+)+", ln)]  # a table's rules, not headings
+    assert len(rules) >= 3
+    for ln in lines[rules[1] + 1:rules[2]]:
+        first, result = re.split(r"\s{2,}", ln.strip())[:2]
+        yield re.findall(r"``(.*?)``", first), result
+
+
+@pytest.mark.parametrize("task, module", [("mcq", "benchmint.tasks.extract_ref"),
+                                          ("option_number", "benchmint.tasks.option_numbers")])
+def test_spec_tables_are_golden_rows(task, module):
+    # each form the specification's table lists is a row of the golden corpus with the result the table gives
+    import importlib
+
+    golden = {r["output"]: r["expected"] for _, r in _ROWS if r["task"] == task}
+    rows = list(_table_rows(importlib.import_module(module).__doc__))
+    assert len(rows) >= 10
+    for outputs, result in rows:
+        if task == "mcq":
+            expected = None if result == "(none)" else result.split()
+        else:
+            expected = None if result == "None" else [int(result)]
+        for output in outputs:
+            assert output in golden and golden[output] == expected, output

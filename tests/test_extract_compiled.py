@@ -21,6 +21,7 @@ from golden import load_corpus
 UNDECIDED = "undecided"
 PAIRS = ((extract_choices, _core.extract.choices), (extract_hkls, _core.extract.hkls))
 _ROWS = load_corpus()
+_COMPILED_ROWS = [r for _, r in _ROWS if r["task"] in ("mcq", "hkl")]  # the kinds with a compiled extractor
 
 
 def _agrees(text: str) -> int:
@@ -56,7 +57,7 @@ def _expected(row: dict):
     return [tuple(x) for x in exp]
 
 
-@pytest.mark.parametrize("row", [r for _, r in _ROWS], ids=[f"L{n}-{r['task']}" for n, r in _ROWS])
+@pytest.mark.parametrize("row", _COMPILED_ROWS, ids=[f"L{n}-{r['task']}" for n, r in _ROWS if r in _COMPILED_ROWS])
 def test_golden(row):
     text = row["output"]
     _agrees(text)
@@ -68,8 +69,8 @@ def test_golden(row):
 
 
 def test_golden_mostly_decided():
-    undecided = sum(_agrees(r["output"]) for _, r in _ROWS)
-    assert undecided <= 0.05 * 2 * len(_ROWS)
+    undecided = sum(_agrees(r["output"]) for r in _COMPILED_ROWS)
+    assert undecided <= 0.05 * 2 * len(_COMPILED_ROWS)
 
 
 # --------------------------------------------------------------------------
@@ -143,6 +144,8 @@ FRAGMENTS = [
     "```", "(1 1 0)", "(110)", "[1-10]", "{110}", "<111>", "⟨111⟩", "（110）", "\\{1 1 0\\}", "1-10", "11-20", "(11-20)",
     "\\bar{1}", "\\bar1", "\\overline{2}", "1\u0304", "2\u0305", "\u2212", "-", "0", "1", "2", "12", "2019", "28.44",
     "3.135", "7/10", "2θ", "°", "Å", "hkl", "HKL = ", "hkil", "Miller indices ", "peak is ", "peaks are ",
+    " (Tunneling)", "（力）", "(x" * 3, "$\\mathrm{", "}$", "$", "\\(", "\\)", "\\[", "\\]", "Ａ", "ｃ", "both ",
+    "Option C: ", "Choice D. ", "(C) SEM image", "**(B)** ", " correct", "（D）原子",
     "reflection corresponds to ", "the strongest peak ", "most intense reflection ", "highest intensity peak ",
     "dominant XRD peaks ", ". ", "。", "！", "?", "…", "(", ")", "<", ">", "x", "é", "😀", "中文",
 ]

@@ -138,8 +138,11 @@ def test_bad_lines_duplicates_and_unknown_ids_are_listed(files):
     assert main(["grade", str(files / "preds.jsonl"), "--gold", str(files / "items.jsonl"), "--benchmark", "seephys",
                  "--out", str(files / "out"), "--workers", "1", "--quiet"]) == 1
     kinds = [(e["kind"], e.get("line")) for e in _lines(files / "out" / "errors.jsonl")]
-    assert kinds == [("duplicate", 2), ("unknown_id", 3), ("missing_id", 4)]
-    assert len(_lines(files / "out" / "grades.jsonl")) == 1
+    # the six items m did not answer are listed (and counted wrong: see test_gold_items_without_an_answer...)
+    assert kinds == [("duplicate", 2), ("unknown_id", 3), ("missing_id", 4)] + [("missing_prediction", None)] * 6
+    grades = _lines(files / "out" / "grades.jsonl")
+    assert [(g["id"], g["verdict"]) for g in grades] == [("p1", "numeric")] + [
+        (f"p{k}", "missing") for k in range(2, 8)]
 
 
 def test_matvqa_reads_the_format_its_prompt_asks_for(tmp_path):
@@ -350,7 +353,10 @@ def test_human_baselines_mean_of_students_and_union_of_experts(files):
         assert main(["grade", str(files / "preds.jsonl"), "--gold", str(files / "items.jsonl"), "--benchmark",
                      "seephys", "--out", str(files / "out"), "--judge-model", "j", "--judge-base-url", server.url,
                      "--workers", "1", "--quiet", "--human-group", "students=mean:ann,bob,cat",
-                     "--human-group", "experts=union:ann,bob,nobody"]) == 0
+                     "--human-group", "experts=union:ann,bob,nobody"]) == 1  # p4-p7 unanswered: listed
+    missing = [(e["model"], e["id"]) for e in _lines(files / "out" / "errors.jsonl")]
+    assert missing == [(who, f"p{k}") for who in ("ann", "bob", "cat") for k in range(4, 8)]
+    # a person's baseline is over the items the group answered (the unanswered are not scored for people)
     h = json.loads((files / "out" / "summary.json").read_text())["human_baselines"]
     # students: p1 (1+1+0)/3, p2 (0+1+0)/3, p3 0 -> mean 3/9; experts: p1 1, p2 1, p3 0 -> 2/3
     assert h["students"]["accuracy"]["mean"] == pytest.approx(1 / 3)
@@ -562,3 +568,189 @@ def test_blind_runs_give_every_benchmark_its_vision_gain(tmp_path):
     gaps = json.loads((tmp_path / "g" / "summary.json").read_text())["settings_gaps"]["m"]
     assert (gaps["default"], gaps["default-blind"], gaps["vision_gain_default"]) == (1.0, 0.0, 1.0)
     assert gaps["relative_blind_gap_default"]["mean"] == 1.0
+
+
+def _matvqa_items(tmp_path, n, answer=2, name="items.jsonl"):
+    (tmp_path / "fig.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    items = [{"id": f"q{i}", "question": f"q{i}", "options": ["a", "b", "c", "d"], "answer": answer,
+              "image": "fig.png"} for i in range(n)]
+    _write(tmp_path / name, items)
+    return items
+
+
+def test_gold_items_without_an_answer_count_wrong_per_model(tmp_path):
+    # 6 gold items; model "few" answers 2 (both right), model "all" answers all 6 (3 right).
+    _matvqa_items(tmp_path, 6)
+    preds = [{"id": f"q{i}", "model": "few", "output": "The answer is (2)"} for i in range(2)]
+    preds += [{"id": f"q{i}", "model": "all", "output": f"The answer is ({2 if i < 3 else 1})"} for i in range(6)]
+    _write(tmp_path / "preds.jsonl", preds)
+    assert main(["grade", str(tmp_path / "preds.jsonl"), "--gold", str(tmp_path / "items.jsonl"), "--benchmark",
+                 "matvqa", "--out", str(tmp_path / "out"), "--quiet"]) == 1
+    errors = _lines(tmp_path / "out" / "errors.jsonl")
+    assert [(e["kind"], e["model"], e["id"]) for e in errors] == [("missing_prediction", "few", f"q{i}")
+                                                                   for i in range(2, 6)]
+    assert errors[0]["file"] == str(tmp_path / "items.jsonl") and "counted wrong" in errors[0]["message"]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    blocks = {b["model"]: b for b in summary["models"]}
+    assert blocks["few"]["accuracy"]["mean"] == pytest.approx(2 / 6)  # out of the gold items, not 2/2
+    assert (blocks["few"]["answers"], blocks["few"]["missing"], blocks["few"]["items"]) == (2, 4, 6)
+    assert blocks["all"]["accuracy"]["mean"] == 0.5 and blocks["all"]["missing"] == 0
+    assert summary["counts"]["missing"] == 4 and summary["counts"]["answers"] == 8
+    grades = [(g["model"], g["id"], g["verdict"]) for g in _lines(tmp_path / "out" / "grades.jsonl")]
+    assert grades[6:] == [("few", "q0", "correct"), ("few", "q1", "correct")] + [
+        ("few", f"q{i}", "missing") for i in range(2, 6)]
+
+
+def test_ablation_drop_over_the_shared_items_with_their_count(tmp_path):
+    # main set q0-q3 (m answers q0, q1: right, right -> 2/4 with the two missing); the caption-removed set holds
+    # q0-q4 and m answers all of it, right on q0, q2, q4 -> 3/5. Shared items q0-q3: 2/4 -> 2/4, no drop.
+    _matvqa_items(tmp_path, 4, name="main.jsonl")
+    _matvqa_items(tmp_path, 5, name="caption.jsonl")
+    _write(tmp_path / "p_main.jsonl", [{"id": f"q{i}", "model": "m", "output": "The answer is (2)"}
+                                       for i in range(2)])
+    _write(tmp_path / "p_caption.jsonl", [{"id": f"q{i}", "model": "m", "output": f"The answer is ({2 - i % 2})"}
+                                          for i in range(5)])
+    assert main(["grade", str(tmp_path / "p_main.jsonl"), "--gold", str(tmp_path / "main.jsonl"), "--benchmark",
+                 "matvqa", "--out", str(tmp_path / "out"), "--quiet", "--ablation", "caption_removed",
+                 str(tmp_path / "caption.jsonl"), str(tmp_path / "p_caption.jsonl")]) == 1
+    ab = json.loads((tmp_path / "out" / "summary.json").read_text())["ablation"]["m"]
+    assert ab["main"] == {"accuracy": 0.5, "items": 4}
+    cap = ab["caption_removed"]
+    # q4 is not in the main items: its answer is an error row, the set is graded over q0-q3
+    assert cap["accuracy"] == 0.5 and cap["items"] == 4
+    assert cap["shared"] == {"items": 4, "main_accuracy": 0.5, "accuracy": 0.5}
+    assert cap["relative_drop"]["mean"] == 0.0 and cap["relative_drop"]["n"] == 4
+
+
+def test_ablation_printed_with_the_shared_count(tmp_path, capsys):
+    _matvqa_items(tmp_path, 2, name="main.jsonl")
+    _matvqa_items(tmp_path, 2, answer=1, name="lang.jsonl")
+    for name in ("p_main", "p_lang"):
+        _write(tmp_path / f"{name}.jsonl", [{"id": "q0", "model": "m", "output": "The answer is (2)"}])
+    main(["grade", str(tmp_path / "p_main.jsonl"), "--gold", str(tmp_path / "main.jsonl"), "--benchmark", "matvqa",
+          "--out", str(tmp_path / "out"), "--ablation", "lang", str(tmp_path / "lang.jsonl"),
+          str(tmp_path / "p_lang.jsonl")])
+    out = capsys.readouterr().out
+    # main 1/2, lang 0/2; over the 2 shared items 50% -> 0%: a drop of 100%
+    assert "m: main set 50.0%; lang 0.0% (drop 100.0" in out and "over the 2 items both sets hold: 50.0% -> 0.0%" in out
+
+
+def test_empty_seephys_replies_are_unparsed_and_never_judged(files):
+    items = [{**ITEMS[k], "id": f"e{k}"} for k in range(4)]
+    _write(files / "items.jsonl", items)
+    _write(files / "preds.jsonl", [{"id": "e0", "model": "m", "output": "<answer>1000 W</answer>"},
+                                   {"id": "e1", "model": "m", "output": ""},
+                                   {"id": "e2", "model": "m", "output": "   \n"},
+                                   {"id": "e3", "model": "m", "output": "I cannot solve this."}])
+    # without a judge: one right, two empty ones wrong by rule, the refusal undecided
+    assert main(["grade", str(files / "preds.jsonl"), "--gold", str(files / "items.jsonl"), "--benchmark",
+                 "seephys", "--out", str(files / "out"), "--workers", "1", "--quiet"]) == 1
+    block = json.loads((files / "out" / "summary.json").read_text())["models"][0]
+    assert block["accuracy"]["mean"] == pytest.approx(1 / 3)
+    assert (block["unparsed"], block["no_judge"], block["graded"]) == (2, 1, 3)
+    grades = {g["id"]: g for g in _lines(files / "out" / "grades.jsonl")}
+    assert [(grades[k]["stage"], grades[k]["verdict"], grades[k]["score"]) for k in ("e1", "e2")] == [
+        ("rule", "unparsed", 0.0)] * 2
+    # with a judge: only the refusal is sent, never an empty "Model Answer:"
+    answers = []
+
+    def judge(body):
+        prompt = prompt_of(body)
+        if prompt.startswith("Read the response"):
+            return "None"
+        answers.append(prompt.rsplit("Model Answer:", 1)[1].split("\n")[0].strip())
+        return "0"
+
+    with ChatServer() as server:
+        server.default = Reply(text=judge)
+        assert main(seephys_argv(files, server)) == 0
+    assert answers == ["I cannot solve this."]
+    block = json.loads((files / "out" / "summary.json").read_text())["models"][0]
+    assert block["accuracy"]["mean"] == 0.25 and block["unparsed"] == 2
+
+
+def test_matvqa_hedges_are_never_credited(tmp_path):
+    _matvqa_items(tmp_path, 5)
+    outputs = ["The answer is (2) or (3)", "The answer is (1) and (2)", "Answer: (2)", "answer: B",
+               "The answer is ２"]
+    _write(tmp_path / "preds.jsonl", [{"id": f"q{i}", "model": "m", "output": o} for i, o in enumerate(outputs)])
+    assert main(["grade", str(tmp_path / "preds.jsonl"), "--gold", str(tmp_path / "items.jsonl"), "--benchmark",
+                 "matvqa", "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    grades = _lines(tmp_path / "out" / "grades.jsonl")
+    assert [(g["answer"], g["verdict"]) for g in grades] == [(None, "unparsed"), (None, "unparsed"),
+                                                             ([2], "correct"), ([2], "correct"), ([2], "correct")]
+
+
+def test_summary_is_byte_identical_between_identical_runs(files):
+    # two runs of the same inputs into two folders, each with its own judge cache: the same summary.json, bytes and
+    # all; the run's wall time and the cache's place are in run.json
+    with ChatServer() as server:
+        server.default = Reply(text=_judge)
+        for name in ("a", "b"):
+            argv = seephys_argv(files, server)
+            argv[argv.index("--out") + 1] = str(files / name)
+            main([*argv, "--audit-sample", "5"])
+    first, second = ((files / name / "summary.json").read_bytes() for name in ("a", "b"))
+    assert first == second
+    assert b"seconds" not in first and str(files).encode() not in first.replace(str(files / "items.jsonl").encode(),
+                                                                             b"").replace(
+        str(files / "preds.jsonl").encode(), b"")
+    run = json.loads((files / "a" / "run.json").read_text())
+    assert run["seconds"] > 0 and run["judge"]["cache"].startswith(str(files / "a"))
+
+
+def test_strata_named_as_score_names_them(tmp_path):
+    (tmp_path / "fig.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    levels = [1, 1.0, "1", "(missing)"]
+    items = [{"id": f"q{i}", "question": "q", "options": ["a", "b"], "answer": 2, "image": "fig.png",
+              "task": v} for i, v in enumerate(levels)]
+    items.append({"id": "q9", "question": "q", "options": ["a", "b"], "answer": 2, "image": "fig.png"})
+    _write(tmp_path / "items.jsonl", items)
+    _write(tmp_path / "preds.jsonl", [{"id": it["id"], "model": "m", "output": "The answer is (2)"} for it in items])
+    assert main(["grade", str(tmp_path / "preds.jsonl"), "--gold", str(tmp_path / "items.jsonl"), "--benchmark",
+                 "matvqa", "--out", str(tmp_path / "out"), "--quiet", "--by", "task"]) == 0
+    by = json.loads((tmp_path / "out" / "summary.json").read_text())["models"][0]["by"]["task"]
+    # 1 and 1.0 are one value, "1" another; an item without the key is apart from a literal "(missing)"
+    assert {k: v["n"] for k, v in by.items()} == {"1": 2, '"1"': 1, '"(missing)"': 1, "(missing)": 1}
+
+
+def test_audit_labels_for_unknown_ids_or_edited_verdicts_are_left_out(files):
+    import csv
+
+    with ChatServer() as server:
+        server.default = Reply(text=_judge)
+        base = seephys_argv(files, server)
+        main([*base, "--audit-sample", "10"])
+        with open(files / "out" / "audit.csv", newline="", encoding="utf-8") as f:
+            sheet = list(csv.DictReader(f))
+        assert [(r["id"], r["judge"]) for r in sheet] == [("p5", "0"), ("p7", "1")]
+        sheet[0]["person"] = "0"  # agrees with the judge
+        sheet[1]["person"], sheet[1]["judge"] = "0", "0"  # the judge's 1 edited to 0: would hide a disagreement
+        sheet.append({**sheet[0], "id": "p6", "judge": "1", "person": "1"})  # the judge failed on p6
+        sheet.append({**sheet[0], "id": "p99", "judge": "0", "person": "1"})  # not an item of the run
+        with open(files / "labels.csv", "w", newline="", encoding="utf-8") as f:
+            w = csv.DictWriter(f, fieldnames=list(sheet[0]))
+            w.writeheader()
+            w.writerows(sheet)
+        assert main([*base, "--audit-labels", str(files / "labels.csv")]) == 1
+    a = json.loads((files / "out" / "summary.json").read_text())["audit"]
+    assert (a["labelled"], a["disagreements"], a["error_rate"]) == (1, 0, 0.0)
+    bad = [e for e in _lines(files / "out" / "errors.jsonl") if e["kind"] == "bad_label"]
+    assert [(e["id"], e["line"]) for e in bad] == [("p7", 3), ("p6", 4), ("p99", 5)]
+    assert "the run's judge said 1" in bad[0]["message"] and "no judge decision" in bad[2]["message"]
+
+
+def test_csmbench_open_items_without_an_answer_score_the_lowest(tmp_path):
+    _csm_open(tmp_path)  # items 0-3; m describes 0 and 1 only
+    _write(tmp_path / "preds.jsonl", [{"id": str(i), "model": "m", "output": f"Description {i}."} for i in range(2)])
+    with ChatServer() as server:
+        server.default = Reply(text="8")
+        assert main(["grade", str(tmp_path / "preds.jsonl"), "--gold", str(tmp_path), "--benchmark",
+                     "csmbench-open", "--judge-model", "j", "--judge-base-url", server.url, "--retry-delay", "0",
+                     "--no-sts", "--quiet", "--out", str(tmp_path / "out")]) == 1
+        assert server.count == 2  # nothing is asked for the missing ones
+    grades = _lines(tmp_path / "out" / "grades.jsonl")
+    assert [(g["id"], g["verdict"], g.get("judge_score"), g["score"]) for g in grades] == [
+        ("0", "8", 8, 0.8), ("1", "8", 8, 0.8), ("2", "missing", 0, 0.0), ("3", "missing", 0, 0.0)]
+    block = json.loads((tmp_path / "out" / "summary.json").read_text())["models"][0]
+    assert block["judge_score"]["mean"] == 4.0 and block["missing"] == 2

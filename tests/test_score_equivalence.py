@@ -188,7 +188,8 @@ def datasets(draw):
     prediction of it (so every example gets as far as rows and a summary); predictions mostly name
     gold ids."""
     gold_rows = draw(st.lists(gold_record, max_size=11))
-    anchor = {"id": draw(ids), "answer": draw(good_letters), "meta": {"domain": draw(domains)}}
+    # an empty gold answer is a gold error: the anchor needs a letter
+    anchor = {"id": draw(ids), "answer": draw(good_letters.filter(bool)), "meta": {"domain": draw(domains)}}
     gold_rows.insert(draw(st.integers(0, len(gold_rows))), anchor)
     gold_ids = [r["id"] for r in gold_rows]
     pred_rows = draw(st.lists(pred_record(st.one_of(st.sampled_from(gold_ids), ids)), max_size=20))
@@ -269,3 +270,89 @@ def test_many_stratum_values(forced_impl, tmp_path):
     pred.write_text("".join(json.dumps({"id": r["id"], "answer": [rng.choice("AB")]}) + "\n" for r in gold_rows),
                     encoding="utf-8")
     assert_same(run_both(forced_impl, tmp_path, pred, gold, ScoreConfig(task="mcq", by=("paper", "year"))))
+
+
+INVERSION = [[1, 0, 0, 0, 1, 0, 0, 0, 1], [-1, 0, 0, 0, -1, 0, 0, 0, -1]]
+
+
+def _lines_of(results, name):
+    return [json.loads(x) for x in results["reference"][1][name].decode().splitlines()]
+
+
+@pytest.mark.parametrize("symmetry", [False, True])
+def test_invalid_miller_bravais_labels_are_unparsed_with_the_reason(forced_impl, tmp_path, symmetry):
+    # i must be -(h + k): (1 1 5 1) is no plane, though its h, k, l are those of the gold (1 1 1)
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text("".join(json.dumps({"id": i, "answer": [[1, 1, 1]], "laue_rotations": INVERSION}) + "\n"
+                            for i in ("a", "b", "c", "d")))
+    pred = tmp_path / "pred.jsonl"
+    pred.write_text("".join(json.dumps(r) + "\n" for r in (
+        {"id": "a", "output": "Answer: (1 1 5 1)"}, {"id": "b", "answer": [[1, 1, 1, 1]]},
+        {"id": "c", "output": "Answer: (1 1 -2 1)"}, {"id": "d", "output": "Answer: (1 1 1)"})))
+    if symmetry:  # folding runs on the reference path alone
+        score_files(pred, gold, tmp_path / "reference", ScoreConfig(task="hkl", symmetry=True))
+        results = {"reference": (1, {f: (tmp_path / "reference" / f).read_bytes() for f in OUTPUTS})}
+    else:
+        results = run_both(forced_impl, tmp_path, pred, gold, ScoreConfig(task="hkl"))
+        assert_same(results)
+    rows = {r["id"]: r for r in _lines_of(results, "scores.jsonl")}
+    assert {k: (r["status"], r["em"]) for k, r in rows.items()} == {
+        "a": ("unparsed", 0.0), "b": ("unparsed", 0.0), "c": ("ok", 1.0 if symmetry else 0.0), "d": ("ok", 1.0)}
+    errors = _lines_of(results, "errors.jsonl")
+    assert [(e["kind"], e["id"]) for e in errors] == [("unparsed_answer", "a"), ("wrong_kind", "b")]
+    assert "(1 1 5 1) is not a Miller-Bravais label: i must be -(h + k) = -2" in errors[0]["message"]
+    assert "(1 1 1 1) is not a Miller-Bravais label" in errors[1]["message"]
+
+
+def test_gold_that_cannot_be_scored_is_a_gold_error(forced_impl, tmp_path):
+    for task, empty in (("mcq", []), ("hkl", [[0, 0, 0]])):
+        gold = tmp_path / f"{task}_gold.jsonl"
+        good = ["A"] if task == "mcq" else [[1, 0, 0]]
+        gold.write_text(json.dumps({"id": "x", "answer": good}) + "\n" + json.dumps({"id": "q2", "answer": empty})
+                        + "\n")
+        pred = tmp_path / f"{task}_pred.jsonl"
+        pred.write_text("".join(json.dumps({"id": i, "answer": []}) + "\n" for i in ("x", "q2")))
+        results = run_both(forced_impl, tmp_path / task, pred, gold, ScoreConfig(task=task))
+        assert_same(results)
+        errors = _lines_of(results, "errors.jsonl")
+        assert [(e["kind"], e["line"], e["id"]) for e in errors] == [("empty_gold", 2, "q2"), ("unknown_id", 2, "q2")]
+        assert "cannot be scored" in errors[0]["message"]
+        # the prediction names the rejected line instead of calling the id unknown
+        assert errors[1]["message"].startswith("id 'q2' is in the gold file, but line 2 was rejected (empty_gold")
+        assert errors[1]["gold_line"] == 2
+        assert [r["id"] for r in _lines_of(results, "scores.jsonl")] == ["x"]  # nothing scores 1 against nothing
+
+
+def test_structured_answers_as_lenient_as_outputs(forced_impl, tmp_path):
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text("".join(json.dumps({"id": i, "answer": [[1, 1, 0]]}) + "\n" for i in "abcd"))
+    pred = tmp_path / "pred.jsonl"
+    pred.write_text('{"id": "a", "answer": [[1.0, 1, 0]]}\n'
+                    '{"id": "b", "answer": [[-0.0, 0, 1], [1, 1, 0]]}\n'
+                    '{"id": "c", "answer": null, "output": "Answer: (110)"}\n'
+                    '{"id": "d", "answer": [[1.5, 1, 0]], "output": "Answer: (110)"}\n')
+    results = run_both(forced_impl, tmp_path, pred, gold, ScoreConfig(task="hkl"))
+    assert_same(results)
+    rows = {r["id"]: r for r in _lines_of(results, "scores.jsonl")}
+    assert {k: (r["status"], r["answer"], r["jaccard"]) for k, r in rows.items()} == {
+        "a": ("ok", [[1, 1, 0]], 1.0), "b": ("ok", [[0, 0, 1], [1, 1, 0]], 0.5), "c": ("ok", [[1, 1, 0]], 1.0),
+        "d": ("ok", [[1, 1, 0]], 1.0)}
+    errors = _lines_of(results, "errors.jsonl")
+    assert [(e["kind"], e["id"]) for e in errors] == [("wrong_kind", "d")]
+    assert errors[0]["message"].endswith("the output is read instead")
+
+
+def test_strata_values_merge_only_when_equal_as_json_values(forced_impl, tmp_path):
+    values = [1, 1.0, "1", "(missing)", None, "STM", "true", "1.5", "10-20", " 2 "]
+    gold = tmp_path / "gold.jsonl"
+    rows = [{"id": f"q{i}", "answer": ["A"], "meta": {"level": v}} for i, v in enumerate(values)]
+    rows.append({"id": "nokey", "answer": ["A"], "meta": {}})
+    gold.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    pred = tmp_path / "pred.jsonl"
+    pred.write_text("".join(json.dumps({"id": r["id"], "answer": ["A"]}) + "\n" for r in rows))
+    results = run_both(forced_impl, tmp_path, pred, gold, ScoreConfig(task="mcq", by=("level",)))
+    assert_same(results)
+    by = json.loads(results["reference"][1]["summary.json"])["models"]["default"]["by"]["level"]
+    assert {k: v["n"] for k, v in by.items()} == {
+        "1": 2, '"1"': 1, '"(missing)"': 1, "(missing)": 1, "null": 1, "STM": 1, '"true"': 1, '"1.5"': 1,
+        "10-20": 1, '" 2 "': 1}

@@ -114,16 +114,16 @@ def test_errors_are_listed_and_counted(tmp_path, gold):
         ("wrong_kind", 5, "q2"),
         ("bad_field", 6, "q3"),
         ("missing_id", 7, None),
-        ("missing_prediction", None, "q2"),
         ("missing_prediction", None, "q4"),
     ]
     assert all(e["file"].endswith(("pred.jsonl", "gold.jsonl")) for e in errs)
     assert res.exit_code == 1
     block = res.summary["models"]["m"]
-    assert block["n"] == 4 and block["n_missing"] == 2
-    assert res.summary["errors"]["count"] == 8
+    # q2's answer is of the wrong kind and it has no output: scored as unparsed, not dropped as missing
+    assert block["n"] == 4 and block["n_missing"] == 1
+    assert res.summary["errors"]["count"] == 7
     rows = read_jsonl(tmp_path / "out" / "scores.jsonl")
-    assert [(r["id"], r["status"]) for r in rows] == [("q1", "ok"), ("q3", "ok"), ("q2", "missing"), ("q4", "missing")]
+    assert [(r["id"], r["status"]) for r in rows] == [("q1", "ok"), ("q2", "unparsed"), ("q3", "ok"), ("q4", "missing")]
 
 
 def test_gold_errors(tmp_path):
@@ -359,3 +359,24 @@ def test_unusable_gold_lists_the_problems(tmp_path):
     with pytest.raises(InputError, match="no usable records"):
         score_files(pred, gold, tmp_path / "o", ScoreConfig(task="mcq"))
     assert [e["line"] for e in read_jsonl(tmp_path / "o" / "errors.jsonl")] == [1, 2]
+
+
+def test_unanswered_items_are_abstention_not_wrong_selections():
+    # A, A and twice "I am not sure." against {A, B}: both selections are right (precision 1 over what it
+    # selected), half the items unanswered; it leaves options out: Conservative, never Gambler.
+    pairs = [({"A"}, {"A", "B"})] * 2 + [(set(), {"A", "B"})] * 2
+    got = _personality(pairs)
+    assert got["label"] == "Conservative" and got["precision"] == 1.0
+    assert got["abstention_rate"] == 0.5 and got["reason"].endswith("answers nothing on 50% of the items")
+    assert _personality([(set(), {"A"})] * 3)["label"] is None
+
+
+def test_abstention_through_score(tmp_path):
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text("".join(json.dumps({"id": f"q{i}", "answer": ["A", "B"]}) + "\n" for i in range(4)))
+    pred = tmp_path / "pred.jsonl"
+    pred.write_text("".join(json.dumps({"id": f"q{i}", "output": o}) + "\n"
+                            for i, o in enumerate(["A", "A", "I am not sure.", "I am not sure."])))
+    res = score_files(pred, gold, tmp_path / "out", ScoreConfig(task="mcq"))
+    p = res.summary["models"]["default"]["personality"]
+    assert (p["label"], p["precision"], p["abstention_rate"]) == ("Conservative", 1.0, 0.5)

@@ -102,7 +102,8 @@ def test_a_new_kind_scores_end_to_end(registry, tmp_path):
     res = score_files([pred], gold, tmp_path / "out", ScoreConfig(task="ints", n_boot=1000))
     rows = [json.loads(line) for line in (tmp_path / "out" / "scores.jsonl").read_text().splitlines()]
     assert rows[0]["answer"] == [1, 2, 7] and rows[0]["jaccard"] == pytest.approx(2 / 3)
-    assert [e["kind"] for e in res.errors] == ["wrong_kind", "missing_prediction"]
+    assert [e["kind"] for e in res.errors] == ["wrong_kind"]  # b is scored as unparsed, not left missing
+    assert rows[1]["status"] == "unparsed"
     assert "not a ints answer" in res.errors[0]["message"]
     assert list(score_batch([[1, 2]], [[2]], task="ints")["jaccard"]) == [0.5]
 

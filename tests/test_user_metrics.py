@@ -684,11 +684,12 @@ def test_score_files_rejects_clashes_and_non_finite_values(tmp_path):
         ScoreConfig(task="mcq", user_metrics=(UserMetric("model", jaccard.fn),))
     with pytest.raises(ValueError, match="user metric 'infinite' gives"):
         score_files(pred, gold, tmp_path / "out", ScoreConfig(task="mcq", user_metrics=(infinite,)))
-    inverse_g = UserMetric("inverse_g", lambda tp, fp, fn, g: 1.0 / g if g else math.inf)
-    gold = _write(tmp_path / "g.jsonl", [{"id": "a", "answer": ["A"]}, {"id": "e", "answer": []}])
+    # (an empty gold answer is a gold error, so the infinity comes from tp = 0)
+    inverse_tp = UserMetric("inverse_tp", lambda tp, fp, fn, g: 1.0 / tp if tp else math.inf)
+    gold = _write(tmp_path / "g.jsonl", [{"id": "a", "answer": ["A"]}, {"id": "e", "answer": ["C"]}])
     pred = _write(tmp_path / "p.jsonl", [{"id": "a", "answer": ["A"]}, {"id": "e", "answer": ["B"]}])
-    with pytest.raises(ValueError, match="user metric 'inverse_g' gives inf at tp=0, fp=1, fn=0, g=0"):
-        score_files(pred, gold, tmp_path / "out", ScoreConfig(task="mcq", user_metrics=(inverse_g,)))
+    with pytest.raises(ValueError, match="user metric 'inverse_tp' gives inf at tp=0, fp=1, fn=1, g=1"):
+        score_files(pred, gold, tmp_path / "out", ScoreConfig(task="mcq", user_metrics=(inverse_tp,)))
     assert not (tmp_path / "out" / "scores.jsonl").exists()
 
 

@@ -60,7 +60,10 @@ def render(summary: dict) -> str:
     if "audit_sheet" in summary:
         lines.append(f"audit sheet: {summary['audit_sheet']['rows']} decisions -> {summary['audit_sheet']['path']}")
     for model, row in summary.get("ablation", {}).items():
-        parts = [f"{name} {100 * v['accuracy']:.1f}% (drop {_pct(v['relative_drop'])})"
+        parts = [f"{name} {100 * v['accuracy']:.1f}% (drop {_pct(v['relative_drop'])} over the "
+                 f"{v['shared']['items']} items both sets hold: {100 * v['shared']['main_accuracy']:.1f}% -> "
+                 f"{100 * v['shared']['accuracy']:.1f}%)" if v["shared"]["items"] else f"{name} "
+                 f"{100 * v['accuracy']:.1f}% (no item in common with the main set)"
                  for name, v in row.items() if name != "main" and v["accuracy"] is not None]
         main = row["main"]["accuracy"]
         lines.append(f"{model}: main set {'-' if main is None else f'{100 * main:.1f}%'}; " + "; ".join(parts))
@@ -68,7 +71,8 @@ def render(summary: dict) -> str:
         lines.append(f"human baseline {name} ({h['rule']} of {len(h['members_found'])} of {len(h['members'])} "
                      f"people): accuracy % {_pct(h['accuracy'])}")
     c = summary["counts"]
-    lines.append(f"{c['answers']} answers, {c['graded']} graded, {c['undecided']} undecided "
+    lines.append(f"{c['answers']} answers, {c['missing']} gold items without an answer (counted wrong), "
+                 f"{c['graded']} graded, {c['undecided']} undecided "
                  f"({c['judge_failures']} judge failures, {c['no_judge']} without a judge), {c['unparsed']} unparsed, "
                  f"{c['errors']} rows in errors.jsonl")
     return "\n".join(lines)
@@ -134,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
                 j.engine.close()
     if not args.quiet:
         print(render(result.summary))
-        print(f"wrote {out}/grades.jsonl, summary.json, errors.jsonl")
+        print(f"wrote {out}/grades.jsonl, summary.json, errors.jsonl, run.json")
     return result.exit_code
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmint.grade.summary import repeat_of
+from benchmint.grade.summary import FIRST_REPEAT, repeat_of
 from benchmint.records import Grade, error_row
 
 COLUMNS = ("id", "model", "setting", "question", "gold", "answer_judged", "judge", "person", "note")
@@ -87,6 +87,31 @@ def read_labels(path: str | Path) -> tuple[list[dict], list[dict]]:
             rows.append({"id": row["id"], "model": row["model"], "setting": row.get("setting") or None,
                          "judge": int(judge), "person": int(person), "line": line})
     return rows, errors
+
+
+def check_labels(rows: list[dict], grades: list[Grade], path: str | Path) -> tuple[list[dict], list[dict]]:
+    """The rows that audit a judge decision of this run as it was made; error rows for the others.
+
+    A row whose (id, model, setting) the run did not decide by the judge (an unknown id, a judge that failed) or
+    whose judge column differs from the run's verdict (edited) would measure something else: listed, left out.
+    """
+    decided = {(g.id, g.model, g.extra.get("setting") or None): g for g in grades
+               if g.stage == "judge" and repeat_of(g) == FIRST_REPEAT}
+    kept, errors = [], []
+    for r in rows:
+        g = decided.get((r["id"], r["model"], r["setting"]))
+        if g is None:
+            problem = (f"no judge decision of this run for item {r['id']!r} of model {r['model']!r}"
+                       + (f" in setting {r['setting']}" if r["setting"] else "")
+                       + " (an id the run does not hold, or one the judge failed on); left out of the error rate")
+        elif str(r["judge"]) != g.verdict:
+            problem = (f"the judge column says {r['judge']}, but the run's judge said {g.verdict} (edited?); left out "
+                       "of the error rate")
+        else:
+            kept.append(r)
+            continue
+        errors.append(error_row("bad_label", problem, str(path), r["line"], id=r["id"], model=r["model"]))
+    return kept, errors
 
 
 def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:

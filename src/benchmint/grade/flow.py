@@ -11,9 +11,10 @@ is decided depends on the benchmark's answer kind (``benchmint.tasks``):
     everything else, the screen's definite differences included (the paper
     sends every answer that does not pass the screen to the judge).
 a set kind: ``option_number`` (MatVQA), ``mcq`` (CSMBench caption matching)
-    the option read by the answer kind's rules (MatVQA: the A.2 rule with
-    its parenthesis fixed); an answer nothing can be read from is wrong and
-    counted as unparsed.
+    the option read by the answer kind's rules (MatVQA: the A.2 statement
+    with its parenthesis fixed and the other ways models state one option,
+    ``benchmint.tasks.option_numbers``); an answer nothing can be read from,
+    or a hedge between options, is wrong and counted as unparsed.
 ``free_text`` (CSMBench open descriptions)
     csmbench.txt §IV-A.2: STS, the cosine of the all-MiniLM-L6-v2 sentence
     embeddings of description and reference paragraph
@@ -24,9 +25,14 @@ a set kind: ``option_number`` (MatVQA), ``mcq`` (CSMBench caption matching)
 
 An answer that no stage could decide (the judge failed after its bounded
 attempts, or no judge was given) gets no grade: it is a row of errors.jsonl and
-a count of its own in the summary, never a wrong answer. Every judge call is in
-the engine's request cache, so a rerun pays for nothing it already asked.
-Outputs are in unit order (model, setting, repeat, the items' order).
+a count of its own in the summary, never a wrong answer. What is counted wrong
+by rule, never sent to a judge: a gold item a model has no answer for (graded
+as an empty answer, verdict ``missing``, listed in errors.jsonl: an accuracy
+is out of the gold items), an empty or whitespace-only reply (``unparsed``),
+an option reply nothing can be read from or that names two options
+(``unparsed``). Every judge call is in the engine's request cache, so a rerun
+pays for nothing it already asked. Outputs are in unit order (model, setting,
+repeat, the items' order); summary.json is the same for the same inputs.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +108,7 @@ class Unit:
     repeat: int
     pred: Prediction
     file: str
-    line: int
+    line: int | None  # None: a gold item without an answer (``file`` is then the gold file)
 
     @property
     def key(self) -> tuple[str, str, int, str]:
@@ -183,6 +189,26 @@ def _grade(unit: Unit, answer: Any, stage: str, score: float, verdict: str | Non
                  extra.pop("attempts", 0), extra)
 
 
+def _missing(units: list[Unit], items: dict, gold_path: str, errors: list[dict]) -> list[Unit]:
+    """The gold items a model has no answer for, in each (model, setting, repeat) it answered in, as units with an
+    empty answer; each is a row of errors.jsonl. They are graded as an empty answer is (wrong by rule, no judge
+    asked) with the verdict "missing", so an accuracy is out of the gold items."""
+    answered: dict[tuple[str, str, int], set[str]] = {}
+    for u in units:
+        answered.setdefault((u.model, u.setting, u.repeat), set()).add(u.pred.id)
+    absent = []
+    for (model, setting, repeat), ids in sorted(answered.items()):
+        for item_id in items:
+            if item_id in ids:
+                continue
+            u = Unit(model, setting, repeat, Prediction(item_id, model), gold_path, None)
+            where = f" in setting {setting}" if setting else ""
+            errors.append(error_row("missing_prediction", f"model {model!r} has no answer for item {item_id!r}{where}; "
+                                    "counted wrong", gold_path, None, id=item_id, model=model, setting=setting or None))
+            absent.append(u)
+    return absent
+
+
 def _undecided(unit: Unit, cause: str, message: str, **extra) -> dict:
     return error_row("undecided", message, unit.file, unit.line, id=unit.pred.id, model=unit.model,
                      setting=unit.setting or None, cause=cause, **extra)
@@ -196,7 +222,7 @@ def _choice_grades(bench, units: list[Unit], items: dict, errors: list[dict]) ->
         read: tuple | None = None
         how: str | None = None
         try:
-            if u.pred.answer is not ABSENT:
+            if _given(u.pred):
                 read, how = kind.normalize(u.pred.answer), "given"
             else:
                 found = kind.extract(u.pred.output or "")
@@ -222,6 +248,11 @@ def _quantity_grades(units: list[Unit], items: dict, cfg: GradeConfig, judge: Ju
     """
     from benchmint.grade.screen import Screen
 
+    # An empty reply states nothing: wrong by rule and unparsed, never sent to a screen or a (paid) judge.
+    done = [_grade(u, None, "rule", 0.0, "unparsed", extraction="empty") for u in units if _is_empty(u.pred)]
+    units = [u for u in units if not _is_empty(u.pred)]
+    if not units:
+        return done
     extracted = _extract(units, items, judge, errors)
     # Stage 2: the symbolic screen.
     with Screen(rtol=cfg.rtol, timeout_s=cfg.symbolic_timeout_s, workers=cfg.workers) as screen:
@@ -240,7 +271,7 @@ def _quantity_grades(units: list[Unit], items: dict, cfg: GradeConfig, judge: Ju
         for i in to_judge:
             errors.append(_undecided(units[i], "no_judge", f"the screen could not decide ({screened[i].reason}) and "
                                      "no judge was given (--judge-model)", screen=screened[i].reason))
-        return [g for g in grades if g is not None]
+        return done + [g for g in grades if g is not None]
     jobs = []
     for i in to_judge:
         u, e = units[i], extracted[i]
@@ -265,14 +296,28 @@ def _quantity_grades(units: list[Unit], items: dict, cfg: GradeConfig, judge: Ju
                                         id=u.pred.id, model=u.model, judge=_call(judged.failure)))
             elif first is not None:
                 paired.append((u.key, int(first.score), judged.value))
-    return [g for g in grades if g is not None]
+    return done + [g for g in grades if g is not None]
+
+
+def _given(pred: Prediction) -> bool:
+    """Whether the line gives a structured answer (a null "answer" beside an output is no answer: the output is read)."""
+    return pred.answer is not ABSENT and pred.answer is not None
+
+
+def _is_empty(pred: Prediction) -> bool:
+    """A reply that states nothing: empty or whitespace output (after its reasoning block), or an empty answer."""
+    if _given(pred):
+        given = pred.answer
+        parts = [given] if isinstance(given, str) else given if isinstance(given, list) else [given]
+        return not any(not isinstance(p, str) or p.strip() for p in parts)
+    return not strip_reasoning(pred.output or "").strip()
 
 
 def _extract(units: list[Unit], items: dict, judge: Judge | None, errors: list[dict]) -> list[Extraction]:
     """Stage 1: the final answers by rules, then by the extraction model where no rule matched."""
     extracted: list[Extraction] = []
     for u in units:
-        if u.pred.answer is not ABSENT:
+        if _given(u.pred):
             given = u.pred.answer
             parts = [given] if isinstance(given, str) else [str(p) for p in given] if isinstance(given, list) else []
             extracted.append(Extraction(tuple(p for p in parts if p.strip()), "given"))
@@ -353,7 +398,7 @@ def _error_types(benchmark: str, units: list[Unit], grades: list[Grade], items: 
                  errors: list[dict]) -> list[Grade]:
     """The wrong answers labelled with the paper's error taxonomy (``error_type`` in their grade rows)."""
     by_key = {u.key: u for u in units}
-    wrong = [i for i, g in enumerate(grades) if g.score == 0]
+    wrong = [i for i, g in enumerate(grades) if g.score == 0 and g.verdict not in ("missing", "unparsed")]
     jobs = []
     for i in wrong:
         g = grades[i]
@@ -414,13 +459,30 @@ def _audit(result: GradeResult, cfg: GradeConfig, items: dict, shown: dict, out:
     if cfg.audit_sample is not None:
         sample = audit.stratified_sample(result.grades, cfg.audit_sample, cfg.seed)
         audit.write_sheet(out / "audit.csv", sample, items, shown)
-        result.summary["audit_sheet"] = {"path": str(out / "audit.csv"), "rows": len(sample),
+        result.summary["audit_sheet"] = {"path": "audit.csv", "rows": len(sample),  # in the output folder
                                          "judge_decisions": sum(g.stage == "judge" for g in result.grades)}
     if cfg.audit_labels is not None:
         labels, bad = audit.read_labels(cfg.audit_labels)
-        result.errors.extend(bad)
+        labels, unmatched = audit.check_labels(labels, result.grades, cfg.audit_labels)
+        result.errors.extend(bad + unmatched)
         result.summary["audit"] = {"labels": str(cfg.audit_labels), **audit.report(labels)}
         result.summary["counts"]["errors"] = len(result.errors)
+
+
+def _ablation_set(bench, name: str, items_path: str, preds_path: str, items: dict, grade,
+                  errors: list[dict]) -> tuple[list[Unit], list[Grade]]:
+    """Another item set with the same ids (e.g. MatVQA's shortcut-removed questions): graded against its own items,
+    its answers in a setting of their own; its items outside the main ones are left out (the drop pairs items)."""
+    variant_items = _read_gold(bench, items_path, errors)
+    variant_units = _read_units([preds_path], variant_items, errors, setting=name)
+    for u in variant_units:
+        if u.pred.id not in items:
+            errors.append(error_row("unknown_id", f"item {u.pred.id!r} of set {name!r} is not in the main "
+                                    "items (--gold)", u.file, u.line, id=u.pred.id, model=u.model))
+    variant_units = [u for u in variant_units if u.pred.id in items]
+    shared = {k: v for k, v in variant_items.items() if k in items}
+    variant_grades, absent = grade(variant_units, shared, str(items_path))
+    return variant_units + absent, variant_grades
 
 
 def grade_files(pred_paths: Iterable[str | Path], gold_path: str | Path, out_dir: str | Path, cfg: GradeConfig,
@@ -443,7 +505,7 @@ def grade_files(pred_paths: Iterable[str | Path], gold_path: str | Path, out_dir
 
     kind = tasks.get(bench.answer_kind)
 
-    def grade(units: list[Unit], items: dict) -> list[Grade]:
+    def decide(units: list[Unit], items: dict) -> list[Grade]:
         # The answer kind picks the path: quantities and expressions, free text, or one option of a set kind.
         if kind.name == "quantity":
             return _quantity_grades(units, items, cfg, judge, result.errors, shown, second_judge, paired)
@@ -453,20 +515,22 @@ def grade_files(pred_paths: Iterable[str | Path], gold_path: str | Path, out_dir
             return _choice_grades(bench, units, items, result.errors)
         raise ValueError(f"benchmint grade has no path for answer kind {kind.name!r}")
 
-    result.grades = grade(units, items)
+    def grade(units: list[Unit], items: dict, gold: str) -> tuple[list[Grade], list[Unit]]:
+        """The answers' grades and those of the gold items without an answer (with their units), in unit order."""
+        absent = _missing(units, items, gold, result.errors)
+        missing = [replace(g, verdict="missing") for g in decide(absent, items)] if absent else []
+        order = {item_id: i for i, item_id in enumerate(items)}
+        got = sorted(decide(units, items) + missing,
+                     key=lambda g: (g.model, g.extra.get("setting", ""), summaries.repeat_of(g), order[g.id]))
+        return got, absent
+
+    result.grades, absent = grade(units, items, str(gold_path))
+    units = units + absent
     ablation_sets = []
     for name, items_path, preds_path in cfg.ablation:
-        # Another item set with the same ids (e.g. MatVQA's shortcut-removed questions): graded against its own
-        # items, its answers in a setting of their own.
-        variant_items = _read_gold(bench, items_path, result.errors)
-        variant_units = _read_units([preds_path], variant_items, result.errors, setting=name)
-        stray = [u for u in variant_units if u.pred.id not in items]
-        for u in stray:
-            result.errors.append(error_row("unknown_id", f"item {u.pred.id!r} of set {name!r} is not in the main "
-                                           "items (--gold)", u.file, u.line, id=u.pred.id, model=u.model))
-        variant_units = [u for u in variant_units if u.pred.id in items]
+        variant_units, variant_grades = _ablation_set(bench, name, items_path, preds_path, items, grade, result.errors)
         units = units + variant_units
-        result.grades += grade(variant_units, variant_items)
+        result.grades += variant_grades
         ablation_sets.append(name)
     if cfg.error_types:
         if judge is None:
@@ -493,9 +557,20 @@ def grade_files(pred_paths: Iterable[str | Path], gold_path: str | Path, out_dir
         result.summary["judge_agreement"] = {"judges": [judge.model, second_judge.model], **audit.agreement(paired)}
     out.mkdir(parents=True, exist_ok=True)
     _audit(result, cfg, items, shown, out)
-    result.summary["seconds"] = round(time.perf_counter() - t0, 3)
+    _write(result, time.perf_counter() - t0)
+    return result
+
+
+def _write(result: GradeResult, seconds: float) -> None:
+    """The output files. summary.json is the same for the same inputs; what depends on the machine or the run (wall
+    time, the judge cache's place, rate-limit waits) goes to run.json."""
+    run: dict[str, Any] = {"seconds": round(seconds, 3)}
+    if "judge" in result.summary:
+        engine = result.summary["judge"]
+        run["judge"] = {"cache": engine["cache"].pop("path"), "rate_limit_wait_s": engine.pop("rate_limit_wait_s")}
+    out = result.out_dir
     write_jsonl(out / "grades.jsonl", (g.to_json() for g in result.grades))
     write_jsonl(out / "errors.jsonl", result.errors)
-    with atomic_write(out / "summary.json") as f:
-        json.dump(result.summary, f, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
-    return result
+    for name, data in (("summary.json", result.summary), ("run.json", run)):
+        with atomic_write(out / name) as f:
+            json.dump(data, f, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)

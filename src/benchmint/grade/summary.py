@@ -3,10 +3,15 @@
 Blocks, one per (model, setting):
 
 - ``accuracy``: mean score over the graded answers, with a 95% percentile
-  bootstrap interval; ``accuracy_undecided_as_wrong`` counts every answer
-  that could not be decided as wrong (a lower bound); ``undecided``,
-  ``judge_failures`` and ``unparsed`` are counts of their own.
-- ``by``: the same per value of each stratum (gold ``meta`` keys).
+  bootstrap interval; a gold item the model has no answer for is graded
+  wrong (verdict "missing", counted in ``missing``), so the accuracy is out
+  of the gold items; ``accuracy_undecided_as_wrong`` counts every answer
+  that could not be decided as wrong too (a lower bound); ``undecided``,
+  ``judge_failures`` and ``unparsed`` (nothing read: an empty reply, an
+  option reply nothing or two options can be read from) are counts of their
+  own. ``answers`` counts the answers given, ``items`` the gold items.
+- ``by``: the same per value of each stratum (gold ``meta`` keys), values
+  named as ``benchmint score`` names them (``metrics.pipeline.stratum_name``).
 
 Across settings (SeePhys, seephys.txt Table 3): for a model graded in TV and
 another setting X, the relative gap (TV − X) / TV on the items graded in both,
@@ -33,6 +38,7 @@ import numpy as np
 from benchmint.benchmarks.evaluate import BLIND_SUFFIX
 from benchmint.metrics.aggregate import bootstrap_ci
 from benchmint.metrics.behaviour import average_ranks
+from benchmint.metrics.pipeline import MISSING_STRATUM, stratum_name
 from benchmint.records import STAGES
 
 LEVELS = ("Mid", "High", "BO", "AO", "UG", "SUG", "MA", "PhD")
@@ -46,6 +52,11 @@ GAPS = {"TC": "delta1", "TO": "delta2", "VO": "delta3"}
 FIRST_REPEAT = 1
 #: CSMBench open: the per-answer metrics kept beside the grade's score (BERTScore under the label of its model)
 OPEN_METRICS = ("sts", "bertscore_f1", "bertscore_minilm_f1", "judge_score")
+
+
+def stratum(meta: dict, key: str) -> str:
+    """The item's stratum of ``key``, named as ``benchmint score`` names it (MISSING_STRATUM without the key)."""
+    return stratum_name(meta[key])[0] if key in meta else MISSING_STRATUM
 
 
 def repeat_of(grade) -> int:
@@ -106,7 +117,7 @@ def human_groups(groups: Sequence[tuple[str, str, tuple[str, ...]]], grades, ite
     for name, rule, members in groups:
         per_item: dict[str, list[float]] = defaultdict(list)
         for g in grades:
-            if g.model in members and repeat_of(g) == FIRST_REPEAT:
+            if g.model in members and repeat_of(g) == FIRST_REPEAT and g.verdict != "missing":
                 per_item[g.id].append(g.score)
         scores = {i: (max(v) if rule == "union" else float(np.mean(v))) for i, v in per_item.items()}
         levels: dict[str, list[float]] = defaultdict(list)
@@ -138,8 +149,10 @@ def build(benchmark: str, units, grades, items: dict, errors: list[dict], by: Se
         got = [graded[u.key] for u in members if u.key in graded]
         scores = [g.score for g in got]
         causes = undecided[(model, setting)]
+        missing = sum(1 for g in got if g.verdict == "missing")
         block: dict[str, Any] = {
-            "model": model, "setting": setting or None, "answers": len(members), "graded": len(got),
+            "model": model, "setting": setting or None, "answers": len(members) - missing, "missing": missing,
+            "items": len({u.pred.id for u in members}), "graded": len(got),
             "accuracy": mean_ci(scores, n_boot, rng),
             "accuracy_undecided_as_wrong": (sum(scores) / len(members)) if members else None,
             "undecided": sum(causes.values()), "judge_failures": causes.get("judge_failed", 0),
@@ -151,8 +164,7 @@ def build(benchmark: str, units, grades, items: dict, errors: list[dict], by: Se
         for key in by:
             cells: dict[str, list[float]] = defaultdict(list)
             for g in got:
-                value = items[g.id].meta.get(key)
-                cells["(none)" if value is None else str(value)].append(g.score)
+                cells[stratum(items[g.id].meta, key)].append(g.score)
             block["by"][key] = {v: mean_ci(s, n_boot, rng) for v, s in sorted(cells.items())}
         if benchmark == "seephys":
             block["levels"] = _levels(got, items, n_boot, rng)
@@ -169,7 +181,8 @@ def build(benchmark: str, units, grades, items: dict, errors: list[dict], by: Se
         blocks.append(block)
     out: dict[str, Any] = {
         "benchmark": benchmark,
-        "counts": {"answers": len(units), "graded": len(grades), "undecided": sum(b["undecided"] for b in blocks),
+        "counts": {"answers": sum(b["answers"] for b in blocks), "missing": sum(b["missing"] for b in blocks),
+                   "graded": len(grades), "undecided": sum(b["undecided"] for b in blocks),
                    "judge_failures": sum(b["judge_failures"] for b in blocks),
                    "no_judge": sum(b["no_judge"] for b in blocks), "unparsed": sum(b["unparsed"] for b in blocks),
                    "errors": len(errors)},
@@ -265,8 +278,7 @@ def _cells(got, items: dict, key: str, metric: str) -> dict[str, list[float]]:
     cells: dict[str, list[float]] = defaultdict(list)
     for g in got:
         if g.extra.get(metric) is not None:
-            value = items[g.id].meta.get(key)
-            cells["(none)" if value is None else str(value)].append(g.extra[metric])
+            cells[stratum(items[g.id].meta, key)].append(g.extra[metric])
     return cells
 
 
@@ -310,8 +322,10 @@ def correlations(grades, items: dict) -> dict:
 
 def ablation(grades, sets: Sequence[str], n_boot: int, seed: int) -> dict:
     """matvqa.txt §5.2, Table 3: each model's accuracy on the main item set and on each other set with the same ids
-    (language- or caption-shortcut removed), and the relative drop (main − set) / main on the items answered in
-    both, with a paired bootstrap interval. The main set is every answer outside the named sets (first repeat)."""
+    (language- or caption-shortcut removed), each out of its own items (an item without an answer counts wrong),
+    and the relative drop (main − set) / main over the items both sets hold (``shared``: how many, and both
+    accuracies on them), with a paired bootstrap interval. The main set is every answer outside the named sets
+    (first repeat)."""
     rng = np.random.default_rng(seed)
     per: dict[str, dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
     for g in grades:
@@ -326,11 +340,12 @@ def ablation(grades, sets: Sequence[str], n_boot: int, seed: int) -> dict:
         for name in sets:
             answers = by_set.get(name, {})
             common = sorted(main.keys() & answers.keys())
+            a, b = np.array([main[i] for i in common]), np.array([answers[i] for i in common])
             row[name] = {"accuracy": float(np.mean(list(answers.values()))) if answers else None,
                          "items": len(answers),
-                         "relative_drop": _gap(np.array([main[i] for i in common]),
-                                               np.array([answers[i] for i in common]), n_boot, rng)
-                         if common else None}
+                         "shared": {"items": len(common), "main_accuracy": float(a.mean()) if common else None,
+                                    "accuracy": float(b.mean()) if common else None},
+                         "relative_drop": _gap(a, b, n_boot, rng) if common else None}
         out[model] = row
     return out
 

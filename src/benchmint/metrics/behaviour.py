@@ -12,7 +12,11 @@ beside the label and the labels follow the equations' behaviour instead.
 Per model, over its items:
   over  = share of items with |P| > |G| (selects more than asked),
   under = share of items with ∅ ≠ P ⊊ G (leaves right options out, adds no wrong one),
-  prec / rec = macro precision / recall, sip = mean SIP-F1.
+  prec  = mean precision TP/|P| over the items it selected something on (the personalities are selection
+          habits: an item left unanswered holds no wrong selection),
+  abstention = share of items with P = ∅ (nothing read, "I am not sure"), a trait reported on its own,
+  rec = macro recall (an unanswered item has recall 0), sip = mean SIP-F1.
+A model that selected nothing at all gets no label.
 Rules, in order (thresholds in ``PersonalityRules``):
   1. Wise          sip >= wise_sip, prec >= wise_precision, rec >= wise_recall, and calibrated where the model
                    states a confidence: Spearman(confidence, score) >= 0 or ECE <= wise_ece. Without
@@ -83,10 +87,20 @@ def personality(tp: np.ndarray, n_pred: np.ndarray, n_gold: np.ndarray, spc_mean
                 precision_mean: float, recall_mean: float, rules: PersonalityRules = PersonalityRules(),
                 calib: dict | None = None, score: np.ndarray | None = None, difficulty: np.ndarray | None = None,
                 tokens: np.ndarray | None = None) -> dict:
-    """The label and the figures it rests on; ``calib`` is ``calibration(...)`` of the same items."""
+    """The label and the figures it rests on; ``calib`` is ``calibration(...)`` of the same items.
+
+    ``precision_mean`` (the macro precision of the metrics, 0 on unanswered items) is not what the labels use:
+    the precision over the selections is computed here from ``tp`` and ``n_pred``.
+    """
     n = len(tp)
     if n == 0:
         return {"label": None, "reason": "no items"}
+    answered = n_pred > 0
+    abstention = float(np.mean(~answered))
+    if not answered.any():
+        return {"label": None, "reason": "it selected nothing on any item", "abstention_rate": abstention,
+                "rules": asdict(rules)}
+    precision_mean = float(np.mean(tp[answered] / n_pred[answered]))  # over what it selected
     over = float(np.mean(n_pred > n_gold))
     under = float(np.mean((tp == n_pred) & (n_pred > 0) & (n_pred < n_gold)))
     calibrated = _calibrated(calib, rules)
@@ -109,6 +123,8 @@ def personality(tp: np.ndarray, n_pred: np.ndarray, n_gold: np.ndarray, spc_mean
         label, reason = "Conservative", "precise; its typical error is leaving options out"
     if selects_wisely and label != "Wise":
         reason += " (it selects like a Wise model, but its confidence does not track its scores)"
+    if abstention:
+        reason += f"; it answers nothing on {100 * abstention:.0f}% of the items"
     return {
         "label": label,
         "reason": reason,
@@ -116,6 +132,7 @@ def personality(tp: np.ndarray, n_pred: np.ndarray, n_gold: np.ndarray, spc_mean
         "over_selection_rate": over,
         "under_selection_rate": under,
         "precision": precision_mean,
+        "abstention_rate": abstention,
         "recall": recall_mean,
         "sip_f1": sip_mean,
         "calibrated": calibrated,

@@ -122,11 +122,29 @@ class Columns:
 _error = error_row
 
 
-def _stratum_value(value) -> tuple[str, str | None]:
-    """A meta value as a stratum name, or (MISSING_STRATUM, why) when no file could hold it."""
+def _reads_as_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def stratum_name(value) -> tuple[str, str | None]:
+    """A meta value as a stratum name, or (MISSING_STRATUM, why) when no file could hold it.
+
+    Values that are equal as JSON values share a name and others never do: a string is itself, unless it would
+    read as another value (``"1"``, ``"true"``, ``"[1]"``, ``'"a"'``) or is the missing marker, then it is written
+    as a JSON string; anything else is its JSON text, an integral number as an integer (1 and 1.0 are one value,
+    "1" another, and an item without the key is apart from a literal "(missing)" value).
+    """
     if isinstance(value, str):
         where = lone_surrogate(value)
-        return (MISSING_STRATUM, f"holds {where}") if where else (value, None)
+        if where:
+            return MISSING_STRATUM, f"holds {where}"
+        return (dumps(value) if value == MISSING_STRATUM or _reads_as_json(value) else value), None
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
     try:
         return dumps(value), None
     except ValueError:  # NaN or an infinity (1e400 reads as one)
@@ -169,10 +187,14 @@ def gold_answer(item: Item, path: str, line: int, kind: AnswerKind, fields: tupl
     except AnswerError as exc:
         return None, None, _error("wrong_kind", f"gold answer of {rid!r} is not a {kind.name} answer: {exc}", path,
                                   line, id=rid)
+    if not answer:  # every prediction would score 0 against it (or 1 when empty): nothing to measure
+        left = " once (000) is left out" if isinstance(item.answer, list) and item.answer else ""
+        return None, None, _error("empty_gold", f"gold answer of {rid!r} is empty{left}: {item.answer!r} cannot be "
+                                  "scored", path, line, id=rid)
     warning = item.problems[0].row() if item.problems else None  # only "meta" can be left out
     strata, unusable = [], []
     for f in fields:
-        value, why = _stratum_value(item.meta[f]) if f in item.meta else (MISSING_STRATUM, None)
+        value, why = stratum_name(item.meta[f]) if f in item.meta else (MISSING_STRATUM, None)
         strata.append(value)
         if why:
             unusable.append(f"{f!r} {why}")
@@ -249,20 +271,30 @@ SCORED_FIELDS = ("confidence", "difficulty", "tokens")
 
 def read_answer(pred: Prediction, kind: AnswerKind, path: str, line: int,
                 errors: list[dict]) -> ParsedPrediction | None:
-    """A prediction's answer read as ``kind`` (given, or extracted from its output), as parse_prediction."""
-    if pred.answer is not ABSENT:
+    """A prediction's answer read as ``kind`` (given, or extracted from its output), as parse_prediction.
+
+    A given answer that is not of the kind is an error row, and the output is read instead when there is one (a
+    null answer beside an output is just no answer); without an output the item is scored as unparsed. An output
+    whose answer is not of the kind (an index out of range, a 4-index label that is no Miller-Bravais label) is
+    unparsed, with an error row giving the reason.
+    """
+    answer: tuple | None = None
+    if pred.answer is not ABSENT and not (pred.answer is None and pred.output is not None):
         try:
             answer, status = kind.normalize(pred.answer), OK
         except AnswerError as exc:
-            errors.append(_error("wrong_kind", f"answer is not a {kind.name} answer: {exc}", path, line, id=pred.id,
-                                 model=pred.model))
-            return None
-    else:
+            errors.append(_error("wrong_kind", f"answer is not a {kind.name} answer: {exc}"
+                                 + ("; the output is read instead" if pred.output is not None else "; unparsed"),
+                                 path, line, id=pred.id, model=pred.model))
+            answer, status = (), UNPARSED
+    if answer is None or (status == UNPARSED and pred.output is not None):
         # from_json requires an "output" string when there is no answer; extractors read no answer in None
         parsed = kind.extract(pred.output) if pred.output is not None else None
         try:
             answer, status = (kind.normalize(parsed), OK) if parsed is not None else ((), UNPARSED)
-        except AnswerError:  # e.g. an index beyond the packable range: the output is unusable
+        except AnswerError as exc:
+            errors.append(_error("unparsed_answer", f"the answer read from the output is not a {kind.name} answer: "
+                                 f"{exc}; unparsed", path, line, id=pred.id, model=pred.model))
             answer, status = (), UNPARSED
     errors.extend(p.row() for p in pred.problems if p.field in SCORED_FIELDS)
     confidence, difficulty, tokens = (math.nan if v is None else float(v)
@@ -463,6 +495,21 @@ class _Progress:
             self.bar.close()
 
 
+def _name_rejected_gold(errors: list[dict], gold_errors: list[dict]) -> None:
+    """An unknown id that the gold file holds on a rejected line: its row says so, and which line and why."""
+    rejected: dict[str, dict] = {}
+    for e in gold_errors:
+        if e.get("id") is not None and e["kind"] != "duplicate_id":
+            rejected.setdefault(e["id"], e)
+    for e in errors:
+        gold = rejected.get(e["id"]) if e["kind"] == "unknown_id" else None
+        if gold is not None:
+            where = f"line {gold['line']}" if gold.get("line") is not None else "its line"
+            e["message"] = (f"id {e['id']!r} is in the gold file, but {where} was rejected ({gold['kind']}: "
+                            f"{gold['message']}); not scored")
+            e["gold_line"] = gold.get("line")
+
+
 def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult:
     """Score one or more prediction files; writes scores.jsonl, summary.json and errors.jsonl into ``out_dir``."""
     from benchmint.metrics import pipeline_ref
@@ -492,6 +539,7 @@ def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult
                 _add_user_columns(tmp, cols, cfg.user_metrics)
     finally:
         progress.close()
+    _name_rejected_gold(errors, gold.errors)
     write_jsonl(out_dir / "errors.jsonl", errors)
     if not cols.models:
         raise InputError(f"no usable predictions in {', '.join(map(str, pred_paths))}: "

@@ -37,6 +37,10 @@ Definitions used below
 * A marker match [s, e) is LETTER-BOUNDED when not (text[s] is a LETTER and
   text[s-1] is a LETTER) and not (text[e-1] is a LETTER and text[e] is a
   LETTER).  Marker matches that are not letter-bounded are discarded.
+* FOLD-WIDTH(text) (multiple choice only, applied to the whole output before
+  every stage): the full-width letters U+FF21-U+FF3A and U+FF41-U+FF5A
+  (``Ａ``, ``ｃ``) replaced by ASCII ``A``-``Z`` / ``a``-``z``.  Full-width
+  brackets and punctuation are named where they count.
 * STRIP-WRAPPERS(s): strip SPACE from both ends, then repeat until nothing
   changes: drop one trailing ``.`` or ``。``; or drop one surrounding pair of
   ``**``/``**``, ``__``/``__``, `````/`````, ``$``/``$``, ``"``/``"``,
@@ -100,12 +104,21 @@ LIST grammar (read at position i of the original text):
       (uppercased).  A longer run must be all UPPERCASE with strictly
       increasing letters (``AC``, ``ABD``); it stands for each letter.  Items
       written with CLOSE are BRACKETED.
-  L2. SEP := HSPACE* P? HSPACE* W? HSPACE*, where P is one of
-      ``, ， 、 ; ； / & +`` and W is ``and`` (LETTER-bounded),
-      ``以及``, ``和`` or ``及``; a SEP must contain P, W or at least one HSPACE.
-      Line breaks never separate items.  ``or`` is not a separator.
+      GLOSS := HSPACE* (``(`` or ``（``) then 1 to GLOSS_MAX = 200 characters
+      none of which is ``( ) （ ）`` or a line break, then ``)`` or ``）``:
+      the option's text repeated after its letter (``A (Tunneling)``).
+  L2. SEP := CLOSERS HSPACE* P? HSPACE* W? HSPACE* OPENERS, where CLOSERS is
+      a run (maybe empty) of ``}`` and ``$``, P is one of
+      ``, ， 、 ; ； / & +``, W is ``and`` (LETTER-bounded), ``以及``, ``和``
+      or ``及``, and OPENERS is an optional ``$`` followed by an optional
+      LaTeX opener ``\\text{ \\textbf{ \\textrm{ \\mathrm{ \\mathbf{``
+      (``$\\mathrm{A}$ and $\\mathrm{C}$``); a SEP must contain P, W or at
+      least one HSPACE.  Line breaks never separate items.  ``or`` is not a
+      separator.
   L3. LIST := ITEM (SEP ITEM)*, read greedily: after each item a SEP followed
-      by an ITEM extends the list, otherwise the list ends there.
+      by an ITEM extends the list; when none follows, a GLOSS right after the
+      item is taken into it (its end moves past the GLOSS) and a SEP followed
+      by an ITEM is tried once more; otherwise the list ends there.
   L4. TERMINATOR at the end position p of the list (the last item's end):
       a. fail if, after HSPACE*, an optional one of ``, ， ; ；`` and
          HSPACE*, the text continues with ``or`` or ``and/or`` (not followed
@@ -114,7 +127,8 @@ LIST grammar (read at position i of the original text):
       c. accept if, after HSPACE*, the next character is one of
          ``. , ; ! ? 。 ， ； ！ ？ 、 … ) ] } （ ） * " ' $ ` <`` or a line break
          (not ``:``, so "A: correct, B: wrong" style lines are never read),
-         or is a CJK ideograph (U+4E00-U+9FFF; Chinese text has no spaces);
+         or is a CJK ideograph (U+4E00-U+9FFF; Chinese text has no spaces),
+         or is ``\\`` followed by ``)`` or ``]`` (the end of ``\\(A\\)``);
       d. otherwise at least one HSPACE is required, and then accept if the
          last item is BRACKETED (``(B) 3.2 nm``: the rest is option text), or
          the next character is one of ``( - – —``, or the next WORD is one of
@@ -125,9 +139,10 @@ LIST grammar (read at position i of the original text):
       e. fail otherwise.
 SKIP (after a marker, at i): repeatedly skip SPACE, the decorations
   ``* _ ` " ' $ : ：``, the LaTeX openers ``\\text{ \\textbf{ \\textrm{
-  \\mathrm{ \\mathbf{``, ``选项``, and (when not preceded by a LETTER) the
-  WORDs option options choice choices letter letters statement statements
-  the therefore thus hence clearly likely probably definitely most.
+  \\mathrm{ \\mathbf{ \\( \\[``, ``选项``, and (when not preceded by a
+  LETTER) the WORDs option options choice choices letter letters statement
+  statements the therefore thus hence clearly likely probably definitely
+  most both.
 EXACT-LIST(s): s2 = STRIP-WRAPPERS(s); SKIP at 0; read a LIST there; it must
   end exactly at the end of s2.  Letters are returned uppercase, unique,
   sorted.
@@ -176,8 +191,43 @@ C2. Markers.  Every regex below is run with ``finditer`` over LOWER(text)
       line makes the candidate fail (no fall-back to SKIP + LIST).
 C3. Bare answer: the whole text as EXACT-LIST; else, if the text has two or
     more non-blank lines, the union over all of them when every non-blank
-    line is an EXACT-LIST; else the last non-blank line as EXACT-LIST.
+    line is an EXACT-LIST; else the last non-blank line as EXACT-LIST; else
+    the text as OPTION-LINE.
+    OPTION-LINE(s): s stripped of SPACE must hold no line break.  At its
+    start: an optional ``**``; then either the WORD ``option`` or ``choice``
+    and HSPACE+, then an uppercase LETTER not followed by a LETTER, then
+    ``:``, ``：``, ``.`` or ``)``; or ``(`` or ``（``, an uppercase LETTER,
+    ``)`` or ``）``.  Then an optional ``**``, HSPACE*, and the option's text,
+    which must start with a CJK ideograph, or with a LETTER after at least
+    one HSPACE, and whose first WORD (when it starts with a LETTER) is none
+    of the terminator words of L4d, the negations of L4d, ``or``,
+    ``correct``, ``right``, ``true`` and ``valid``: ``(C) SEM image of
+    alumina`` and ``Option C: SEM micrograph`` are C; ``(A) is wrong``,
+    ``Option A: correct`` and ``(a) shows grains`` are not read.
 C4. Otherwise None.  Letters in reasoning are never collected on their own.
+
+Forms, with what they give (each is a row of the golden corpus,
+tests/data/extract_golden.jsonl, read the same by the compiled port):
+
+=========================================  ===========  =======================
+output                                     letters      rule
+=========================================  ===========  =======================
+``Answer: A, C``                           A C          ANSWER, LIST
+``答案：Ａ``                                 A            FOLD-WIDTH, CHINESE
+``ＡＢ``                                     A B          FOLD-WIDTH, C3
+``The answer is both A and B.``            A B          SKIP ``both``
+``Both A and C``                           A C          C3, SKIP ``both``
+``Answer: \\(A\\)``                        A            SKIP ``\\(``, L4c
+``Answer: A (Tunneling) and C (Force)``    A C          GLOSS
+``Answer: $\\mathrm{A}$ and $\\mathrm{C}$``  A C          SEP CLOSERS/OPENERS
+``(C) SEM image of alumina``               C            OPTION-LINE
+``Option C: SEM micrograph of sintered grains``  C       OPTION-LINE
+``Answer: A or C``                         (none)       L4a: a hedge
+``Answer: A (Tunneling) or C (Force)``     (none)       GLOSS, then L4a
+``The answer is not A; it is C.``          (none)       negation, no marker
+``(A) is wrong``                           (none)       OPTION-LINE word
+``Option A: correct``                      (none)       OPTION-LINE word
+=========================================  ===========  =======================
 
 Miller indices: extract_hkls
 ============================
@@ -537,9 +587,15 @@ _TERM_WORDS = frozenset("because since as is are was were which that for based g
 _COPULAS = frozenset(("is", "are", "was", "were"))
 _NEGATIONS = frozenset(("not", "incorrect", "wrong", "false", "invalid"))
 _SKIP_WORDS = frozenset("option options choice choices letter letters statement statements the therefore thus hence "
-                        "clearly likely probably definitely most".split())
+                        "clearly likely probably definitely most both".split())
 _SKIP_DECOR = "*_`\"'$:\uff1a"
 _LATEX_OPENERS = ("\\text{", "\\textbf{", "\\textrm{", "\\mathrm{", "\\mathbf{")
+_SKIP_OPENERS = _LATEX_OPENERS + ("\\(", "\\[")
+GLOSS_MAX = 200
+_GLOSS_STOP = "()\uff08\uff09\n\r"
+# OPTION-LINE: words that make the text after an option letter a verdict or a clause, not the option's text
+_OPTION_LINE_BAD = _TERM_WORDS | _NEGATIONS | frozenset(("or", "correct", "right", "true", "valid"))
+_FULLWIDTH_LETTERS = {c: c - 0xFEE0 for r in ((0xFF21, 0xFF3A), (0xFF41, 0xFF5A)) for c in range(r[0], r[1] + 1)}
 
 
 def _read_item(t: str, i: int):
@@ -593,6 +649,7 @@ def _sep_word(lo: str, i: int) -> int:
 
 def _skip_sep(t: str, lo: str, i: int) -> int | None:
     """End of a SEP starting at i, or None (rule L2)."""
+    i = _skip(t, i, "}$")
     k = _skip(t, i, _HSPACE)
     got = k > i
     if k < len(t) and t[k] in _SEP_PUNCT:
@@ -602,7 +659,28 @@ def _skip_sep(t: str, lo: str, i: int) -> int | None:
     if w:
         k = _skip(t, k + w, _HSPACE)
         got = True
-    return k if got else None
+    if not got:
+        return None
+    if t.startswith("$", k):
+        k += 1
+    for opener in _LATEX_OPENERS:
+        if lo.startswith(opener, k):
+            return k + len(opener)
+    return k
+
+
+def _gloss_end(t: str, i: int) -> int | None:
+    """End of a GLOSS starting at i, or None (rule L1)."""
+    k = _skip(t, i, _HSPACE)
+    if k >= len(t) or t[k] not in "(\uff08":
+        return None
+    j = k + 1
+    limit = min(len(t), j + GLOSS_MAX + 1)
+    while j < limit and t[j] not in _GLOSS_STOP:
+        j += 1
+    if j == k + 1 or j >= len(t) or t[j] not in ")\uff09" or j - k - 1 > GLOSS_MAX:
+        return None
+    return j + 1
 
 
 def _read_list(t: str, lo: str, i: int):
@@ -614,15 +692,19 @@ def _read_list(t: str, lo: str, i: int):
         return None
     letters = set(item[0])
     end, bracketed = item[1], item[2]
+    glossed = False
     while True:
         k = _skip_sep(t, lo, end)
-        if k is None:
-            break
-        item = _read_item(t, k)
+        item = _read_item(t, k) if k is not None else None
         if item is None:
-            break
+            g = None if glossed else _gloss_end(t, end)
+            if g is None:
+                break
+            end, glossed = g, True
+            continue
         letters.update(item[0])
         end, bracketed = item[1], item[2]
+        glossed = False
     return letters, end, bracketed
 
 
@@ -646,7 +728,7 @@ def _terminated(t: str, lo: str, i: int, bracketed: bool) -> bool:
     if k >= n:
         return True
     c = t[k]
-    if c in _TERM_CHARS or _is_cjk(c):
+    if c in _TERM_CHARS or _is_cjk(c) or (c == "\\" and k + 1 < n and t[k + 1] in ")]"):
         return True
     if k == i:
         return False
@@ -669,7 +751,7 @@ def _skip_after_marker(t: str, lo: str, i: int) -> int:
             i += 1
             continue
         if c == "\\":
-            for opener in _LATEX_OPENERS:
+            for opener in _SKIP_OPENERS:
                 if lo.startswith(opener, i):
                     i += len(opener)
                     break
@@ -789,11 +871,48 @@ def _choices_from_markers(t: str, lo: str) -> list[str] | None:
     return None
 
 
+def _option_line(text: str) -> list[str] | None:
+    """OPTION-LINE: one line that starts with an option letter and goes on with the option's text (rule C3)."""
+    s = _strip_space(text)
+    if any(c in _LINE_BREAK for c in s):
+        return None
+    lo = ascii_lower(s)
+    n = len(s)
+    i = 2 if s.startswith("**") else 0
+    w = _word_at(lo, i)
+    if w in ("option", "choice"):
+        k = _skip(s, i + len(w), _HSPACE)
+        if k == i + len(w) or k >= n or not _is_upper(s[k]) or _letter_at(s, k + 1):
+            return None
+        if k + 1 >= n or s[k + 1] not in ":\uff1a.)":
+            return None
+        letter, j = s[k], k + 2
+    elif i + 2 < n and s[i] in "(\uff08" and _is_upper(s[i + 1]) and s[i + 2] in ")\uff09":
+        letter, j = s[i + 1], i + 3
+    else:
+        return None
+    if s.startswith("**", j):
+        j += 2
+    k = _skip(s, j, _HSPACE)
+    if k >= n or not (_is_cjk(s[k]) or (k > j and _is_letter(s[k]))):  # Chinese text needs no space
+        return None
+    if _word_at(lo, k) in _OPTION_LINE_BAD:
+        return None
+    return [letter]
+
+
 def _bare_lines(text: str, exact):
-    """Rules C3/H3: whole text, then (MCQ) all lines, then the last non-blank line."""
+    """Rules C3/H3: whole text, then (MCQ) all lines, then the last non-blank line, then (MCQ) an option line."""
     r = exact(text)
     if r is not None:
         return r
+    if exact is _exact_list:
+        r = _bare_line_rules(text, exact)
+        return r if r is not None else _option_line(text)
+    return _bare_line_rules(text, exact)
+
+
+def _bare_line_rules(text: str, exact):
     lines = [ln for ln in _split_lines(text) if _strip_space(ln)]
     if len(lines) < 2:
         return None
@@ -822,6 +941,8 @@ def _staged(text, keys, read_value, from_markers, exact):
 
 def extract_choices(text: str) -> list[str] | None:
     """Multiple-choice letters in a model output (see the module docstring, C1-C4)."""
+    if isinstance(text, str):
+        text = text.translate(_FULLWIDTH_LETTERS)  # FOLD-WIDTH
     return _staged(text, _MCQ_KEYS, _read_choice_value, _choices_from_markers, _exact_list)
 
 

@@ -1,7 +1,9 @@
 """Miller indices of the strongest XRD peak (CrystalXRD-Bench): sets of 3- or 4-index reflections.
 
 Normalisation follows crystalxrd-bench §2.4: unique integer tuples, (000) and
-(0000) removed. Scoring is strict tuple equality unless the run folds by
+(0000) removed; an index written as an integral float (``1.0``, ``-0.0``) is
+that integer, as the extraction rules read it; a 4-index label whose i is not
+−(h + k) is no Miller–Bravais label and so no answer (AnswerError naming it). Scoring is strict tuple equality unless the run folds by
 symmetry (crystalxrd-bench §5-6): reflections related by the item's Laue
 group (its point group plus the inversion Friedel's law adds) become one, and
 a 4-index Miller-Bravais label (h, k, i, l), i = -(h + k), is the plane
@@ -12,6 +14,7 @@ xrd build``); a reflection h (a row vector) maps to h·R under an operation R.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -24,6 +27,8 @@ HKL_LIMIT = 2047  # |index| bound of the 12-bit packing in hkl_key
 
 
 def _as_index(x: Any) -> int:
+    if isinstance(x, (float, np.floating)) and math.isfinite(x) and float(x).is_integer():
+        x = int(x)  # 1.0 and -0.0 are the integers 1 and 0
     if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
         raise AnswerError(f"Miller indices must be integers, got {x!r}")
     x = int(x)
@@ -89,6 +94,9 @@ class MillerIndices(AnswerKind):
             hkl = tuple(_as_index(x) for x in item)
             if len(hkl) not in (3, 4):
                 raise AnswerError(f"a reflection needs 3 (hkl) or 4 (hkil) indices, got {list(hkl)}")
+            if len(hkl) == 4 and hkl[0] + hkl[1] + hkl[2] != 0:
+                raise AnswerError(f"({' '.join(map(str, hkl))}) is not a Miller-Bravais label: i must be "
+                                  f"-(h + k) = {-(hkl[0] + hkl[1])}")
             if any(hkl):
                 out.add(hkl)
         return tuple(sorted(out))
