@@ -38,9 +38,11 @@ class ScreenResult:
     equivalent: bool
     reason: str
     detail: dict = field(default_factory=dict)
+    different: bool = False
 
     def to_json(self) -> dict:
-        return {"equivalent": self.equivalent, "reason": self.reason, "detail": self.detail}
+        return {"equivalent": self.equivalent, "different": self.different, "reason": self.reason,
+                "detail": self.detail}
 
 
 def split_parts(text: str) -> list[str]:
