@@ -121,8 +121,9 @@ def _words(text: str) -> str:
 
 # --- option letters
 
-_OPTION_LEAD = re.compile(r"^(?:the\s+)?(?:correct\s+)?(?:options?|choices?|answers?)?\s*(?:is|are)?\s*[:：]?\s*"
-                          r"|^(?:选项|答案选?|选)\s*[:：]?\s*", re.IGNORECASE)
+_OPTION_LEAD = re.compile(r"^(?:选项|答案选?|选)\s*[:：]?\s*"
+                          r"|^(?:the\s+)?(?:correct\s+)?(?:options?|choices?|answers?)?\s*(?:is|are)?\s*[:：]?\s*",
+                          re.IGNORECASE)
 _LETTERS = re.compile(r"^\(?([A-H])\)?(?:\s*(?:,|，|、|&|\s|and|和)\s*\(?([A-H])\)?)*$")
 
 
