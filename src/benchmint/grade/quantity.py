@@ -153,6 +153,7 @@ def _significant(mantissa: str) -> tuple[int, int]:
     return (len(stripped), len(digits))
 
 
+@lru_cache(maxsize=4096)
 def _unit(text: str):
     t = text.strip()
     if not t:
@@ -180,6 +181,11 @@ def parse_quantity(text: str) -> Quantity | None:
     """One number (written, or a closed form) with an optional unit; None when ``text`` is anything else."""
     if not isinstance(text, str):
         return None
+    return _parse_quantity(text)
+
+
+@lru_cache(maxsize=4096)  # a batch repeats its gold answers and units: each text is read once
+def _parse_quantity(text: str) -> Quantity | None:
     stripped = text.strip()
     in_math = stripped.startswith(("$", "\\(", "\\[")) and not _WRAPPERS.search(stripped)
     t = strip_math(text)
@@ -211,6 +217,10 @@ def parse_quantity(text: str) -> Quantity | None:
 _CLOSED_FORM_MARK = re.compile(r"\\(?:pi|sqrt|frac|dfrac|tfrac|ln|exp|sin|cos|tan)|\^|\be\^")
 
 
+_NUMBER_COMMANDS = re.compile(r"\\(?:pi|sqrt|[dt]?frac|ln|exp|sin|cos|tan|times|cdot|left|right)(?![A-Za-z])")
+_SYMBOL_LETTER = re.compile(r"[A-DF-Za-df-z\\]|E")
+
+
 def _closed_form(t: str) -> Quantity | None:
     """A closed-form number with an optional unit after the last space (``10\\sqrt{2} m/s``), or None."""
     if not _CLOSED_FORM_MARK.search(t) or ":" in t:
@@ -220,8 +230,8 @@ def _closed_form(t: str) -> Quantity | None:
     cuts = [len(t)] + [m.start() for m in re.finditer(r"\s+(?=[A-Za-z\\°])", t)][::-1]
     for cut in cuts:
         head, tail = t[:cut].strip(), t[cut:].strip()
-        if not head:
-            continue
+        if not head or _SYMBOL_LETTER.search(_NUMBER_COMMANDS.sub(" ", head)):
+            continue  # a letter other than e in the number part: a symbol, not a closed-form number
         try:
             unit = _unit(tail)
             value = latex.parse(head)
@@ -313,6 +323,9 @@ def same_quantity(gold: Quantity, answer: Quantity, sig_figs: int | None = None,
         # A closed form against a decimal: the closed form at the decimal's precision, 3 figures or more.
         decimal = answer if gold.sig_figs is None else gold
         if decimal.sig_figs is None:
+            if gold.exact.is_Rational and answer.exact.is_Rational:  # 2:3 against 4:6
+                same = bool(gold.exact == answer.exact)
+                return same, "numeric" if same else ("far_off" if far else "differs"), detail
             return False, "symbolic?", detail  # two closed forms: SymPy decides
         figures = decimal.sig_figs[1]
         d_value, e_value = (a, g) if decimal is answer else (g, a)

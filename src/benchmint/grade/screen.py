@@ -272,7 +272,9 @@ class Screen:
         if not rtol >= 0:
             raise ValueError(f"rtol must be >= 0, got {rtol!r}")
         self.rtol, self.timeout_s = rtol, timeout_s
-        self._executor = ProcessExecutor(workers, unit_seconds=timeout_s)
+        # The workers start now and warm SymPy and latex2sympy up while this process reads the answers
+        self._executor = ProcessExecutor(workers, unit_seconds=timeout_s, preload=("benchmint.grade._symbolic_warm",))
+        self._executor.start()
 
     def close(self) -> None:
         self._executor.close()
@@ -402,7 +404,7 @@ class Screen:
             if interval is not None:
                 gold, answer = (gold, interval) if list_entries(gold) is not None else (interval, answer)
             return self._entries(gold, answer)
-        gq, aq = parse_quantity(gold), parse_quantity(answer)
+        gq, aq = parse_quantity(_ratio(gold)), parse_quantity(_ratio(answer))
         if gq is not None and aq is not None:
             ok, reason, detail = same_quantity(gq, aq, sig_figs, self.rtol)
             if reason == "symbolic?":
@@ -410,6 +412,8 @@ class Screen:
             return ok, reason, {**detail, "by": "numeric"}
         if gq is not None and gq.unit is not None:
             return False, "unit_missing" if aq is None else "unparsed", {}
+        if any(strip_math(x)[:1] in "([" and "," in x and list_entries(x) is None for x in (gold, answer)):
+            return False, "unparsed", {}  # a list followed by something, "(3, 4) m/s": not SymPy's to read
         if sig_figs is not None and gq is not None:
             return False, "sig_figs", {}  # a number asked to n figures, answered as an expression: the judge's call
         return False, "symbolic?", {"gold": gold, "answer": answer}
@@ -426,6 +430,15 @@ class Screen:
         if all(_words(x) == _words(y) for x, y in zip(g, a)):
             return True, "text", {"by": "text"}
         return False, "symbolic?", {"gold": gs, "answer": as_}
+
+
+_RATIO = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*:\s*(\d+(?:\.\d+)?)\s*$")
+
+
+def _ratio(text: str) -> str:
+    """A ratio of two numbers, ``2:3``, as the fraction it stands for (``\\frac{2}{3}``); other text as it is."""
+    m = _RATIO.match(strip_math(text))
+    return f"\\frac{{{m.group(1)}}}{{{m.group(2)}}}" if m else text
 
 
 def _same_name(a: str, b: str) -> bool:

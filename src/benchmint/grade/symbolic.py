@@ -85,10 +85,15 @@ def to_sympy(text: str):
 
 
 def _zero(diff) -> bool:
-    try:
-        return bool(sympy.simplify(diff) == 0)
-    except (TypeError, ValueError, AttributeError, NotImplementedError):
-        return False
+    # cancel (expand, then common factors) proves most differences of rational expressions in a fraction of
+    # simplify's time; simplify is tried only when it does not
+    for reduce in (sympy.cancel, sympy.simplify):
+        try:
+            if reduce(diff) == 0:
+                return True
+        except (TypeError, ValueError, AttributeError, NotImplementedError, sympy.PolynomialError):
+            continue
+    return False
 
 
 def _same(g, a) -> bool:
@@ -128,7 +133,37 @@ def _same(g, a) -> bool:
         return bool(g == a)
     if g.free_symbols != a.free_symbols:
         return False  # different variables: never proved equal by a cancellation
+    if _apart_at_a_point(g, a):
+        return False  # two values differ at a point: simplify could only fail to prove it zero, slowly
     return _zero(g - a)
+
+
+# Values given to the symbols for the numeric check: positive, unremarkable, different from each other.
+_POINTS = (0.7316, 1.2871, 0.9143, 1.6029, 0.5407, 1.1931, 1.4467, 0.8358)
+
+
+def _apart_at_a_point(g, a) -> bool:
+    """True when g and a evaluate to clearly different finite numbers at one point (so g - a is not zero).
+
+    Only ever used to say "not proved": a difference at one point is a certain difference, while equal values
+    prove nothing and leave the question to simplify. Undefined functions (v(t)) and anything that does not
+    evaluate to a finite real number leave it to simplify as well.
+    """
+    symbols = sorted(g.free_symbols | a.free_symbols, key=lambda s: s.name)
+    if g.atoms(sympy.core.function.AppliedUndef) or a.atoms(sympy.core.function.AppliedUndef):
+        return False
+    point = {s: _POINTS[i % len(_POINTS)] + 0.1 * (i // len(_POINTS)) for i, s in enumerate(symbols)}
+    try:
+        x, y = complex(g.evalf(30, subs=point)), complex(a.evalf(30, subs=point))
+    except (TypeError, ValueError, AttributeError, ZeroDivisionError, OverflowError):
+        return False
+    if not all(map(_finite, (x, y))):
+        return False
+    return abs(x - y) > 1e-9 * max(abs(x), abs(y), 1e-300)
+
+
+def _finite(z: complex) -> bool:
+    return z.real == z.real and z.imag == z.imag and abs(z) != float("inf")
 
 
 def _proportional(d1, d2) -> bool:
@@ -137,11 +172,19 @@ def _proportional(d1, d2) -> bool:
         return False
     if not d1.free_symbols or d2 == 0:
         return False
-    try:
-        ratio = sympy.simplify(d1 / d2)
-    except (TypeError, ValueError, AttributeError, NotImplementedError, ZeroDivisionError):
-        return False
-    return bool(ratio.is_number and ratio.is_finite and ratio != 0)
+    ratio = d1 / d2
+    moved = ratio.subs({x: x + sympy.Rational(37 * (i + 1), 100)
+                        for i, x in enumerate(sorted(d1.free_symbols, key=lambda x: x.name))})
+    if _apart_at_a_point(ratio, moved):
+        return False  # the ratio changes from one point to another (not along a scaling: formulas are homogeneous)
+    for reduce in (sympy.cancel, sympy.simplify):
+        try:
+            ratio = reduce(d1 / d2)
+        except (TypeError, ValueError, AttributeError, NotImplementedError, ZeroDivisionError, sympy.PolynomialError):
+            continue
+        if ratio.is_number:
+            return bool(ratio.is_finite and ratio != 0)
+    return False
 
 
 def symbolic_equal(gold: str, answer: str) -> tuple[bool, str]:
