@@ -185,6 +185,7 @@ def test_a_box_in_a_box_is_one_answer_and_two_boxes_a_conflict(screen):
     ("It follows. Therefore, the speed of the block is approximately 3 m/s.", "3 m/s"),
     ("Adding the drops, thus the emf equals 12 V.", "12 V"),
     ("Solving for the positive root, 2 s is the answer.", "2 s"),
+    ("Only option D satisfies both conditions, so D is the answer.", "D"),
     ("The field points inward, so option A is correct.", "A"),
     ("The correct option is (B).", "(B)"),
     ("Answer: B", "B"),

@@ -50,6 +50,7 @@ _IS_THE_ANSWER = re.compile(r"^(?:.*?(?:[,，:：]|\b(?:so|hence|thus|therefore)
                             r"(?:final\s+|correct\s+)?answer$", re.IGNORECASE)
 _OPTION_CORRECT = re.compile(r"\boptions?\s*(?P<x>\(?[A-H]\)?(?:\s*(?:,|and)\s*\(?[A-H]\)?)*)\s+(?:is|are)\s+"
                              r"(?:correct|right)$", re.IGNORECASE)
+_LEADING_CONNECTIVE = re.compile(r"^(?:(?:and\s+)?(?:so|hence|thus|therefore)\b[,\s]*)+", re.IGNORECASE)
 _SENTENCES = re.compile(r"(?<=[。！？!?])|(?<=\.)(?=\s)|\n")
 _VALUE_LIKE = re.compile(r"[\d\\$^=/]")
 # A stated answer runs to the end of its sentence (a line end, "。", or a full stop before a space) or to the
@@ -144,7 +145,7 @@ def closing_sentence(body: str) -> str | None:
         if (m := _OPTION_CORRECT.search(sentence)) is not None:
             found = m.group("x")
         elif (m := _IS_THE_ANSWER.match(sentence)) is not None:
-            found = m.group("x")
+            found = _LEADING_CONNECTIVE.sub("", m.group("x"))  # "…, so D is the answer": D
         elif (c := _CONNECTIVE.search(sentence)) is not None:
             copulas = list(_COPULA.finditer(sentence, c.end()))
             if copulas:
