@@ -94,6 +94,7 @@ def test_chinese_units_by_hand():
     ("12 V", "12 W", False, "dimensions_differ"),
     ("3 m/s", "4 m/s", False, "differs"),  # 33% off, but no further than the gold's last digit
     ("0.5 T", "0.5 G", False, "far_off"),
+    ("-3 m/s", "3 m/s", False, "differs"),  # a speed for a velocity: never a sure difference
 ])
 def test_numbers(screen, gold, answer, equivalent, reason):
     got = screen.check(gold, answer)

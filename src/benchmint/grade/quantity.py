@@ -39,7 +39,7 @@ Comparison (``same_quantity``), the rule this package documents:
 
 ``SURE_DIFFERENCES`` names the reasons of pairs no reading could make equal: plain units
 of different dimensions, or values apart by more than 5 % and more than the
-gold's last written digit.
+gold's last written digit (the same magnitude with the other sign is left to the judge).
 """
 
 from __future__ import annotations
@@ -363,8 +363,8 @@ def _in_gold_unit(gold: Quantity, answer: Quantity, detail: dict) -> tuple[float
 
 def _far_off(gold: Quantity, g: float, a: float) -> bool:
     """More than 5 % from the gold value and more than one unit of its last written digit."""
-    if g == 0:
-        return False
+    if g == 0 or abs(a + g) <= 1e-3 * abs(g):
+        return False  # the opposite sign: a speed for a velocity, a magnitude for a component — the judge's call
     return abs(a - g) > 0.05 * abs(g) and abs(a - g) > _last_digit(gold)
 
 
