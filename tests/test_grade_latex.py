@@ -121,7 +121,7 @@ def test_declined(text):
 
 
 @pytest.mark.parametrize("text", [r"2\frac{1}{2}", r"2 \frac{2}{2}", "2 (3)", "2 {3}", "2 3", "10 (2)",
-                                  r"2 \left(3\right)", r"0.5 \frac{1}{2}", "x^2 3"])
+                                  r"2 \left(3\right)", r"0.5 \frac{1}{2}", "x^2 3", r"\cos 2 3"])
 def test_a_number_beside_a_number_is_refused(text):
     # latex2sympy adds them (2\frac{1}{2} is 5/2, 2 (3) is 5), a reader could multiply them: neither is sure
     with pytest.raises(ValueError, match="number beside a number"):

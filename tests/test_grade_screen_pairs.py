@@ -152,6 +152,8 @@ def test_vectors_intervals_parts_and_options_by_hand():
 @pytest.mark.parametrize(("gold", "answer", "equivalent", "different"), [
     ("(3, 4)", "3\\hat{i} + 4\\hat{j}", True, False), ("(0, 0, 5)", "5\\hat{k}", True, False),
     ("(3, 4)", "4\\hat{i} + 3\\hat{j}", False, False), ("\\langle 2, 1 \\rangle", "(2, 1)", True, False),
+    ("(\\frac{1}{2}, -4)", "0.5\\hat{i} - 4\\hat{j}", True, False),  # entry by entry (as SymPy, (0.5, -4) is empty)
+    ("(1, 2, 2)", "(1, 2, 20)", False, True),  # one entry far off: a sure difference
     ("[1, 3]", "1 \\le x \\le 3", True, False), ("[1, 3]", "1 < x \\le 3", False, False),
     ("3 m/s; 2 s", "3 m/s, 2 s", True, False), ("3 m/s; 2 s", "2 s, 3 m/s", False, True),
     ("B", "option B", True, False), ("B", "D", False, True), ("AC", "A", False, True),

@@ -334,7 +334,7 @@ class Screen:
         for g, a in zip(gold_parts, answer_parts_):
             ok, reason, detail = self._pair(g, a, sig_figs if len(gold_parts) == 1 else None)
             if reason == "symbolic?":
-                symbolic.append((detail["gold"], detail["answer"]))
+                symbolic.extend(detail["jobs"])
                 continue
             if not ok:
                 found = ScreenResult(False, reason, {k: v for k, v in detail.items() if k != "by"},
@@ -353,7 +353,7 @@ class Screen:
                                      details[0] if len(details) == 1 else {"parts": details}), [])
 
     def _pair(self, gold: str, answer: str, sig_figs: int | None) -> tuple[bool, str, dict]:
-        """One part: (equivalent, reason, detail); reason "symbolic?" hands detail's (gold, answer) to SymPy."""
+        """One part: (equivalent, reason, detail); reason "symbolic?" hands detail's (gold, answer) jobs to SymPy."""
         if _words(gold) == _words(answer):
             return True, "text", {"by": "text"}
         letters = option_letters(gold)
@@ -382,33 +382,20 @@ class Screen:
             return self._value(g[1], a[-1], sig_figs)
         if len(a) > 2:
             return False, "unparsed", {}
-        return False, "symbolic?", {"gold": f"{g[0]} = {g[1]}", "answer": f"{a[0]} = {a[1]}"}
+        return False, "symbolic?", {"jobs": [(f"{g[0]} = {g[1]}", f"{a[0]} = {a[1]}")]}
 
     def _value(self, gold: str, answer: str, sig_figs: int | None) -> tuple[bool, str, dict]:
         """One side against one side: vectors, intervals, numbers with units, else SymPy."""
         if _words(gold) == _words(answer):
             return True, "text", {"by": "text"}
-        g_vec, a_vec = unit_vector_components(gold), unit_vector_components(answer)
-        if g_vec is not None or a_vec is not None:
-            other = list_entries(answer if g_vec is not None else gold)
-            if g_vec is not None and a_vec is not None:
-                other = a_vec
-            vec = g_vec if g_vec is not None else a_vec
-            if other is None or vec is None or len(other) not in (2, 3) or (len(other) == 2 and vec[2] != "0"):
-                return False, "unparsed", {}
-            gold, answer = [f"({', '.join(x[:len(other)])})" for x in ((vec, other) if g_vec is not None
-                                                                       else (other, vec))]
-            return self._entries(gold, answer)
-        if list_entries(gold) is not None or list_entries(answer) is not None:
-            interval = inequality_interval(answer) if list_entries(gold) is not None else inequality_interval(gold)
-            if interval is not None:
-                gold, answer = (gold, interval) if list_entries(gold) is not None else (interval, answer)
-            return self._entries(gold, answer)
+        lists = _as_lists(gold, answer)
+        if lists is not None:
+            return self._entries(*lists)
         gq, aq = parse_quantity(_ratio(gold)), parse_quantity(_ratio(answer))
         if gq is not None and aq is not None:
             ok, reason, detail = same_quantity(gq, aq, sig_figs, self.rtol)
             if reason == "symbolic?":
-                return False, "symbolic?", {"gold": gold, "answer": answer}
+                return False, "symbolic?", {"jobs": [(gold, answer)]}
             return ok, reason, {**detail, "by": "numeric"}
         if gq is not None and gq.unit is not None:
             return False, "unit_missing" if aq is None else "unparsed", {}
@@ -416,20 +403,55 @@ class Screen:
             return False, "unparsed", {}  # a list followed by something, "(3, 4) m/s": not SymPy's to read
         if sig_figs is not None and gq is not None:
             return False, "sig_figs", {}  # a number asked to n figures, answered as an expression: the judge's call
-        return False, "symbolic?", {"gold": gold, "answer": answer}
+        return False, "symbolic?", {"jobs": [(gold, answer)]}
 
     def _entries(self, gold: str, answer: str) -> tuple[bool, str, dict]:
-        """Lists and intervals (``(3, 4)``, ``[1, 3)``): same length and brackets; the entries by SymPy."""
+        """Lists and intervals (``(3, 4)``, ``[1, 3)``): the same brackets and length, then entry by entry."""
         g, a = list_entries(gold), list_entries(answer)
-        if g is None or a is None or len(g) != len(a):
-            return False, "unparsed" if g is None or a is None else "differs", {}
-        gs, as_ = strip_math(gold).replace("\\langle", "(").replace("\\rangle", ")"), \
-            strip_math(answer).replace("\\langle", "(").replace("\\rangle", ")")
-        if (gs[0], gs[-1]) != (as_[0], as_[-1]):
+        if g is None or a is None:
+            return False, "unparsed", {}
+        gs, as_ = _brackets(gold), _brackets(answer)
+        if len(g) != len(a) or (gs[0], gs[-1]) != (as_[0], as_[-1]):
             return False, "differs", {}  # [1, 3] against (1, 3)
-        if all(_words(x) == _words(y) for x, y in zip(g, a)):
-            return True, "text", {"by": "text"}
-        return False, "symbolic?", {"gold": gs, "answer": as_}
+        jobs, details = [], []
+        for x, y in zip(g, a):
+            ok, reason, detail = self._value(x, y, None)
+            if reason == "symbolic?":
+                jobs.extend(detail["jobs"])
+            elif not ok:
+                return False, reason, detail  # one entry settles it (a sure difference stays sure)
+            else:
+                details.append(detail)
+        if jobs:
+            return False, "symbolic?", {"jobs": jobs}
+        return True, "list", {"by": "list", "entries": details}
+
+
+def _brackets(text: str) -> str:
+    return strip_math(text).replace("\\langle", "(").replace("\\rangle", ")")
+
+
+def _as_lists(gold: str, answer: str) -> tuple[str, str] | None:
+    """Both sides as bracketed lists when either is one: unit vectors as components, an inequality as the
+    interval it describes; None when neither side is a list."""
+    g_vec, a_vec = unit_vector_components(gold), unit_vector_components(answer)
+    if g_vec is not None or a_vec is not None:
+        other = a_vec if g_vec is not None and a_vec is not None else list_entries(answer if g_vec is not None
+                                                                                   else gold)
+        vec = g_vec if g_vec is not None else a_vec
+        assert vec is not None
+        if other is None or len(other) not in (2, 3) or (len(other) == 2 and vec[2] != "0"):
+            return gold, answer  # a unit vector against no list: _entries calls it unparsed
+        as_list = [f"({', '.join(x[:len(other)])})" for x in (vec, other)]
+        return (as_list[0], as_list[1]) if g_vec is not None else (as_list[1], as_list[0])
+    g_list, a_list = list_entries(gold) is not None, list_entries(answer) is not None
+    if not (g_list or a_list):
+        return None
+    if g_list and not a_list:
+        answer = inequality_interval(answer) or answer
+    elif a_list and not g_list:
+        gold = inequality_interval(gold) or gold
+    return gold, answer
 
 
 _RATIO = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*:\s*(\d+(?:\.\d+)?)\s*$")
