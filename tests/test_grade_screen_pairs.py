@@ -8,6 +8,7 @@ least 80% of the provable pairs proved, no false equivalent, no false rejection.
 """
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -100,6 +101,15 @@ def test_numbers(screen, gold, answer, equivalent, reason):
     got = screen.check(gold, answer)
     assert (got.equivalent, got.reason) == (equivalent, reason)
     assert got.different == (reason in ("far_off", "dimensions_differ"))
+
+
+def test_a_huge_power_is_not_computed_in_the_calling_process():
+    # 2^{10^{10}} would be an integer of ten billion bits; a worker with a time limit may try, the caller not
+    start = time.monotonic()
+    assert parse_quantity("2^{10^{10}}") is None and parse_quantity("10^{12345} m") is None
+    assert parse_quantity("2^{123456789}") is None
+    assert time.monotonic() - start < 1
+    assert parse_quantity("10^{-6} m").value == 1e-06 and parse_quantity("2^{10}").value == 1024
 
 
 def test_a_unit_with_a_constant_is_never_a_sure_difference():
