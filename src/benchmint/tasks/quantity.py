@@ -12,8 +12,9 @@ Rules, first match wins:
     a statement "final answer: …", "the answer is …", "the correct option is …", "Answer: …", "最终答案…",
     "答案是…", "答案：…", "故选…" (to the end of its sentence).
 ``closing_sentence``
-    the last sentence that concludes: "hence/so/therefore/thus … is X", "X is the answer", "option X is
-    correct", "所以/因此/故/则 … 为/是/等于 X"; X must look like a value (a digit, LaTeX, or one word).
+    the last sentence that concludes: "hence/so/therefore/thus … is X", "… is therefore X", "therefore,
+    v = X", "X is the answer", "option X is correct", "所以/因此/故/则 … 为/是/等于 X"; X must look like a
+    value (a digit, LaTeX, or one word).
 ``last_equation``
     the last display or inline math span, or else the last line holding "=".
 
@@ -46,6 +47,7 @@ _FINAL = re.compile(
 _CONNECTIVE = re.compile(r"\b(?:hence|so|therefore|thus|consequently|finally)\b|所以|因此|故|则|综上", re.IGNORECASE)
 _COPULA = re.compile(r"\s(?:is|are|equals|is\s+equal\s+to|becomes)\s+(?:(?:approximately|about|roughly)\s+)?"
                      r"|为|是|等于", re.IGNORECASE)
+_COPULA_BEFORE = re.compile(r"\s(?:is|are|equals|becomes)\s+$", re.IGNORECASE)
 _IS_THE_ANSWER = re.compile(r"^(?:.*?(?:[,，:：]|\b(?:so|hence|thus|therefore)\b)\s*)?(?P<x>.+?)\s+is\s+the\s+"
                             r"(?:final\s+|correct\s+)?answer$", re.IGNORECASE)
 _OPTION_CORRECT = re.compile(r"\boptions?\s*(?P<x>\(?[A-H]\)?(?:\s*(?:,|and)\s*\(?[A-H]\)?)*)\s+(?:is|are)\s+"
@@ -148,8 +150,13 @@ def closing_sentence(body: str) -> str | None:
             found = _LEADING_CONNECTIVE.sub("", m.group("x"))  # "…, so D is the answer": D
         elif (c := _CONNECTIVE.search(sentence)) is not None:
             copulas = list(_COPULA.finditer(sentence, c.end()))
+            rest = sentence[c.end():].strip(" ,，:：")
             if copulas:
                 found = sentence[copulas[-1].end():]
+            elif "=" in rest:  # "Therefore, v = 3 m/s." / "所以 v = 3 m/s": the equation itself
+                found = rest
+            elif _COPULA_BEFORE.search(sentence[: c.start()]) is not None:
+                found = rest  # "The speed is therefore 3 m/s."
         if found is not None:
             found = _clean(found.strip("，, "))
             if found and (_VALUE_LIKE.search(found) or len(found.split()) == 1):
