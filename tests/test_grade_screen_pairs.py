@@ -129,6 +129,7 @@ def test_a_unit_with_a_constant_is_never_a_sure_difference():
     ("v(t) = v_0 - gt", "v_0 - g t", True), ("v = 3 m/s", "3 m/s", True),
     ("v = 3 m/s", "v = \\sqrt{2 g h} = 3 m/s", True),  # a named chain: its last value
     ("2x = 4y", "x = 2y", True),  # the same equation halved
+    ("3 m/s", "v \\approx 3.00 m/s", True), ("3.14 m/s", "v \\approx 3 m/s", False),
     ("F = kx", "F = -kx", False), ("x = \\frac{mg}{k}", "kx = mg", False),  # k is no constant factor
 ])
 def test_equations(screen, gold, answer, equivalent):

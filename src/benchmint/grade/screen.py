@@ -144,9 +144,15 @@ def option_letters(text: str) -> frozenset[str] | None:
 
 # --- equations, vectors, intervals
 
+_APPROX = re.compile(r"\\approx(?![A-Za-z])|≈")
+
+
 def equation_sides(text: str) -> list[str]:
-    """The sides of ``text`` at its top-level "=" signs (one side when it has none; ≤ ≥ ≠ are not "=")."""
-    t = strip_math(text)
+    """The sides of ``text`` at its top-level "=" signs (one side when it has none; ≤ ≥ ≠ are not "=").
+
+    "≈" counts as "=": the value after it is compared by the number rules, which judge closeness themselves.
+    """
+    t = _APPROX.sub("=", strip_math(text))
     sides, depth, start = [], 0, 0
     for i, c in enumerate(t):
         if c in "{[(":
