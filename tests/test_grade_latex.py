@@ -121,7 +121,7 @@ def test_declined(text):
 
 
 @pytest.mark.parametrize("text", [r"2\frac{1}{2}", r"2 \frac{2}{2}", "2 (3)", "2 {3}", "2 3", "10 (2)",
-                                  r"2 \left(3\right)", r"0.5 \frac{1}{2}", "x^2 3"])
+                                  r"2 \left(3\right)", r"0.5 \frac{1}{2}", "x^2 3", r"\cos 2 3"])
 def test_a_number_beside_a_number_is_refused(text):
     # latex2sympy adds them (2\frac{1}{2} is 5/2, 2 (3) is 5), a reader could multiply them: neither is sure
     with pytest.raises(ValueError, match="number beside a number"):
@@ -130,11 +130,17 @@ def test_a_number_beside_a_number_is_refused(text):
         symbolic.to_sympy(f"${text}$")
 
 
-def test_an_answer_with_I_the_reader_declines_is_not_left_to_latex2sympy():
-    # latex2sympy would make I the imaginary unit (I^2 = -1) before any renaming could happen
+def test_an_answer_with_I_the_reader_declines_reaches_latex2sympy_under_another_name():
+    # latex2sympy would make I the imaginary unit (I^2 R = -R, I_0 R = I R): it is handed over renamed, and
+    # the symbols come back as I, I_0 and I_{max}, the names the fast reader gives them
+    i, i0, imax, r = sympy.symbols("I I_0 I_{max} R")
     assert latex.parse(r"\sin^2 I") is None
-    with pytest.raises(ValueError, match="I outside the subset"):
-        symbolic.to_sympy(r"$\sin^2 I$")
+    assert symbolic.to_sympy(r"$\sin^2 I$") == sympy.sin(i) ** 2
+    assert latex.parse(r"\frac{1}{2}I(a-b)(a+b)") is None
+    assert symbolic.to_sympy(r"\frac{1}{2}I(a-b)(a+b)").free_symbols == {i, *sympy.symbols("a b")}
+    assert symbolic.to_sympy(r"\sin^2 I_0 R").free_symbols == {i0, r}
+    assert symbolic.to_sympy(r"\sin^2 I_{max}").free_symbols == {imax}
+    assert symbolic.symbolic_equal(r"\sin^2 I \cdot R", r"-R") == (False, "differs")
 
 
 def test_values_by_hand():

@@ -63,7 +63,8 @@ def test_one_pair_at_a_time_agrees_with_the_batch(screen):
 @pytest.mark.parametrize(("gold", "answer", "reason"), [
     ("1 kW", "1000 W", "numeric"),
     ("4 m/s^2", "4", "unit_missing"),
-    ("1.6e-19 C", "1.6e-34 C", "differs"),
+    ("1.6e-19 C", "1.6e-34 C", "far_off"),
+    ("1.60e-19 C", "1.61e-19 C", "differs"),
     ("12 V", "12 A", "dimensions_differ"),
     ("$\\frac{mv^2}{R}$", "$m v^2 / R$", "symbolic"),
     ("Ray E", "ray e", "text"),
@@ -83,7 +84,8 @@ def test_significant_figures_rule(screen):
 
 
 def test_a_stuck_symbolic_check_times_out_and_the_screen_goes_on():
-    slow = ("$(x+y+z+w)^{30}$", "$(x+y+z+w)^{29}(x+y+z+2w)$", None)  # ~18 s of simplify here
+    # equal at every point, so only an expansion of degree 30 in four variables proves it: ~5 s here
+    slow = ("$(x+y+z+w)^{30}$", "$(x+y+z+w)^{28}(x^2+2x(y+z+w)+(y+z+w)^2)$", None)
     with Screen(timeout_s=1.0) as s:
         start = time.monotonic()
         results = s.check_many([slow, ("$\\sqrt{2gh}$", "$(2gh)^{1/2}$", None)])
@@ -116,7 +118,7 @@ def test_the_parser_is_required():
     ("<answer>3 W</answer> hmm <answer>4 W</answer>", ("3 W", "4 W"), "answer_tag", True),
     ("<answer>3 W</answer> again <answer>3  W</answer>", ("3 W",), "answer_tag", False),
     ("<answer>\\boxed{5}</answer>", ("5",), "answer_tag", False),
-    ("(a) \\boxed{\\frac{1}{2}} and (b) \\boxed{x^{2}}", ("\\frac{1}{2}", "x^{2}"), "boxed", False),
+    ("(a) \\boxed{\\frac{1}{2}} and (b) \\boxed{x^{2}}", ("\\frac{1}{2}", "x^{2}"), "boxed", True),
     ("so \\boxed{\\sqrt{\\frac{2gh}{1+\\frac{I}{mr^2}}}}.", ("\\sqrt{\\frac{2gh}{1+\\frac{I}{mr^2}}}",), "boxed", False),
     ("Final answer: 12 V.", ("12 V",), "final_answer", False),
     ("The answer is 3 m/s; the final answer is 4 m/s", ("3 m/s", "4 m/s"), "final_answer", True),
@@ -150,7 +152,6 @@ def test_boxed_keeps_nested_braces_and_skips_unclosed():
     ("2.2 k\\Omega", 2.2, "kiloohm", (2, 2)),
     ("12 \\mu F", 12.0, "microfarad", (2, 2)),
     ("3.0×10^8 m/s", 3.0e8, "meter / second", (2, 2)),
-    ("v = 3 m/s", 3.0, "meter / second", (1, 1)),
     ("6.02e23", 6.02e23, None, (3, 3)),
 ])
 def test_parse_quantity(text, value, unit, figures):
@@ -158,7 +159,7 @@ def test_parse_quantity(text, value, unit, figures):
     assert (q.value, None if q.unit is None else str(q.unit), q.sig_figs) == (value, unit, figures)
 
 
-@pytest.mark.parametrize("text", ["$3mg$", "2^3", "3/4", "$2\\pi$", "1,000", "Ray E", "5 blorps", "", "(1, 2)"])
+@pytest.mark.parametrize("text", ["$3mg$", "3/4", "1,000", "Ray E", "5 blorps", "", "(1, 2)", "v = 3 m/s", "$x^2$"])
 def test_not_one_number(text):
     assert parse_quantity(text) is None
 

@@ -12,11 +12,13 @@ the same fields:
 
 ======================  ====================================================
 ``id``/``index``        item id (the release's integer index, as text)
-``image``/``file_name`` the figure, relative to the metadata/items file
+``image``/``file_name`` the figure, relative to the metadata/items file (eval
+                        needs it; grading does not)
 ``options``             MCQ: four ``{"label", "caption"}`` objects (or that
                         list as a JSON string), or four caption texts
 ``answer``/``correct_answer``  MCQ: the correct letter
-``caption``/``image_caption``  open: the figure caption (goes into the prompt)
+``caption``/``image_caption``  open: the figure caption (goes into the prompt;
+                        grading does not read it)
 ``answer``/``describe_paragraph``  open: the reference paragraph (text, or a
                         list of texts joined by line breaks)
 ``scale``, ``source``, ``hybrid``: strata, kept in ``meta`` when present
@@ -40,7 +42,8 @@ from benchmint.benchmarks.base import (
     letter_options,
     need,
     need_pick,
-    need_str,
+    opt_str,
+    pick,
 )
 
 STRATA = ("scale", "source", "hybrid")
@@ -53,12 +56,19 @@ class _CSMBench(Benchmark):
 
     def _common(self, row: Mapping, origin: layouts.Origin) -> tuple[str, tuple[ImageRef, ...], dict]:
         rid = item_id(row, "id", "index")
-        name, value = need_pick(row, "image", "file_name")
-        images = image_refs(value, name, origin)
-        if len(images) != 1:
-            raise FieldError(name, f'field "{name}" must hold one figure, got {len(images)}')
+        images: tuple[ImageRef, ...] = ()
+        found = pick(row, "image", "file_name")  # eval needs the figure (check_item); grading does not
+        if found is not None:
+            name, value = found
+            images = image_refs(value, name, origin)
+            if len(images) != 1:
+                raise FieldError(name, f'field "{name}" must hold one figure, got {len(images)}')
         meta = {key: row[key] for key in STRATA if key in row and not is_blank(row[key])}
         return rid, images, meta
+
+    def check_item(self, item: EvalItem, setting: str) -> None:
+        if not item.images:
+            raise FieldError("image", 'missing field "image" or "file_name" (the figure)')
 
 
 class CSMBenchMCQ(_CSMBench):
@@ -93,7 +103,7 @@ class CSMBenchOpen(_CSMBench):
 
     def item_from_row(self, row: Mapping, origin: layouts.Origin, location: str) -> EvalItem:
         rid, images, meta = self._common(row, origin)
-        caption = need_str(row, "caption", "image_caption")
+        caption = opt_str(row, "caption", "image_caption")
         name, value = need_pick(row, "answer", "describe_paragraph")
         if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
             value = "\n".join(value)
@@ -101,6 +111,11 @@ class CSMBenchOpen(_CSMBench):
             raise FieldError(name, f'field "{name}" must be text or a list of texts, got {type(value).__name__}')
         return EvalItem(id=rid, answer=value, meta=meta, images=images, fields={"caption": caption},
                         location=location)
+
+    def check_item(self, item: EvalItem, setting: str) -> None:
+        super().check_item(item, setting)
+        if item.fields["caption"] is None:
+            raise FieldError("caption", 'missing field "caption" or "image_caption"')
 
     def template_spec(self, file: str) -> tuple[frozenset[str], bool]:
         return frozenset({"CAPTION"}), True

@@ -16,7 +16,8 @@ Item fields (own JSONL, the Hugging Face parquet, the VLMEvalKit TSV):
 ``question``       the problem text; may be empty only on a VO row that is
                    the composite (the VLMEvalKit ``_vo`` TSV)
 ``answer``         reference answer (text)
-``language``       ``English`` or ``Chinese`` (``en``/``zh`` also read)
+``language``       ``English`` or ``Chinese`` (``en``/``zh`` also read); needed
+                   by eval (it picks the prompt), not by grade
 ``images``/``image``  the diagram(s): parquet image structs, file paths
                    relative to the items file, or base64 in a TSV (several
                    as a Python-list string); needed by TV
@@ -91,9 +92,11 @@ class SeePhys(Benchmark):
         answer = need(row, "answer")
         if isinstance(answer, bool) or not isinstance(answer, (str, int, float)):
             raise FieldError("answer", f'field "answer" must be text, got {type(answer).__name__}')
-        language = LANGUAGES.get(str(need(row, "language")).strip().lower())
-        if language is None:
-            raise FieldError("language", f'field "language" must be English or Chinese, got {row["language"]!r}')
+        language = None
+        if pick(row, "language") is not None:  # grading reads no language; eval checks it (check_item)
+            language = LANGUAGES.get(str(row["language"]).strip().lower())
+            if language is None:
+                raise FieldError("language", f'field "language" must be English or Chinese, got {row["language"]!r}')
         sig_figs = parse_sig_figs(row.get("sig_figs"))
         question = opt_str(row, "question") or ""
         found = pick(row, "images", "image")
@@ -102,7 +105,7 @@ class SeePhys(Benchmark):
         composite_ref = image_refs(composite[1], "composite_image", origin) if composite else None
         if composite_ref is not None and len(composite_ref) != 1:
             raise FieldError("composite_image", 'field "composite_image" must hold one image')
-        meta = {"language": "English" if language == "en" else "Chinese"}
+        meta = {"language": "English" if language == "en" else "Chinese"} if language is not None else {}
         for key in STRATA:
             if key in row and not is_blank(row[key]):
                 meta[key] = _level(row[key]) if key == "level" else row[key]
@@ -115,6 +118,8 @@ class SeePhys(Benchmark):
 
     def check_item(self, item: EvalItem, setting: str) -> None:
         f = item.fields
+        if f["language"] is None:
+            raise FieldError("language", 'missing field "language" (English or Chinese: it picks the prompt)')
         if setting == "VO":
             if f["composite"] is None and not (not f["question"].strip() and len(item.images) == 1):
                 raise FieldError("composite_image", 'VO needs the composite image: field "composite_image", '

@@ -70,6 +70,12 @@ def render(summary: dict) -> str:
     for name, h in summary.get("human_baselines", {}).items():
         lines.append(f"human baseline {name} ({h['rule']} of {len(h['members_found'])} of {len(h['members'])} "
                      f"people): accuracy % {_pct(h['accuracy'])}")
+    if "screen" in summary:
+        sc = summary["screen"]
+        saved = (f"{sc['judge_calls_saved_by_rejects']} judge calls saved by --screen-rejects" if sc["rejects"]
+                 else f"{sc['sure_differences']} sure differences sent to the judge (--screen-rejects would save "
+                      "those calls)")
+        lines.append(f"screen: {sc['equivalent']} answers proved equivalent; {saved}")
     c = summary["counts"]
     lines.append(f"{c['answers']} answers, {c['missing']} gold items without an answer (counted wrong), "
                  f"{c['graded']} graded, {c['undecided']} undecided "
@@ -125,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
                           error_types=args.error_types, judge_scale=args.judge_scale, sts=not args.no_sts,
                           bertscore=args.bertscore, bertscore_layers=args.bertscore_layers,
                           families=tuple(_family(f) for f in args.family or ()),
+                          screen_rejects=args.screen_rejects,
                           ablation=tuple(tuple(a) for a in args.ablation or ()))
         judge = judge_from_arguments(args, out)
         second = second_judge_from_arguments(args, out)
@@ -173,6 +180,11 @@ def add_parser(sub) -> None:
     p.add_argument("--symbolic-timeout", type=float, default=5.0, metavar="S",
                    help="time limit of one symbolic check; its worker is killed (5)")
     p.add_argument("--workers", type=int, default=-1, help="symbolic-check processes: -1 all cores (default)")
+    p.add_argument("--screen-rejects", action="store_true",
+                   help="SeePhys, beyond the paper: an answer the screen is sure is wrong (another dimension, a value "
+                        "far off at the gold's precision, other option letters) is graded wrong without a judge "
+                        "call; the summary counts the calls saved (default: the paper's protocol, every answer "
+                        "the screen does not prove goes to the judge)")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for 95%% CIs (>= 1000)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--audit-sample", type=int, metavar="N",

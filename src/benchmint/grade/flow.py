@@ -9,7 +9,9 @@ is decided depends on the benchmark's answer kind (``benchmint.tasks``):
     matches; then the symbolic screen (``benchmint.grade.screen``), which
     decides only what it is sure of; then the 0/1 judge of Figure 14 for
     everything else, the screen's definite differences included (the paper
-    sends every answer that does not pass the screen to the judge).
+    sends every answer that does not pass the screen to the judge). With
+    ``screen_rejects`` (beyond the paper) the screen's sure differences are
+    graded wrong without a judge call; the summary counts the calls saved.
 a set kind: ``option_number`` (MatVQA), ``mcq`` (CSMBench caption matching)
     the option read by the answer kind's rules (MatVQA: the A.2 statement
     with its parenthesis fixed and the other ways models state one option,
@@ -21,7 +23,10 @@ a set kind: ``option_number`` (MatVQA), ``mcq`` (CSMBench caption matching)
     (``benchmint.grade.sts``), and the judge's score on its declared scale
     (0-10 as the released scorer asks, the default; 1-10 as the paper's text
     says). The grade's ``score`` is the judge's score over 10 (STS, clipped
-    at 0, without a judge); both raw values are kept.
+    at 0, without a judge); both raw values are kept. STS and BERTScore do
+    not depend on the judge: an answer the judge failed on keeps them in
+    grades.jsonl (``judge_failed``, no judge score, no grade score counted)
+    and is listed and counted as a judge failure.
 
 An answer that no stage could decide (the judge failed after its bounded
 attempts, or no judge was given) gets no grade: it is a row of errors.jsonl and
@@ -76,6 +81,7 @@ class GradeConfig:
     bertscore: str | None = None  # CSMBench open: BERTScore F1 from a model directory, or "minilm" (labelled apart)
     bertscore_layers: int | None = None  # its layer (default: bert_score's tuned layer for a model it lists)
     families: tuple[tuple[str, str], ...] = ()  # (model, family) where the name does not tell (summary.family_of)
+    screen_rejects: bool = False  # SeePhys: the screen's sure differences graded wrong without the judge
 
     def __post_init__(self) -> None:
         if self.benchmark not in GRADED:
@@ -240,8 +246,9 @@ def _choice_grades(bench, units: list[Unit], items: dict, errors: list[dict]) ->
 
 def _quantity_grades(units: list[Unit], items: dict, cfg: GradeConfig, judge: Judge | None,
                     errors: list[dict], shown: dict, second: Judge | None = None,
-                    paired: list | None = None) -> list[Grade]:
-    """The three stages; ``shown`` gets, per unit key, the answer as the judge saw it (for the audit sheet).
+                    paired: list | None = None, screen_counts: dict | None = None) -> list[Grade]:
+    """The three stages; ``shown`` gets, per unit key, the answer as the judge saw it (for the audit sheet);
+    ``screen_counts["sure_differences"]`` adds up the screen's sure differences.
 
     With a ``second`` judge, it judges the same stage-3 answers and ``paired`` gets (unit key, first verdict,
     second verdict) for the agreement report; the first judge's verdicts are the grades.
@@ -260,10 +267,16 @@ def _quantity_grades(units: list[Unit], items: dict, cfg: GradeConfig, judge: Ju
                                      for u, e in zip(units, extracted))
     grades: list[Grade | None] = [None] * len(units)
     to_judge = []
+    if screen_counts is not None:
+        screen_counts["sure_differences"] = screen_counts.get("sure_differences", 0) + sum(s.different
+                                                                                           for s in screened)
     for i, (u, e, s) in enumerate(zip(units, extracted, screened)):
         if s.equivalent:
             grades[i] = _grade(u, list(e.answers), "rule" if s.reason == "text" else "symbolic", 1.0, s.reason,
                                extraction=e.rule, screen=s.reason)
+        elif s.different and cfg.screen_rejects:
+            grades[i] = _grade(u, list(e.answers), "symbolic", 0.0, s.reason, extraction=e.rule, screen=s.reason,
+                               screen_rejected=True)
         else:
             to_judge.append(i)
     # Stage 3: the judge.
@@ -382,6 +395,10 @@ def _open_grades(units: list[Unit], items: dict, cfg: GradeConfig, judge: Judge 
         if j is not None and j.failure is not None:
             errors.append(_undecided(u, "judge_failed", j.failure["detail"], judge=_call(j.failure), sts=sts[i],
                                      **metrics))
+            similarity = sts[i] if sts[i] is not None else next(iter(metrics.values()), None)
+            if similarity is not None:  # the similarity metrics stand without the judge; only its score is missing
+                grades.append(_grade(u, None, "similarity", min(1.0, max(0.0, similarity)), None, sts=sts[i],
+                                     judge_failed=True, **metrics))
             continue
         if j is not None:
             grades.append(_grade(u, None, "judge", j.value / 10, str(j.value), sts=sts[i], judge_score=j.value,
@@ -454,6 +471,34 @@ def _tail(text: str | None) -> str:
 
 # ---------------------------------------------------------------------------------------------- the run
 
+def _check_weights(bench, cfg: GradeConfig) -> None:
+    """The MiniLM weights, before any work, where the run needs them (InputError naming the install command)."""
+    if tasks.get(bench.answer_kind).name != "free_text" or not (cfg.sts or cfg.bertscore == "minilm"):
+        return
+    from benchmint.grade.sts import model_dir
+
+    try:
+        model_dir()
+    except RuntimeError as exc:
+        raise InputError(str(exc)) from None
+
+
+def _judge_summary(summary: dict, judge: Judge | None, cfg: GradeConfig) -> None:
+    if judge is not None:
+        summary["judge"] = {"model": judge.model, **judge.engine.summary()}
+        if "correlations" in summary:
+            summary["correlations"]["families"] = summaries.families(
+                summary["correlations"]["models_by_metric"], judge.model, dict(cfg.families))
+
+
+def _screen_summary(grades: list[Grade], sure_differences: int, cfg: GradeConfig) -> dict:
+    """What the screen decided: answers proved equivalent, sure differences, and the judge calls that
+    --screen-rejects saved (each rejected answer would otherwise have gone to the judge)."""
+    rejected = sum(1 for g in grades if g.extra.get("screen_rejected"))
+    return {"rejects": cfg.screen_rejects, "sure_differences": sure_differences,
+            "equivalent": sum(1 for g in grades if g.stage in ("rule", "symbolic") and g.score == 1),
+            "rejected": rejected, "judge_calls_saved_by_rejects": rejected}
+
 def _audit(result: GradeResult, cfg: GradeConfig, items: dict, shown: dict, out: Path) -> None:
     """The judge audit (seephys.txt D.4): write the sheet for a person, or read a filled one back."""
     if cfg.audit_sample is not None:
@@ -493,6 +538,7 @@ def grade_files(pred_paths: Iterable[str | Path], gold_path: str | Path, out_dir
     """
     t0 = time.perf_counter()
     bench = benchmarks.get(cfg.benchmark)
+    _check_weights(bench, cfg)
     out = Path(out_dir)
     result = GradeResult(out)
     paths = [str(p) for p in pred_paths]
@@ -500,6 +546,7 @@ def grade_files(pred_paths: Iterable[str | Path], gold_path: str | Path, out_dir
     units = _read_units(paths, items, result.errors)
     shown: dict = {}
     paired: list = []
+    screen_counts: dict = {}
     if second_judge is not None and judge is None:
         raise ValueError("a second judge needs a first one (--judge-model)")
 
@@ -508,7 +555,8 @@ def grade_files(pred_paths: Iterable[str | Path], gold_path: str | Path, out_dir
     def decide(units: list[Unit], items: dict) -> list[Grade]:
         # The answer kind picks the path: quantities and expressions, free text, or one option of a set kind.
         if kind.name == "quantity":
-            return _quantity_grades(units, items, cfg, judge, result.errors, shown, second_judge, paired)
+            return _quantity_grades(units, items, cfg, judge, result.errors, shown, second_judge, paired,
+                                    screen_counts)
         if kind.name == "free_text":
             return _open_grades(units, items, cfg, judge, result.errors)
         if kind.scoring == "set":
@@ -540,15 +588,13 @@ def grade_files(pred_paths: Iterable[str | Path], gold_path: str | Path, out_dir
                                                  if any(k in it.meta for it in items.values()))
     result.summary = summaries.build(cfg.benchmark, units, result.grades, items, result.errors, by,
                                      cfg.n_boot, cfg.seed, [summaries.parse_group(g) for g in cfg.human_groups])
+    if kind.name == "quantity":
+        result.summary["screen"] = _screen_summary(result.grades, screen_counts.get("sure_differences", 0), cfg)
     result.summary["inputs"] = {"predictions": paths, "gold": str(gold_path),
                                 "ablation": [list(map(str, a)) for a in cfg.ablation]}
     if ablation_sets:
         result.summary["ablation"] = summaries.ablation(result.grades, ablation_sets, cfg.n_boot, cfg.seed)
-    if judge is not None:
-        result.summary["judge"] = {"model": judge.model, **judge.engine.summary()}
-        if "correlations" in result.summary:
-            result.summary["correlations"]["families"] = summaries.families(
-                result.summary["correlations"]["models_by_metric"], judge.model, dict(cfg.families))
+    _judge_summary(result.summary, judge, cfg)
     if cfg.bertscore is not None and kind.name == "free_text":
         from benchmint.grade.bertscore import describe
 

@@ -269,6 +269,8 @@ class _Reader:
         # relation, a closing bracket or the next function (\sin 2\theta \cos x); anything else is declined.
         value = None
         while self._atom(self.peek()):
+            if value is not None and _number(self.t[self.i - 1]) and _number(self.peek() or ""):
+                raise _MixedNumber  # \cos 2 3: latex2sympy reads cos 5
             atom = self.primary()
             value = atom if value is None else value * atom
         if value is None or not (self.peek() in (None, "+", "-", "=", ")", "}")

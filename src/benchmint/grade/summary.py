@@ -146,7 +146,9 @@ def build(benchmark: str, units, grades, items: dict, errors: list[dict], by: Se
         groups[(u.model, u.setting)].append(u)
     blocks = []
     for (model, setting), members in sorted(groups.items()):
-        got = [graded[u.key] for u in members if u.key in graded]
+        kept = [graded[u.key] for u in members if u.key in graded]
+        # An answer the judge failed on keeps its similarity metrics (CSMBench open) but has no grade score
+        got = [g for g in kept if not g.extra.get("judge_failed")]
         scores = [g.score for g in got]
         causes = undecided[(model, setting)]
         missing = sum(1 for g in got if g.verdict == "missing")
@@ -169,11 +171,11 @@ def build(benchmark: str, units, grades, items: dict, errors: list[dict], by: Se
         if benchmark == "seephys":
             block["levels"] = _levels(got, items, n_boot, rng)
         for metric in OPEN_METRICS:  # CSMBench open: the raw metrics beside the grade's score
-            values = [g.extra[metric] for g in got if g.extra.get(metric) is not None]
+            values = [g.extra[metric] for g in kept if g.extra.get(metric) is not None]
             if values:
                 block[metric] = mean_ci(values, n_boot, rng)
                 block[f"{metric}_by"] = {
-                    key: {v: mean_ci(x, n_boot, rng) for v, x in sorted(_cells(got, items, key, metric).items())}
+                    key: {v: mean_ci(x, n_boot, rng) for v, x in sorted(_cells(kept, items, key, metric).items())}
                     for key in by}
         labelled = [g.extra["error_type"] for g in got if "error_type" in g.extra]
         if labelled:
@@ -182,7 +184,8 @@ def build(benchmark: str, units, grades, items: dict, errors: list[dict], by: Se
     out: dict[str, Any] = {
         "benchmark": benchmark,
         "counts": {"answers": sum(b["answers"] for b in blocks), "missing": sum(b["missing"] for b in blocks),
-                   "graded": len(grades), "undecided": sum(b["undecided"] for b in blocks),
+                   "graded": sum(not g.extra.get("judge_failed") for g in grades),
+                   "undecided": sum(b["undecided"] for b in blocks),
                    "judge_failures": sum(b["judge_failures"] for b in blocks),
                    "no_judge": sum(b["no_judge"] for b in blocks), "unparsed": sum(b["unparsed"] for b in blocks),
                    "errors": len(errors)},

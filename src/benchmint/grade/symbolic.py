@@ -41,6 +41,9 @@ def is_words(text: str) -> bool:
     return "$" not in text and _WORD.search(_COMMAND.sub(" ", strip_math(text))) is not None
 _COMMAND = re.compile(r"\\[A-Za-z]+")
 _CURRENT = re.compile(r"(?<![A-Za-z\\])I(?![A-Za-z])")
+_CURRENT_NAME = "Icur"  # I handed to latex2sympy under this name (it reads I as the imaginary unit), renamed back
+# Variant letter forms are the same symbol (\varepsilon_0 is \epsilon_0).
+_VARIANTS = re.compile(r"\\var(epsilon|phi|theta|rho|sigma)(?![A-Za-z])")
 
 
 @lru_cache(maxsize=1)
@@ -54,7 +57,7 @@ def _latex2sympy():
 
 def to_sympy(text: str):
     """The SymPy form of a LaTeX or plain answer; ValueError when it does not parse."""
-    t = strip_math(text)
+    t = _VARIANTS.sub(r"\\\1", strip_math(text))
     if not t:
         raise ValueError("empty expression")
     if is_words(text):
@@ -65,21 +68,32 @@ def to_sympy(text: str):
         raise ValueError(f"cannot parse {text!r}: {exc}") from None
     if fast is not None:
         return fast
-    if _CURRENT.search(t):
-        # latex2sympy would read I as the imaginary unit and evaluate I^2 to -1 before anything can rename it
-        raise ValueError(f"cannot parse {text!r}: I outside the subset benchmint reads itself")
+    current = _CURRENT.search(t) is not None
+    if current:
+        # latex2sympy reads I as the imaginary unit (I^2 R becomes -R, I_0 becomes I): it gets another name
+        if _CURRENT_NAME in t:
+            raise ValueError(f"cannot parse {text!r}: it holds {_CURRENT_NAME}, the name I is read under")
+        t = _CURRENT.sub(lambda m: "\\mathit{" + _CURRENT_NAME + "}", t)
     try:
         value = _latex2sympy()(t)
     except Exception as exc:  # the parser raises many types on malformed input
         raise ValueError(f"cannot parse {text!r}: {type(exc).__name__}: {exc}") from None
+    if current:
+        value = value.subs({s: sympy.Symbol("I" + s.name[len(_CURRENT_NAME):])
+                            for s in value.free_symbols if s.name.startswith(_CURRENT_NAME)})
     return value
 
 
 def _zero(diff) -> bool:
-    try:
-        return bool(sympy.simplify(diff) == 0)
-    except (TypeError, ValueError, AttributeError, NotImplementedError):
-        return False
+    # cancel (expand, then common factors) proves most differences of rational expressions in a fraction of
+    # simplify's time; simplify is tried only when it does not
+    for reduce in (sympy.cancel, sympy.simplify):
+        try:
+            if reduce(diff) == 0:
+                return True
+        except (TypeError, ValueError, AttributeError, NotImplementedError, sympy.PolynomialError):
+            continue
+    return False
 
 
 def _same(g, a) -> bool:
@@ -88,11 +102,16 @@ def _same(g, a) -> bool:
     if g == a:  # structurally equal; also where subtraction cannot tell (oo - oo is nan)
         return True
     if isinstance(g, sympy.Eq) and isinstance(a, sympy.Eq):
-        return _same(g.lhs, a.lhs) and _same(g.rhs, a.rhs)
+        # Whole equations: side by side, swapped, or the same equation times a constant (a - b = 0, 2a = 2b)
+        if (_same(g.lhs, a.lhs) and _same(g.rhs, a.rhs)) or (_same(g.lhs, a.rhs) and _same(g.rhs, a.lhs)):
+            return True
+        return _proportional(g.lhs - g.rhs, a.lhs - a.rhs)
     if isinstance(g, sympy.Eq) != isinstance(a, sympy.Eq):
-        # "a(t) = expr" against "expr": the right-hand sides, when the other side is a bare expression
+        # "v(t) = expr" against "expr": the value, but only of a side that names a quantity (p_1/p_2 = 3 is not 3)
         eq, expr = (g, a) if isinstance(g, sympy.Eq) else (a, g)
-        return _same(eq.rhs, expr)
+        named = isinstance(eq.lhs, sympy.Symbol) or (isinstance(eq.lhs, sympy.Function)
+                                                     and isinstance(eq.lhs.func, sympy.core.function.UndefinedFunction))
+        return named and _same(eq.rhs, expr)
     if isinstance(g, sympy.Interval) or isinstance(a, sympy.Interval):
         return (isinstance(g, sympy.Interval) and isinstance(a, sympy.Interval)
                 and g.left_open == a.left_open and g.right_open == a.right_open
@@ -114,7 +133,58 @@ def _same(g, a) -> bool:
         return bool(g == a)
     if g.free_symbols != a.free_symbols:
         return False  # different variables: never proved equal by a cancellation
+    if _apart_at_a_point(g, a):
+        return False  # two values differ at a point: simplify could only fail to prove it zero, slowly
     return _zero(g - a)
+
+
+# Values given to the symbols for the numeric check: positive, unremarkable, different from each other.
+_POINTS = (0.7316, 1.2871, 0.9143, 1.6029, 0.5407, 1.1931, 1.4467, 0.8358)
+
+
+def _apart_at_a_point(g, a) -> bool:
+    """True when g and a evaluate to clearly different finite numbers at one point (so g - a is not zero).
+
+    Only ever used to say "not proved": a difference at one point is a certain difference, while equal values
+    prove nothing and leave the question to simplify. Undefined functions (v(t)) and anything that does not
+    evaluate to a finite real number leave it to simplify as well.
+    """
+    symbols = sorted(g.free_symbols | a.free_symbols, key=lambda s: s.name)
+    if g.atoms(sympy.core.function.AppliedUndef) or a.atoms(sympy.core.function.AppliedUndef):
+        return False
+    point = {s: _POINTS[i % len(_POINTS)] + 0.1 * (i // len(_POINTS)) for i, s in enumerate(symbols)}
+    try:
+        x, y = complex(g.evalf(30, subs=point)), complex(a.evalf(30, subs=point))
+    except (TypeError, ValueError, AttributeError, ZeroDivisionError, OverflowError):
+        return False
+    if not all(map(_finite, (x, y))):
+        return False
+    return abs(x - y) > 1e-9 * max(abs(x), abs(y), 1e-300)
+
+
+def _finite(z: complex) -> bool:
+    return z.real == z.real and z.imag == z.imag and abs(z) != float("inf")
+
+
+def _proportional(d1, d2) -> bool:
+    """d1 = c · d2 for a nonzero number c: the same equation written as another multiple."""
+    if not (isinstance(d1, sympy.Expr) and isinstance(d2, sympy.Expr)) or d1.free_symbols != d2.free_symbols:
+        return False
+    if not d1.free_symbols or d2 == 0:
+        return False
+    ratio = d1 / d2
+    moved = ratio.subs({x: x + sympy.Rational(37 * (i + 1), 100)
+                        for i, x in enumerate(sorted(d1.free_symbols, key=lambda x: x.name))})
+    if _apart_at_a_point(ratio, moved):
+        return False  # the ratio changes from one point to another (not along a scaling: formulas are homogeneous)
+    for reduce in (sympy.cancel, sympy.simplify):
+        try:
+            ratio = reduce(d1 / d2)
+        except (TypeError, ValueError, AttributeError, NotImplementedError, ZeroDivisionError, sympy.PolynomialError):
+            continue
+        if ratio.is_number:
+            return bool(ratio.is_finite and ratio != 0)
+    return False
 
 
 def symbolic_equal(gold: str, answer: str) -> tuple[bool, str]:

@@ -7,15 +7,20 @@ Rules, first match wins:
 ``answer_tag``
     ``<answer>…</answer>``, the format the SeePhys prompts ask for.
 ``boxed``
-    ``\\boxed{…}`` / ``\\fbox{…}`` with nested braces.
+    ``\\boxed{…}`` / ``\\fbox{…}`` with nested braces (a box inside a box is one answer).
 ``final_answer``
-    a statement "final answer: …", "the answer is …", "最终答案…", "答案是…" (to the end of its sentence).
+    a statement "final answer: …", "the answer is …", "the correct option is …", "Answer: …", "最终答案…",
+    "答案是…", "答案：…", "故选…" (to the end of its sentence).
+``closing_sentence``
+    the last sentence that concludes: "hence/so/therefore/thus … is X", "… is therefore X", "therefore,
+    v = X", "X is the answer", "option X is correct", "所以/因此/故/则 … 为/是/等于 X"; X must look like a
+    value (a digit, LaTeX, or one word).
 ``last_equation``
     the last display or inline math span, or else the last line holding "=".
 
-Reasoning inside ``<think>…</think>`` is dropped first. Several boxes are
-several answers (a multi-part question). Several *different* answer tags or
-final-answer statements are a **conflict**: the reply stated two final
+Reasoning inside ``<think>…</think>`` is dropped first. Several *different*
+boxes, answer tags or final-answer statements are a **conflict** (the grader
+reads several boxes as the parts of a gold answer with as many parts): the reply stated two final
 answers, and ``Extraction.conflict`` says so instead of picking the last one
 (the grader sends such replies to the judge). ``rule`` is None when no rule
 matched: the caller falls back to the model-based extraction.
@@ -34,8 +39,22 @@ _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
 _TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _FINAL = re.compile(
-    r"(?:(?:the\s+)?final\s+answer\s*(?:is)?\s*[:：]?|the\s+answer\s+is\s*[:：]?|最终答案\s*(?:是|为)?\s*[:：]?"
-    r"|答案\s*(?:是|为)\s*[:：]?)[ \t]*", re.IGNORECASE)
+    r"(?:(?:the\s+)?final\s+answer\s*(?:is)?\s*[:：]?|the\s+answer\s+is\s*[:：]?"
+    r"|the\s+correct\s+(?:option|choice|answer)\s+is\s*[:：]?|(?:^|(?<=\n))[ \t]*answer\s*[:：]"
+    r"|最终答案\s*(?:是|为)?\s*[:：]?|答案\s*(?:是|为|选)\s*[:：]?|答案\s*[:：]|(?:故|所以|因此)\s*选(?=\s*[A-H]))[ \t]*",
+    re.IGNORECASE)
+# A concluding sentence: a connective, then "… is X" (the value after the last copula); or "X is the answer".
+_CONNECTIVE = re.compile(r"\b(?:hence|so|therefore|thus|consequently|finally)\b|所以|因此|故|则|综上", re.IGNORECASE)
+_COPULA = re.compile(r"\s(?:is|are|equals|is\s+equal\s+to|becomes)\s+(?:(?:approximately|about|roughly)\s+)?"
+                     r"|为|是|等于", re.IGNORECASE)
+_COPULA_BEFORE = re.compile(r"\s(?:is|are|equals|becomes)\s+$", re.IGNORECASE)
+_IS_THE_ANSWER = re.compile(r"^(?:.*?(?:[,，:：]|\b(?:so|hence|thus|therefore)\b)\s*)?(?P<x>.+?)\s+is\s+the\s+"
+                            r"(?:final\s+|correct\s+)?answer$", re.IGNORECASE)
+_OPTION_CORRECT = re.compile(r"\boptions?\s*(?P<x>\(?[A-H]\)?(?:\s*(?:,|and)\s*\(?[A-H]\)?)*)\s+(?:is|are)\s+"
+                             r"(?:correct|right)$", re.IGNORECASE)
+_LEADING_CONNECTIVE = re.compile(r"^(?:(?:and\s+)?(?:so|hence|thus|therefore)\b[,\s]*)+", re.IGNORECASE)
+_SENTENCES = re.compile(r"(?<=[。！？!?])|(?<=\.)(?=\s)|\n")
+_VALUE_LIKE = re.compile(r"[\d\\$^=/]")
 # A stated answer runs to the end of its sentence (a line end, "。", or a full stop before a space) or to the
 # next statement, whichever comes first; "3.5 m" keeps its decimal point.
 _SENTENCE_END = re.compile(r"\n|。|\.(?=\s)")
@@ -74,12 +93,22 @@ def braced_group(text: str, start: int) -> tuple[str, int] | None:
 
 
 def boxed(text: str) -> list[str]:
-    """Contents of every ``\\boxed{}`` / ``\\fbox{}`` in ``text``, nested braces kept."""
-    found = []
+    """Contents of every outermost ``\\boxed{}`` / ``\\fbox{}`` in ``text``, nested braces kept.
+
+    A box around nothing but another box (``\\boxed{\\boxed{4}}``) is that box's content; a box inside a
+    longer one stays part of it.
+    """
+    found, end = [], 0
     for m in _BOX.finditer(text):
+        if m.start() < end:
+            continue  # inside the last box
         got = braced_group(text, m.end())
         if got is not None:
-            found.append(got[0].strip())
+            content, end = got[0].strip(), got[1]
+            while (inner := _BOX.match(content)) is not None and (sub := braced_group(content, inner.end())) \
+                    and sub[1] == len(content):
+                content = sub[0].strip()
+            found.append(content)
     return found
 
 
@@ -109,6 +138,32 @@ def _statements(body: str) -> list[str]:
     return out
 
 
+def closing_sentence(body: str) -> str | None:
+    """The value stated by the last concluding sentence of ``body`` (see the module docstring), or None."""
+    sentences = [x.strip() for x in _SENTENCES.split(body) if x and x.strip()]
+    for sentence in reversed(sentences):
+        sentence = _clean(sentence)
+        found = None
+        if (m := _OPTION_CORRECT.search(sentence)) is not None:
+            found = m.group("x")
+        elif (m := _IS_THE_ANSWER.match(sentence)) is not None:
+            found = _LEADING_CONNECTIVE.sub("", m.group("x"))  # "…, so D is the answer": D
+        elif (c := _CONNECTIVE.search(sentence)) is not None:
+            copulas = list(_COPULA.finditer(sentence, c.end()))
+            rest = sentence[c.end():].strip(" ,，:：")
+            if copulas:
+                found = sentence[copulas[-1].end():]
+            elif "=" in rest:  # "Therefore, v = 3 m/s." / "所以 v = 3 m/s": the equation itself
+                found = rest
+            elif _COPULA_BEFORE.search(sentence[: c.start()]) is not None:
+                found = rest  # "The speed is therefore 3 m/s."
+        if found is not None:
+            found = _clean(found.strip("，, "))
+            if found and (_VALUE_LIKE.search(found) or len(found.split()) == 1):
+                return found
+    return None
+
+
 def strip_reasoning(text: str) -> str:
     """``text`` without its ``<think>…</think>`` blocks (an unclosed one runs to the end)."""
     return _THINK.sub("", text)
@@ -124,13 +179,16 @@ def extract_final(text: str) -> Extraction:
         inner = [b for t in tags for b in boxed(t)]
         distinct = _distinct([_clean(b) for b in inner] if inner and len(inner) == len(tags) else tags)
         return Extraction(tuple(distinct), "answer_tag", conflict=len(distinct) > 1)
-    boxes = [a for a in (_clean(b) for b in boxed(body)) if a]
+    boxes = _distinct([a for a in (_clean(b) for b in boxed(body)) if a])
     if boxes:
-        return Extraction(tuple(_distinct(boxes)), "boxed")
+        return Extraction(tuple(boxes), "boxed", conflict=len(boxes) > 1)
     finals = [a for a in (_clean(a) for a in _statements(body)) if a]
     if finals:
         distinct = _distinct(finals)
         return Extraction(tuple(distinct), "final_answer", conflict=len(distinct) > 1)
+    closing = closing_sentence(body)
+    if closing is not None:
+        return Extraction((closing,), "closing_sentence")
     spans = [next(g for g in m.groups() if g is not None) for m in _MATH.finditer(body)]
     spans = [s for s in (_clean(s) for s in spans) if s]
     if spans:
