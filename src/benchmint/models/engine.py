@@ -39,13 +39,14 @@ import openai
 from openai.types.chat import ChatCompletion
 
 from benchmint.models import structured
-from benchmint.models.accounting import Accounting, Verdict
+from benchmint.models.accounting import Accounting, Verdict, usage_problem
 from benchmint.models.cache import CachedReply, ReplyCache
 from benchmint.models.call import (
     BAD_REQUEST,
     BAD_RESPONSE,
     BUDGET,
     EMPTY_REPLY,
+    REPLY_TOO_LARGE,
     UNPARSEABLE,
     ChatReply,
     ChatRequest,
@@ -59,6 +60,7 @@ from benchmint.models.structured import MODES as STRUCTURED_MODES
 
 Item = tuple[Any, ChatRequest]
 FEED_CHUNK = 64
+MAX_REPLY_BYTES = 1 << 20  # a reply's text; 8,192 tokens of text are some 40 kB
 BUDGET_RECHECK_S = 0.1
 Outcome = ChatReply | Failure
 
@@ -149,7 +151,8 @@ class Engine:
     def __init__(self, endpoint: Endpoint, *, cache: str | os.PathLike = ":memory:", concurrency: int = 8,
                  limits: RateLimits | None = None, accounting: Accounting | None = None,
                  retry: RetryPolicy | None = None, answer_attempts: int = 3, refresh: bool = False,
-                 structured: str = "auto", max_buffered: int = 1024) -> None:
+                 structured: str = "auto", max_buffered: int = 1024,
+                 max_reply_bytes: int = MAX_REPLY_BYTES) -> None:
         if not isinstance(endpoint, Endpoint):
             raise ValueError("endpoint must be an Endpoint")
         if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
@@ -160,6 +163,8 @@ class Engine:
             raise ValueError(f"structured must be one of {', '.join(STRUCTURED_MODES)}, got {structured!r}")
         if not isinstance(max_buffered, int) or max_buffered < 1:
             raise ValueError(f"max_buffered must be an integer >= 1, got {max_buffered!r}")
+        if not isinstance(max_reply_bytes, int) or max_reply_bytes < 1:
+            raise ValueError(f"max_reply_bytes must be an integer >= 1, got {max_reply_bytes!r}")
         self.endpoint = endpoint
         self._api_key = endpoint.api_key()
         self.cache = ReplyCache(cache)
@@ -172,6 +177,7 @@ class Engine:
         self.refresh = refresh
         self.structured = structured
         self.max_buffered = max_buffered
+        self.max_reply_bytes = max_reply_bytes
         self._modes: dict[str, tuple[str, bool]] = {}
         self._checked: set[tuple[str, int | None]] = set()
 
@@ -179,6 +185,11 @@ class Engine:
     def key(self, request: ChatRequest) -> str:
         """The request's cache key (its first answer attempt)."""
         return request_key(self.endpoint.base_url, request)
+
+    def budget_detail(self) -> str:
+        """The message of a request the budget did not let start."""
+        acct = self.accounting
+        return f"not started: the budget ({acct.stop_reason}) would be exceeded: {acct.stop_detail}"
 
     @property
     def stop_reason(self) -> str | None:
@@ -241,6 +252,7 @@ class Engine:
         return out
 
     def close(self) -> None:
+        self.accounting.flush()
         self.cache.close()
 
     def __enter__(self) -> Engine:
@@ -329,13 +341,12 @@ class Engine:
         while True:
             res = await run.reserve(request, estimate)
             if res is None:
-                return Failure(key, BUDGET, f"not started: the budget ({self.stop_reason}) would be exceeded",
-                               stage=run.stage, model=request.model), made
+                return Failure(key, BUDGET, self.budget_detail(), stage=run.stage, model=request.model), made
             try:
                 await self.limiter.request()
                 await self.limiter.tokens_for(res.tokens)
             except asyncio.CancelledError:
-                run.settle(res, None, None, False)  # never sent
+                run.settle(res, None, None, False)  # never sent: nothing taken from the token bucket either
                 raise
             mode = self._mode(request.model) if request.schema is not None else None
             kwargs = self._kwargs(request, messages, mode)
@@ -348,12 +359,12 @@ class Engine:
                     completion = await client.chat.completions.create(**kwargs)
                 problem = None
             except asyncio.CancelledError:
-                run.settle(res, None, None, True)
+                self.limiter.settle(res.tokens, run.settle(res, None, None, True)[1])
                 raise
             except Exception as exc:
                 problem = classify(exc)
                 if problem is None:
-                    run.settle(res, None, None, True)
+                    self.limiter.settle(res.tokens, run.settle(res, None, None, True)[1])
                     raise
             latency = time.perf_counter() - t0
             if problem is None:
@@ -361,23 +372,29 @@ class Engine:
                 if isinstance(got, Problem):
                     problem = got
                 else:
-                    known = got.prompt_tokens is not None and got.completion_tokens is not None
-                    run.settle(res, got.prompt_tokens, got.completion_tokens, True)
-                    if known:
-                        self.limiter.refund(res.tokens - got.prompt_tokens - got.completion_tokens)
+                    _, used = run.settle(res, got.prompt_tokens, got.completion_tokens, True)
+                    self.limiter.settle(res.tokens, used)
+                    if usage_problem(got.prompt_tokens, got.completion_tokens, request.max_tokens) is not None:
+                        got.prompt_tokens = got.completion_tokens = None  # not passed on as if it were true
+                    size = len(got.text) if len(got.text) * 4 <= self.max_reply_bytes else len(got.text.encode())
+                    if size > self.max_reply_bytes:
+                        # Never cached nor stored: asking again would most likely bring the same size back.
+                        return Failure(key, REPLY_TOO_LARGE, f"the reply's text is {size:,} bytes, over the cap "
+                                       f"of {self.max_reply_bytes:,} (--max-reply-bytes); not kept, not asked "
+                                       f"again in this run (finish_reason {got.finish_reason})", stage=run.stage,
+                                       model=request.model), made
                     if mode is not None:
                         self._confirm(request.model, mode)
                     return got, made
-            run.settle(res, None, None, problem.maybe_billed)
+            self.limiter.settle(res.tokens, run.settle(res, None, None, problem.maybe_billed)[1])
             if (mode is not None and problem.status in structured.FALLBACK_STATUSES
                     and self._fall_back(request.model, mode)):
                 attempt -= 1  # another form of the request, not a transport retry
                 continue
             delay = self.retry.delay(problem, attempt, key)
             if delay is None:
-                tries = f"after {attempt} attempt{'s' if attempt > 1 else ''}"
-                return Failure(key, problem.cause, f"{problem.detail} ({tries})", problem.status,
-                               stage=run.stage, model=request.model), made
+                return Failure(key, problem.cause, f"{problem.detail} ({self.retry.why_not(problem, attempt)})",
+                               problem.status, stage=run.stage, model=request.model), made
             await asyncio.sleep(delay)
 
     def _kwargs(self, request: ChatRequest, messages: list[dict], mode: str | None) -> dict:
@@ -666,8 +683,8 @@ class _Run:
             while (job := await self.jobs.get()) is not None:
                 item_id, key, request, attempts = job
                 if self.stopped:  # queued before the budget ran out: not asked
-                    self.push(item_id, Failure(key, BUDGET, f"not started: the budget ({self.engine.stop_reason}) "
-                                               "would be exceeded", stage=self.stage, model=request.model), request)
+                    self.push(item_id, Failure(key, BUDGET, self.engine.budget_detail(), stage=self.stage,
+                                               model=request.model), request)
                     continue
                 self.push_stored(item_id, await self.engine._resolve(self, key, request, attempts), request)
         except Exception as exc:  # a fault of the engine itself, not of a call: it ends the run
@@ -689,11 +706,16 @@ class _Run:
                 return verdict
             # Woken when a call of this run settles; the timeout covers reservations held by other runs that share
             # the accounting (a judge's engine beside the answering one).
+            # (asyncio.timeout, not wait_for: Python 3.11's wait_for may turn a cancellation that meets the timeout
+            # into a TimeoutError, and the cancelled worker would go on.)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.settled.wait(), BUDGET_RECHECK_S)
+                async with asyncio.timeout(BUDGET_RECHECK_S):
+                    await self.settled.wait()
 
-    def settle(self, res, prompt_tokens, completion_tokens, maybe_billed: bool) -> None:
-        self.engine.accounting.settle(res, prompt_tokens, completion_tokens, maybe_billed)
+    def settle(self, res, prompt_tokens, completion_tokens, maybe_billed: bool) -> tuple[int, int]:
+        """Settle ``res`` (``Accounting.settle``: tokens charged, tokens used) and wake the calls it held up."""
+        out = self.engine.accounting.settle(res, prompt_tokens, completion_tokens, maybe_billed)
         # Wake the calls waiting for the budget; they take a fresh event before waiting again.
         event, self.settled = self.settled, asyncio.Event()
         event.set()
+        return out
