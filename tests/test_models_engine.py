@@ -495,7 +495,7 @@ def test_budget_configuration_errors_are_clear(server):
     eng = engine(server, accounting=Accounting(PRICES, Budget(max_cost_usd=1.0)))
     with pytest.raises(ValueError, match="needs a price for model 'unpriced'"):
         list(eng.run_sync([("x", ChatRequest("unpriced", (Message.user("x"),), max_tokens=5))]))
-    with pytest.raises(ValueError, match="cannot bound the request: it sets no max_tokens"):
+    with pytest.raises(ValueError, match="needs a bound on every reply, and the request sets no max_tokens"):
         list(eng.run_sync([("x", ChatRequest(MODEL, (Message.user("x"),)))]))
     assert server.count == 0
 

@@ -118,11 +118,12 @@ class Budget:
 
 
 def budget_problem(budget: Budget, prices: PriceTable, model: str, max_tokens: int | None,
-                   source: str = "the request", whole: bool = True) -> str | None:
+                   source: str = "the request", whole: bool = True, fix: str = "") -> str | None:
     """Why ``budget`` cannot bound requests for ``model`` whose reply bound is ``max_tokens``, or None.
 
-    ``source`` names where the requests' max_tokens comes from, for the message (e.g. a benchmark's protocol);
-    ``whole``: also when one request's reply bound alone passes the whole budget.
+    ``source`` names where the requests' max_tokens comes from and ``fix`` how to change it, for the message
+    (e.g. a benchmark's protocol and the option that replaces it); ``whole``: also when one request's reply bound
+    alone passes the whole budget.
     """
     if budget.max_cost_usd is not None and prices.get(model) is None:
         return (f"--max-cost needs a price for model {model!r}; the price table has "
@@ -130,20 +131,21 @@ def budget_problem(budget: Budget, prices: PriceTable, model: str, max_tokens: i
     if not budget.active:
         return None
     if max_tokens is None:
-        return (f"a budget (--max-cost/--max-tokens) cannot bound {source}: it sets no max_tokens, so one reply may "
-                "run to the model's whole context length and its worst case is unknown; give the requests a "
-                "max_tokens")
+        return (f"a budget (--max-cost/--max-tokens) needs a bound on every reply, and {source} sets no max_tokens: "
+                "one reply may run to the model's whole context length, so no request has a known worst case; "
+                f"give the requests a max_tokens{fix}")
     if not whole:
         return None
     if budget.max_tokens is not None and max_tokens >= budget.max_tokens:
         return (f"one request's worst case (max_tokens {max_tokens:,} from {source}, plus its prompt) exceeds the "
                 f"whole token budget (--max-tokens {budget.max_tokens:,}): no request could be sent; give a budget "
-                f"well above {max_tokens:,} tokens or a smaller max_tokens")
+                f"well above {max_tokens:,} tokens or a smaller max_tokens{fix}")
     price = prices.get(model)
     if budget.max_cost_usd is not None and price is not None and price.cost(1, max_tokens) > budget.max_cost_usd:
         return (f"one request's worst case (max_tokens {max_tokens:,} from {source}, plus its prompt, "
                 f"${price.cost(1, max_tokens):.4f} at {model!r}'s prices) exceeds the whole cost budget "
-                f"(--max-cost {budget.max_cost_usd:g}): no request could be sent")
+                f"(--max-cost {budget.max_cost_usd:g}): no request could be sent; give a larger budget or a smaller "
+                f"max_tokens{fix}")
     return None
 
 

@@ -75,15 +75,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "prompt, as the server allows) or one form fixed")
 
 
-def check_budget(args: argparse.Namespace, model: str, max_tokens: int | None, source: str) -> None:
+def check_budget(args: argparse.Namespace, model: str, max_tokens: int | None, source: str, fix: str = "") -> None:
     """Raise ValueError when the options' budget cannot bound requests for ``model`` with this ``max_tokens``
-    (``source``: where that max_tokens comes from, and how to change it); before any file is made."""
+    (``source``: where that max_tokens comes from; ``fix``: how to change it), before any file is made."""
     from benchmint.models.accounting import Budget, PriceTable, budget_problem
 
     if args.max_cost is not None and not args.prices:
         raise ValueError("--max-cost needs --prices (a price table of USD per million tokens)")
     prices = PriceTable.load(args.prices) if args.prices else PriceTable()
-    problem = budget_problem(Budget(args.max_cost, args.max_tokens), prices, model, max_tokens, source)
+    problem = budget_problem(Budget(args.max_cost, args.max_tokens), prices, model, max_tokens, source, fix=fix)
     if problem is not None:
         raise ValueError(problem)
 
@@ -112,10 +112,11 @@ def engine_from_arguments(args: argparse.Namespace, default_cache: str | os.Path
     endpoint.api_key()  # a missing key is said before any file is made
     accounting = Accounting(prices, Budget(args.max_cost, args.max_tokens),
                             store=AccountStore(accounts) if accounts is not None else None,
-                            budget_scope="invocation" if args.budget_per_invocation else "run")
+                            budget_scope="invocation" if getattr(args, "budget_per_invocation", False) else "run")
     return Engine(endpoint, cache=args.cache or default_cache, concurrency=args.concurrency,
                   limits=RateLimits(args.rpm, args.tpm), accounting=accounting,
                   retry=RetryPolicy(max_attempts=args.retries, base_delay_s=args.retry_delay,
-                                    max_retry_after_s=args.max_retry_after, seed=seed),
+                                    max_retry_after_s=getattr(args, "max_retry_after", 300.0), seed=seed),
                   answer_attempts=args.answer_attempts if args.answer_attempts is not None else 3,
-                  refresh=args.refresh, structured=args.structured, max_reply_bytes=args.max_reply_bytes)
+                  refresh=args.refresh, structured=args.structured,
+                  max_reply_bytes=getattr(args, "max_reply_bytes", MAX_REPLY_BYTES))
