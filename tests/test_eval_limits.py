@@ -3,11 +3,11 @@
 import json
 
 import pytest
+from test_eval import read, reply_for, spm_items  # noqa: F401 - the items fixture
 
 from benchmint.cli import main
 
 from chat_server import ChatServer, Reply
-from test_eval import read, reply_for, spm_items  # noqa: F401 - the items fixture
 
 
 @pytest.fixture

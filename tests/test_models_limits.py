@@ -7,8 +7,19 @@ import time
 
 import pytest
 
-from benchmint.models import Accounting, Budget, ChatReply, ChatRequest, Endpoint, Engine, Failure, Message
-from benchmint.models import PriceTable, RateLimits, RetryPolicy
+from benchmint.models import (
+    Accounting,
+    Budget,
+    ChatReply,
+    ChatRequest,
+    Endpoint,
+    Engine,
+    Failure,
+    Message,
+    PriceTable,
+    RateLimits,
+    RetryPolicy,
+)
 from benchmint.models.accounting import AccountStore, describe
 
 from chat_server import ChatServer, Reply, Status

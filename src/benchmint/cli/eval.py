@@ -19,10 +19,8 @@ def run(args: argparse.Namespace) -> int:
                          seed=args.seed, system=system, progress=sys.stderr.isatty(), blind=args.blind)
         engine = None
         if not args.baseline:
-            from benchmint.models.options import engine_from_arguments
-
             from benchmint.models.accounting import ACCOUNTS_NAME
-            from benchmint.models.options import check_budget
+            from benchmint.models.options import check_budget, engine_from_arguments
 
             if not args.model:
                 raise ValueError("--model is required (or --baseline for the benchmark's own deterministic answers)")

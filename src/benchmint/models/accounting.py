@@ -375,16 +375,19 @@ class Accounting:
     def _refusal(self, tokens: int, cost: float, cost_over: bool) -> str:
         b = self.budget
         spent_tokens, spent_cost = self.spent()
-        if cost_over:
+        if cost_over and b.max_cost_usd is not None:
             need, limit, spent = f"${cost:.4f}", f"--max-cost {b.max_cost_usd:g}", f"${spent_cost:.4f}"
+            whole = cost > b.max_cost_usd
         else:
+            assert b.max_tokens is not None  # the token budget refused it
             need, limit, spent = f"{tokens:,} tokens", f"--max-tokens {b.max_tokens:,}", f"{spent_tokens:,} tokens"
-        whole = (cost > b.max_cost_usd) if cost_over else (tokens > b.max_tokens)
+            whole = tokens > b.max_tokens
         if whole:
             return f"its worst case ({need}) exceeds the whole budget ({limit})"
         text = f"its worst case ({need}) does not fit in what is left of the budget ({limit}; {spent} charged"
         if self.budget_scope == "run" and self.invocations > 1:
-            text += f" over {self.invocations} invocations into this folder, --budget-per-invocation counts this one alone"
+            text += (f" over {self.invocations} invocations into this folder; --budget-per-invocation counts this "
+                     "one alone")
         return text + ")"
 
     def settle(self, res: Reservation, prompt_tokens, completion_tokens, maybe_billed: bool) -> tuple[int, int]:
