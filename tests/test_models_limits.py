@@ -1,11 +1,13 @@
 """Budgets, --tpm and reply limits that hold against servers reporting large, missing or negative usage."""
 
+import io
 import os
 import subprocess
 import sys
 import time
 
 import pytest
+from PIL import Image
 
 from benchmint.models import (
     Accounting,
@@ -15,6 +17,7 @@ from benchmint.models import (
     Endpoint,
     Engine,
     Failure,
+    ImagePart,
     Message,
     PriceTable,
     RateLimits,
@@ -62,6 +65,24 @@ def test_token_budget_holds_at_concurrency_8_when_prompts_pass_their_estimate(se
     assert (s["total"]["over_reservation"], s["total"]["unbudgeted_tokens"]) == (1, 10_192 - 8_203)
 
 
+def test_prompts_with_images_calibrate_apart_from_text(server):
+    # A text call calibrates text prompts only: image tokens may be counted very differently. "img" with a
+    # 28x28 PNG is estimated at 8 + 3 + (1 patch + 16) = 28: worst case 29 + 100; the server counts 3,000.
+    # The first image call goes alone (3,100 charged) and raises the estimate to 3,000: worst case 3,101, so
+    # after the text call's 15 one more image call fits in 6,300 (6,215) and the third does not.
+    server.when_contains["img"] = Reply(prompt_tokens=3_000, completion_tokens=100)
+    png = io.BytesIO()
+    Image.new("RGB", (28, 28), "white").save(png, format="PNG")
+
+    def image_req():
+        return ChatRequest(MODEL, (Message.user("img", ImagePart(png.getvalue())),), max_tokens=100)
+
+    eng = engine(server, concurrency=8, accounting=Accounting(budget=Budget(max_tokens=6_300)))
+    out = dict(eng.run_sync([("t", req("t", max_tokens=100))] + [(f"i{i}", image_req()) for i in range(3)]))
+    assert server.count == 3 and eng.summary()["budget"]["charged_tokens"] == 6_215
+    assert [o.cause for o in out.values() if isinstance(o, Failure)] == ["budget"]
+
+
 def test_negative_absurd_and_missing_usage_is_charged_the_worst_case_and_flagged(server):
     # Each prompt is 3 bytes: estimate 11, worst case 12 + 8,192 = 8,204.
     server.script("neg", Reply(prompt_tokens=-20_000_000, completion_tokens=5))
@@ -104,11 +125,14 @@ def test_a_request_that_alone_passes_the_whole_budget_says_so(server):
 # ---- tokens per minute
 
 
-def test_tokens_per_minute_counts_what_replies_used(server):
-    # No max_tokens: a call takes its prompt estimate (10 tokens) and the 500 its reply reports are charged
-    # when it settles. 60,000 a minute holds 1,000: the five replies' 2,500 tokens cannot all pass within a
-    # second, so the fifth request waits until about 2,000 - 1,000 have come back into the bucket.
-    server.default = Reply(prompt_tokens=10, completion_tokens=490)
+@pytest.mark.parametrize("reply", [Reply(prompt_tokens=10, completion_tokens=490), Reply(text="x" * 500, usage=False)],
+                         ids=["reported", "no-usage"])
+def test_tokens_per_minute_counts_what_replies_used(server, reply):
+    # No max_tokens: a call takes its prompt estimate (10 tokens) and the 500 its reply reports (without usage:
+    # the estimate and the reply's 500 bytes, 510) are charged when it settles. 60,000 a minute holds 1,000: the
+    # five replies' 2,500 tokens cannot all pass within a second, so the fifth request waits until about
+    # 2,000 - 1,000 have come back into the bucket.
+    server.default = reply
     eng = engine(server, concurrency=2, limits=RateLimits(tokens_per_minute=60_000))
     out = dict(eng.run_sync((f"q{i}", req(f"q{i}", max_tokens=None)) for i in range(5)))
     assert all(isinstance(o, ChatReply) for o in out.values())

@@ -7,7 +7,8 @@ concurrency. Before every HTTP request the request's worst case is reserved: its
 (``ChatRequest.estimate_prompt_tokens``, raised per model whenever a server reports more) plus its ``max_tokens``.
 Requests in flight hold their worst case until they settle; a request that would fit once those settle waits for
 them, and one that cannot fit even then is refused and the run stops cleanly with ``stop_reason`` set. Under a
-budget the first request of each model goes alone: its reported prompt size calibrates the estimate of the others.
+budget the first request of each model goes alone (and its first with images): its reported prompt size
+calibrates the estimate of the others.
 A request without ``max_tokens`` has no worst case (its reply may run to the model's context length), so a budget
 refuses it before the run starts.
 
@@ -175,6 +176,7 @@ class Reservation:
     max_tokens: int | None
     tokens: int
     cost: float
+    images: bool = False
     probe: bool = False  # the model's first request under a budget: it calibrates the prompt estimate
     id: str = ""
 
@@ -303,9 +305,10 @@ class Accounting:
         self.invocations = 1
         if store is not None:
             self._before, self.invocations = store.open_invocation()
-        self._prompt_factor: dict[str, float] = {}
-        self._calibrated: set[str] = set()
-        self._probing: dict[str, int] = {}
+        # By (model, whether the prompt has images): how much larger servers count prompts than estimated.
+        self._prompt_factor: dict[tuple[str, bool], float] = {}
+        self._calibrated: set[tuple[str, bool]] = set()
+        self._probing: dict[tuple[str, bool], int] = {}
         self.charged_tokens = 0  # this invocation
         self.charged_cost = 0.0
         self.earlier_tokens = sum(r["charged_tokens"] for r in self._before.values())
@@ -335,19 +338,22 @@ class Accounting:
             row = self._rows[(stage, model)] = _zero()
         return row
 
-    def worst_case(self, model: str, prompt_estimate: int, max_tokens: int | None) -> tuple[int, float]:
-        prompt = self._prompt_reserve(model, prompt_estimate)
+    def worst_case(self, model: str, prompt_estimate: int, max_tokens: int | None,
+                   images: bool = False) -> tuple[int, float]:
+        prompt = self._prompt_reserve((model, images), prompt_estimate)
         completion = max_tokens or 0
         price = self.prices.get(model)
         return prompt + completion, price.cost(prompt, completion) if price else 0.0
 
-    def _prompt_reserve(self, model: str, prompt_estimate: int) -> int:
-        return int(prompt_estimate * self._prompt_factor.get(model, 1.0)) + 1
+    def _prompt_reserve(self, shape: tuple[str, bool], prompt_estimate: int) -> int:
+        return int(prompt_estimate * self._prompt_factor.get(shape, 1.0)) + 1
 
-    def reserve(self, stage: str, model: str, prompt_estimate: int, max_tokens: int | None
-                ) -> Reservation | Verdict:
-        """A reservation for one request, or WAIT (retry after a settle) or REFUSE (stop: the budget is spent)."""
-        tokens, cost = self.worst_case(model, prompt_estimate, max_tokens)
+    def reserve(self, stage: str, model: str, prompt_estimate: int, max_tokens: int | None,
+                images: bool = False) -> Reservation | Verdict:
+        """A reservation for one request, or WAIT (retry after a settle) or REFUSE (stop: the budget is spent).
+
+        ``images``: the prompt has images (their token counts are calibrated apart from text's)."""
+        tokens, cost = self.worst_case(model, prompt_estimate, max_tokens, images)
         b = self.budget
         spent_tokens, spent_cost = self.spent()
         token_over = b.max_tokens is not None and spent_tokens + tokens > b.max_tokens
@@ -360,14 +366,15 @@ class Accounting:
         if ((b.max_tokens is not None and spent_tokens + self.reserved_tokens + tokens > b.max_tokens)
                 or (b.max_cost_usd is not None and spent_cost + self.reserved_cost + cost > b.max_cost_usd)):
             return Verdict.WAIT
-        probe = b.active and model not in self._calibrated
-        if probe and self._probing.get(model):
+        shape = (model, images)
+        probe = b.active and shape not in self._calibrated
+        if probe and self._probing.get(shape):
             return Verdict.WAIT  # the model's first request is out: its reported prompt size calibrates this one
         self.reserved_tokens += tokens
         self.reserved_cost += cost
-        res = Reservation(stage, model, prompt_estimate, max_tokens, tokens, cost, probe, uuid.uuid4().hex)
+        res = Reservation(stage, model, prompt_estimate, max_tokens, tokens, cost, images, probe, uuid.uuid4().hex)
         if probe:
-            self._probing[model] = self._probing.get(model, 0) + 1
+            self._probing[shape] = self._probing.get(shape, 0) + 1
         if self.store is not None and b.active:
             self.store.hold(res)
         return res
@@ -398,14 +405,15 @@ class Accounting:
         """
         self.reserved_tokens -= res.tokens
         self.reserved_cost -= res.cost
+        shape = (res.model, res.images)
         if res.probe:
-            self._probing[res.model] -= 1
+            self._probing[shape] -= 1
         row = self._row(res.stage, res.model)
         before = dict(row)
         problem = usage_problem(prompt_tokens, completion_tokens, res.max_tokens)
         if problem is None:
             used = prompt_tokens + completion_tokens
-            self._calibrated.add(res.model)
+            self._calibrated.add(shape)
             row["reported_prompt_tokens"] += prompt_tokens
             row["reported_completion_tokens"] += completion_tokens
             price = self.prices.get(res.model)
@@ -418,10 +426,10 @@ class Accounting:
                 row["unbudgeted_tokens"] += used - res.tokens
             if res.prompt_estimate > 0 and prompt_tokens > res.prompt_estimate:
                 factor = prompt_tokens / res.prompt_estimate
-                if factor > self._prompt_factor.get(res.model, 1.0):
-                    self._prompt_factor[res.model] = factor
+                if factor > self._prompt_factor.get(shape, 1.0):
+                    self._prompt_factor[shape] = factor
         elif maybe_billed:
-            self._calibrated.add(res.model)  # nothing to learn, but the next calls need not wait for it
+            self._calibrated.add(shape)  # nothing to learn, but the next calls need not wait for it
             row[problem] += 1
             charged, charged_cost, used = res.tokens, res.cost, res.tokens
         else:

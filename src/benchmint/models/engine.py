@@ -373,9 +373,12 @@ class Engine:
                     problem = got
                 else:
                     _, used = run.settle(res, got.prompt_tokens, got.completion_tokens, True)
-                    self.limiter.settle(res.tokens, used)
                     if usage_problem(got.prompt_tokens, got.completion_tokens, request.max_tokens) is not None:
                         got.prompt_tokens = got.completion_tokens = None  # not passed on as if it were true
+                        # Rate limits count at least the reply's bytes (a token covers one byte or more): without
+                        # max_tokens the reservation alone says nothing of the reply.
+                        used = max(used, estimate + len(got.text.encode("utf-8", "replace")))
+                    self.limiter.settle(res.tokens, used)
                     size = len(got.text) if len(got.text) * 4 <= self.max_reply_bytes else len(got.text.encode())
                     if size > self.max_reply_bytes:
                         # Never cached nor stored: asking again would most likely bring the same size back.
@@ -698,7 +701,7 @@ class _Run:
     async def reserve(self, request: ChatRequest, estimate: int):
         acct = self.engine.accounting
         while True:
-            verdict = acct.reserve(self.stage, request.model, estimate, request.max_tokens)
+            verdict = acct.reserve(self.stage, request.model, estimate, request.max_tokens, request.has_images())
             if verdict is Verdict.REFUSE:
                 self.stopped = True
                 return None
