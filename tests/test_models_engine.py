@@ -306,8 +306,9 @@ def test_tokens_per_minute_charges_reported_usage(server):
     t0 = time.monotonic()
     run(engine(server, concurrency=1, limits=limits), items)
     times = server.times()
-    gaps = [b - a for a, b in zip(times, times[1:])]
-    assert min(gaps) >= 0.12
+    # From the second request on: the first one's arrival is late by the client's set-up and a new connection.
+    gaps = [b - a for a, b in zip(times[1:], times[2:])]
+    assert len(times) == 4 and min(gaps) >= 0.12
     assert time.monotonic() - t0 < 3.0
 
 

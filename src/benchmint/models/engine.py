@@ -171,6 +171,7 @@ class Engine:
         self.concurrency = concurrency
         self.limits = limits or RateLimits()
         self.limiter = Limiter(self.limits)
+        self._replies_seen: dict[str, tuple[int, int]] = {}  # per model: completion tokens reported, replies
         self.accounting = accounting or Accounting()
         self.retry = retry or RetryPolicy()
         self.answer_attempts = answer_attempts
@@ -344,7 +345,8 @@ class Engine:
                 return Failure(key, BUDGET, self.budget_detail(), stage=run.stage, model=request.model), made
             try:
                 await self.limiter.request()
-                await self.limiter.tokens_for(res.tokens)
+                taken = res.tokens + self._reply_guess(request)
+                await self.limiter.tokens_for(taken)
             except asyncio.CancelledError:
                 run.settle(res, None, None, False)  # never sent: nothing taken from the token bucket either
                 raise
@@ -359,12 +361,12 @@ class Engine:
                     completion = await client.chat.completions.create(**kwargs)
                 problem = None
             except asyncio.CancelledError:
-                self.limiter.settle(res.tokens, run.settle(res, None, None, True)[1])
+                self.limiter.settle(taken, max(taken, run.settle(res, None, None, True)[1]))
                 raise
             except Exception as exc:
                 problem = classify(exc)
                 if problem is None:
-                    self.limiter.settle(res.tokens, run.settle(res, None, None, True)[1])
+                    self.limiter.settle(taken, max(taken, run.settle(res, None, None, True)[1]))
                     raise
             latency = time.perf_counter() - t0
             if problem is None:
@@ -377,8 +379,11 @@ class Engine:
                         got.prompt_tokens = got.completion_tokens = None  # not passed on as if it were true
                         # Rate limits count at least the reply's bytes (a token covers one byte or more): without
                         # max_tokens the reservation alone says nothing of the reply.
-                        used = max(used, estimate + len(got.text.encode("utf-8", "replace")))
-                    self.limiter.settle(res.tokens, used)
+                        used = max(used, taken, estimate + len(got.text.encode("utf-8", "replace")))
+                    elif request.max_tokens is None:
+                        n, total = self._replies_seen.get(request.model, (0, 0))
+                        self._replies_seen[request.model] = (n + 1, total + (got.completion_tokens or 0))
+                    self.limiter.settle(taken, used)
                     size = len(got.text) if len(got.text) * 4 <= self.max_reply_bytes else len(got.text.encode())
                     if size > self.max_reply_bytes:
                         # Never cached nor stored: asking again would most likely bring the same size back.
@@ -389,7 +394,8 @@ class Engine:
                     if mode is not None:
                         self._confirm(request.model, mode)
                     return got, made
-            self.limiter.settle(res.tokens, run.settle(res, None, None, problem.maybe_billed)[1])
+            billed = run.settle(res, None, None, problem.maybe_billed)[1]
+            self.limiter.settle(taken, max(taken, billed) if problem.maybe_billed else 0)
             if (mode is not None and problem.status in structured.FALLBACK_STATUSES
                     and self._fall_back(request.model, mode)):
                 attempt -= 1  # another form of the request, not a transport retry
@@ -399,6 +405,15 @@ class Engine:
                 return Failure(key, problem.cause, f"{problem.detail} ({self.retry.why_not(problem, attempt)})",
                                problem.status, stage=run.stage, model=request.model), made
             await asyncio.sleep(delay)
+
+    def _reply_guess(self, request: ChatRequest) -> int:
+        """What a request without max_tokens takes from the tokens-per-minute bucket for its reply: the mean
+        reply of its model so far (settled against the reported usage), so that a steady run keeps to the
+        limit instead of paying in arrears."""
+        if request.max_tokens is not None or self.limiter.tokens is None:
+            return 0
+        n, total = self._replies_seen.get(request.model, (0, 0))
+        return total // n if n else 0
 
     def _kwargs(self, request: ChatRequest, messages: list[dict], mode: str | None) -> dict:
         kwargs: dict[str, Any] = {"model": request.model, "messages": messages, "timeout": self.endpoint.timeout_s}
