@@ -28,11 +28,12 @@ into that folder, and by default the budget covers what earlier invocations spen
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -248,17 +249,15 @@ class AccountStore:
             "DO UPDATE SET value = value + excluded.value",
             [(stage, model, name, value) for name, value in delta.items() if value])
 
-    def _tx(self):
-        db = self._db
-
-        class _T:
-            def __enter__(self):
-                db.execute("BEGIN IMMEDIATE")
-
-            def __exit__(self, kind, *_):
-                db.execute("COMMIT" if kind is None else "ROLLBACK")
-
-        return _T()
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[None]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
 
     def close(self) -> None:
         self._db.close()

@@ -12,7 +12,8 @@ Per item:
 2. Otherwise the request is sent, after the budget (``Accounting``) and the rate limits (``Limiter``) allow it,
    with a per-call timeout. Transport problems are retried by the ``RetryPolicy``; a give-up is a ``Failure``
    with its cause and status.
-3. A reply with text goes to the cache (an empty reply does not), committed before its item is handed on.
+3. A reply with text goes to the cache (an empty reply does not), committed before its item is handed on; one
+   whose text passes ``max_reply_bytes`` is a failure (``reply_too_large``) and is kept nowhere.
    The parser (``parse``) turns the text into the item's value; when it raises (or the reply was empty) the
    engine asks again, up to ``answer_attempts`` answer attempts in all. Each answer attempt is a call of its own
    with its own cache key, so a rerun replays the same attempts from the cache and asks only those that never got
