@@ -128,10 +128,10 @@ def test_a_request_that_alone_passes_the_whole_budget_says_so(server):
 @pytest.mark.parametrize("reply", [Reply(prompt_tokens=10, completion_tokens=490), Reply(text="x" * 500, usage=False)],
                          ids=["reported", "no-usage"])
 def test_tokens_per_minute_counts_what_replies_used(server, reply):
-    # No max_tokens: a call takes its prompt estimate (10 tokens) and the 500 its reply reports (without usage:
-    # the estimate and the reply's 500 bytes, 510) are charged when it settles. 60,000 a minute holds 1,000: the
-    # five replies' 2,500 tokens cannot all pass within a second, so the fifth request waits until about
-    # 2,000 - 1,000 have come back into the bucket.
+    # No max_tokens: a call takes its prompt estimate (11) and its model's mean reply so far (none for the first
+    # two, at once), and is charged the 500 its reply reports (without usage: the estimate and the reply's 500
+    # bytes) when it settles. 60,000 a minute holds 1,000 and refills 1,000 a second: the first two replies
+    # empty the bucket, and each later call waits for its ~500 tokens, the fifth some 1.5 s after the first.
     server.default = reply
     eng = engine(server, concurrency=2, limits=RateLimits(tokens_per_minute=60_000))
     out = dict(eng.run_sync((f"q{i}", req(f"q{i}", max_tokens=None)) for i in range(5)))
@@ -212,3 +212,40 @@ def test_a_call_in_flight_when_a_run_was_killed_is_charged_its_worst_case(tmp_pa
     t = acct.summary()["total"]
     assert (t["charged_tokens"], t["unknown_usage"], t["charged_cost_usd"]) == (8_203, 1, 0.5)
     assert acct.spent() == (8_203, 0.5)
+
+
+KILLED = """
+import sys
+from benchmint.models import Accounting, AccountStore, Budget, ChatRequest, Endpoint, Engine, Message
+url, store = sys.argv[1], sys.argv[2]
+acct = Accounting(budget=Budget(max_tokens=1_000), store=AccountStore(store))
+engine = Engine(Endpoint(url), concurrency=4, accounting=acct)
+items = ((f"q{i}", ChatRequest("m", (Message.user(f"q{i}"),), max_tokens=5)) for i in range(20))
+for item_id, outcome in engine.run_sync(items):
+    print(item_id, flush=True)
+"""
+
+
+def test_calls_in_flight_when_a_run_is_killed_are_charged_by_the_next(tmp_path):
+    # q0 answers at once (15 tokens); q1-q4 are in flight when the run is killed. Each "qN" has a worst case
+    # of 10 + 1 + 5 = 16: the next invocation is charged 15 + 4 * 16 = 79 before it asks anything. (Requests
+    # are stored as their calls settle: the four in flight count as charged calls, not as requests.)
+    path = tmp_path / "accounting.sqlite"
+    with ChatServer() as server:
+        server.default = Reply(delay=30)
+        server.script("q0", Reply())
+        proc = subprocess.Popen([sys.executable, "-c", KILLED, server.url, str(path)], stdout=subprocess.PIPE,
+                                text=True)
+        assert proc.stdout.readline().strip() == "q0"
+        deadline = time.monotonic() + 30
+        while server.in_flight < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert server.in_flight == 4
+        proc.kill()
+        proc.wait(10)
+        proc.stdout.close()
+    acct = Accounting(budget=Budget(max_tokens=1_000), store=AccountStore(path))
+    s = acct.summary()
+    assert s["invocations"] == 2 and s["budget"]["charged_tokens"] == 79
+    assert (s["total"]["unknown_usage"], s["total"]["requests"], s["total"]["reported_prompt_tokens"]) == (4, 1, 10)
+    acct.close()

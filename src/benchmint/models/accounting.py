@@ -408,7 +408,6 @@ class Accounting:
         if res.probe:
             self._probing[shape] -= 1
         row = self._row(res.stage, res.model)
-        before = dict(row)
         problem = usage_problem(prompt_tokens, completion_tokens, res.max_tokens)
         if problem is None:
             used = prompt_tokens + completion_tokens
@@ -438,29 +437,27 @@ class Accounting:
         self.charged_tokens += charged
         self.charged_cost += charged_cost
         if self.store is not None:
-            delta = {k: row[k] - before[k] for k in FIGURES}
-            self._mark_written(res.stage, res.model, delta)
-            self.store.write({(res.stage, res.model): delta}, res.id if self.budget.active else None)
+            # The charge and the release of its reservation in one transaction, with the row's other new counts.
+            self.store.write(self._unwritten([(res.stage, res.model)]), res.id if self.budget.active else None)
         return charged, used
 
-    def _mark_written(self, stage: str, model: str, delta: dict) -> None:
-        done = self._written.setdefault((stage, model), _zero())
-        for k, v in delta.items():
-            done[k] += v
-
-    def flush(self) -> None:
-        """Add what the store does not hold yet (counts of cached items, ...)."""
-        if self.store is None:
-            return
+    def _unwritten(self, keys) -> dict[tuple[str, str], dict]:
+        """What the rows of ``keys`` hold beyond what was written to the store, marked as written."""
         deltas = {}
-        for key, row in self._rows.items():
-            done = self._written.get(key) or _zero()
+        for key in keys:
+            row, done = self._rows[key], self._written.setdefault(key, _zero())
             delta = {k: row[k] - done[k] for k in FIGURES if row[k] != done[k]}
             if delta:
                 deltas[key] = delta
-                self._mark_written(*key, delta)
-        if deltas:
-            self.store.write(deltas)
+                done.update(row)
+        return deltas
+
+    def flush(self) -> None:
+        """Add what the store does not hold yet (counts of cached items, ...)."""
+        if self.store is not None:
+            deltas = self._unwritten(list(self._rows))
+            if deltas:
+                self.store.write(deltas)
 
     def close(self) -> None:
         if self.store is not None:

@@ -376,14 +376,16 @@ class Engine:
                     problem = got
                 else:
                     _, used = run.settle(res, got.prompt_tokens, got.completion_tokens, True)
+                    reply_tokens = got.completion_tokens or 0
                     if usage_problem(got.prompt_tokens, got.completion_tokens, request.max_tokens) is not None:
                         got.prompt_tokens = got.completion_tokens = None  # not passed on as if it were true
                         # Rate limits count at least the reply's bytes (a token covers one byte or more): without
                         # max_tokens the reservation alone says nothing of the reply.
-                        used = max(used, taken, estimate + len(got.text.encode("utf-8", "replace")))
-                    elif request.max_tokens is None:
+                        reply_tokens = len(got.text.encode("utf-8", "replace"))
+                        used = max(used, taken, estimate + reply_tokens)
+                    if request.max_tokens is None:
                         n, total = self._replies_seen.get(request.model, (0, 0))
-                        self._replies_seen[request.model] = (n + 1, total + (got.completion_tokens or 0))
+                        self._replies_seen[request.model] = (n + 1, total + reply_tokens)
                     self.limiter.settle(taken, used)
                     size = len(got.text) if len(got.text) * 4 <= self.max_reply_bytes else len(got.text.encode())
                     if size > self.max_reply_bytes:
