@@ -550,7 +550,9 @@ def describe(summary: dict) -> str:
         if b["max_cost_usd"] is not None:
             text += f", ${b['charged_cost_usd']:.4f}"
     if t["over_reservation"]:
-        text += (f"; {t['over_reservation']} replies reported more than their worst case "
+        n_over = t["over_reservation"]
+        text += (f"; {n_over} repl{'ies' if n_over != 1 else 'y'} reported more than {'their' if n_over != 1 else 'its'} "
+                 "worst case "
                  f"({t['unbudgeted_tokens']:,} tokens beyond it)")
     if summary.get("stop_reason"):
         text += f"; stopped by the budget ({summary['stop_reason']}: {summary.get('stop_detail')})"
