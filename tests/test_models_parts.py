@@ -164,20 +164,21 @@ def test_retry_after_forms():
 
 
 def test_token_bucket_spacing_burst_and_debt():
-    b = TokenBucket(60, burst_s=0)  # one per second, no burst
-    assert b.reserve(1, now=100.0) == 0.0
-    assert b.reserve(1, now=100.0) == pytest.approx(1.0)
-    assert b.reserve(1, now=100.5) == pytest.approx(1.5)
+    b = TokenBucket(60, burst_s=0)  # one per second, holds one
+    assert b.take(1, now=100.0) == 0.0
+    assert b.take(1, now=100.0) == pytest.approx(1.0)  # nothing taken: the caller looks again later
+    assert b.take(1, now=100.5) == pytest.approx(0.5)
+    assert b.take(1, now=101.0) == 0.0
     burst = TokenBucket(600, burst_s=1.0)  # 10 per second, holds 10
-    waits = [burst.reserve(1, now=0.0) for _ in range(12)]
-    assert waits[:10] == [0.0] * 10 and waits[10] == pytest.approx(0.1) and waits[11] == pytest.approx(0.2)
+    waits = [burst.take(1, now=0.0) for _ in range(11)]
+    assert waits[:10] == [0.0] * 10 and waits[10] == pytest.approx(0.1)
     big = TokenBucket(60, burst_s=1.0)  # an amount larger than the bucket goes when it is full, then is owed
-    assert big.reserve(10, now=0.0) == 0.0
-    assert big.reserve(1, now=0.0) == pytest.approx(10.0)
-    refund = TokenBucket(60, burst_s=0)
-    refund.reserve(10, now=0.0)
-    refund.give_back(9)
-    assert refund.reserve(1, now=0.0) == pytest.approx(1.0)
+    assert big.take(10, now=0.0) == 0.0
+    assert big.take(1, now=0.0) == pytest.approx(10.0)  # level -9: 10 s until it holds 1
+    big.adjust(9, now=0.0)  # the reply used 1 of the 10 taken: level 0
+    assert big.take(1, now=0.0) == pytest.approx(1.0)
+    big.adjust(-5, now=0.0)  # a reply that used 5 more than it took: level -5
+    assert big.take(1, now=0.0) == pytest.approx(6.0) and big.level(3.0) == pytest.approx(-2.0)
     with pytest.raises(ValueError, match="must be positive"):
         RateLimits(requests_per_minute=0)
 
@@ -202,18 +203,20 @@ def test_price_table_loading(tmp_path):
 
 
 def test_budget_reserve_wait_refuse():
-    acct = Accounting(PriceTable({"m": {"input": 1e6, "output": 0}}), Budget(max_cost_usd=10.0))  # $1 per token
-    first = acct.reserve("s", "m", prompt_estimate=3, max_tokens=None)  # worst case 4 tokens: $4
-    second = acct.reserve("s", "m", 3, None)
-    assert first.cost == 4.0 and second.cost == 4.0
-    assert acct.reserve("s", "m", 3, None) is Verdict.WAIT  # 8 reserved + 4 > 10, but 4 alone fits
+    acct = Accounting(PriceTable({"m": {"input": 1e6, "output": 0}}), Budget(max_cost_usd=10.0))  # $1 per token in
+    first = acct.reserve("s", "m", prompt_estimate=3, max_tokens=2)  # worst case 4 prompt tokens: $4
+    assert first.cost == 4.0 and first.tokens == 6 and first.probe
+    assert acct.reserve("s", "m", 3, 2) is Verdict.WAIT  # the model's first request is out: it calibrates
     acct.settle(first, 2, 0, True)  # reported 2 tokens: $2 charged
-    third = acct.reserve("s", "m", 3, None)
-    assert third.cost == 4.0 and acct.charged_cost == 2.0
+    second, third = acct.reserve("s", "m", 3, 2), acct.reserve("s", "m", 3, 2)  # 2 + 4 + 4 = 10
+    assert second.cost == 4.0 and not second.probe and acct.charged_cost == 2.0
+    assert acct.reserve("s", "m", 3, 2) is Verdict.WAIT  # 10 + 4 > 10, but 4 alone fits in the 8 left
     acct.settle(second, None, None, maybe_billed=True)  # unknown usage: its worst case is charged
     acct.settle(third, None, None, maybe_billed=False)  # never reached the server: nothing charged
     assert acct.charged_cost == 6.0 and acct.stop_reason is None
-    assert acct.reserve("s", "m", 4, None) is Verdict.REFUSE and acct.stop_reason == "max_cost"
+    assert acct.reserve("s", "m", 4, 2) is Verdict.REFUSE and acct.stop_reason == "max_cost"
+    assert acct.stop_detail == ("its worst case ($5.0000) does not fit in what is left of the budget "
+                                "(--max-cost 10; $6.0000 charged)")
 
 
 # ---- JSON replies

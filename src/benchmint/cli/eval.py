@@ -19,11 +19,16 @@ def run(args: argparse.Namespace) -> int:
                          seed=args.seed, system=system, progress=sys.stderr.isatty(), blind=args.blind)
         engine = None
         if not args.baseline:
-            from benchmint.models.options import engine_from_arguments
+            from benchmint.models.accounting import ACCOUNTS_NAME
+            from benchmint.models.options import check_budget, engine_from_arguments
 
             if not args.model:
                 raise ValueError("--model is required (or --baseline for the benchmark's own deterministic answers)")
-            engine = engine_from_arguments(args, Path(args.out) / CACHE_NAME, seed=args.seed)
+            check_budget(args, args.model, bench.protocol.max_tokens, f"{bench.name}'s protocol",
+                         ' (--protocol FILE holding {"max_tokens": N})')
+            # The accounting kept in --out: run.json and the budget cover every invocation into it.
+            engine = engine_from_arguments(args, Path(args.out) / CACHE_NAME, seed=args.seed,
+                                           accounts=Path(args.out) / ACCOUNTS_NAME)
             if args.answer_attempts is None:  # the paper's protocol: e.g. no retry at all for CrystalXRD
                 engine.answer_attempts = bench.protocol.answer_retries + 1
         try:
@@ -39,12 +44,9 @@ def run(args: argparse.Namespace) -> int:
           f"{counts['predictions']} predictions ({counts['already_done']} already done), {counts['errors']} errors "
           f"-> {args.out}/predictions.jsonl, gold.jsonl, errors.jsonl, run.json")
     if result.run.get("engine"):
-        engine = result.run["engine"]
-        t = engine["total"]
-        print(f"  calls: {t['requests']} requests, {t['cached']} replies from the cache, {t['failed']} failed; tokens "
-              f"{t['prompt_tokens']} in / {t['completion_tokens']} out"
-              + (f"; cost ${t['cost_usd']:.4f}" if t["cost_usd"] is not None else "; cost unknown (no --prices)")
-              + (f"; stopped by the budget ({engine['stop_reason']})" if engine["stop_reason"] else ""))
+        from benchmint.models.accounting import describe
+
+        print(f"  {describe(result.run['engine'])}")
     for e in result.errors[:10]:
         print(f"  {e.get('id', e.get('location', ''))}: {e.get('cause', e.get('kind'))}: {e.get('message', '')}")
     status = result.exit_code

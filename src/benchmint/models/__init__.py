@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING, Any
 # The names load on first use: the engine pulls in the openai SDK (~0.5 s), which a command that only
 # parses its options, or a stage that only builds requests, should not pay for.
 _HOMES = {
-    "Accounting": "accounting", "Budget": "accounting", "Price": "accounting", "PriceTable": "accounting",
+    "Accounting": "accounting", "AccountStore": "accounting", "Budget": "accounting", "Price": "accounting", "PriceTable": "accounting",
     "ReplyCache": "cache", "CAUSES": "call", "ChatReply": "call", "ChatRequest": "call", "Failure": "call",
     "ImagePart": "call", "Message": "call", "request_key": "call", "Endpoint": "engine", "Engine": "engine",
     "CallExecutor": "engine", "RateLimits": "limits", "RetryPolicy": "retry", "parse_json": "structured",
 }
 
 if TYPE_CHECKING:
-    from benchmint.models.accounting import Accounting, Budget, Price, PriceTable
+    from benchmint.models.accounting import Accounting, AccountStore, Budget, Price, PriceTable
     from benchmint.models.cache import ReplyCache
     from benchmint.models.call import CAUSES, ChatReply, ChatRequest, Failure, ImagePart, Message, request_key
     from benchmint.models.engine import CallExecutor, Endpoint, Engine
@@ -49,6 +49,6 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = ["Accounting", "Budget", "CAUSES", "CallExecutor", "ChatReply", "ChatRequest", "Endpoint", "Engine", "Failure",
+__all__ = ["AccountStore", "Accounting", "Budget", "CAUSES", "CallExecutor", "ChatReply", "ChatRequest", "Endpoint", "Engine", "Failure",
            "ImagePart", "Message", "Price", "PriceTable", "RateLimits", "ReplyCache", "RetryPolicy", "parse_json",
            "request_key"]

@@ -291,7 +291,9 @@ EMPTY_REPLY = "empty_reply"
 UNPARSEABLE = "unparseable"
 BUDGET = "budget"
 BAD_REQUEST = "bad_request"  # the request could not be built (an image that does not decode)
-CAUSES = (HTTP_STATUS, TIMEOUT, CONNECTION, BAD_RESPONSE, EMPTY_REPLY, UNPARSEABLE, BUDGET, BAD_REQUEST)
+REPLY_TOO_LARGE = "reply_too_large"  # a reply's text over the engine's cap
+CAUSES = (HTTP_STATUS, TIMEOUT, CONNECTION, BAD_RESPONSE, EMPTY_REPLY, UNPARSEABLE, BUDGET, BAD_REQUEST,
+          REPLY_TOO_LARGE)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,8 @@ Per item:
 2. Otherwise the request is sent, after the budget (``Accounting``) and the rate limits (``Limiter``) allow it,
    with a per-call timeout. Transport problems are retried by the ``RetryPolicy``; a give-up is a ``Failure``
    with its cause and status.
-3. A reply with text goes to the cache (an empty reply does not), committed before its item is handed on.
+3. A reply with text goes to the cache (an empty reply does not), committed before its item is handed on; one
+   whose text passes ``max_reply_bytes`` is a failure (``reply_too_large``) and is kept nowhere.
    The parser (``parse``) turns the text into the item's value; when it raises (or the reply was empty) the
    engine asks again, up to ``answer_attempts`` answer attempts in all. Each answer attempt is a call of its own
    with its own cache key, so a rerun replays the same attempts from the cache and asks only those that never got
@@ -39,13 +40,14 @@ import openai
 from openai.types.chat import ChatCompletion
 
 from benchmint.models import structured
-from benchmint.models.accounting import Accounting, Verdict
+from benchmint.models.accounting import Accounting, Verdict, usage_problem
 from benchmint.models.cache import CachedReply, ReplyCache
 from benchmint.models.call import (
     BAD_REQUEST,
     BAD_RESPONSE,
     BUDGET,
     EMPTY_REPLY,
+    REPLY_TOO_LARGE,
     UNPARSEABLE,
     ChatReply,
     ChatRequest,
@@ -59,6 +61,7 @@ from benchmint.models.structured import MODES as STRUCTURED_MODES
 
 Item = tuple[Any, ChatRequest]
 FEED_CHUNK = 64
+MAX_REPLY_BYTES = 1 << 20  # a reply's text; 8,192 tokens of text are some 40 kB
 BUDGET_RECHECK_S = 0.1
 Outcome = ChatReply | Failure
 
@@ -149,7 +152,8 @@ class Engine:
     def __init__(self, endpoint: Endpoint, *, cache: str | os.PathLike = ":memory:", concurrency: int = 8,
                  limits: RateLimits | None = None, accounting: Accounting | None = None,
                  retry: RetryPolicy | None = None, answer_attempts: int = 3, refresh: bool = False,
-                 structured: str = "auto", max_buffered: int = 1024) -> None:
+                 structured: str = "auto", max_buffered: int = 1024,
+                 max_reply_bytes: int = MAX_REPLY_BYTES) -> None:
         if not isinstance(endpoint, Endpoint):
             raise ValueError("endpoint must be an Endpoint")
         if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
@@ -160,18 +164,22 @@ class Engine:
             raise ValueError(f"structured must be one of {', '.join(STRUCTURED_MODES)}, got {structured!r}")
         if not isinstance(max_buffered, int) or max_buffered < 1:
             raise ValueError(f"max_buffered must be an integer >= 1, got {max_buffered!r}")
+        if not isinstance(max_reply_bytes, int) or max_reply_bytes < 1:
+            raise ValueError(f"max_reply_bytes must be an integer >= 1, got {max_reply_bytes!r}")
         self.endpoint = endpoint
         self._api_key = endpoint.api_key()
         self.cache = ReplyCache(cache)
         self.concurrency = concurrency
         self.limits = limits or RateLimits()
         self.limiter = Limiter(self.limits)
+        self._replies_seen: dict[str, tuple[int, int]] = {}  # per model: completion tokens reported, replies
         self.accounting = accounting or Accounting()
         self.retry = retry or RetryPolicy()
         self.answer_attempts = answer_attempts
         self.refresh = refresh
         self.structured = structured
         self.max_buffered = max_buffered
+        self.max_reply_bytes = max_reply_bytes
         self._modes: dict[str, tuple[str, bool]] = {}
         self._checked: set[tuple[str, int | None]] = set()
 
@@ -179,6 +187,11 @@ class Engine:
     def key(self, request: ChatRequest) -> str:
         """The request's cache key (its first answer attempt)."""
         return request_key(self.endpoint.base_url, request)
+
+    def budget_detail(self) -> str:
+        """The message of a request the budget did not let start."""
+        acct = self.accounting
+        return f"not started: the budget ({acct.stop_reason}) would be exceeded: {acct.stop_detail}"
 
     @property
     def stop_reason(self) -> str | None:
@@ -241,6 +254,7 @@ class Engine:
         return out
 
     def close(self) -> None:
+        self.accounting.flush()
         self.cache.close()
 
     def __enter__(self) -> Engine:
@@ -329,13 +343,13 @@ class Engine:
         while True:
             res = await run.reserve(request, estimate)
             if res is None:
-                return Failure(key, BUDGET, f"not started: the budget ({self.stop_reason}) would be exceeded",
-                               stage=run.stage, model=request.model), made
+                return Failure(key, BUDGET, self.budget_detail(), stage=run.stage, model=request.model), made
             try:
                 await self.limiter.request()
-                await self.limiter.tokens_for(res.tokens)
+                taken = res.tokens + self._reply_guess(request)
+                await self.limiter.tokens_for(taken)
             except asyncio.CancelledError:
-                run.settle(res, None, None, False)  # never sent
+                run.settle(res, None, None, False)  # never sent: nothing taken from the token bucket either
                 raise
             mode = self._mode(request.model) if request.schema is not None else None
             kwargs = self._kwargs(request, messages, mode)
@@ -348,12 +362,12 @@ class Engine:
                     completion = await client.chat.completions.create(**kwargs)
                 problem = None
             except asyncio.CancelledError:
-                run.settle(res, None, None, True)
+                self.limiter.settle(taken, max(taken, run.settle(res, None, None, True)[1]))
                 raise
             except Exception as exc:
                 problem = classify(exc)
                 if problem is None:
-                    run.settle(res, None, None, True)
+                    self.limiter.settle(taken, max(taken, run.settle(res, None, None, True)[1]))
                     raise
             latency = time.perf_counter() - t0
             if problem is None:
@@ -361,24 +375,48 @@ class Engine:
                 if isinstance(got, Problem):
                     problem = got
                 else:
-                    known = got.prompt_tokens is not None and got.completion_tokens is not None
-                    run.settle(res, got.prompt_tokens, got.completion_tokens, True)
-                    if known:
-                        self.limiter.refund(res.tokens - got.prompt_tokens - got.completion_tokens)
+                    _, used = run.settle(res, got.prompt_tokens, got.completion_tokens, True)
+                    reply_tokens = got.completion_tokens or 0
+                    if usage_problem(got.prompt_tokens, got.completion_tokens, request.max_tokens) is not None:
+                        got.prompt_tokens = got.completion_tokens = None  # not passed on as if it were true
+                        # Rate limits count at least the reply's bytes (a token covers one byte or more): without
+                        # max_tokens the reservation alone says nothing of the reply.
+                        reply_tokens = len(got.text.encode("utf-8", "replace"))
+                        used = max(used, taken, estimate + reply_tokens)
+                    if request.max_tokens is None:
+                        n, total = self._replies_seen.get(request.model, (0, 0))
+                        self._replies_seen[request.model] = (n + 1, total + reply_tokens)
+                    self.limiter.settle(taken, used)
+                    size = len(got.text) if len(got.text) * 4 <= self.max_reply_bytes else len(got.text.encode())
+                    if size > self.max_reply_bytes:
+                        # Never cached nor stored: asking again would most likely bring the same size back.
+                        return Failure(key, REPLY_TOO_LARGE, f"the reply's text is {size:,} bytes, over the cap "
+                                       f"of {self.max_reply_bytes:,} (--max-reply-bytes); not kept, not asked "
+                                       f"again in this run (finish_reason {got.finish_reason})", stage=run.stage,
+                                       model=request.model), made
                     if mode is not None:
                         self._confirm(request.model, mode)
                     return got, made
-            run.settle(res, None, None, problem.maybe_billed)
+            billed = run.settle(res, None, None, problem.maybe_billed)[1]
+            self.limiter.settle(taken, max(taken, billed) if problem.maybe_billed else 0)
             if (mode is not None and problem.status in structured.FALLBACK_STATUSES
                     and self._fall_back(request.model, mode)):
                 attempt -= 1  # another form of the request, not a transport retry
                 continue
             delay = self.retry.delay(problem, attempt, key)
             if delay is None:
-                tries = f"after {attempt} attempt{'s' if attempt > 1 else ''}"
-                return Failure(key, problem.cause, f"{problem.detail} ({tries})", problem.status,
-                               stage=run.stage, model=request.model), made
+                return Failure(key, problem.cause, f"{problem.detail} ({self.retry.why_not(problem, attempt)})",
+                               problem.status, stage=run.stage, model=request.model), made
             await asyncio.sleep(delay)
+
+    def _reply_guess(self, request: ChatRequest) -> int:
+        """What a request without max_tokens takes from the tokens-per-minute bucket for its reply: the mean
+        reply of its model so far (settled against the reported usage), so that a steady run keeps to the
+        limit instead of paying in arrears."""
+        if request.max_tokens is not None or self.limiter.tokens is None:
+            return 0
+        n, total = self._replies_seen.get(request.model, (0, 0))
+        return total // n if n else 0
 
     def _kwargs(self, request: ChatRequest, messages: list[dict], mode: str | None) -> dict:
         kwargs: dict[str, Any] = {"model": request.model, "messages": messages, "timeout": self.endpoint.timeout_s}
@@ -666,8 +704,8 @@ class _Run:
             while (job := await self.jobs.get()) is not None:
                 item_id, key, request, attempts = job
                 if self.stopped:  # queued before the budget ran out: not asked
-                    self.push(item_id, Failure(key, BUDGET, f"not started: the budget ({self.engine.stop_reason}) "
-                                               "would be exceeded", stage=self.stage, model=request.model), request)
+                    self.push(item_id, Failure(key, BUDGET, self.engine.budget_detail(), stage=self.stage,
+                                               model=request.model), request)
                     continue
                 self.push_stored(item_id, await self.engine._resolve(self, key, request, attempts), request)
         except Exception as exc:  # a fault of the engine itself, not of a call: it ends the run
@@ -681,7 +719,7 @@ class _Run:
     async def reserve(self, request: ChatRequest, estimate: int):
         acct = self.engine.accounting
         while True:
-            verdict = acct.reserve(self.stage, request.model, estimate, request.max_tokens)
+            verdict = acct.reserve(self.stage, request.model, estimate, request.max_tokens, request.has_images())
             if verdict is Verdict.REFUSE:
                 self.stopped = True
                 return None
@@ -689,11 +727,16 @@ class _Run:
                 return verdict
             # Woken when a call of this run settles; the timeout covers reservations held by other runs that share
             # the accounting (a judge's engine beside the answering one).
+            # (asyncio.timeout, not wait_for: Python 3.11's wait_for may turn a cancellation that meets the timeout
+            # into a TimeoutError, and the cancelled worker would go on.)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.settled.wait(), BUDGET_RECHECK_S)
+                async with asyncio.timeout(BUDGET_RECHECK_S):
+                    await self.settled.wait()
 
-    def settle(self, res, prompt_tokens, completion_tokens, maybe_billed: bool) -> None:
-        self.engine.accounting.settle(res, prompt_tokens, completion_tokens, maybe_billed)
+    def settle(self, res, prompt_tokens, completion_tokens, maybe_billed: bool) -> tuple[int, int]:
+        """Settle ``res`` (``Accounting.settle``: tokens charged, tokens used) and wake the calls it held up."""
+        out = self.engine.accounting.settle(res, prompt_tokens, completion_tokens, maybe_billed)
         # Wake the calls waiting for the budget; they take a fresh event before waiting again.
         event, self.settled = self.settled, asyncio.Event()
         event.set()
+        return out

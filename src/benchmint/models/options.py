@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 from benchmint.models.structured import MODES
 
+MAX_REPLY_BYTES = 1 << 20  # benchmint.models.engine.MAX_REPLY_BYTES, without importing the engine here
+
 if TYPE_CHECKING:
     from benchmint.models.engine import Engine
 
@@ -48,6 +50,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "dropped connections, malformed replies")
     g.add_argument("--retry-delay", type=_non_negative, default=1.0, metavar="S",
                    help="first backoff in seconds, doubled per attempt up to 60 s, with seeded jitter (1.0)")
+    g.add_argument("--max-retry-after", type=_non_negative, default=300.0, metavar="S",
+                   help="the longest Retry-After a call waits for; a server asking for longer fails the call at "
+                        "once, saying so (300)")
+    g.add_argument("--max-reply-bytes", type=_positive_int, default=MAX_REPLY_BYTES, metavar="N",
+                   help=f"a reply's text over this many bytes is an error row (reply_too_large), never kept "
+                        f"({MAX_REPLY_BYTES:,})")
     g.add_argument("--answer-attempts", type=_positive_int, default=None, metavar="N",
                    help="answer attempts per item when a reply is empty or cannot be parsed (default: the "
                         "benchmark protocol's retries + 1 in eval, 3 elsewhere)")
@@ -59,14 +67,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="stop before the run's cost would exceed this (needs --prices)")
     g.add_argument("--max-tokens", type=_positive_int, metavar="N",
                    help="stop before the run's prompt + completion tokens would exceed this")
+    g.add_argument("--budget-per-invocation", action="store_true",
+                   help="--max-cost and --max-tokens count this invocation's calls alone; by default a budget "
+                        "given again covers what earlier invocations into the same --out were charged")
     g.add_argument("--structured", choices=MODES, default="auto",
                    help="how a JSON schema is asked for: auto (json_schema, falling back to json_object, then the "
                         "prompt, as the server allows) or one form fixed")
 
 
-def engine_from_arguments(args: argparse.Namespace, default_cache: str | os.PathLike, seed: int = 0) -> Engine:
-    """The engine the options describe; ValueError or benchmint.io.InputError for a bad combination or file."""
-    from benchmint.models.accounting import Accounting, Budget, PriceTable
+def check_budget(args: argparse.Namespace, model: str, max_tokens: int | None, source: str, fix: str = "") -> None:
+    """Raise ValueError when the options' budget cannot bound requests for ``model`` with this ``max_tokens``
+    (``source``: where that max_tokens comes from; ``fix``: how to change it), before any file is made."""
+    from benchmint.models.accounting import Budget, PriceTable, budget_problem
+
+    if args.max_cost is not None and not args.prices:
+        raise ValueError("--max-cost needs --prices (a price table of USD per million tokens)")
+    prices = PriceTable.load(args.prices) if args.prices else PriceTable()
+    problem = budget_problem(Budget(args.max_cost, args.max_tokens), prices, model, max_tokens, source, fix=fix)
+    if problem is not None:
+        raise ValueError(problem)
+
+
+def engine_from_arguments(args: argparse.Namespace, default_cache: str | os.PathLike, seed: int = 0,
+                          accounts: str | os.PathLike | None = None) -> Engine:
+    """The engine the options describe; ValueError or benchmint.io.InputError for a bad combination or file.
+
+    ``accounts``: the run's ``AccountStore`` file (in its output folder), so that its figures and budget cover
+    every invocation into that folder.
+    """
+    from benchmint.models.accounting import Accounting, AccountStore, Budget, PriceTable
     from benchmint.models.engine import Endpoint, Engine
     from benchmint.models.limits import RateLimits
     from benchmint.models.retry import RetryPolicy
@@ -78,11 +107,16 @@ def engine_from_arguments(args: argparse.Namespace, default_cache: str | os.Path
     if args.rpm == 0 or args.tpm == 0:
         raise ValueError("--rpm and --tpm must be positive when given")
     prices = PriceTable.load(args.prices) if args.prices else PriceTable()
-    return Engine(Endpoint(args.base_url, api_key_env=args.api_key_env, timeout_s=args.timeout,
-                           max_tokens_field=args.max_tokens_field),
-                  cache=args.cache or default_cache, concurrency=args.concurrency,
-                  limits=RateLimits(args.rpm, args.tpm),
-                  accounting=Accounting(prices, Budget(args.max_cost, args.max_tokens)),
-                  retry=RetryPolicy(max_attempts=args.retries, base_delay_s=args.retry_delay, seed=seed),
+    endpoint = Endpoint(args.base_url, api_key_env=args.api_key_env, timeout_s=args.timeout,
+                        max_tokens_field=args.max_tokens_field)
+    endpoint.api_key()  # a missing key is said before any file is made
+    accounting = Accounting(prices, Budget(args.max_cost, args.max_tokens),
+                            store=AccountStore(accounts) if accounts is not None else None,
+                            budget_scope="invocation" if getattr(args, "budget_per_invocation", False) else "run")
+    return Engine(endpoint, cache=args.cache or default_cache, concurrency=args.concurrency,
+                  limits=RateLimits(args.rpm, args.tpm), accounting=accounting,
+                  retry=RetryPolicy(max_attempts=args.retries, base_delay_s=args.retry_delay,
+                                    max_retry_after_s=getattr(args, "max_retry_after", 300.0), seed=seed),
                   answer_attempts=args.answer_attempts if args.answer_attempts is not None else 3,
-                  refresh=args.refresh, structured=args.structured)
+                  refresh=args.refresh, structured=args.structured,
+                  max_reply_bytes=getattr(args, "max_reply_bytes", MAX_REPLY_BYTES))

@@ -130,3 +130,13 @@ class RetryPolicy:
         if problem.retry_after is None:
             return backoff
         return max(backoff, problem.retry_after * (1.0 + self.jitter * rng.random()))
+
+    def why_not(self, problem: Problem, attempt: int) -> str:
+        """Why ``delay`` gave up after failed attempt ``attempt``, for the failure's message."""
+        tries = f"after {attempt} attempt{'s' if attempt > 1 else ''}"
+        if not problem.retryable:
+            return f"{tries}; not retried: the status is final"
+        if attempt >= self.max_attempts:
+            return f"{tries}, the most allowed (--retries {self.max_attempts})"
+        return (f"{tries}; the server asked to wait {problem.retry_after:,.0f} s (Retry-After), more than the "
+                f"{self.max_retry_after_s:g} s allowed (--max-retry-after)")
