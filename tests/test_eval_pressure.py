@@ -14,7 +14,7 @@ from benchmint import benchmarks
 from benchmint.benchmarks.base import ItemError
 from benchmint.cli import main
 
-from chat_server import ChatServer, Reply
+from chat_server import ChatServer, Reply, prompt_of
 
 
 def png_bytes(shade, size=(32, 24)):
@@ -281,3 +281,121 @@ def test_ctrl_c_writes_the_finished_items_and_says_how_to_resume(tmp_path):
         assert subprocess.run(cmd, capture_output=True).returncode == 0
         assert server.count - asked <= 60 - recorded + 2  # only what was not done (and what was in flight)
     assert [p["id"] for p in read(out / "predictions.jsonl")] == [f"q{i:02d}" for i in range(60)]
+
+
+# ---- options a rerun into the same --out must honour
+
+
+def spm_argv(items, out, server, *extra):
+    return ["eval", str(items), "--benchmark", "spm", "--model", "m", "--base-url", server.url, "--out", str(out),
+            "--retry-delay", "0", *extra]
+
+
+def answer_by_question(body):
+    text = prompt_of(body)
+    return "no idea" if text.startswith("Q 3:") else "Answer: A"
+
+
+def test_refresh_asks_again_on_a_rerun_into_the_same_out(tmp_path):
+    items = spm_items(tmp_path, 4)
+    with ChatServer() as server:
+        server.default = Reply(text="Answer: A")
+        assert main(spm_argv(items, tmp_path / "out", server)) == 0
+        assert main(spm_argv(items, tmp_path / "out", server)) == 0
+        assert server.count == 4  # a plain rerun asks nothing
+        server.default = Reply(text="Answer: B")
+        assert main(spm_argv(items, tmp_path / "out", server, "--refresh")) == 0
+        assert server.count == 8
+    assert [p["output"] for p in read(tmp_path / "out" / "predictions.jsonl")] == ["Answer: B"] * 4
+
+
+def test_more_answer_attempts_on_a_rerun_ask_again_what_ran_out_of_attempts(tmp_path):
+    items = spm_items(tmp_path, 4)
+    with ChatServer() as server:
+        server.default = Reply(text=answer_by_question)
+        assert main(spm_argv(items, tmp_path / "out", server)) == 1  # SPM-Bench's protocol asks once
+        assert server.count == 4
+        assert main(spm_argv(items, tmp_path / "out", server, "--answer-attempts", "3")) == 1
+        assert server.count == 6  # q03 twice more; the others were answered
+        assert main(spm_argv(items, tmp_path / "out", server, "--answer-attempts", "3")) == 1
+        assert server.count == 6
+    q3 = [p for p in read(tmp_path / "out" / "predictions.jsonl") if p["id"] == "q03"]
+    assert q3[0]["attempts"] == 3
+
+
+def test_a_seed_is_sent_and_keyed_with_one_repeat(tmp_path):
+    items = spm_items(tmp_path, 2)
+    with ChatServer() as server:
+        server.default = Reply(text="Answer: A")
+        assert main(spm_argv(items, tmp_path / "out", server)) == 0
+        assert [b.get("seed") for b in server.bodies] == [None, None]  # none given, none sent
+        assert main(spm_argv(items, tmp_path / "out", server, "--seed", "7")) == 0
+        assert [b.get("seed") for b in server.bodies[2:]] == [7, 7]
+        assert main(spm_argv(items, tmp_path / "out", server, "--seed", "7")) == 0
+        assert server.count == 4  # the same seed: answered already
+        assert main(spm_argv(items, tmp_path / "out", server, "--seed", "8")) == 0
+        assert [b.get("seed") for b in server.bodies[4:]] == [8, 8]
+    assert json.loads((tmp_path / "out" / "run.json").read_text())["seed"] == 8
+
+
+def test_a_second_model_into_a_used_out_is_refused_and_the_first_kept(tmp_path, capsys):
+    items = spm_items(tmp_path, 2)
+    out = tmp_path / "out"
+    with ChatServer() as server:
+        server.default = Reply(text="Answer: A")
+        assert main(spm_argv(items, out, server)) == 0
+        first = (out / "predictions.jsonl").read_bytes()
+        capsys.readouterr()
+        argv = spm_argv(items, out, server)
+        argv[argv.index("m")] = "other"
+        assert main(argv) == 2
+        assert server.count == 2
+    err = capsys.readouterr().err
+    assert "holds the run of spm with model 'm'" in err and "give this run its own --out" in err
+    assert (out / "predictions.jsonl").read_bytes() == first
+
+
+def test_repeats_are_scored_with_their_mean_and_spread(tmp_path, capsys):
+    items = spm_items(tmp_path, 4)
+
+    def by_seed(body):  # seed 0 answers everything right, seed 1 half of it, seed 2 nothing
+        right = {0: 4, 1: 2, 2: 0}[body["seed"]]
+        return "Answer: A" if int(prompt_of(body).split()[1].rstrip(":")) < right else "Answer: B"
+
+    with ChatServer() as server:
+        server.default = Reply(text=by_seed)
+        assert main(spm_argv(items, tmp_path / "out", server, "--repeats", "3", "--score")) == 0
+    spread = json.loads((tmp_path / "out" / "scores" / "repeats.json").read_text())
+    em = spread["metrics"]["em"]
+    assert spread["model"] == "m" and spread["repeats"] == 3
+    # exact match per repeat: 1, 0.5, 0 -> mean 0.5, sample standard deviation 0.5
+    assert (em["mean"], em["sd"], em["min"], em["max"]) == (0.5, 0.5, 0.0, 1.0)
+    assert "across 3 repeats of m" in capsys.readouterr().out
+
+
+def test_a_second_eval_into_an_out_in_use_is_refused(tmp_path):
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    items = spm_items(tmp_path, 30)
+    out = tmp_path / "out"
+    with ChatServer() as server:
+        server.default = Reply(text="Answer: A", delay=0.1)
+        cmd = [sys.executable, "-m", "benchmint.cli", *spm_argv(items, out, server, "--concurrency", "1")]
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                with sqlite3.connect(f"file:{out / 'ledger.sqlite'}?mode=ro", uri=True) as db:
+                    if db.execute("SELECT COUNT(*) FROM units").fetchone()[0] >= 1:
+                        break
+            except sqlite3.Error:
+                pass
+            time.sleep(0.01)
+        second = subprocess.run(cmd, capture_output=True, text=True)
+        assert proc.wait(60) == 0
+        assert server.count == 30  # every item asked once
+    assert second.returncode == 2
+    assert f"{out} is in use by another benchmint eval (pid {proc.pid})" in second.stderr
