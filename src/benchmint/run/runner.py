@@ -15,7 +15,7 @@ from benchmint.run.ledger import Ledger, content_key
 LEDGER_NAME = "ledger.sqlite"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Unit:
     """One piece of work: its content ``key``, the arguments of the work function, and a label for messages."""
 
@@ -104,7 +104,7 @@ class _FollowUps:
     def __init__(self, ledger: Ledger, then: Callable[[Unit, dict], Sequence[Unit]] | None, units: Sequence[Unit],
                  todo: list[Unit], args: list[tuple], bar) -> None:
         self.ledger, self.then, self.todo, self.args, self.bar = ledger, then, todo, args, bar
-        self.seen = {u.key for u in units}
+        self.seen = {u.key for u in units} if then is not None else set()
         if then is not None:  # units done by an earlier run name their follow-ups now
             waiting = {t.key for t in todo}
             for u in units:
