@@ -308,3 +308,25 @@ def test_killed_eval_with_coinciding_prompts_resumes_paying_each_request_once(tm
     assert without_cached(killed / "predictions.jsonl") == without_cached(clean / "predictions.jsonl")
     for name in ("gold.jsonl", "errors.jsonl"):
         assert (killed / name).read_bytes() == (clean / name).read_bytes()
+
+
+def test_graded_items_whose_prompts_and_judge_requests_coincide_keep_their_ids(tmp_path):
+    """Two SeePhys items with the same question and answer: one model call, one judge call, two grades."""
+    row = {"question": "A block is pushed with what force?", "answer": "5 N", "language": "English"}
+    items = write_items(tmp_path / "items.jsonl", [{"id": "p1", **row}, {"id": "p2", **row},
+                                                   {"id": "p3", **row, "question": "And another block?"}])
+
+    def model_or_judge(body):
+        text = prompt_of(body)
+        return "1" if text.startswith("You are a physics professor") else "<answer>five newtons</answer>"
+
+    with ChatServer() as server:
+        server.default = Reply(text=model_or_judge)
+        assert main(["eval", str(items), "--benchmark", "seephys", "--setting", "TO", "--model", "m",
+                     "--base-url", server.url, "--out", str(tmp_path / "run"), "--retry-delay", "0",
+                     "--grade", "--judge-model", "judge"]) == 0
+        judged = [p for p in server.by_prompt if p.startswith("You are a physics professor")]
+        assert len(judged) == 2 and server.count == 4  # p1 and p2 share their model call and their judge call
+    grades = read(tmp_path / "run" / "grades" / "grades.jsonl")
+    assert sorted((g["id"], g["stage"], g["score"]) for g in grades) == [("p1", "judge", 1.0), ("p2", "judge", 1.0),
+                                                                         ("p3", "judge", 1.0)]
