@@ -399,3 +399,16 @@ def test_a_second_eval_into_an_out_in_use_is_refused(tmp_path):
         assert server.count == 30  # every item asked once
     assert second.returncode == 2
     assert f"{out} is in use by another benchmint eval (pid {proc.pid})" in second.stderr
+
+
+def test_allowed_folders_carry_over_to_the_chained_grading(hostile, tmp_path):
+    folder, outside = hostile
+    items = write_items(folder / "items.jsonl", [ROWS["matvqa"][1](f"q{i}", "../outside/secret.png")
+                                                 for i in range(2)])
+    with ChatServer() as server:
+        server.default = Reply(text="The answer is (1)")
+        argv = ["eval", str(items), "--benchmark", "matvqa", "--model", "m", "--base-url", server.url,
+                "--retry-delay", "0", "--allow-paths-outside", str(outside), "--grade"]
+        assert main([*argv, "--out", str(tmp_path / "run")]) == 0
+    summary = json.loads((tmp_path / "run" / "grades" / "summary.json").read_text())
+    assert summary["models"][0]["graded"] == 2 and summary["models"][0]["accuracy"]["mean"] == 1.0

@@ -87,6 +87,8 @@ def _grade(args: argparse.Namespace, bench, result) -> int:
     out = Path(args.out)
     argv = ["grade", str(out / "predictions.jsonl"), "--gold", str(args.items), "--benchmark", bench.name,
             "--out", str(out / "grades"), "--seed", str(args.seed or 0), "--cache", str(out / CACHE_NAME)]
+    for folder in args.allow_paths_outside or ():
+        argv += ["--allow-paths-outside", folder]
     judge_url = args.judge_base_url or args.base_url
     if args.judge_model and judge_url:
         argv += ["--judge-model", args.judge_model, "--judge-base-url", judge_url]

@@ -70,6 +70,7 @@ class GradeConfig:
     bertscore: str | None = None  # CSMBench open: BERTScore F1 from a model directory, or "minilm" (labelled apart)
     bertscore_layers: int | None = None  # its layer (default: bert_score's tuned layer for a model it lists)
     families: tuple[tuple[str, str], ...] = ()  # (model, family) where the name does not tell (summary.family_of)
+    allow_paths_outside: tuple[str, ...] = ()  # folders outside the items file's whose files items may name
 
     def __post_init__(self) -> None:
         if self.benchmark not in GRADED:
@@ -123,9 +124,9 @@ class GradeResult:
 
 # ---------------------------------------------------------------------------------------------- reading
 
-def _read_gold(bench, path, errors: list[dict]) -> dict:
+def _read_gold(bench, path, errors: list[dict], allowed: tuple[str, ...] = ()) -> dict:
     items: dict[str, Any] = {}
-    for location, got in bench.read_items(path, check=False):
+    for location, got in bench.read_items(path, check=False, allowed=allowed):
         if isinstance(got, benchmarks.ItemError):
             errors.append({"kind": "bad_item", "message": got.message, "location": location, "field": got.field})
         else:
@@ -434,7 +435,7 @@ def grade_files(pred_paths: Iterable[str | Path], gold_path: str | Path, out_dir
     out = Path(out_dir)
     result = GradeResult(out)
     paths = [str(p) for p in pred_paths]
-    items = _read_gold(bench, gold_path, result.errors)
+    items = _read_gold(bench, gold_path, result.errors, cfg.allow_paths_outside)
     units = _read_units(paths, items, result.errors)
     shown: dict = {}
     paired: list = []
@@ -458,7 +459,7 @@ def grade_files(pred_paths: Iterable[str | Path], gold_path: str | Path, out_dir
     for name, items_path, preds_path in cfg.ablation:
         # Another item set with the same ids (e.g. MatVQA's shortcut-removed questions): graded against its own
         # items, its answers in a setting of their own.
-        variant_items = _read_gold(bench, items_path, result.errors)
+        variant_items = _read_gold(bench, items_path, result.errors, cfg.allow_paths_outside)
         variant_units = _read_units([preds_path], variant_items, result.errors, setting=name)
         stray = [u for u in variant_units if u.pred.id not in items]
         for u in stray:
