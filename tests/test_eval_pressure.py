@@ -268,15 +268,15 @@ def test_ctrl_c_writes_the_finished_items_and_says_how_to_resume(tmp_path):
             time.sleep(0.01)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
-        assert proc.returncode == 130
-        assert "Traceback" not in err and "KeyboardInterrupt" not in err
+        assert proc.returncode == 130, err
+        assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
         lines = [line for line in err.splitlines() if line.strip()]
-        assert len(lines) == 1 and "rerun the same command to resume" in lines[0]
+        assert len(lines) == 1 and "rerun the same command to resume" in lines[0], err
         with sqlite3.connect(out / "ledger.sqlite") as db:
-            recorded = db.execute("SELECT COUNT(*) FROM units").fetchone()[0]
+            recorded = db.execute("SELECT COUNT(*) FROM units WHERE ok = 1").fetchone()[0]
         preds = read(out / "predictions.jsonl")
-        assert len(preds) == recorded and 8 <= recorded < 60
-        assert [p["id"] for p in preds] == [f"q{i:02d}" for i in range(60)][:len(preds)] or len(preds) == recorded
+        assert len(preds) == recorded and 8 <= recorded < 60, (len(preds), recorded, err)
+        assert len({p["id"] for p in preds}) == len(preds)
         asked = server.count
         assert subprocess.run(cmd, capture_output=True).returncode == 0
         assert server.count - asked <= 60 - recorded + 2  # only what was not done (and what was in flight)

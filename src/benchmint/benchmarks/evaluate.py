@@ -36,9 +36,12 @@ one is refused, and so is a second eval writing to it at the same time.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
+import signal
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -277,6 +280,38 @@ def _redo(engine) -> Callable[[dict], bool] | None:
     return short_of_attempts
 
 
+class _CtrlC:
+    """Ctrl-C while the calls run, turned into a clean stop.
+
+    Python raises KeyboardInterrupt wherever the main thread happens to be; inside one of the engine's tasks that
+    leaves a task failed with it, reported as a traceback at exit. So while the event loop runs, Ctrl-C asks it to
+    stop at its next turn instead (the engine then cancels its calls as on any early end); elsewhere it raises
+    KeyboardInterrupt as usual. A second Ctrl-C is Python's own.
+    """
+
+    def __init__(self) -> None:
+        self.hit = False
+        self._previous: Any = None
+
+    def __enter__(self) -> _CtrlC:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def _handle(self, signum, frame) -> None:
+        self.hit = True
+        signal.signal(signal.SIGINT, self._previous)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise KeyboardInterrupt from None
+        loop.stop()  # run_until_complete then raises RuntimeError("Event loop stopped before Future completed.")
+
+
 @contextlib.contextmanager
 def _out_lock(out: Path) -> Iterator[None]:
     """One eval at a time per output folder: a second one would ask every item again and race on the files."""
@@ -349,10 +384,16 @@ def evaluate(items_path: str | os.PathLike, out_dir: str | os.PathLike, bench: B
                                           stage="eval", parse=_parser(bench))
             runs = [Unit(u.key, (u.call, k), u.id) for k, u in enumerate(units)]
             work = lambda outcome, k: _called(bench, units[k], label, outcome)  # noqa: E731
+        ctrl_c = _CtrlC()
         try:
-            _, result.skipped = run_units(ledger, runs, work, executor, desc=f"eval {bench.name}",
-                                          progress=cfg.progress, redo=_redo(engine), read_back=False)
+            with ctrl_c:
+                _, result.skipped = run_units(ledger, runs, work, executor, desc=f"eval {bench.name}",
+                                              progress=cfg.progress, redo=_redo(engine), read_back=False)
         except KeyboardInterrupt:
+            result.interrupted = True
+        except RuntimeError:
+            if not ctrl_c.hit:  # not the loop that Ctrl-C stopped
+                raise
             result.interrupted = True
         # Outputs from the ledger in unit order: a resumed run writes what an uninterrupted one would.
         result.predictions, result.not_done = _write_outputs(out, ledger, units, errors)
