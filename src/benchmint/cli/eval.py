@@ -35,8 +35,9 @@ def run(args: argparse.Namespace) -> int:
     except (InputError, ValueError, OSError) as exc:
         print(f"benchmint eval: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # before any call: the items were still being read
-        print("benchmint eval: interrupted before any model call; rerun the same command to start", file=sys.stderr)
+    except KeyboardInterrupt:  # while the items were read or the outputs written: the ledger keeps what was done
+        print("benchmint eval: interrupted; rerun the same command to resume (nothing answered is asked again)",
+              file=sys.stderr)
         return 130
     counts = result.run["counts"]
     print(f"{bench.name} ({result.run['setting']}), model {result.run['model']}: {counts['items']} items, "
