@@ -335,7 +335,8 @@ def test_a_seed_is_sent_and_keyed_with_one_repeat(tmp_path):
         assert server.count == 4  # the same seed: answered already
         assert main(spm_argv(items, tmp_path / "out", server, "--seed", "8")) == 0
         assert [b.get("seed") for b in server.bodies[4:]] == [8, 8]
-    assert json.loads((tmp_path / "out" / "run.json").read_text())["seed"] == 8
+    run = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert (run["seed"], run["seeds_sent"]) == (8, [8])
 
 
 def test_a_second_model_into_a_used_out_is_refused_and_the_first_kept(tmp_path, capsys):

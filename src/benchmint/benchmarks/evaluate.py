@@ -407,6 +407,7 @@ def evaluate(items_path: str | os.PathLike, out_dir: str | os.PathLike, bench: B
         "model": model,
         "repeats": cfg.repeats,
         "seed": cfg.seed,
+        "seeds_sent": [_seed(cfg, r) for r in range(cfg.repeats)] if engine is not None else None,
         "limit": cfg.limit,
         "system_prompt": cfg.system is not None,
         "allow_paths_outside": list(cfg.allow_paths_outside),
