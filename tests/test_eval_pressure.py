@@ -413,3 +413,20 @@ def test_allowed_folders_carry_over_to_the_chained_grading(hostile, tmp_path):
         assert main([*argv, "--out", str(tmp_path / "run")]) == 0
     summary = json.loads((tmp_path / "run" / "grades" / "summary.json").read_text())
     assert summary["models"][0]["graded"] == 2 and summary["models"][0]["accuracy"]["mean"] == 1.0
+
+
+def test_a_budget_stop_over_coinciding_prompts_gives_each_item_one_row(tmp_path):
+    (tmp_path / "fig.png").write_bytes(png_bytes(90))
+    items = write_items(tmp_path / "items.jsonl", [
+        {"id": f"q{i:02d}", "question": f"Q {i // 2}: which?", "options": OPTIONS, "answer": "A", "image": "fig.png"}
+        for i in range(12)])
+    (tmp_path / "protocol.json").write_text(json.dumps({"max_tokens": 1000}))
+    out = tmp_path / "out"
+    with ChatServer() as server:
+        server.default = Reply(text="Answer: A", prompt_tokens=10, completion_tokens=1000)
+        assert main(spm_argv(items, out, server, "--protocol", str(tmp_path / "protocol.json"), "--concurrency", "1",
+                             "--max-tokens", "3500")) == 1
+        asked = server.count
+    preds, errors = read(out / "predictions.jsonl"), read(out / "errors.jsonl")
+    assert len(preds) == 2 * asked and {e["cause"] for e in errors} == {"budget"}
+    assert [p["id"] for p in preds] + [e["id"] for e in errors] == [f"q{i:02d}" for i in range(12)]
