@@ -15,7 +15,7 @@ Actions: ``Reply`` (text, usage, delay before answering), ``Status`` (an error s
 ``Close`` (drop the connection without answering), ``Malformed`` (200 with broken JSON), ``EmptyChoices``,
 ``Trickle`` (a reply sent one byte at a time), ``Raw`` (a 200 with any body).
 
-Run alone (``python tests/chat_server.py [--delay S]``) it prints its port and serves default replies until
+Run alone (``python tests/chat_server.py [--delay S] [--forget-bodies]``) it prints its port and serves default replies until
 stdin closes; ``GET /stats`` returns its counters as JSON and ``POST /reset`` clears them.
 """
 
@@ -99,8 +99,9 @@ def prompt_of(body: dict) -> str:
 
 
 class ChatServer:
-    def __init__(self, delay: float = 0.0) -> None:
+    def __init__(self, delay: float = 0.0, keep_bodies: bool = True) -> None:
         self.default: Any = Reply(delay=delay)
+        self.keep_bodies = keep_bodies  # off for benches whose requests carry megabytes of images each
         self.reject_formats: dict[str, int] = {}
         self.when_contains: dict[str, Any] = {}  # prompt fragment -> the action for every prompt holding it
         self._scripts: dict[str, collections.deque] = {}
@@ -214,7 +215,8 @@ class ChatServer:
         body = json.loads(raw)
         prompt = prompt_of(body)
         with self._lock:
-            self.bodies.append(body)
+            if self.keep_bodies:
+                self.bodies.append(body)
             self.headers.append(headers)
             self.by_prompt[prompt] += 1
             self.arrivals.append((time.monotonic(), prompt))
@@ -311,8 +313,8 @@ class ChatServer:
         self.stop()
 
 
-async def _main(delay: float) -> None:
-    server = ChatServer(delay=delay)
+async def _main(delay: float, keep_bodies: bool) -> None:
+    server = ChatServer(delay=delay, keep_bodies=keep_bodies)
     await server.serve()
     print(server.port, flush=True)
     # Serve until the parent closes our stdin (or dies).
@@ -323,4 +325,6 @@ async def _main(delay: float) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before each default reply")
-    asyncio.run(_main(parser.parse_args().delay))
+    parser.add_argument("--forget-bodies", action="store_true", help="keep no request bodies (counters only)")
+    args = parser.parse_args()
+    asyncio.run(_main(args.delay, not args.forget_bodies))

@@ -183,7 +183,7 @@ def test_missing_image_file_is_an_item_error(tmp_path):
     ((loc, err),) = benchmarks.get("seephys").read_items(path)
     assert isinstance(err, ItemError) and err.field == "image"
     assert err.to_json() == {"location": f"{path}:1", "field": "image",
-                             "error": f'image file of field "image" not found: {tmp_path}/gone.png'}
+                             "error": f'file of field "image" not found: {tmp_path}/gone.png'}
 
 
 def test_unreadable_image_is_a_prompt_error(tmp_path):

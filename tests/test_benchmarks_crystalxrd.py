@@ -156,7 +156,7 @@ def test_xrd_build_items_carry_the_cif_and_the_convention(built):
     assert rows["nacl"]["cif"] == "../cifs/nacl.cif" and rows["nacl"]["hkl_convention"] == "3-index"
     assert rows["mg"]["hkl_convention"] == "4-index" and all(len(h) == 4 for h in rows["mg"]["answer"])
     bench = benchmarks.get("crystalxrd")
-    items = {it.id: it for _, it in bench.read_items(built / "items.jsonl")}
+    items = {it.id: it for _, it in bench.read_items(built / "items.jsonl", allowed=[built.parent / "cifs"])}
     assert items["nacl"].answer == [[2, 0, 0]] and items["nacl"].meta == rows["nacl"]["meta"]
     assert items["nacl"].gold()["laue_rotations"] == rows["nacl"]["laue_rotations"]
     assert items["nacl"].fields["cif_text"] == (built.parent / "cifs" / "nacl.cif").read_text()
@@ -168,7 +168,7 @@ def test_xrd_build_items_carry_the_cif_and_the_convention(built):
 
 def test_baseline_answers_equal_the_ground_truth(built):
     bench = benchmarks.get("crystalxrd")
-    items = [it for _, it in bench.read_items(built / "items.jsonl")]
+    items = [it for _, it in bench.read_items(built / "items.jsonl", allowed=[built.parent / "cifs"])]
     assert [it.id for it in items] == ["mg", "nacl", "ortho"]
     assert items[2].answer == [[0, 0, 2], [0, 2, 0], [2, 0, 0]]
     replies = [bench.baseline_reply(it) for it in items]

@@ -105,7 +105,7 @@ def test_bad_rows_are_errors_naming_the_line_and_field(tmp_path):
                 for loc, it in got]
     assert messages == [
         "0",
-        ("2", "file_name", f'image file of field "file_name" not found: {tmp_path}/missing.png'),
+        ("2", "file_name", f'file of field "file_name" not found: {tmp_path}/missing.png'),
         ("3", "options", 'field "options" has 3 options, expected 4'),
         ("4", "correct_answer", "field \"correct_answer\" must name one of the options A-D, got 'E'"),
         ("5", "options", 'field "options" holds malformed JSON (Expecting \',\' delimiter at column 15)'),

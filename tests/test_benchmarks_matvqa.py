@@ -8,6 +8,11 @@ from benchmint import benchmarks, tasks
 from benchmint.benchmarks import ItemError
 from benchmint.metrics import score_batch
 
+TINY_PNG = bytes.fromhex(  # a real 1x1 grey PNG: prompts decode their images
+    "89504e470d0a1a0a0000000d4948445200000001000000010800000000"
+    "3a7e9b550000000a49444154789c636800000082008177cd72b6000000"
+    "0049454e44ae426082")
+
 # matvqa.txt App. A.2, the example question
 QUESTION = "How does the observed binding energy affect the catalytic performance for ammonia decomposition?"
 OPTIONS = [
@@ -37,7 +42,7 @@ PAPER_EXAMPLE = (
 
 @pytest.fixture
 def items_file(tmp_path):
-    (tmp_path / "fig.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 16)
+    (tmp_path / "fig.png").write_bytes(TINY_PNG)
     (tmp_path / "paper.md").write_text("# A paper\nIron nitrides ...\n")
     rows = [{"id": "q1", "question": QUESTION, "options": OPTIONS, "answer": 4, "image": "fig.png",
              "task": "causal", "context_file": "paper.md"},

@@ -8,6 +8,11 @@ from benchmint import benchmarks, tasks
 from benchmint.benchmarks import ItemError
 from benchmint.benchmarks.spm import reported_value
 
+TINY_PNG = bytes.fromhex(  # a real 1x1 grey PNG: prompts decode their images
+    "89504e470d0a1a0a0000000d4948445200000001000000010800000000"
+    "3a7e9b550000000a49444154789c636800000082008177cd72b6000000"
+    "0049454e44ae426082")
+
 OPTIONS = ["Phase alpha dissolves.", "The inset shows subunits.", "A solid-state transition.",
            "Two phases coexist.", "Pure ripening.", "An amorphous precursor."]
 
@@ -15,7 +20,7 @@ OPTIONS = ["Phase alpha dissolves.", "The inset shows subunits.", "A solid-state
 @pytest.fixture
 def items_file(tmp_path):
     (tmp_path / "figs").mkdir()
-    (tmp_path / "figs" / "sem.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 16)
+    (tmp_path / "figs" / "sem.png").write_bytes(TINY_PNG)
     rows = [{"id": "sem-1", "question": "Which statements fit the SEM panels?", "options": OPTIONS,
              "answer": "A, B, D", "image": "figs/sem.png", "level": "PhD", "discipline": "Condensed Matter Physics",
              "question_type": "HG", "technique": "SEM"},

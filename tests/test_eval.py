@@ -8,7 +8,7 @@ from PIL import Image
 
 from benchmint.cli import main
 
-from chat_server import ChatServer, Reply, Status
+from chat_server import ChatServer, Reply, Status, prompt_of
 
 OPTIONS = ["Phase alpha dissolves.", "The inset shows subunits.", "A solid-state transition.",
            "Two phases coexist.", "Pure ripening.", "An amorphous precursor."]
@@ -24,7 +24,7 @@ def png_bytes(shade):
 
 
 def reply_for(body):
-    text = "\n".join(p.get("text", "") for p in body["messages"][-1]["content"] if p.get("type") == "text")
+    text = prompt_of(body)
     for q, answer in ANSWERS.items():
         if q in text:
             return answer
@@ -130,7 +130,7 @@ def test_crystalxrd_baseline_through_the_same_path_scores_jaccard_one(tmp_path, 
     assert main(["xrd", "build", str(cifs), "--out", str(tmp_path / "bench"), "--per-db", "1"]) == 0
     out = tmp_path / "eval"
     assert main(["eval", str(tmp_path / "bench" / "items.jsonl"), "--benchmark", "crystalxrd", "--baseline",
-                 "--out", str(out), "--score"]) == 0
+                 "--allow-paths-outside", str(cifs), "--out", str(out), "--score"]) == 0
     preds = read(out / "predictions.jsonl")
     assert [p["model"] for p in preds] == ["benchmint-simulator"] * 2
     summary = json.loads((out / "scores" / "summary.json").read_text())
@@ -191,3 +191,142 @@ def test_killed_eval_resumes_asking_nothing_answered_again(tmp_path):
 
     assert without_cached(killed / "predictions.jsonl") == without_cached(clean / "predictions.jsonl")
     assert len(read(clean / "predictions.jsonl")) == n
+
+
+# ---- items whose requests coincide: each its own unit and row, one call per distinct request
+
+
+def write_items(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def coinciding_items(tmp_path):
+    (tmp_path / "fig.png").write_bytes(png_bytes(90))
+    (tmp_path / "other.png").write_bytes(png_bytes(200))
+    same = {"question": "Q1: same question?", "options": OPTIONS, "answer": "A, B", "image": "fig.png"}
+    return write_items(tmp_path / "items.jsonl", [
+        {"id": "a1", **same}, {"id": "a2", **same},
+        {"id": "b1", "question": "Q2: other question?", "options": OPTIONS, "answer": "C", "image": "fig.png"},
+        # the same text as a1 with another figure: a request of its own, but the same one once blind
+        {"id": "c1", **same, "image": "other.png"}])
+
+
+@pytest.mark.parametrize("blind", [False, True])
+def test_coinciding_prompts_give_each_item_its_own_prediction_and_one_call(tmp_path, server, blind):
+    items = coinciding_items(tmp_path)
+    out = tmp_path / "run"
+    assert run_eval(items, out, server, *(["--blind"] if blind else [])) == 0
+    preds = read(out / "predictions.jsonl")
+    assert [p["id"] for p in preds] == ["a1", "a2", "b1", "c1"]
+    assert [p["output"] for p in preds] == [ANSWERS["Q1"], ANSWERS["Q1"], ANSWERS["Q2"], ANSWERS["Q1"]]
+    # a1 and a2 send one request (c1 too when blind): paid once, the copies marked as served without a call
+    assert server.count == (2 if blind else 3)
+    assert [p["cached"] for p in preds] == ([False, True, False, True] if blind else [False, True, False, False])
+    assert [g["id"] for g in read(out / "gold.jsonl")] == ["a1", "a2", "b1", "c1"]
+    assert json.loads((out / "run.json").read_text())["counts"]["predictions"] == 4
+
+
+def test_coinciding_failures_are_an_error_row_per_item(tmp_path, server):
+    items = coinciding_items(tmp_path)
+    server.when_contains["Q1:"] = Status(500)
+    out = tmp_path / "run"
+    assert run_eval(items, out, server, "--retries", "1") == 1
+    rows = [(e["id"], e["cause"], e["status"]) for e in read(out / "errors.jsonl")]
+    assert rows == [("a1", "http_status", 500), ("a2", "http_status", 500), ("c1", "http_status", 500)]
+    assert server.count == 3  # a1 and a2's request once, b1's, c1's (same text, another figure)
+    del server.when_contains["Q1:"]
+    assert run_eval(items, out, server) == 0
+    assert [p["id"] for p in read(out / "predictions.jsonl")] == ["a1", "a2", "b1", "c1"]
+
+
+def test_duplicate_ids_are_an_error_naming_both_lines_and_the_run_goes_on(tmp_path, server):
+    (tmp_path / "fig.png").write_bytes(png_bytes(90))
+    row = {"options": OPTIONS, "answer": "A", "image": "fig.png"}
+    items = write_items(tmp_path / "items.jsonl", [
+        {"id": "a1", "question": "Q1: first?", **row}, {"id": "b1", "question": "Q2: second?", **row},
+        {"id": "a1", "question": "Q3: a third, filed under the first one's id?", **row}])
+    out = tmp_path / "run"
+    assert run_eval(items, out, server) == 1
+    assert [(p["id"], p["output"]) for p in read(out / "predictions.jsonl")] == [("a1", ANSWERS["Q1"]),
+                                                                                 ("b1", ANSWERS["Q2"])]
+    (err,) = read(out / "errors.jsonl")
+    assert err["location"] == f"{items}:3" and err["field"] == "id"
+    assert err["message"] == f"duplicate id 'a1' (first at {items}:1)"
+    assert server.count == 2
+
+
+def test_killed_eval_with_coinciding_prompts_resumes_paying_each_request_once(tmp_path):
+    """SIGKILL mid-run over items that share prompts in pairs, then rerun: every item has its own row, the outputs
+    equal an uninterrupted run's, and each distinct request was paid once (bar those in flight at the kill)."""
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "fig.png").write_bytes(png_bytes(120))
+    n = 160  # 80 distinct questions, each asked by two items
+    rows = [{"id": f"item{i:03d}", "question": f"Q1 number {i // 2}: which fit?", "options": OPTIONS,
+             "answer": "A, B", "image": "fig.png"} for i in range(n)]
+    items = write_items(tmp_path / "items.jsonl", rows)
+    with ChatServer() as server:
+        server.default = Reply(text=reply_for, delay=0.02)
+        cmd = [sys.executable, "-m", "benchmint.cli", "eval", str(items), "--benchmark", "spm", "--model", "tiny",
+               "--base-url", server.url, "--concurrency", "4", "--out"]
+        killed = tmp_path / "killed"
+        proc = subprocess.Popen([*cmd, str(killed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                with sqlite3.connect(f"file:{killed / 'ledger.sqlite'}?mode=ro", uri=True) as db:
+                    if db.execute("SELECT COUNT(*) FROM units").fetchone()[0] >= 40:
+                        break
+            except sqlite3.Error:
+                pass
+            time.sleep(0.01)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        with sqlite3.connect(killed / "ledger.sqlite") as db:
+            recorded = db.execute("SELECT COUNT(*) FROM units").fetchone()[0]
+        assert 40 <= recorded < n
+        assert subprocess.run([*cmd, str(killed)], capture_output=True).returncode == 0
+        asked_twice = [p for p, k in server.by_prompt.items() if k > 1]
+        assert len(server.by_prompt) == n // 2 and len(asked_twice) <= 4  # only requests in flight at the kill
+        assert server.count == n // 2 + len(asked_twice)
+        clean = tmp_path / "clean"
+        server.reset()
+        server.default = Reply(text=reply_for, delay=0.02)
+        assert subprocess.run([*cmd, str(clean)], capture_output=True).returncode == 0
+        assert server.count == n // 2
+
+    def without_cached(path):  # "cached" says where this run got the reply; everything else is the same
+        return [{k: v for k, v in r.items() if k != "cached"} for r in read(path)]
+
+    assert [p["id"] for p in read(killed / "predictions.jsonl")] == [r["id"] for r in rows]
+    assert without_cached(killed / "predictions.jsonl") == without_cached(clean / "predictions.jsonl")
+    for name in ("gold.jsonl", "errors.jsonl"):
+        assert (killed / name).read_bytes() == (clean / name).read_bytes()
+
+
+def test_graded_items_whose_prompts_and_judge_requests_coincide_keep_their_ids(tmp_path):
+    """Two SeePhys items with the same question and answer: one model call, one judge call, two grades."""
+    row = {"question": "A block is pushed with what force?", "answer": "5 N", "language": "English"}
+    items = write_items(tmp_path / "items.jsonl", [{"id": "p1", **row}, {"id": "p2", **row},
+                                                   {"id": "p3", **row, "question": "And another block?"}])
+
+    def model_or_judge(body):
+        text = prompt_of(body)
+        return "1" if text.startswith("You are a physics professor") else "<answer>five newtons</answer>"
+
+    with ChatServer() as server:
+        server.default = Reply(text=model_or_judge)
+        assert main(["eval", str(items), "--benchmark", "seephys", "--setting", "TO", "--model", "m",
+                     "--base-url", server.url, "--out", str(tmp_path / "run"), "--retry-delay", "0",
+                     "--grade", "--judge-model", "judge"]) == 0
+        judged = [p for p in server.by_prompt if p.startswith("You are a physics professor")]
+        assert len(judged) == 2 and server.count == 4  # p1 and p2 share their model call and their judge call
+    grades = read(tmp_path / "run" / "grades" / "grades.jsonl")
+    assert sorted((g["id"], g["stage"], g["score"]) for g in grades) == [("p1", "judge", 1.0), ("p2", "judge", 1.0),
+                                                                         ("p3", "judge", 1.0)]

@@ -68,8 +68,10 @@ def test_every_benchmark_through_the_local_model(tmp_path):
     with LocalServer(log=tmp_path / "server.log") as server:
         pid = server.proc.pid
         for bench, items, count in _six_benchmarks(tmp_path):
-            setting = ["--setting", "TO"] if bench == "seephys" else ["--setting", "cif_only"] \
-                if bench == "crystalxrd" else ["--blind"]  # a text-only model: no image is sent
+            # a text-only model: no image is sent; xrd build's items name their CIFs where it found them
+            setting = ["--setting", "TO"] if bench == "seephys" else [
+                "--setting", "cif_only", "--allow-paths-outside", str(tmp_path / "cifs")] \
+                if bench == "crystalxrd" else ["--blind"]
             status = main(["eval", items, "--benchmark", bench, "--model", server.model, "--base-url",
                            server.base_url, "--out", str(tmp_path / bench), "--protocol", str(protocol),
                            "--concurrency", "1", *setting])

@@ -13,7 +13,9 @@ import hashlib
 import io
 import json
 import math
+import os
 import re
+import stat
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -59,7 +61,7 @@ class ImageRef:
         if self.data is not None:
             return self.data
         assert self.path is not None
-        return Path(self.path).read_bytes()
+        return read_item_file(Path(self.path))
 
     def describe(self) -> str:
         return self.path if self.path is not None else f"<{len(self.data or b'')} bytes>"
@@ -88,6 +90,60 @@ class EvalItem:
     def gold(self) -> dict:
         """The gold record ``benchmint score --gold`` reads."""
         return {**self.gold_extra, "id": self.id, "answer": self.answer, "meta": self.meta}
+
+
+# ---------------------------------------------------------------------------
+# Files an items file names
+
+
+def item_file(value: Any, name: str, origin: layouts.Origin) -> Path:
+    """The file a row names in field ``name``, resolved; FieldError naming the field unless it is a regular file
+    inside the items file's folder (or a folder the user allowed, ``Origin.allowed``).
+
+    An items file may come from anywhere, and what it names is read and sent to the model's server: without this
+    rule a downloaded file could send any readable local file (keys, /etc/...) along. Symlinks are resolved before
+    the check, so a link inside the folder to a file outside is outside. FIFOs, devices and sockets are refused
+    (reading one blocks or never ends).
+    """
+    if not isinstance(value, str) or not value.strip() or "\x00" in value:
+        raise FieldError(name, f'field "{name}" must be a file path')
+    path = origin.base / value
+    try:
+        real = path.resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop
+        raise FieldError(name, f'file of field "{name}" cannot be resolved ({path}): {exc}') from None
+    roots = origin.roots()
+    if not any(real.is_relative_to(root) for root in roots):
+        raise FieldError(name, f'file of field "{name}" is outside the items folder {roots[0]}: {value} resolves to '
+                         f"{real} (--allow-paths-outside DIR allows the files under DIR)")
+    try:
+        mode = os.stat(real).st_mode
+    except FileNotFoundError:
+        raise FieldError(name, f'file of field "{name}" not found: {path}') from None
+    except OSError as exc:
+        raise FieldError(name, f'cannot read file of field "{name}" ({path}): {exc.strerror or exc}') from None
+    if not stat.S_ISREG(mode):
+        raise FieldError(name, f'file of field "{name}" is {_file_kind(mode)}, not a regular file: {path}')
+    return real
+
+
+def _file_kind(mode: int) -> str:
+    for test, kind in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def read_item_file(path: Path) -> bytes:
+    """The bytes of a file ``item_file`` accepted, refused (OSError) should it have become a FIFO, a device or a
+    symlink since: opened without blocking and without following a last symlink, then checked."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as fh:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise OSError(f"{path} is {_file_kind(mode)}, not a regular file")
+        return fh.read()
 
 
 def item_file_stem(item_id: str) -> str:
@@ -295,11 +351,15 @@ def sniff_mime(data: bytes) -> str | None:
     return None
 
 
-def image_part(data: bytes, max_side: int | None) -> ImagePart:
+def image_part(data: bytes, max_side: int | None, verify: bool = True) -> ImagePart:
     """An image ready to send: as it is when servers take its format and it fits ``max_side``,
-    else decoded and written as PNG (scaled down, aspect kept, when larger than ``max_side``)."""
+    else decoded and written as PNG (scaled down, aspect kept, when larger than ``max_side``).
+
+    The image is decoded whole (``verify``) even when it is sent as it is: a header that reads well over corrupt
+    data, or an image too large to decode, is the item's PromptError here, not a server's error later.
+    ``verify=False`` skips that decoding for bytes already checked."""
     mime = sniff_mime(data)
-    if mime is not None and max_side is None:
+    if mime is not None and max_side is None and not verify:
         return ImagePart(data, mime)
     from PIL import Image
 
@@ -411,8 +471,9 @@ def image_refs(value: Any, name: str, origin: layouts.Origin) -> tuple[ImageRef,
     """Images given as a path, a list of paths, HF image structs ({bytes, path}) or raw bytes; in a TSV,
     base64 text, several images as the text of a Python list of base64 strings (VLMEvalKit's layout).
 
-    Relative paths are relative to the folder of the items file; a file that
-    does not exist is an error now, not when the prompt is made.
+    Relative paths are relative to the folder of the items file and must stay
+    inside it (``item_file``); a file that does not exist is an error now, not
+    when the prompt is made.
     """
     if origin.container == "tsv":
         return tuple(ImageRef(data=data) for data in _tsv_images(value, name))
@@ -429,10 +490,7 @@ def image_refs(value: Any, name: str, origin: layouts.Origin) -> tuple[ImageRef,
         if isinstance(entry, (bytes, bytearray)) and entry:
             refs.append(ImageRef(data=_checked_image(bytes(entry), name)))
         elif isinstance(entry, str) and entry.strip():
-            path = origin.base / entry
-            if not path.is_file():
-                raise FieldError(name, f'image file of field "{name}" not found: {path}')
-            refs.append(ImageRef(path=str(path)))
+            refs.append(ImageRef(path=str(item_file(entry, name, origin))))
         else:
             raise FieldError(name, f'field "{name}" holds no image (got {type(entry).__name__})')
     return tuple(refs)
@@ -481,13 +539,9 @@ def _checked_image(data: bytes, name: str, which: str | None = None) -> bytes:
 
 def read_side_file(value: Any, name: str, origin: layouts.Origin) -> str:
     """Text kept in a file beside the items (a CIF, a paper's text), named relative to the items file."""
-    if not isinstance(value, str) or not value.strip():
-        raise FieldError(name, f'field "{name}" must be a file path')
-    path = origin.base / value
+    path = item_file(value, name, origin)
     try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise FieldError(name, f'file of field "{name}" not found: {path}') from None
+        return read_item_file(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise FieldError(name, f'cannot read file of field "{name}" ({path}): {exc}') from None
 
@@ -632,8 +686,8 @@ class Benchmark(ABC):
 
     # -- items ------------------------------------------------------------------
 
-    def read_items(self, path: str | Path, setting: str | None = None, *,
-                   check: bool = True) -> Iterator[tuple[str, EvalItem | ItemError]]:
+    def read_items(self, path: str | Path, setting: str | None = None, *, check: bool = True,
+                   allowed: Sequence[str | Path] = ()) -> Iterator[tuple[str, EvalItem | ItemError]]:
         """Every item of ``path`` as (location, item) or (location, ItemError); one bad item never stops reading.
 
         The layout is found from the path: a directory is an HF ImageFolder
@@ -641,11 +695,14 @@ class Benchmark(ABC):
         ``.json`` (an array of rows, or JSON lines) or ``.jsonl``. Fields the
         ``setting`` needs are checked here, so its errors carry the file and
         line (``check=False``: not checked, for grading, which needs no prompt).
+        Files the rows name must lie in the items file's folder or under one
+        of the ``allowed`` folders (``item_file``).
         A whole file that cannot be read raises InputError.
         """
         setting = self.check_setting(setting)
         seen: dict[str, str] = {}
-        for location, origin, row in layouts.rows(Path(path), self.imagefolder_config):
+        for location, origin, row in layouts.rows(Path(path), self.imagefolder_config,
+                                                  tuple(Path(p) for p in allowed)):
             if isinstance(row, layouts.RowError):
                 yield location, ItemError(location, row.message, row.field)
                 continue
@@ -671,8 +728,11 @@ class Benchmark(ABC):
 
     # -- prompts ----------------------------------------------------------------
 
-    def prompt(self, item: EvalItem, setting: str | None = None) -> Prompt:
-        """The item's prompt in ``setting``; PromptError naming the item when it cannot be made."""
+    def prompt(self, item: EvalItem, setting: str | None = None, *, verify: bool = True) -> Prompt:
+        """The item's prompt in ``setting``; PromptError naming the item when it cannot be made.
+
+        Images are read now and decoded whole (``verify=False``: not decoded unless they must be scaled, for
+        images a first build of the same prompt already checked)."""
         setting = self.check_setting(setting)
         try:
             self.check_item(item, setting)
@@ -687,7 +747,7 @@ class Benchmark(ABC):
             except OSError as exc:
                 raise PromptError(f"{item.location}: cannot read image {ref.describe()}: {exc}") from None
             try:
-                parts.append(image_part(data, self.protocol.image_max_side))
+                parts.append(image_part(data, self.protocol.image_max_side, verify))
             except PromptError as exc:
                 raise PromptError(f"{item.location}: image {ref.describe()}: {exc}") from None
         system = self._system_template(file)

@@ -11,7 +11,8 @@
   images, at the top or under ``train/`` or ``<config>/train/`` (CSMBench).
 
 Relative file names in a row are relative to the folder of the file it came
-from (``Origin.base``).
+from (``Origin.base``), and must resolve inside it or inside a folder the user
+allowed (``Origin.roots``; ``benchmarks.base.item_file`` holds the rule).
 """
 
 from __future__ import annotations
@@ -32,6 +33,11 @@ PARQUET_BATCH = 64  # rows decoded at a time: SeePhys rows carry their images
 class Origin:
     base: Path  # the folder relative file names are resolved against
     container: str  # "jsonl", "json", "parquet", "tsv"
+    allowed: tuple[Path, ...] = ()  # folders outside ``base`` whose files rows may name (--allow-paths-outside)
+
+    def roots(self) -> tuple[Path, ...]:
+        """The folders a row's files must resolve into (symlinks resolved): its own and the allowed ones."""
+        return (self.base.resolve(), *(p.resolve() for p in self.allowed))
 
 
 @dataclass(frozen=True)
@@ -43,16 +49,18 @@ class RowError:
 Row = tuple[str, Origin, "dict[str, Any] | RowError"]
 
 
-def rows(path: Path, config: str | None = None) -> Iterator[Row]:
-    """(location, origin, row or RowError) for every row of ``path``; InputError when the file is unusable."""
+def rows(path: Path, config: str | None = None, allowed: tuple[Path, ...] = ()) -> Iterator[Row]:
+    """(location, origin, row or RowError) for every row of ``path``; InputError when the file is unusable.
+
+    ``allowed``: folders besides the items file's own whose files the rows may name."""
     if not path.exists():
         raise InputError(f"items file not found: {path}")
     if path.is_dir():
         meta = imagefolder_metadata(path, config)
-        yield from _jsonl(meta, Origin(meta.parent, "jsonl"))
+        yield from _jsonl(meta, Origin(meta.parent, "jsonl", allowed))
         return
     suffix = path.suffix.lower()
-    origin = Origin(path.parent, suffix.lstrip("."))
+    origin = Origin(path.parent, suffix.lstrip("."), allowed)
     if suffix == ".jsonl":
         yield from _jsonl(path, origin)
     elif suffix == ".json":
@@ -94,7 +102,7 @@ def _json(path: Path, origin: Origin) -> Iterator[Row]:
     with open(path, "rb") as fh:
         head = fh.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
     if not head.startswith(b"["):
-        yield from _jsonl(path, Origin(origin.base, "jsonl"))
+        yield from _jsonl(path, Origin(origin.base, "jsonl", origin.allowed))
         return
     obj, err = decode_line(path.read_bytes())
     if err is not None:

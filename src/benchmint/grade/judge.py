@@ -178,18 +178,23 @@ class Judge:
 
     def run(self, spec: JudgeSpec, jobs: Iterable[tuple[Any, dict[str, str]]]) -> Iterator[tuple[Any, Judged]]:
         from benchmint.models import ChatReply
+        from benchmint.models.shared import SharedCallExecutor
 
         template = self.template(spec)
         jobs = list(jobs)
-        order = {key: i for i, (key, _) in enumerate(jobs)}
-        requests = ((key, spec.request(self.model, template, **values)) for key, values in jobs)
+        requests = [spec.request(self.model, template, **values) for _, values in jobs]
+        # Answers whose judge requests coincide share one call; each keeps its own verdict row.
+        calls = SharedCallExecutor(self.engine, lambda wanted: ((i, requests[i]) for i, _ in wanted),
+                                   stage=spec.name, parse=spec.parse)
         done: list[tuple[Any, Judged] | None] = [None] * len(jobs)
-        for key, outcome in self.engine.run_sync(requests, stage=spec.name, parse=spec.parse):
+        args = [(self.engine.key(r), i) for i, r in enumerate(requests)]
+        for i, outcome in calls.map_unordered(lambda outcome, _i: outcome, args):
+            key = jobs[i][0]
             if isinstance(outcome, ChatReply):
                 judged = Judged(outcome.value, outcome.text, outcome.answer_attempt, outcome.cached)
             else:
                 judged = Judged(None, outcome.text, outcome.answer_attempts, False, outcome.row(key))
-            done[order[key]] = (key, judged)
+            done[i] = (key, judged)
         for got in done:
-            assert got is not None  # the engine answers every item, with a reply or a failure
+            assert got is not None  # every job gets a reply or a failure (the budget's, when it stopped the run)
             yield got

@@ -67,6 +67,14 @@ class Ledger:
             raise ValueError(f"{self.path} is the ledger of a {stored[0]!r} run, not {kind!r}; "
                              "use another output directory")
 
+    def note(self, name: str) -> str | None:
+        """A value the run keeps beside its results (``set_note``), None when not set."""
+        row = self._db.execute("SELECT value FROM meta WHERE name = ?", (f"note:{name}",)).fetchone()
+        return None if row is None else row[0]
+
+    def set_note(self, name: str, value: str) -> None:
+        self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (f"note:{name}", value))
+
     def done(self, key: str) -> bool:
         """The unit has a final result (one recorded with ``final=False`` runs again on the next run)."""
         return self._db.execute("SELECT 1 FROM units WHERE key = ? AND ok >= 0", (key,)).fetchone() is not None

@@ -18,7 +18,7 @@ from benchmint.run.ledger import Ledger, extend_key
 LEDGER_NAME = "ledger.sqlite"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Unit:
     """One piece of work: its content ``key``, the arguments of the work function, and a label for messages."""
 
@@ -30,7 +30,8 @@ class Unit:
 def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict], executor: Executor,
               desc: str = "units", progress: bool = False,
               on_recorded: Callable[[Unit, dict], None] | None = None,
-              then: Callable[[Unit, dict], Sequence[Unit]] | None = None) -> tuple[list[dict], int]:
+              then: Callable[[Unit, dict], Sequence[Unit]] | None = None,
+              redo: Callable[[dict], bool] | None = None, read_back: bool = True) -> tuple[list[dict], int]:
     """Run ``work(*unit.args)`` for every unit whose key the ledger lacks; return (results in unit order, skipped).
 
     A result is a JSON-able dict, with "error" when the unit failed; an exception
@@ -48,8 +49,12 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict], 
     run as results arrive, and for units the ledger held already, before it
     starts. Their results are read from the ledger by their keys; the returned
     list covers ``units`` only.
+
+    ``redo(result)``: True for a recorded result to be done again all the same (a reply asked again on the user's
+    word, an answer that ran out of attempts when more are given now). ``read_back=False``: the results are
+    left in the ledger for the caller to read one at a time (the list returned is empty).
     """
-    todo = list({u.key: u for u in units if not ledger.done(u.key)}.values())
+    todo = list({u.key: u for u in units if not _kept(ledger, u.key, redo)}.values())
     args = [u.args for u in todo]
     bar = None
     if progress and todo:
@@ -78,13 +83,22 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict], 
         if bar is not None:
             bar.close()
     skipped = len({u.key for u in units}) - len(todo)
-    results = []
-    for u in units:
+    results: list[dict] = []
+    for u in units if read_back else ():
         got = ledger.get(u.key)
         if got is None:  # every unit was recorded above or by an earlier run
             raise RuntimeError(f"unit {u.label} has no result in {ledger.path}")
         results.append(got[1])
     return results, skipped
+
+
+def _kept(ledger: Ledger, key: str, redo: Callable[[dict], bool] | None) -> bool:
+    if not ledger.done(key):
+        return False
+    if redo is None:
+        return True
+    got = ledger.get(key)
+    return got is None or not redo(got[1])
 
 
 class _FollowUps:
@@ -93,7 +107,7 @@ class _FollowUps:
     def __init__(self, ledger: Ledger, then: Callable[[Unit, dict], Sequence[Unit]] | None, units: Sequence[Unit],
                  todo: list[Unit], args: list[tuple], bar) -> None:
         self.ledger, self.then, self.todo, self.args, self.bar = ledger, then, todo, args, bar
-        self.seen = {u.key for u in units}
+        self.seen = {u.key for u in units} if then is not None else set()
         if then is not None:  # units done by an earlier run name their follow-ups now
             waiting = {t.key for t in todo}
             for u in units:
