@@ -234,10 +234,13 @@ def test_a_budget_stop_writes_every_finished_item_and_lists_the_others_as_budget
         assert [p["id"] for p in preds] + [e["id"] for e in errors] == [f"q{i:02d}" for i in range(20)]
         run = json.loads((out / "run.json").read_text())
         assert run["engine"]["stop_reason"] == "max_tokens" and run["counts"]["predictions"] == len(preds)
-        # a rerun asks only what the first did not get: nothing answered is paid again
+        # the budget covers every invocation into this --out: a plain rerun has nothing left to spend
         server.reset()
         server.default = Reply(text="Answer: A", prompt_tokens=10, completion_tokens=1000)
-        main([*argv, "--base-url", server.url])
+        assert main([*argv, "--base-url", server.url]) == 1
+        assert server.count == 0 and read(out / "predictions.jsonl") == preds
+        # a fresh budget for this invocation asks only what the first did not get: nothing answered is paid again
+        main([*argv, "--base-url", server.url, "--budget-per-invocation"])
         assert server.count and not set(server.by_prompt) & set(asked)
     again = read(out / "predictions.jsonl")
     assert again[:len(preds)] == preds and len(again) > len(preds)
