@@ -129,8 +129,9 @@ def test_crystalxrd_baseline_through_the_same_path_scores_jaccard_one(tmp_path, 
                                         [[1 / 3, 2 / 3, 0.25]])).write_file(cifs / "mg.cif")
     assert main(["xrd", "build", str(cifs), "--out", str(tmp_path / "bench"), "--per-db", "1"]) == 0
     out = tmp_path / "eval"
+    # the items carry their structures: no path outside the items folder is read
     assert main(["eval", str(tmp_path / "bench" / "items.jsonl"), "--benchmark", "crystalxrd", "--baseline",
-                 "--allow-paths-outside", str(cifs), "--out", str(out), "--score"]) == 0
+                 "--out", str(out), "--score"]) == 0
     preds = read(out / "predictions.jsonl")
     assert [p["model"] for p in preds] == ["benchmint-simulator"] * 2
     summary = json.loads((out / "scores" / "summary.json").read_text())

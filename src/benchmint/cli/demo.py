@@ -56,9 +56,9 @@ def _xrd(root, workers: int) -> int:
 
     print("\n=== benchmint eval --benchmark crystalxrd --baseline --score: the answer simulated from each CIF, "
           "asked and scored through the eval path (the paper's sanity row: Jaccard 1.0)")
-    # The items name their CIFs where xrd build found them, outside the items' folder: allowed by name.
+    # The items carry their structures' text: the items folder stands alone.
     status = max(status, _command(["eval", str(bench / "items.jsonl"), "--benchmark", "crystalxrd", "--baseline",
-                                   "--allow-paths-outside", str(cifs), "--score", "--out", str(root / "eval-baseline")]))
+                                   "--score", "--out", str(root / "eval-baseline")]))
     return status
 
 

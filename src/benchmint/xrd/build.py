@@ -180,9 +180,11 @@ def _build_one(path: str, key: str, out_dir: str, db: str, cfg: BuildConfig) -> 
     from benchmint.xrd.cifread import structure_blocks
 
     blocks = structure_blocks(Path(path).read_text(encoding="utf-8", errors="replace"))
+    # An item carries its structure's text, so the items folder stands alone: eval reads it there (a path back to
+    # the CIF would lie outside the folder, which eval refuses unless told), and a block's text is its own
+    # (the file's would give a model, and the baseline, every block).
     if len(blocks) == 1:
-        return _build_block(blocks[0][1], key, f"{key[:12]}.png", out_dir, db, cfg)
-    # A block's item carries its own text: the file's would give a model (and the baseline) every block.
+        return _with_text(_build_block(blocks[0][1], key, f"{key[:12]}.png", out_dir, db, cfg), blocks[0][1])
     return {"blocks": [{"block": name, **_with_text(_build_block(text, f"{key}#{name}", f"{key[:12]}-{i:03d}.png",
                                                                  out_dir, db, cfg), text)}
                        for i, (name, text) in enumerate(blocks)]}
