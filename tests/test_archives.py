@@ -264,3 +264,105 @@ def test_filter_options_are_checked_before_any_work(dump, tmp_path, capsys):
     assert main([*base, "--metadata", str(tmp_path / "none.jsonl")]) == 2
     assert f"--metadata {tmp_path / 'none.jsonl'}: No such file or directory" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_killed_run_over_several_archives_resumes_to_the_same_files_without_reading_finished_members(tmp_path):
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+    from importlib.resources import files
+
+    sample = (files("benchmint") / "samples" / "sample_paper.pdf").read_bytes()
+    tars = []
+    for a in range(3):
+        tars.append(tmp_path / f"arXiv_pdf_23{a:02d}_001.tar")
+        with tarfile.open(tars[-1], "w") as tf:
+            for i in range(40):  # distinct members of the sample article, both id schemes
+                name = f"23{a:02d}.{i:05d}v1.pdf" if i % 2 else f"cond-mat0{a}{i:05d}v{1 + i % 3}.pdf"
+                add(tf, f"23{a:02d}/{name}", sample + f"%{a} {i}\n".encode())
+    run = [sys.executable, "-m", "benchmint.cli", "harvest", *map(str, tars), "--workers", "2", "--out"]
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen([*run, str(killed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while time.time() < deadline:  # kill it once some members are recorded, long before the end
+        try:
+            with sqlite3.connect(f"file:{killed / 'ledger.sqlite'}?mode=ro", uri=True) as db:
+                if db.execute("SELECT COUNT(*) FROM units").fetchone()[0] >= 3:
+                    break
+        except sqlite3.Error:  # not created yet
+            pass
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with sqlite3.connect(killed / "ledger.sqlite") as db:
+        assert 3 <= db.execute("SELECT COUNT(*) FROM units").fetchone()[0] < 120
+    assert subprocess.run([*run, str(killed)], capture_output=True).returncode == 0
+    clean = tmp_path / "clean"
+    assert subprocess.run([*run, str(clean)], capture_output=True).returncode == 0
+    names = ("pages.jsonl", "figures.jsonl", "errors.jsonl", "documents.jsonl", "dropped.jsonl")
+    for name in names:
+        assert (killed / name).read_bytes() == (clean / name).read_bytes(), name
+    assert sorted(p.name for p in (killed / "thumbs").iterdir()) == sorted(p.name for p in (clean / "thumbs").iterdir())
+    assert len(read(clean / "documents.jsonl")) == 120
+    # Every member's bytes overwritten in place: a rerun keys members by their headers, so it reads none of them.
+    want = {name: (clean / name).read_bytes() for name in names}
+    for tar in tars:
+        data = bytearray(tar.read_bytes())
+        for m in list_members(tar, ".pdf")[0]:
+            data[m.offset:m.offset + m.size] = bytes(m.size)
+        tar.write_bytes(bytes(data))
+    again = subprocess.run([*run, str(clean)], capture_output=True, text=True)
+    assert again.returncode == 0 and again.stdout.startswith("120 PDFs (120 already done)"), again.stdout
+    assert {name: (clean / name).read_bytes() for name in names} == want
+
+
+def test_xrd_build_reads_a_cod_tree_and_its_archives_to_the_same_items(tmp_path):
+    from pymatgen.core import Lattice, Structure
+    from pymatgen.io.cif import CifWriter
+
+    from benchmint.xrd.build import BuildConfig, build
+
+    salts = {"1000000": ("Na", 5.64), "1000001": ("K", 6.29), "2000002": ("Rb", 6.59), "9000003": ("Li", 4.07)}
+    tree = tmp_path / "cod" / "cif"
+    for number, (metal, a) in salts.items():
+        s = Structure.from_spacegroup("Fm-3m", Lattice.cubic(a), [metal, "Cl"], [[0, 0, 0], [0.5, 0.5, 0.5]])
+        path = tree / number[0] / number[1:3] / number[3:5] / f"{number}.cif"  # the COD's N/NN/NN/NNNNNNN.cif
+        path.parent.mkdir(parents=True, exist_ok=True)
+        CifWriter(s).write_file(path)
+    cifs = sorted(tree.rglob("*.cif"))
+    with zipfile.ZipFile(tmp_path / "cod.zip", "w") as zf:  # stored: a member's bytes can be damaged in place
+        for p in cifs:
+            zf.write(p, p.relative_to(tmp_path / "cod").as_posix())
+    with tarfile.open(tmp_path / "cod.tar.gz", "w:gz") as tf:
+        for p in cifs:
+            tf.add(p, p.relative_to(tmp_path / "cod").as_posix())
+
+    def items(src, out):
+        res = build([src], tmp_path / out, BuildConfig(per_db=2), workers=2)
+        return res, {r["id"]: (r["formula"], r["two_theta_star"], r["answer"], r["spacegroup_number"], r["cif"],
+                               r.get("member")) for r in read(tmp_path / out / "items.jsonl")}
+
+    _, want = items(tree, "tree")
+    assert sorted(want) == sorted(salts)  # ids as the database calls them
+    assert want["1000000"][:4] == ("NaCl", 31.72, [[2, 0, 0]], 225)  # rock salt's (2 0 0), as in test_xrd_build
+    for archive in ("cod.zip", "cod.tar.gz"):
+        res, got = items(tmp_path / archive, archive + ".out")
+        assert res.errors == []
+        assert {k: v[:4] for k, v in got.items()} == {k: v[:4] for k, v in want.items()}, archive
+        assert got["2000002"][4:] == (f"../{archive}/cif/2/00/00/2000002.cif", "cif/2/00/00/2000002.cif")
+        assert all(r["cif_text"].startswith("# generated using pymatgen") for r in read(tmp_path / (archive + ".out")
+                                                                                       / "items.jsonl"))
+    # A member whose bytes no longer match their CRC-32: an error row naming the archive and member; the rest built.
+    data = bytearray((tmp_path / "cod.zip").read_bytes())
+    at = data.index(b"_cell_length_a", zipfile.ZipFile(tmp_path / "cod.zip").getinfo("cif/1/00/00/1000001.cif")
+                    .header_offset)
+    data[at] ^= 0x20
+    (tmp_path / "bad.zip").write_bytes(bytes(data))
+    res, got = items(tmp_path / "bad.zip", "bad")
+    assert sorted(got) == ["1000000", "2000002", "9000003"]
+    assert [(e["archive"], e["member"]) for e in res.errors] == [(str(tmp_path / "bad.zip"), "cif/1/00/00/1000001.cif")]
+    assert res.errors[0]["error"] == (f"MemberError: cannot read member cif/1/00/00/1000001.cif of {tmp_path / 'bad.zip'}:"
+                                      " BadZipFile: Bad CRC-32 for file 'cif/1/00/00/1000001.cif'")
