@@ -179,13 +179,14 @@ def _name(source) -> str:
 
 def _harvest_range(path, paper: str, out_dir: str, cfg: HarvestConfig, first: int, last: int,
                    skip: dict[int, str] | None) -> dict:
-    """``_range_of``, with the SHA-256 of an archive member's bytes (the parent has not read them)."""
+    """``_range_of``; the first range's also has the SHA-256 of an archive member's bytes (the parent has not
+    read them)."""
     read: dict = {}
-    return {**_range_of(path, paper, out_dir, cfg, first, last, skip, read), **read}
+    return {**_range_of(path, paper, out_dir, cfg, first, last, skip, read if first == 1 else None), **read}
 
 
 def _range_of(path, paper: str, out_dir: str, cfg: HarvestConfig, first: int, last: int,
-              skip: dict[int, str] | None, read: dict) -> dict:
+              skip: dict[int, str] | None, read: dict | None) -> dict:
     """In a worker: page rows of pages ``first``..``last`` (1-based, cut at the document's end) and figure
     records of their candidate pages (without discussion), thumbnails written; where there are figures, the
     text read, for the discussions; the document's page count. Any range checks the document (unreadable,
