@@ -366,3 +366,23 @@ def test_xrd_build_reads_a_cod_tree_and_its_archives_to_the_same_items(tmp_path)
     assert [(e["archive"], e["member"]) for e in res.errors] == [(str(tmp_path / "bad.zip"), "cif/1/00/00/1000001.cif")]
     assert res.errors[0]["error"] == (f"MemberError: cannot read member cif/1/00/00/1000001.cif of {tmp_path / 'bad.zip'}:"
                                       " BadZipFile: Bad CRC-32 for file 'cif/1/00/00/1000001.cif'")
+
+
+def whose(member, key, out):
+    import os
+    import time
+
+    time.sleep(0.2)  # long enough that the other worker takes the next member meanwhile
+    return {"pid": os.getpid(), "bytes": len(read_member(member))}
+
+
+def test_one_archive_is_shared_among_the_workers_member_by_member(tmp_path):
+    from benchmint.run import run_files
+
+    with tarfile.open(tmp_path / "one.tar", "w") as tf:
+        for i in range(8):
+            add(tf, f"m{i}.cif", b"x" * (i + 1))
+    _, rows, _ = run_files([tmp_path / "one.tar"], ".cif", tmp_path / "out", "t", whose, lambda p: (),
+                           lambda p: {}, workers=2)
+    assert [r["bytes"] for _, _, r in rows] == list(range(1, 9))
+    assert len({r["pid"] for _, _, r in rows}) == 2
