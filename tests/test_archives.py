@@ -10,6 +10,7 @@ import pytest
 
 from benchmint.arxiv import Filters, MetadataIndex, joined, parse_id
 from benchmint.cli import main
+from benchmint.io import InputError
 from benchmint.pdf.harvest import HarvestConfig, harvest
 from benchmint.run.archives import MemberError, list_members, read_member
 
@@ -386,3 +387,22 @@ def test_one_archive_is_shared_among_the_workers_member_by_member(tmp_path):
                            lambda p: {}, workers=2)
     assert [r["bytes"] for _, _, r in rows] == list(range(1, 9))
     assert len({r["pid"] for _, _, r in rows}) == 2
+
+
+def test_a_rerun_lists_a_compressed_tar_from_its_kept_listing_without_decompressing_it(dump, tmp_path):
+    import os
+    import shutil
+
+    tgz = tmp_path / "arXiv_pdf_2301_001.tar.gz"
+    shutil.copy(dump / tgz.name, tgz)
+    first = harvest([tgz], tmp_path / "out", HarvestConfig(triage_only=True), workers=1)
+    want = {name: (tmp_path / "out" / name).read_bytes() for name in ("pages.jsonl", "documents.jsonl")}
+    st = tgz.stat()
+    tgz.write_bytes(bytes(st.st_size))  # no gzip stream left to decompress: same size and time
+    os.utime(tgz, ns=(st.st_atime_ns, st.st_mtime_ns))
+    again = harvest([tgz], tmp_path / "out", HarvestConfig(triage_only=True), workers=1)
+    assert (first.pdfs, first.skipped, again.pdfs, again.skipped, again.errors) == (7, 0, 7, 7, [])
+    assert {name: (tmp_path / "out" / name).read_bytes() for name in want} == want
+    os.utime(tgz, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # a changed archive is listed again
+    with pytest.raises(InputError, match="no .pdf files found"):  # zeros: a tar that ends at once
+        harvest([tgz], tmp_path / "out", HarvestConfig(triage_only=True), workers=1)

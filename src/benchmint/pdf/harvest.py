@@ -41,7 +41,7 @@ from benchmint.run import (
     ProcessExecutor,
     Unit,
     content_key,
-    find_files,
+    find_files_into,
     hash_file,
     read_error,
     run_units,
@@ -324,8 +324,8 @@ def harvest(inputs, out_dir, cfg: HarvestConfig = HarvestConfig(), workers: int 
         raise ValueError("--categories, --from and --to need --metadata")
     if metadata is not None and not Path(metadata).is_file():
         raise InputError(f"--metadata {metadata}: No such file or directory")
-    files = find_files(inputs, ".pdf")
     out = Path(out_dir)
+    files = find_files_into(inputs, ".pdf", out)
     out.mkdir(parents=True, exist_ok=True)
     first_pass = _executor(workers, cfg, _TRIAGE_MODULES + (() if cfg.triage_only else _FIGURE_MODULES))
     first_pass.start()

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import json
 import lzma
 import os
+import sqlite3
 import tarfile
 import zipfile
 import zlib
@@ -85,6 +87,43 @@ def list_members(archive: str | os.PathLike, suffix: str) -> tuple[list[Member],
         after = f" past member {members[-1].name}" if members else ""
         return members, f"cannot read the archive{after}: {type(exc).__name__}: {exc}"
     return members, None
+
+
+class Listings:
+    """Archive listings kept beside a run (a SQLite file), so that a rerun lists a compressed tar without
+    decompressing it. A listing holds while the archive keeps its size and modification time."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self._conn: sqlite3.Connection | None = None  # made with the first archive: a run of loose files has none
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(self.path, isolation_level=None)
+            self._conn.execute("CREATE TABLE IF NOT EXISTS listings (archive TEXT, suffix TEXT, stamp TEXT NOT NULL, "
+                               "members TEXT NOT NULL, damage TEXT, PRIMARY KEY (archive, suffix))")
+        return self._conn
+
+    def members(self, archive: str | os.PathLike, suffix: str) -> tuple[list[Member], str | None]:
+        """``list_members(archive, suffix)``, from the kept listing when the archive has not changed."""
+        st = os.stat(archive)
+        where, stamp = str(Path(archive).resolve()), f"{st.st_size} {st.st_mtime_ns}"
+        row = self._db.execute("SELECT stamp, members, damage FROM listings WHERE archive = ? AND suffix = ?",
+                               (where, suffix)).fetchone()
+        if row is not None and row[0] == stamp:
+            return [Member(str(archive), *fields) for fields in json.loads(row[1])], row[2]
+        members, damage = list_members(archive, suffix)
+        listed = json.dumps([[m.name, m.offset, m.size, m.stamp] for m in members])
+        self._db.execute("INSERT OR REPLACE INTO listings VALUES (?, ?, ?, ?, ?)", (where, suffix, stamp, listed,
+                                                                                      damage))
+        return members, damage
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
 
 # Per process: archive path -> (process id, open file or ZipFile, {zip header offset: ZipInfo}). The process id

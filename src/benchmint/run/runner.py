@@ -12,7 +12,7 @@ from pathlib import Path
 
 from benchmint.io import InputError
 from benchmint.parallel import resolve_workers
-from benchmint.run.archives import Member, is_archive, list_members
+from benchmint.run.archives import Listings, Member, is_archive, list_members
 from benchmint.run.executors import Executor, ProcessExecutor, UnitTimeout, WorkerDied
 from benchmint.run.ledger import Ledger, extend_key
 
@@ -157,10 +157,11 @@ class FoundFile:
         return None
 
 
-def find_files(inputs: Sequence[str | os.PathLike], suffix: str) -> list[FoundFile]:
+def find_files(inputs: Sequence[str | os.PathLike], suffix: str, listings: Listings | None = None) -> list[FoundFile]:
     """Files named, or found recursively with ``suffix`` in the folders named; stable order. Archives (tar,
     compressed tar, zip: ``ARCHIVE_SUFFIXES``) named or found stand for their members with ``suffix``, in
-    archive order; they are listed, not read.
+    archive order; they are listed, not read (``listings``: the listings kept by an earlier run, used while
+    the archive has not changed).
 
     A name found again for a file already found is kept with ``same_as``; a link that cannot be followed
     with ``problem``. InputError when a name does not exist or nothing is found.
@@ -176,7 +177,10 @@ def find_files(inputs: Sequence[str | os.PathLike], suffix: str) -> list[FoundFi
         if same_as is not None or not is_archive(path):
             found.append(FoundFile(path, same_as=same_as))
             return
-        members, damage = list_members(path, suffix)
+        try:
+            members, damage = (listings or _Unkept()).members(path, suffix)
+        except OSError as exc:  # gone or unreadable since it was found
+            members, damage = [], f"cannot read the archive: {type(exc).__name__}: {exc.strerror or exc}"
         for m in members:
             again = first_member.get(("in", m.archive, m.name)) or first_member.get((m.name, m.size, m.stamp))
             found.append(FoundFile(m.path, member=m, same_as=again))
@@ -209,6 +213,12 @@ def find_files(inputs: Sequence[str | os.PathLike], suffix: str) -> list[FoundFi
     return found
 
 
+class _Unkept:
+    @staticmethod
+    def members(path, suffix: str) -> tuple[list[Member], str | None]:
+        return list_members(path, suffix)
+
+
 def read_error(exc: OSError) -> dict:
     """The error fields of a file that could not be read."""
     return {"error": f"cannot be read: {type(exc).__name__}: {exc.strerror or exc}", "kind": "unreadable"}
@@ -224,6 +234,19 @@ def hash_file(path: str | os.PathLike, settings: dict | None = None) -> tuple[st
         while block := fh.read(1 << 20):
             h.update(block)
     return extend_key(h.copy(), settings), h.hexdigest()
+
+
+ARCHIVES_NAME = "archives.sqlite"
+
+
+def find_files_into(inputs: Sequence[str | os.PathLike], suffix: str, out: Path) -> list[FoundFile]:
+    """``find_files`` for a run into ``out``, its archive listings kept in ``out/archives.sqlite``, so that a
+    rerun lists a compressed tar without decompressing it."""
+    listings = Listings(out / ARCHIVES_NAME)
+    try:
+        return find_files(inputs, suffix, listings)
+    finally:
+        listings.close()
 
 
 def run_files(inputs: Sequence[str | os.PathLike], suffix: str, out_dir: str | os.PathLike, kind: str,
@@ -245,9 +268,9 @@ def run_files(inputs: Sequence[str | os.PathLike], suffix: str, out_dir: str | o
     ``ProcessExecutor`` has it).
     Returns (output folder, [(FoundFile, key or None, result)], files already done).
     """
-    files = find_files(inputs, suffix)
     resolve_workers(workers)
     out = Path(out_dir)
+    files = find_files_into(inputs, suffix, out)
     out.mkdir(parents=True, exist_ok=True)
     executor = ProcessExecutor(workers, unit_seconds=unit_seconds, stage_seconds=stage_seconds, preload=preload,
                                share_preload=share_preload)
