@@ -329,6 +329,7 @@ def harvest(inputs, out_dir, cfg: HarvestConfig = HarvestConfig(), workers: int 
     out.mkdir(parents=True, exist_ok=True)
     first_pass = _executor(workers, cfg, _TRIAGE_MODULES + (() if cfg.triage_only else _FIGURE_MODULES))
     first_pass.start()
+    index = None
     try:
         index = MetadataIndex.open(metadata, out / METADATA_INDEX) if metadata is not None else None
         kept, dropped, problems = _select(files, index, filters)
@@ -352,8 +353,6 @@ def harvest(inputs, out_dir, cfg: HarvestConfig = HarvestConfig(), workers: int 
                 left_out.append((len(docs), {"pdf": str(f.path), **labels, **row}))
                 continue
             docs.append(_Doc(f.path, bytes.fromhex(key), key[:16], sha256, str(f.path), labels, meta))
-        if index is not None:
-            index.close()
         # Copies of one file under one base name (in several folders) share every unit: one of them runs.
         first: dict[bytes, _Doc] = {}
         for d in docs:
@@ -367,6 +366,8 @@ def harvest(inputs, out_dir, cfg: HarvestConfig = HarvestConfig(), workers: int 
                 d.share(first[d.digest])
     finally:
         first_pass.close()  # idle workers of a run that had nothing to do, or that failed before its first pass
+        if index is not None:
+            index.close()
     write_jsonl(out / "dropped.jsonl", dropped)
     result = _write(out, docs, cfg, left_out, problems)
     result.dropped = dict(sorted(Counter(row["reason"] for row in dropped).items()))

@@ -136,11 +136,6 @@ class FoundFile:
     same_as: Path | None = None
     member: Member | None = None
 
-    @property
-    def source(self) -> str | Member:
-        """What a worker reads: the file's path, or the archive member."""
-        return str(self.path) if self.member is None or self.problem is not None else self.member
-
     def where(self) -> dict:
         """The archive and member of a row, for a file inside an archive."""
         return {} if self.member is None else self.member.where()
@@ -152,8 +147,7 @@ class FoundFile:
             return {"error": f"the same {'file' if self.member is None else 'member'} as {self.same_as} (given "
                              "twice); left out", "kind": kind, "duplicate_of": str(self.same_as), **self.where()}
         if self.problem is not None:
-            return {"error": self.problem, "kind": "unreadable",
-                    **({"archive": self.member.archive, "member": self.member.name} if self.member else {})}
+            return {"error": self.problem, "kind": "unreadable", **self.where()}
         return None
 
 
@@ -178,7 +172,8 @@ def find_files(inputs: Sequence[str | os.PathLike], suffix: str, listings: Listi
             found.append(FoundFile(path, same_as=same_as))
             return
         try:
-            members, damage = (listings or _Unkept()).members(path, suffix)
+            members, damage = (listings.members(path, suffix) if listings is not None
+                               else list_members(path, suffix))
         except OSError as exc:  # gone or unreadable since it was found
             members, damage = [], f"cannot read the archive: {type(exc).__name__}: {exc.strerror or exc}"
         for m in members:
@@ -211,12 +206,6 @@ def find_files(inputs: Sequence[str | os.PathLike], suffix: str, listings: Listi
     if not found:
         raise InputError(f"no {suffix} files found in " + ", ".join(map(str, inputs)))
     return found
-
-
-class _Unkept:
-    @staticmethod
-    def members(path, suffix: str) -> tuple[list[Member], str | None]:
-        return list_members(path, suffix)
 
 
 def read_error(exc: OSError) -> dict:
