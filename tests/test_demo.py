@@ -31,3 +31,4 @@ def test_demo_runs_every_capability(tmp_path, capsys):
     assert baseline["models"]["benchmint-simulator"]["metrics"]["jaccard"]["mean"] == 1.0
     figures = (tmp_path / "harvest" / "figures.jsonl").read_text().splitlines()
     assert [json.loads(f)["label"] for f in figures] == ["1", "2"]
+    assert {json.loads(f)["member"] for f in figures} == {"papers/sample_paper.pdf"}  # read out of the tar

@@ -7,6 +7,7 @@ import sys
 
 
 def run(args: argparse.Namespace) -> int:
+    from benchmint.arxiv import Filters
     from benchmint.io import InputError
     from benchmint.pdf.harvest import HarvestConfig, harvest
 
@@ -14,16 +15,23 @@ def run(args: argparse.Namespace) -> int:
         cfg = HarvestConfig(min_paths=args.min_paths, min_panels=args.min_panels, triage_only=args.triage_only,
                             max_pages=args.max_pages, page_seconds=args.page_seconds,
                             document_seconds=args.document_seconds, range_seconds=args.range_seconds)
-        res = harvest(args.inputs, args.out, cfg, workers=args.workers, progress=sys.stderr.isatty())
+        filters = Filters(categories=tuple(c.strip() for c in (args.categories or "").split(",") if c.strip()),
+                          date_from=args.date_from, date_to=args.date_to, latest_version=args.latest_version)
+        res = harvest(args.inputs, args.out, cfg, workers=args.workers, progress=sys.stderr.isatty(),
+                      metadata=args.metadata, filters=filters)
     except (InputError, ValueError) as exc:
         print(f"benchmint harvest: error: {exc}", file=sys.stderr)
         return 2
     left_out = f", {res.left_out} left out: found twice or unreadable" if res.left_out else ""
     print(f"{res.pdfs} PDFs ({res.skipped} already done{left_out}), {res.pages} pages, {res.candidates} candidate pages, "
           f"{res.figures} figures, {len(res.errors)} errors (files or pages) -> {args.out}/pages.jsonl, figures.jsonl, "
-          f"errors.jsonl, thumbs/")
+          f"errors.jsonl, documents.jsonl, thumbs/")
+    if res.dropped:
+        print(f"{sum(res.dropped.values())} PDFs left out by the filters (dropped.jsonl): "
+              + ", ".join(f"{n} {reason}" for reason, n in res.dropped.items()))
     for e in res.errors[:10]:
-        where = f"{e['pdf']} page {e['page']}" if "page" in e else e["pdf"]
+        where = (f"{e['metadata']} line {e['line']}" if "metadata" in e
+                 else f"{e['pdf']} page {e['page']}" if "page" in e else e["pdf"])
         print(f"  {where}: {e['error']}")
     return 1 if res.errors else 0
 
@@ -35,7 +43,8 @@ def add_parser(sub) -> None:
                                          "body pairs, panel counts, discussion paragraphs (figures.jsonl) and 1024-px "
                                          "thumbnails (thumbs/). Resumable: finished PDFs are kept in "
                                          "DIR/ledger.sqlite.")
-    harvest.add_argument("inputs", nargs="+", metavar="PDF_OR_DIR")
+    harvest.add_argument("inputs", nargs="+", metavar="PDF_DIR_OR_ARCHIVE",
+                         help="PDFs, folders searched for PDFs, and tar, tar.gz or zip archives read member by member")
     harvest.add_argument("--out", required=True, metavar="DIR")
     harvest.add_argument("--workers", type=int, default=-1, help="processes: -1 all cores (default)")
     harvest.add_argument("--min-paths", type=int, default=12, help="vector paths that make a page graphic (default 12)")
@@ -51,4 +60,17 @@ def add_parser(sub) -> None:
                               "images and paths, the figure-word check); past it the range is listed in errors.jsonl "
                               "(default 300)")
     harvest.add_argument("--triage-only", action="store_true", help="only pages.jsonl: the fast first pass")
+    arxiv = harvest.add_argument_group("arXiv dumps (files named by arXiv id and version, 2301.05883v1.pdf or "
+                                       "cond-mat0102536v1.pdf)")
+    arxiv.add_argument("--metadata", metavar="SNAPSHOT.jsonl",
+                       help="arXiv's metadata snapshot (JSON lines), indexed once into DIR/metadata.sqlite: records "
+                            "carry their paper's categories, dates, title and DOI")
+    arxiv.add_argument("--categories", metavar="CAT,CAT",
+                       help="keep papers with one of these categories (cond-mat: any cond-mat.*); needs --metadata")
+    arxiv.add_argument("--from", dest="date_from", metavar="YYYY-MM-DD",
+                       help="keep files whose version is dated on or after this day; needs --metadata")
+    arxiv.add_argument("--to", dest="date_to", metavar="YYYY-MM-DD",
+                       help="keep files whose version is dated on or before this day; needs --metadata")
+    arxiv.add_argument("--latest-version", action="store_true",
+                       help="of the versions of a paper in the inputs, keep the highest")
     harvest.set_defaults(func=run)

@@ -26,18 +26,22 @@ finished result); a unit stopped by a limit is tried again by the next run.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from benchmint.io import write_jsonl
+from benchmint.arxiv import Filters, MetadataIndex, joined, latest_versions, parse_id
+from benchmint.io import InputError, write_jsonl
 from benchmint.run import (
     Ledger,
     ProcessExecutor,
     Unit,
     content_key,
-    find_files,
+    find_files_into,
     hash_file,
     read_error,
     run_units,
@@ -140,30 +144,56 @@ def triage_pages(doc, name: str, cfg: HarvestConfig, skip: dict[int, str] | None
     return pages, candidates, segments_by_page
 
 
-def _open(path: str):
-    """(document, None) or (None, the reason it cannot be harvested)."""
+def _open(source, read: dict | None = None):
+    """(document, None) or (None, the reason it cannot be harvested). ``source`` is a path, or an archive
+    ``Member`` read into memory (its SHA-256 into ``read["sha256"]``)."""
     import pymupdf
 
+    from benchmint.run.archives import Member, MemberError, read_member
+
     try:
-        doc = pymupdf.open(path)
+        if isinstance(source, Member):
+            try:
+                data = read_member(source)
+            except MemberError as exc:
+                return None, str(exc)
+            if read is not None:
+                read["sha256"] = hashlib.sha256(data).hexdigest()
+            doc = pymupdf.open(stream=data, filetype="pdf")
+        else:
+            doc = pymupdf.open(source)
     except Exception as exc:  # PyMuPDF raises several types for unreadable files
         # Its message quotes the path; copies of a file share one result, and the error row names the file.
-        return None, f"cannot open as a PDF: {str(exc).replace(str(path), Path(path).name)}"
+        return None, f"cannot open as a PDF: {str(exc).replace(str(source), Path(str(source)).name)}"
     if doc.needs_pass:
         doc.close()
         return None, "encrypted (password required)"
     return doc, None
 
 
-def _harvest_range(path: str, paper: str, out_dir: str, cfg: HarvestConfig, first: int, last: int,
+def _name(source) -> str:
+    from benchmint.run.archives import Member
+
+    return Path(source.name if isinstance(source, Member) else source).name
+
+
+def _harvest_range(path, paper: str, out_dir: str, cfg: HarvestConfig, first: int, last: int,
                    skip: dict[int, str] | None) -> dict:
+    """``_range_of``; the first range's also has the SHA-256 of an archive member's bytes (the parent has not
+    read them)."""
+    read: dict = {}
+    return {**_range_of(path, paper, out_dir, cfg, first, last, skip, read if first == 1 else None), **read}
+
+
+def _range_of(path, paper: str, out_dir: str, cfg: HarvestConfig, first: int, last: int,
+              skip: dict[int, str] | None, read: dict | None) -> dict:
     """In a worker: page rows of pages ``first``..``last`` (1-based, cut at the document's end) and figure
     records of their candidate pages (without discussion), thumbnails written; where there are figures, the
     text read, for the discussions; the document's page count. Any range checks the document (unreadable,
     encrypted, empty, too long): the first range's result says so for the whole document."""
-    name = Path(path).name
+    name = _name(path)
     stage("open", cfg.range_seconds)
-    doc, problem = _open(path)
+    doc, problem = _open(path, read)
     if doc is None:
         return {"error": problem}
     with doc:
@@ -221,7 +251,7 @@ def _texts(first: int, segments: list) -> list:
     return [[first + i, [text for text, _ in segs]] for i, segs in enumerate(segments) if segs is not None]
 
 
-def _read_texts(path: str, numbers: list[int], open_seconds: float | None = None) -> dict:
+def _read_texts(path, numbers: list[int], open_seconds: float | None = None) -> dict:
     """In a worker: the text of the pages ``numbers`` (1-based), for the discussion paragraphs."""
     from benchmint.pdf.captions import text_segments
 
@@ -246,17 +276,23 @@ class HarvestResult:
     errors: list[dict]
     skipped: int  # PDFs whose every unit was in the ledger already
     left_out: int = 0  # files found twice or that could not be read (each an error row)
+    dropped: dict[str, int] = field(default_factory=dict)  # papers the filters left out, by reason (dropped.jsonl)
 
 
 @dataclass
 class _Doc:
-    """One PDF of the run. Every output names it by ``path`` (as found from the inputs as given) and ``sha256``
-    (of its bytes); the units' keys hash its bytes with the settings and its base name."""
+    """One PDF of the run. Every output names it by ``path`` (as found from the inputs as given; an archive
+    member's is ``archive/member``) and ``sha256`` (of its bytes), with ``labels``: the archive and member, the
+    arXiv id and version its name gives. The units' keys hash its bytes (a member's identity in its archive)
+    with the settings and its base name; ``source`` is what the workers read."""
 
     path: Path
     digest: bytes
     paper: str
-    sha256: str = ""
+    sha256: str | None = ""
+    source: object = None
+    labels: dict = field(default_factory=dict)
+    meta: dict | None = None  # the paper's metadata (--metadata), for documents.jsonl and figures.jsonl
     error: dict | None = None
     skips: dict[int, str] = field(default_factory=dict)  # page -> why it is not read (a time limit)
     ranges: dict[tuple[int, int], dict] = field(default_factory=dict)  # (first, last) -> its result
@@ -269,6 +305,7 @@ class _Doc:
     def share(self, other: _Doc) -> None:
         """Take the results of ``other``, a copy of this file run in its place."""
         self.skips, self.ranges, self.texts, self.done_before = other.skips, other.ranges, other.texts, other.done_before
+        self.sha256 = self.sha256 or other.sha256
         self.error = None if other.error is None else {**other.error, "pdf": str(self.path)}
 
 
@@ -277,28 +314,45 @@ _TRIAGE_MODULES = ("pymupdf", "benchmint.pdf.captions", "benchmint.pdf.triage")
 _FIGURE_MODULES = ("benchmint.pdf.geometry", "benchmint.pdf.pairing", "benchmint.pdf.panels")
 
 
-def harvest(inputs, out_dir, cfg: HarvestConfig = HarvestConfig(), workers: int = 1, progress: bool = False):
-    files = find_files(inputs, ".pdf")
+def harvest(inputs, out_dir, cfg: HarvestConfig = HarvestConfig(), workers: int = 1, progress: bool = False,
+            metadata: str | os.PathLike | None = None, filters: Filters | None = None) -> HarvestResult:
+    """Harvest the PDFs in ``inputs`` (files, folders, archives) into ``out_dir``. ``metadata``: an arXiv
+    metadata snapshot, indexed into ``out_dir/metadata.sqlite`` and joined into the records by the arXiv id of
+    each file's name; ``filters`` leave papers out before any of their bytes is read (dropped.jsonl)."""
+    filters = filters or Filters()
+    if filters.need_metadata and metadata is None:
+        raise ValueError("--categories, --from and --to need --metadata")
+    if metadata is not None and not Path(metadata).is_file():
+        raise InputError(f"--metadata {metadata}: No such file or directory")
     out = Path(out_dir)
+    files = find_files_into(inputs, ".pdf", out)
     out.mkdir(parents=True, exist_ok=True)
     first_pass = _executor(workers, cfg, _TRIAGE_MODULES + (() if cfg.triage_only else _FIGURE_MODULES))
     first_pass.start()
+    index = None
     try:
+        index = MetadataIndex.open(metadata, out / METADATA_INDEX) if metadata is not None else None
+        kept, dropped, problems = _select(files, index, filters)
         docs: list[_Doc] = []
         left_out: list[tuple[int, dict]] = []  # (how many documents came before it, its error row)
-        for f in files:
+        for f, labels, meta in kept:
             row = f.error_row()
+            settings = {**cfg.key_settings(), "name": f.path.name}
+            if row is None and f.member is not None:  # not read here: a finished member is skipped unread
+                docs.append(_Doc(f.path, bytes.fromhex(key := f.member.key(settings)), key[:16], None, f.member,
+                                 labels, meta))
+                continue
             if row is None:
                 # The document's key hashes its bytes with the settings (its first 16 digits name its
                 # thumbnails); the units' keys hash that key, so a long document's ranges do not hash it again.
                 try:
-                    key, sha256 = hash_file(f.path, {**cfg.key_settings(), "name": f.path.name})
+                    key, sha256 = hash_file(f.path, settings)
                 except OSError as exc:  # no permission, gone since the listing: this file's error, not the run's
                     row = read_error(exc)
             if row is not None:
-                left_out.append((len(docs), {"pdf": str(f.path), **row}))
+                left_out.append((len(docs), {"pdf": str(f.path), **labels, **row}))
                 continue
-            docs.append(_Doc(f.path, bytes.fromhex(key), key[:16], sha256))
+            docs.append(_Doc(f.path, bytes.fromhex(key), key[:16], sha256, str(f.path), labels, meta))
         # Copies of one file under one base name (in several folders) share every unit: one of them runs.
         first: dict[bytes, _Doc] = {}
         for d in docs:
@@ -312,7 +366,46 @@ def harvest(inputs, out_dir, cfg: HarvestConfig = HarvestConfig(), workers: int 
                 d.share(first[d.digest])
     finally:
         first_pass.close()  # idle workers of a run that had nothing to do, or that failed before its first pass
-    return _write(out, docs, cfg, left_out)
+        if index is not None:
+            index.close()
+    write_jsonl(out / "dropped.jsonl", dropped)
+    result = _write(out, docs, cfg, left_out, problems)
+    result.dropped = dict(sorted(Counter(row["reason"] for row in dropped).items()))
+    return result
+
+
+METADATA_INDEX = "metadata.sqlite"
+
+
+def _select(files: list, index: MetadataIndex | None, filters: Filters) -> tuple[list, list[dict], list[dict]]:
+    """The files the filters keep, as (FoundFile, labels, metadata or None), in input order; the rows of those
+    dropped ({pdf, labels, reason}); the error rows of snapshot lines that could not be read. By file names and
+    the index only: nothing of a PDF is read."""
+    idents = [parse_id(f.path.name) for f in files]
+    found = index.lookup(i[0] for i in idents if i is not None) if index is not None else {}
+    kept, dropped = [], []
+    for position, (f, ident) in enumerate(zip(files, idents)):
+        labels = {**f.where(), **({"arxiv_id": ident[0], "arxiv_version": ident[1]} if ident else {})}
+        meta = None if index is None else joined(found.get(ident[0]) if ident else None, ident[1] if ident else None)
+        # Files left out as unreadable or found twice are error rows, not drops.
+        reason = filters.why_dropped(ident, meta) if filters.active and f.error_row() is None else None
+        if reason is None:
+            kept.append((f, labels, meta, ident, position))
+        else:
+            dropped.append((position, {"pdf": str(f.path), **labels, "reason": reason}))
+    if filters.latest_version:
+        latest = latest_versions([ident if f.error_row() is None else None for f, _, _, ident, _ in kept])
+        survivors = []
+        for (f, labels, meta, ident, position), best in zip(kept, latest):
+            if ident is not None and best is not None and (ident[1] or 0) < best:
+                dropped.append((position, {"pdf": str(f.path), **labels,
+                                           "reason": "not the latest version"}))
+            else:
+                survivors.append((f, labels, meta, ident, position))
+        kept = survivors
+    problems = [] if index is None else [{"metadata": str(index.snapshot), "line": line, "error": error}
+                                         for line, error in index.problems()]
+    return [(f, labels, meta) for f, labels, meta, _, _ in kept], [row for _, row in sorted(dropped)], problems
 
 
 
@@ -339,7 +432,7 @@ class _Run:
     def range_unit(self, d: _Doc, first: int, last: int) -> Unit:
         skip = {n: why for n, why in d.skips.items() if first <= n <= last}
         settings = {**self.cfg.key_settings(), "pages": [first, last], **({"skip": sorted(skip)} if skip else {})}
-        unit = Unit(d.key(settings), (str(d.path), d.paper, str(self.out), self.cfg, first, last, skip or None),
+        unit = Unit(d.key(settings), (d.source, d.paper, str(self.out), self.cfg, first, last, skip or None),
                     f"{d.path} pages {first}-{last}")
         self.owner[unit.key] = (d, (first, last))
         return unit
@@ -376,6 +469,8 @@ class _Run:
             if got is None:  # every range was run above, or by an earlier run
                 raise RuntimeError(f"{d.path} pages {rng[0]}-{rng[1]} have no result in {self.ledger.path}")
             d.ranges[rng] = got[1]
+            if d.sha256 is None:  # a member's, from the worker that read it
+                d.sha256 = got[1].get("sha256")
         for d in docs:
             first = d.ranges.get((1, CHUNK_PAGES))
             if first is not None and "error" in first:  # the document itself cannot be harvested
@@ -392,7 +487,7 @@ class _Run:
                 end = min(last, r.get("page_count", last))
                 unread = [n for n in range(first, end + 1) if n not in read and n not in d.skips]
                 if unread and "error" not in r:
-                    units.append(Unit(d.key({"text": unread}), (str(d.path), unread, self.cfg.range_seconds),
+                    units.append(Unit(d.key({"text": unread}), (d.source, unread, self.cfg.range_seconds),
                                       f"{d.path} text"))
                     wanted.append(d)
         for d, r in zip(wanted, self.run(units, wanted, _read_texts, "harvest: text")):
@@ -405,10 +500,12 @@ def _error_row(d: _Doc, result: dict, **where) -> dict:
             **({"time_limit": result["time_limit"]} if "time_limit" in result else {})}
 
 
-def _write(out: Path, docs: list, cfg: HarvestConfig, left_out: list[tuple[int, dict]]) -> HarvestResult:
+def _write(out: Path, docs: list, cfg: HarvestConfig, left_out: list[tuple[int, dict]],
+           snapshot_errors: list[dict]) -> HarvestResult:
     pages: list[dict] = []
     figures: list[dict] = []
-    errors: list[dict] = []
+    errors: list[dict] = list(snapshot_errors)  # lines of the metadata snapshot that could not be read
+    documents: list[dict] = []  # one a document run: its identifiers, pages and metadata (errors.jsonl says why not)
     held = iter(left_out)  # (how many documents came before it, its row): in input order among the documents
     pending = next(held, None)
     for i, d in enumerate([*docs, None]):  # input order; a document's own error, then its ranges' and its pages'
@@ -417,7 +514,9 @@ def _write(out: Path, docs: list, cfg: HarvestConfig, left_out: list[tuple[int, 
             pending = next(held, None)
         if d is None:
             break
-        ident = {"pdf": str(d.path), "sha256": d.sha256}  # every row of every file names the document so
+        ident = {"pdf": str(d.path), "sha256": d.sha256, **d.labels}  # every row of every file names the document so
+        count = next((r["page_count"] for r in d.ranges.values() if "page_count" in r), None)
+        documents.append({**ident, "page_count": None if d.error is not None else count, **(d.meta or {})})
         if d.error is not None:
             errors.append({**d.error, **ident})
             continue
@@ -428,8 +527,8 @@ def _write(out: Path, docs: list, cfg: HarvestConfig, left_out: list[tuple[int, 
                 errors.append({**_error_row(d, r, pages=[first, last]), **ident})
                 continue
             pages.extend({**ident, **row, "pdf": ident["pdf"]} for row in r["pages"])
-            doc_figures.extend({**ident, **{k: v for k, v in f.items() if k != "paper"}, "pdf": ident["pdf"]}
-                               for f in r["figures"])
+            doc_figures.extend({**ident, **{k: v for k, v in f.items() if k != "paper"}, "pdf": ident["pdf"],
+                                **(d.meta or {})} for f in r["figures"])
             texts.update({n: t for n, t in r.get("text", ())})
         if doc_figures:
             from benchmint.pdf.context import discussions  # here: it imports PyMuPDF, which triage-only runs spare
@@ -443,6 +542,7 @@ def _write(out: Path, docs: list, cfg: HarvestConfig, left_out: list[tuple[int, 
     write_jsonl(out / "pages.jsonl", pages)
     write_jsonl(out / "figures.jsonl", figures)
     write_jsonl(out / "errors.jsonl", errors)
+    write_jsonl(out / "documents.jsonl", documents)
     _drop_stale_thumbnails(out, docs, cfg)
     return HarvestResult(len(docs) + len(left_out), len(pages), sum(row["candidate"] for row in pages), len(figures),
                          errors, sum(d.done_before for d in docs), len(left_out))

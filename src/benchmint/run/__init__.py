@@ -19,7 +19,17 @@ from benchmint.run.executors import (
     stage,
 )
 from benchmint.run.ledger import Ledger, content_key
-from benchmint.run.runner import FoundFile, Unit, find_files, hash_file, read_error, run_files, run_units
+from benchmint.run.runner import (
+    FoundFile,
+    Unit,
+    find_files,
+    find_files_into,
+    hash_file,
+    read_error,
+    run_files,
+    run_units,
+)
 
 __all__ = ["Executor", "FoundFile", "Ledger", "ProcessExecutor", "SerialExecutor", "ThreadExecutor", "Unit", "UnitTimeout",
-           "WorkerDied", "content_key", "executor_for", "find_files", "hash_file", "read_error", "run_files", "run_units", "stage"]
+           "WorkerDied", "content_key", "executor_for", "find_files", "find_files_into", "hash_file", "read_error",
+           "run_files", "run_units", "stage"]

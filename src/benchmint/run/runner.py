@@ -12,6 +12,7 @@ from pathlib import Path
 
 from benchmint.io import InputError
 from benchmint.parallel import resolve_workers
+from benchmint.run.archives import Listings, Member, is_archive, list_members
 from benchmint.run.executors import Executor, ProcessExecutor, UnitTimeout, WorkerDied
 from benchmint.run.ledger import Ledger, extend_key
 
@@ -137,41 +138,71 @@ class FoundFile:
     ``problem`` says why it cannot be read (a symbolic-link loop, a link to nothing); ``same_as`` is the path
     under which the same file (same device and inode: a hard or symbolic link, a relative and an absolute
     spelling) was found earlier. Both are per-file error rows of the run, never silent drops.
+
+    A file inside an archive has its ``member`` and the path ``archive/member name``; for it, ``same_as`` names
+    the earlier member of the same name in that archive, or of the same identity (name, size, stamp) in another.
+    A damaged archive is a row of its own (``path`` the archive, ``problem`` the damage, ``member`` the last
+    member listed before it, if any).
     """
 
     path: Path
     problem: str | None = None
     same_as: Path | None = None
+    member: Member | None = None
+
+    def where(self) -> dict:
+        """The archive and member of a row, for a file inside an archive."""
+        return {} if self.member is None else self.member.where()
 
     def error_row(self) -> dict | None:
         """The run's error fields for a file left out (None for a file that runs)."""
         if self.same_as is not None:
-            return {"error": f"the same file as {self.same_as} (given twice); left out", "kind": "duplicate_file",
-                    "duplicate_of": str(self.same_as)}
+            kind = "duplicate_file" if self.member is None else "duplicate_member"
+            return {"error": f"the same {'file' if self.member is None else 'member'} as {self.same_as} (given "
+                             "twice); left out", "kind": kind, "duplicate_of": str(self.same_as), **self.where()}
         if self.problem is not None:
-            return {"error": self.problem, "kind": "unreadable"}
+            return {"error": self.problem, "kind": "unreadable", **self.where()}
         return None
 
 
-def find_files(inputs: Sequence[str | os.PathLike], suffix: str) -> list[FoundFile]:
-    """Files named, or found recursively with ``suffix`` in the folders named; stable order.
+def find_files(inputs: Sequence[str | os.PathLike], suffix: str, listings: Listings | None = None) -> list[FoundFile]:
+    """Files named, or found recursively with ``suffix`` in the folders named; stable order. Archives (tar,
+    compressed tar, zip: ``ARCHIVE_SUFFIXES``) named or found stand for their members with ``suffix``, in
+    archive order; they are listed, not read (``listings``: the listings kept by an earlier run, used while
+    the archive has not changed).
 
     A name found again for a file already found is kept with ``same_as``; a link that cannot be followed
     with ``problem``. InputError when a name does not exist or nothing is found.
     """
     found: list[FoundFile] = []
     first: dict[tuple[int, int], Path] = {}  # (device, inode) -> the first path found for it
+    first_member: dict[tuple, Path] = {}  # (name, size, stamp) and (archive, name) -> the first member found
 
     def add(path: Path, st: os.stat_result) -> None:
         ident = (st.st_dev, st.st_ino)
-        found.append(FoundFile(path, same_as=first.get(ident)))
+        same_as = first.get(ident)
         first.setdefault(ident, path)
+        if same_as is not None or not is_archive(path):
+            found.append(FoundFile(path, same_as=same_as))
+            return
+        try:
+            members, damage = (listings.members(path, suffix) if listings is not None
+                               else list_members(path, suffix))
+        except OSError as exc:  # gone or unreadable since it was found
+            members, damage = [], f"cannot read the archive: {type(exc).__name__}: {exc.strerror or exc}"
+        for m in members:
+            again = first_member.get(("in", m.archive, m.name)) or first_member.get((m.name, m.size, m.stamp))
+            found.append(FoundFile(m.path, member=m, same_as=again))
+            first_member.setdefault(("in", m.archive, m.name), m.path)
+            first_member.setdefault((m.name, m.size, m.stamp), m.path)
+        if damage is not None:
+            found.append(FoundFile(path, problem=damage, member=members[-1] if members else None))
 
     for item in inputs:
         p = Path(item)
         if p.is_dir():
             for q in sorted(p.rglob("*")):
-                if q.suffix.lower() != suffix:
+                if q.suffix.lower() != suffix and not is_archive(q):
                     continue
                 try:
                     st = q.stat()
@@ -208,14 +239,29 @@ def hash_file(path: str | os.PathLike, settings: dict | None = None) -> tuple[st
     return extend_key(h.copy(), settings), h.hexdigest()
 
 
+ARCHIVES_NAME = "archives.sqlite"
+
+
+def find_files_into(inputs: Sequence[str | os.PathLike], suffix: str, out: Path) -> list[FoundFile]:
+    """``find_files`` for a run into ``out``, its archive listings kept in ``out/archives.sqlite``, so that a
+    rerun lists a compressed tar without decompressing it."""
+    listings = Listings(out / ARCHIVES_NAME)
+    try:
+        return find_files(inputs, suffix, listings)
+    finally:
+        listings.close()
+
+
 def run_files(inputs: Sequence[str | os.PathLike], suffix: str, out_dir: str | os.PathLike, kind: str,
               work: Callable[..., dict], args_of: Callable[[Path], tuple], settings_of: Callable[[Path], dict],
               workers: int = 1, progress: bool = False, unit_seconds: float | None = None,
               stage_seconds: float | None = None, preload: Sequence[str] = (),
-              share_preload: bool = False) -> tuple[Path, list[tuple[Path, str | None, dict]], int]:
-    """A resumable run over the files in ``inputs``: ``work(path, key, out_dir, *args_of(path))`` per file.
+              share_preload: bool = False) -> tuple[Path, list[tuple[FoundFile, str | None, dict]], int]:
+    """A resumable run over the files in ``inputs``: ``work(source, key, out_dir, *args_of(path))`` per file.
 
-    A file's key hashes its bytes with ``settings_of(path)``; files run in worker
+    A file's key hashes its bytes with ``settings_of(path)``; ``source`` is its path, as a string. A member of
+    an archive (``find_files``) is keyed by its identity in the archive instead, so a finished one is skipped
+    without being read, and ``source`` is the ``Member`` (``read_source`` reads either); files run in worker
     processes (a crash in a C library takes down a worker, not the run's
     ledger). Results come back in input order from ``out_dir/ledger.sqlite``.
     A file that cannot be read (no permission, gone, a loop of links) or that was found twice has no
@@ -223,11 +269,11 @@ def run_files(inputs: Sequence[str | os.PathLike], suffix: str, out_dir: str | o
     ``unit_seconds`` and ``stage_seconds`` are the ``ProcessExecutor`` time limits; the workers start
     before the files are hashed and import the ``preload`` modules meanwhile (``share_preload``: as
     ``ProcessExecutor`` has it).
-    Returns (output folder, [(path, key or None, result)], files already done).
+    Returns (output folder, [(FoundFile, key or None, result)], files already done).
     """
-    files = find_files(inputs, suffix)
     resolve_workers(workers)
     out = Path(out_dir)
+    files = find_files_into(inputs, suffix, out)
     out.mkdir(parents=True, exist_ok=True)
     executor = ProcessExecutor(workers, unit_seconds=unit_seconds, stage_seconds=stage_seconds, preload=preload,
                                share_preload=share_preload)
@@ -236,14 +282,17 @@ def run_files(inputs: Sequence[str | os.PathLike], suffix: str, out_dir: str | o
         units, rows = [], []
         for f in files:
             left_out = f.error_row()
-            if left_out is None:
+            if left_out is None and f.member is not None:  # keyed by its identity in the archive: not read here
+                key = f.member.key(settings_of(f.path))
+                units.append(Unit(key, (f.member, key, str(out), *args_of(f.path)), str(f.path)))
+            elif left_out is None:
                 try:
                     key, _ = hash_file(f.path, settings_of(f.path))
                 except OSError as exc:  # no permission, gone since the listing: this file's error, not the run's
                     left_out = read_error(exc)
                 else:
                     units.append(Unit(key, (str(f.path), key, str(out), *args_of(f.path)), str(f.path)))
-            rows.append((f.path, None, left_out) if left_out is not None else (f.path, units[-1].key, None))
+            rows.append((f, None, left_out) if left_out is not None else (f, units[-1].key, None))
         with Ledger(out / LEDGER_NAME, kind) as ledger:
             results, skipped = run_units(ledger, units, work, executor, kind, progress)
     finally:

@@ -173,16 +173,17 @@ def render_pattern(grid, curve, path: Path, size: tuple[int, int]) -> None:
     renderer.save(curve, path)
 
 
-def _build_one(path: str, key: str, out_dir: str, db: str, cfg: BuildConfig) -> dict:
+def _build_one(path, key: str, out_dir: str, db: str, cfg: BuildConfig) -> dict:
     """One CIF -> its item, or {"error": ...}; a CIF of several structure blocks -> {"blocks": [{"block": name,
     and its item or error}, ...]}. Runs in a worker process. The item's id and CIF path are the parent's to give
     (a file's content may stand for several files)."""
+    from benchmint.run.archives import read_source
     from benchmint.xrd.cifread import structure_blocks
 
-    blocks = structure_blocks(Path(path).read_text(encoding="utf-8", errors="replace"))
+    blocks = structure_blocks(read_source(path).decode("utf-8", errors="replace"))
     # An item carries its structure's text, so the items folder stands alone: eval reads it there (a path back to
-    # the CIF would lie outside the folder, which eval refuses unless told), and a block's text is its own
-    # (the file's would give a model, and the baseline, every block).
+    # the CIF, or to an archive's member, would lie outside the folder, which eval refuses unless told), and a
+    # block's text is its own (the file's would give a model, and the baseline, every block).
     if len(blocks) == 1:
         return _with_text(_build_block(blocks[0][1], key, f"{key[:12]}.png", out_dir, db, cfg), blocks[0][1])
     return {"blocks": [{"block": name, **_with_text(_build_block(text, f"{key}#{name}", f"{key[:12]}-{i:03d}.png",
@@ -463,6 +464,10 @@ def build(inputs, out_dir, cfg: BuildConfig = BuildConfig(), workers: int = 1, p
         selector.close()
 
 
+def _relative(path, out: Path) -> str:
+    return Path(os.path.relpath(Path(path).resolve(), out.resolve())).as_posix()
+
+
 def _finish(out: Path, results: list, skipped: int, cfg: BuildConfig, selector: Selector) -> BuildResult:
     """Items, errors and the selection from the files' results, in input order.
 
@@ -476,8 +481,9 @@ def _finish(out: Path, results: list, skipped: int, cfg: BuildConfig, selector: 
     seen_key: dict[str, str] = {}
     seen_id: dict[str, str] = {}
     kept = []
-    for p, key, r in results:
-        where = {"cif": str(p)}
+    for f, key, r in results:
+        p = f.path
+        where = {"cif": str(p), **f.where()}
         if key is not None and key in seen_key:
             errors.append({**where, "error": f"the same content as {seen_key[key]}; left out",
                            "kind": "duplicate_content", "duplicate_of": seen_key[key]})
@@ -490,7 +496,7 @@ def _finish(out: Path, results: list, skipped: int, cfg: BuildConfig, selector: 
         for b in r.get("blocks", [{**r, "block": None}]):
             name = b.pop("block")
             item_id = Path(p).stem if name is None else f"{Path(p).stem}#{name}"
-            where = {"cif": str(p), **({"block": name, "id": item_id} if name is not None else {})}
+            where = {"cif": str(p), **f.where(), **({"block": name, "id": item_id} if name is not None else {})}
             if "error" in b:
                 errors.append({**where, **b})
             elif item_id in seen_id:
@@ -498,16 +504,18 @@ def _finish(out: Path, results: list, skipped: int, cfg: BuildConfig, selector: 
                                "kind": "duplicate_id", "duplicate_of": seen_id[item_id]})
             else:
                 seen_id[item_id] = str(p)
-                kept.append((p, {**b, "id": item_id}))
+                kept.append((f, {**b, "id": item_id}))
                 if b.get("cif_symmetry") == ASSUMED_P1:  # kept, but never silently
                     errors.append({**where, "id": item_id, "kind": "warning", "warning":
                                    "the CIF gives no symmetry pymatgen can read (no operations, Hall or H-M symbol "
                                    "or number): the sites are taken as written (P1); the item is kept"})
     # What a prompt needs beside the item: the CIF (its path relative to items.jsonl, added here rather than in
     # the worker so that a resumed run in another place still points at its files) and the index convention.
-    items = [{**r, "cif": Path(os.path.relpath(Path(p).resolve(), out.resolve())).as_posix(),
+    # A member of an archive is named by the archive's path and its name in it; its item carries its text.
+    items = [{**r, "cif": _relative(f.member.archive if f.member else f.path, out)
+              + (f"/{f.member.name}" if f.member else ""), **f.where(),
               "hkl_convention": "4-index" if r["answer"] and len(r["answer"][0]) == 4 else "3-index"}
-             for p, r in kept]
+             for f, r in kept]
     selection, silhouettes = selector.select(items, cfg.per_db, cfg.seed) if items else ([], {})
     write_jsonl(out / "items.jsonl", items)
     write_jsonl(out / "errors.jsonl", errors)
