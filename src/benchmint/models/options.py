@@ -60,7 +60,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--max-tokens", type=_positive_int, metavar="N",
                    help="stop before the run's prompt + completion tokens would exceed this")
     g.add_argument("--structured", choices=MODES, default="auto",
-                   help="how a JSON schema is asked for: auto (json_schema, falling back to json_object, then the "
+                   help="how a JSON schema is asked for: auto (json_schema, falling back to json_object with the "
+                        "schema beside it as llama-cpp-python's server takes it, then plain json_object, then the "
                         "prompt, as the server allows) or one form fixed")
 
 
