@@ -362,3 +362,64 @@ def test_schema_checks_by_hand():
             validate(value, schema)
     with pytest.raises(ValueError, match="does not know"):
         validate(1, {"pattern": "x"})
+
+
+# ---- a killed loop resumes
+
+
+def stateless_model(harvest):
+    """Replies that depend on the request alone (a resumed run must get the same ones): each revision appends
+    "+" to the question, and the advisor passes a question ending in "++" (the third version)."""
+    vlm = Model(harvest)
+
+    def reply(body):
+        stage, prompt = stage_of(body), prompt_of(body)
+        if stage == "llbox":
+            return vlm(body)
+        if stage == "qa":
+            if not prompt.startswith("You wrote"):
+                return json.dumps(QUESTION)
+            draft = json.loads(prompt.split("Your question, as JSON:\n", 1)[1].split("\n", 1)[0])
+            return json.dumps({**draft, "question": draft["question"] + "+"})
+        draft = json.loads(prompt.split("as JSON:\n", 1)[1].split("\n", 1)[0])
+        return critique("pass", 5) if draft["question"].endswith("++") else critique("revise", 3)
+
+    return reply
+
+
+def test_a_killed_multi_round_loop_resumes_without_asking_again(harvest, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    with ChatServer() as server:
+        server.default = Reply(text=stateless_model(harvest), delay=0.15)
+        out = tmp_path / "killed"
+        args = [sys.executable, "-m", "benchmint.cli", *gen_args(harvest, out, server, "--concurrency", "1")]
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while server.count < 5 and time.monotonic() < deadline:  # two pages, the draft, an audit, a revision
+            time.sleep(0.01)
+        os.kill(proc.pid, signal.SIGKILL)
+        assert proc.wait(10) == -signal.SIGKILL
+        asked_before = server.count
+        assert 5 <= asked_before < 8
+        subprocess.run(args, check=True, timeout=120, capture_output=True)
+        # The whole loop: 2 llbox, draft, audit, revision, audit, revision, audit (passed) = 8 distinct calls;
+        # only the one in flight at the kill may have been asked twice.
+        assert len(server.by_prompt) == 8 and server.count <= 8 + 1
+        assert sum(n - 1 for n in server.by_prompt.values()) == server.count - 8
+        item = rows(out / "items.jsonl")[0]
+        assert item["meta"]["outcome"] == "PASSED_REVISED" and item["meta"]["audits"] == 3
+        assert item["question"].endswith("++")
+
+        # The same files as a run that was never interrupted (against a server that forgot nothing it was asked).
+        whole = tmp_path / "whole"
+        server.reset()
+        server.default = Reply(text=stateless_model(harvest))
+        assert main(gen_args(harvest, whole, server, "--concurrency", "1")) == 0
+        assert server.count == 8
+        for name in ("items.jsonl", "rejected.jsonl", "trace.jsonl", "figures.jsonl", "errors.jsonl"):
+            assert (out / name).read_text() == (whole / name).read_text(), name
