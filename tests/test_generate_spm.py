@@ -423,3 +423,16 @@ def test_a_killed_multi_round_loop_resumes_without_asking_again(harvest, tmp_pat
         assert server.count == 8
         for name in ("items.jsonl", "rejected.jsonl", "trace.jsonl", "figures.jsonl", "errors.jsonl"):
             assert (out / name).read_text() == (whole / name).read_text(), name
+
+
+def test_text_only_sends_the_generator_and_advisor_no_image(harvest, server, tmp_path):
+    server.default = Reply(text=Model(harvest))
+    out = tmp_path / "gen"
+    assert main(gen_args(harvest, out, server, "--text-only")) == 0
+    for body in server.bodies:
+        content = body["messages"][0]["content"]
+        if stage_of(body) == "llbox":
+            assert any(p["type"] == "image_url" for p in content)
+        else:  # plain text, the form chat templates of text-only models take
+            assert isinstance(content, str) and "Line profile across the superlattice" in content
+    assert len(rows(out / "items.jsonl")) == 1

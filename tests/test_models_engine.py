@@ -527,8 +527,10 @@ def test_schema_fallback_on_a_server_that_500s_json_schema(server, tmp_path):
     assert [b["response_format"] for b in server.bodies] == [
         {"type": "json_schema", "json_schema": {"name": "answer", "schema": SCHEMA}},
         *[{"type": "json_object", "schema": SCHEMA}] * 3]
-    last_text = server.bodies[-1]["messages"][-1]["content"][-1]["text"]
-    assert "JSON Schema" in last_text and '"required":["answer"]' in last_text
+    # A plain-text prompt stays plain text with the schema after it (llama.cpp's templates of text-only models
+    # fail on content parts).
+    last_text = server.bodies[-1]["messages"][-1]["content"]
+    assert last_text.startswith("q2\n\n") and "JSON Schema" in last_text and '"required":["answer"]' in last_text
     # Remembered in the cache file: a new run on new prompts starts at json_object with the schema.
     eng = engine(server, tmp_path)
     run(eng, [schema_req("new")])

@@ -43,7 +43,8 @@ def run_spm(args: argparse.Namespace) -> int:
         cfg = SPMConfig(gen_model=args.gen_model, advisor_model=args.advisor_model or args.gen_model,
                         vlm_model=args.vlm_model, box_format=args.box_format, min_panels=args.min_panels,
                         min_iou=args.min_iou, max_rounds=args.max_rounds, temperature=args.temperature,
-                        max_tokens=args.reply_tokens, crop_max_side=args.crop_max_side, seed=args.seed,
+                        max_tokens=args.reply_tokens, crop_max_side=args.crop_max_side, text_only=args.text_only,
+                        seed=args.seed,
                         limit=args.limit, progress=sys.stderr.isatty())
         roles = _engines(args, Path(args.out) / "requests.sqlite")
         result = generate(args.harvest, args.out, cfg, roles, pdf_dir=args.pdfs, prompts=args.prompts)
@@ -109,6 +110,8 @@ def _add_spm(sub) -> None:
     p.add_argument("--reply-tokens", type=_positive_int, default=4096, metavar="N", help="max tokens per reply")
     p.add_argument("--crop-max-side", type=_positive_int, default=2048, metavar="PX",
                    help="longest side of the crop as the generator and advisor see it (2048)")
+    p.add_argument("--text-only", action="store_true",
+                   help="send the generator and advisor no image, only caption and discussion (text-only models)")
     p.add_argument("--seed", type=int, default=None, help="sampling seed sent with every call")
     p.add_argument("--limit", type=_positive_int, help="the first N figure records only")
     p.add_argument("--prompts", metavar="DIR", help="files replacing the package's (spm/<file>: prompts, term lists, "

@@ -66,6 +66,7 @@ class SPMConfig:
     temperature: float | None = 0.0
     max_tokens: int | None = 4096
     crop_max_side: int = 2048  # the crop's longest side as the generator and advisor see it
+    text_only: bool = False  # the generator and advisor get no image (a text-only model): caption and discussion
     seed: int | None = None
     limit: int | None = None
     progress: bool = False
@@ -104,23 +105,29 @@ def _box_schema() -> dict:
 
 def llbox_schema(modalities: list[str]) -> dict:
     figure = {"type": "object", "additionalProperties": False, "required": ["label", "box", "panels", "modality"],
-              "properties": {"label": {"type": "string", "minLength": 1}, "box": _box_schema(),
+              "properties": {"label": _text(), "box": _box_schema(),
                              "panels": {"type": "array", "items": _box_schema()},
                              "modality": {"type": "string", "enum": modalities}}}
     return {"type": "object", "additionalProperties": False, "required": ["figures"],
             "properties": {"figures": {"type": "array", "items": figure}}}
 
 
+def _text() -> dict:
+    # No maxLength: llama.cpp turns it into a grammar nested as deep as the bound, which its parser cannot read
+    # for a few hundred characters (and its server dies); the reply-token bound limits the length instead.
+    return {"type": "string", "minLength": 1}
+
+
 def qa_schema(tax: dict) -> dict:
-    text = {"type": "string", "minLength": 1}
+    text = _text()
     rubric = {"type": "object", "additionalProperties": False, "required": ["competency", "criterion"],
-              "properties": {"competency": text, "criterion": text}}
+              "properties": {"competency": _text(), "criterion": _text()}}
     return {"type": "object", "additionalProperties": False,
             "required": ["reasoning", "question", "options", "answer", "rubric", "domain", "bloom_level",
                          "question_type", "level", "discipline", "technique", "topic"],
             "properties": {
-                "reasoning": text, "question": text,
-                "options": {"type": "array", "items": text, "minItems": 6, "maxItems": 6},
+                "reasoning": _text(), "question": text,
+                "options": {"type": "array", "items": _text(), "minItems": 6, "maxItems": 6},
                 "answer": {"type": "array", "items": {"type": "string", "enum": list(LETTERS)}, "minItems": 1,
                            "maxItems": 6},
                 "rubric": {"type": "array", "items": rubric, "minItems": 1, "maxItems": 5},
@@ -130,7 +137,7 @@ def qa_schema(tax: dict) -> dict:
                 "level": {"type": "string", "enum": tax["levels"]},
                 "discipline": {"type": "string", "enum": tax["disciplines"]},
                 "technique": {"type": "string", "enum": tax["techniques"]},
-                "topic": text}}
+                "topic": _text()}}
 
 
 def critique_schema(crit: dict) -> dict:
@@ -377,6 +384,8 @@ class SPMGenerator:
         return {"LABEL": c["label"], "CAPTION": c["caption"], "DISCUSSION": c["discussion"] or "(none found)"}
 
     def _image(self, qid: str):
+        if self.cfg.text_only:
+            return []
         data = (self.out / self._context[qid]["png"]).read_bytes()
         return [TemplateImage(data, "image/png")]
 
@@ -384,8 +393,10 @@ class SPMGenerator:
         from benchmint.models import ChatRequest, Message
 
         parts = _parts(template.render(values, self._image(qid)), self.cfg.crop_max_side)
+        text_only = all(isinstance(p, str) for p in parts)
         schema = self.s_crit if name == "critique" else self.s_qa
-        return ChatRequest(model, (Message("user", parts),), self.cfg.temperature, max_tokens=self.cfg.max_tokens,
+        message = Message("user", "".join(parts) if text_only else parts)
+        return ChatRequest(model, (message,), self.cfg.temperature, max_tokens=self.cfg.max_tokens,
                            seed=self.cfg.seed, schema=schema, schema_name=name)
 
     def _draft_unit(self, qid: str) -> Unit:
