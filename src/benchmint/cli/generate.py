@@ -120,9 +120,64 @@ def _add_spm(sub) -> None:
     p.set_defaults(func=run_spm)
 
 
+def run_review(args: argparse.Namespace) -> int:
+    from benchmint.generate import review
+    from benchmint.io import InputError
+
+    try:
+        if args.action == "export":
+            record = review.export(args.items, args.out, args.benchmark, args.sample, args.reviewers, args.overlap,
+                                   args.seed)
+            print(f"{record['sample']} items, {len(record['overlap'])} on every sheet -> "
+                  + ", ".join(f"{args.out}/{name}.csv ({len(ids)})" for name, ids in record["sheets"].items()))
+            return 0
+        summary = review.import_sheets(args.sheets, args.items, args.out, args.benchmark)
+    except (InputError, ValueError, OSError) as exc:
+        print(f"benchmint generate review {args.action}: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{summary['reviewed']} items reviewed by {len(summary['reviewers'])}: {summary['rejected']} rejected, "
+          f"{summary['kept']} of {summary['items']} kept -> {args.out}/items.jsonl, rejected.jsonl, "
+          "review_summary.json")
+    for criterion, a in summary["agreement"].items():
+        pairs = a["pairs"]
+        shown = (f"{a['mean_agreement']:.0%} agreement, kappa {a['mean_kappa']}" if a["mean_agreement"] is not None
+                 else "no overlap")
+        print(f"  {criterion}: {shown} ({len(pairs)} pair{'s' if len(pairs) != 1 else ''} of reviewers)")
+    return 0
+
+
+def _add_review(sub) -> None:
+    from benchmint.generate.review import CRITERIA
+    from benchmint.models.options import _positive_int
+
+    p = sub.add_parser("review", help="review sheets for people: export a sample, import the verdicts",
+                       description="export: a CSV sheet per reviewer with the benchmark's criteria (answerability, "
+                                   "correctness, distractor quality), an overlap every reviewer sees; import: the "
+                                   "items reviewers reject leave items.jsonl (with the reason in rejected.jsonl), "
+                                   "agreement per criterion as %% agreement and Cohen's kappa on the overlap.")
+    actions = p.add_subparsers(dest="action", required=True)
+    ex = actions.add_parser("export", help="write the sheets")
+    ex.add_argument("items", help="a generated items.jsonl")
+    ex.add_argument("--out", required=True, metavar="DIR")
+    ex.add_argument("--benchmark", choices=sorted(CRITERIA), default="spm")
+    ex.add_argument("--sample", type=_positive_int, required=True, metavar="N", help="items to review")
+    ex.add_argument("--reviewers", type=_positive_int, default=2, metavar="K")
+    ex.add_argument("--overlap", type=float, default=0.2, metavar="F",
+                    help="share of the sample every reviewer sees, for agreement (0.2)")
+    ex.add_argument("--seed", type=int, default=0)
+    ex.set_defaults(func=run_review)
+    im = actions.add_parser("import", help="read the filled sheets")
+    im.add_argument("sheets", nargs="+", help="the filled CSV sheets (the reviewer is the file's name)")
+    im.add_argument("--items", required=True, help="the items.jsonl the sheets were drawn from")
+    im.add_argument("--out", required=True, metavar="DIR")
+    im.add_argument("--benchmark", choices=sorted(CRITERIA), default="spm")
+    im.set_defaults(func=run_review)
+
+
 def add_parser(sub) -> None:
     gen = sub.add_parser("generate", help="make benchmark items from harvested figures with model stages",
                          description="Generate benchmark items from a harvest: outputs items.jsonl (the layout "
                                      "benchmint eval reads), rejected.jsonl, trace.jsonl, errors.jsonl, run.json.")
     kinds = gen.add_subparsers(dest="generator", required=True)
     _add_spm(kinds)
+    _add_review(kinds)
