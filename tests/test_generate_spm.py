@@ -436,3 +436,18 @@ def test_text_only_sends_the_generator_and_advisor_no_image(harvest, server, tmp
         else:  # plain text, the form chat templates of text-only models take
             assert isinstance(content, str) and "Line profile across the superlattice" in content
     assert len(rows(out / "items.jsonl")) == 1
+
+
+def test_a_generator_that_refuses_is_rejected_with_the_refusal(harvest, server, tmp_path):
+    from chat_server import Raw
+
+    refusal = {"id": "x", "object": "chat.completion", "created": 0, "model": "gen",
+               "choices": [{"index": 0, "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": None, "refusal": "I can't help with that."}}]}
+    server.default = Reply(text=Model(harvest))
+    server.when_contains["PhD-level multiple-select question"] = Raw(json.dumps(refusal).encode())
+    out = tmp_path / "gen"
+    assert main(gen_args(harvest, out, server, "--answer-attempts", "2")) == 0
+    assert stages(server).count("qa") == 2
+    row = [r for r in rows(out / "rejected.jsonl") if r["stage"] == "qa"][0]
+    assert row["reason"] == "generator_failed" and "refusal: I can't help with that." in row["detail"]
