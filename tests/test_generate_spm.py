@@ -451,3 +451,30 @@ def test_a_generator_that_refuses_is_rejected_with_the_refusal(harvest, server, 
     assert stages(server).count("qa") == 2
     row = [r for r in rows(out / "rejected.jsonl") if r["stage"] == "qa"][0]
     assert row["reason"] == "generator_failed" and "refusal: I can't help with that." in row["detail"]
+
+
+def test_prompt_files_can_be_replaced_and_their_hashes_are_recorded(harvest, server, tmp_path):
+    import hashlib
+
+    from benchmint.generate.flow import PromptSet
+
+    package = PromptSet("spm")._file("qa.txt")
+    own = tmp_path / "prompts" / "spm"
+    own.mkdir(parents=True)
+    text = "{{IMAGES}}\nMy own question prompt for {{LABEL}}: {{CAPTION}}\n"
+    (own / "qa.txt").write_text(text)
+    (own / "tech_lib.txt").write_text("# mine\nmoiré superlattice\n")
+    server.default = Reply(text=Model(harvest))
+    out = tmp_path / "gen"
+    assert main(gen_args(harvest, out, server, "--prompts", str(tmp_path / "prompts"))) == 0
+    qa = next(b for b in server.bodies if stage_of(b) == "qa")
+    assert prompt_of(qa) == "My own question prompt for 1: " + rows(harvest / "figures.jsonl")[0]["caption"]
+    prompts = {p["name"]: p for p in json.loads((out / "run.json").read_text())["prompts"]}
+    assert prompts["spm/qa.txt"] == {"name": "spm/qa.txt", "origin": str(own / "qa.txt"),
+                                     "sha256": hashlib.sha256(text.encode()).hexdigest()}
+    assert prompts["spm/qa.txt"]["sha256"] != package.sha256 and prompts["spm/advise.txt"]["origin"] == "package"
+    # An override with a placeholder the stage does not fill is refused before any call.
+    (own / "qa.txt").write_text("{{IMAGES}}\n{{NOPE}}\n")
+    count = server.count
+    assert main(gen_args(harvest, tmp_path / "gen2", server, "--prompts", str(tmp_path / "prompts"))) == 2
+    assert server.count == count
