@@ -478,3 +478,16 @@ def test_prompt_files_can_be_replaced_and_their_hashes_are_recorded(harvest, ser
     count = server.count
     assert main(gen_args(harvest, tmp_path / "gen2", server, "--prompts", str(tmp_path / "prompts"))) == 2
     assert server.count == count
+
+
+def test_an_unusable_vlm_reply_falls_back_to_the_harvest_box(harvest, server, tmp_path):
+    model = Model(harvest)
+    server.default = Reply(text=lambda b: '{"figures": [{"label": "1", "box": [10, 20' if stage_of(b) == "llbox"
+                           else model(b))
+    out = tmp_path / "gen"
+    assert main(gen_args(harvest, out, server, "--answer-attempts", "2")) == 0
+    assert stages(server).count("llbox") == 4  # two pages, two answer attempts each
+    fig = {f["label"]: f for f in rows(out / "figures.jsonl")}["1"]
+    assert fig["box_source"] == "harvest" and fig["note"] == "the VLM's reply was unusable"
+    assert "no JSON object in the reply" in fig["vlm_error"] and fig["vlm_words"].startswith('{"figures"')
+    assert fig["page_box"] == rows(harvest / "figures.jsonl")[0]["body_box"]
