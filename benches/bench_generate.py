@@ -61,17 +61,17 @@ def scripted(body: dict) -> str:
     prompt = prompt_of(body)
     if prompt.startswith("You audit"):
         draft = json.loads(prompt.split("as JSON:\n", 1)[1].split("\n", 1)[0])
-        verdict, score = ("pass", 5) if draft["question"].endswith("+") else ("revise", 2)
+        verdict, score = ("pass", 5) if draft["step2_question"].endswith("+") else ("revise", 2)
         return json.dumps({"scores": dict.fromkeys(DIMS, score), "critiques": dict.fromkeys(DIMS, "ok"),
                            "verdict": verdict})
     label = prompt.split("Caption of the figure (", 1)[1].split(")", 1)[0]
-    question = {"reasoning": "r", "question": f"Which statements about figure {label} hold?",
-                "options": [f"Option {c}" for c in "ABCDEF"], "answer": ["A", "C"],
-                "rubric": [{"competency": "Reading", "criterion": "reads it"}],
-                "domain": "Crystal Structure Analysis", "bloom_level": 3, "question_type": "EU", "level": "PhD",
-                "discipline": "Surface Science", "technique": "STM", "topic": "t"}
+    question = {"step1_reasoning": "r", "step2_question": f"Which statements about figure {label} hold?",
+                "step3_options": [f"Option {c}" for c in "ABCDEF"], "step4_answer": ["A", "C"],
+                "step5_rubric": [{"competency": "Reading", "criterion": "reads it"}],
+                "step6_labels": {"domain": "Crystal Structure Analysis", "bloom_level": 3, "question_type": "EU",
+                                 "level": "PhD", "discipline": "Surface Science", "technique": "STM", "topic": "t"}}
     if prompt.startswith("You wrote"):
-        question["question"] += "+"
+        question["step2_question"] += "+"
     return json.dumps(question)
 
 

@@ -25,16 +25,17 @@ from chat_server import ChatServer, Close, Reply, Status, prompt_of
 PDF = Path(benchmint.__file__).parent / "samples" / "sample_paper.pdf"
 
 QUESTION = {
-    "reasoning": "The line profile in (a) gives the period; the dI/dV map in (b) follows it, so the contrast is "
-                 "electronic as well as topographic.",
-    "question": "Which statements about the superlattice shown in panels (a)-(d) agree with the data?",
-    "options": ["The period is about 1.2 nm.", "The dI/dV map follows the topography.",
-                "The lattice is square.", "The FFT shows two-fold spots.", "The heights are uniform.",
-                "The map shows no modulation."],
-    "answer": ["A", "B"],
-    "rubric": [{"competency": "Moiré Period Reading", "criterion": "reads the period from the profile"}],
-    "domain": "Electronic Structure and Surface States", "bloom_level": 4, "question_type": "EU", "level": "PhD",
-    "discipline": "Surface Science", "technique": "STM", "topic": "Moiré superlattice",
+    "step1_reasoning": "The line profile in (a) gives the period; the dI/dV map in (b) follows it, so the contrast "
+                       "is electronic as well as topographic.",
+    "step2_question": "Which statements about the superlattice shown in panels (a)-(d) agree with the data?",
+    "step3_options": ["The period is about 1.2 nm.", "The dI/dV map follows the topography.",
+                      "The lattice is square.", "The FFT shows two-fold spots.", "The heights are uniform.",
+                      "The map shows no modulation."],
+    "step4_answer": ["A", "B"],
+    "step5_rubric": [{"competency": "Moiré Period Reading", "criterion": "reads the period from the profile"}],
+    "step6_labels": {"domain": "Electronic Structure and Surface States", "bloom_level": 4, "question_type": "EU",
+                     "level": "PhD", "discipline": "Surface Science", "technique": "STM",
+                     "topic": "Moiré superlattice"},
 }
 DIMS = ["scientific_consistency", "distractor_plausibility", "logical_depth", "visual_dependence",
         "answer_key_validity", "clarity"]
@@ -102,7 +103,7 @@ class Model:
             return json.dumps({"figures": figs})
         if stage == "qa":  # each revision reads differently, so that its audit is a new request
             self.drafts += 1
-            return json.dumps({**QUESTION, "question": QUESTION["question"] + " " * (self.drafts - 1)})
+            return json.dumps({**QUESTION, "step2_question": QUESTION["step2_question"] + " " * (self.drafts - 1)})
         verdict = self.verdicts[min(self.audits, len(self.verdicts) - 1)]
         self.audits += 1
         return critique(verdict, 5 if verdict == "pass" else 2)
@@ -148,10 +149,14 @@ def test_a_harvest_becomes_items_that_eval_runs_and_score_scores(harvest, server
     qa = next(b for b in server.bodies if stage_of(b) == "qa")
     url = [p for p in qa["messages"][0]["content"] if p["type"] == "image_url"][0]["image_url"]["url"]
     assert Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).size == (950, 951)
+    # Servers that enforce the schema write its properties in order: the reasoning path first, the answer after
+    # the options (the request's schema travels with sorted keys).
+    assert list(qa["response_format"]["json_schema"]["schema"]["properties"]) == [
+        "step1_reasoning", "step2_question", "step3_options", "step4_answer", "step5_rubric", "step6_labels"]
     items = rows(out / "items.jsonl")
     assert len(items) == 1
     item = items[0]
-    assert item["answer"] == "A, B" and len(item["options"]) == 6 and item["domain"] == QUESTION["domain"]
+    assert item["answer"] == "A, B" and len(item["options"]) == 6 and item["domain"] == QUESTION["step6_labels"]["domain"]
     assert item["meta"]["outcome"] == "PASSED_FIRST" and item["meta"]["box_source"] == "vlm"
     assert (out / item["image"]).is_file()
     rejected = rows(out / "rejected.jsonl")
@@ -245,7 +250,7 @@ def test_malformed_and_refused_replies_are_asked_again_within_the_bound(harvest,
 
 def test_a_generator_that_never_gives_a_valid_question_is_rejected_with_its_words(harvest, server, tmp_path):
     model = Model(harvest)
-    five = json.dumps({**QUESTION, "options": QUESTION["options"][:5]})
+    five = json.dumps({**QUESTION, "step3_options": QUESTION["step3_options"][:5]})
     server.default = Reply(text=lambda b: five if stage_of(b) == "qa" else model(b))
     out = tmp_path / "gen"
     assert main(gen_args(harvest, out, server, "--answer-attempts", "2")) == 0
@@ -380,9 +385,9 @@ def stateless_model(harvest):
             if not prompt.startswith("You wrote"):
                 return json.dumps(QUESTION)
             draft = json.loads(prompt.split("Your question, as JSON:\n", 1)[1].split("\n", 1)[0])
-            return json.dumps({**draft, "question": draft["question"] + "+"})
+            return json.dumps({**draft, "step2_question": draft["step2_question"] + "+"})
         draft = json.loads(prompt.split("as JSON:\n", 1)[1].split("\n", 1)[0])
-        return critique("pass", 5) if draft["question"].endswith("++") else critique("revise", 3)
+        return critique("pass", 5) if draft["step2_question"].endswith("++") else critique("revise", 3)
 
     return reply
 

@@ -118,26 +118,35 @@ def _text() -> dict:
     return {"type": "string", "minLength": 1}
 
 
+# The generator's reply, in the order it is to be written. Requests hold their schema with sorted keys, and
+# servers that enforce a schema write the properties in the schema's order, so the names are numbered: the
+# hidden reasoning path first (spm-bench §2.3: it anchors the stem), the correct set only after the options.
+QA_STEPS = ("step1_reasoning", "step2_question", "step3_options", "step4_answer", "step5_rubric", "step6_labels")
+LABELS = ("domain", "bloom_level", "question_type", "level", "discipline", "technique", "topic")
+
+
 def qa_schema(tax: dict) -> dict:
-    text = _text()
     rubric = {"type": "object", "additionalProperties": False, "required": ["competency", "criterion"],
               "properties": {"competency": _text(), "criterion": _text()}}
-    return {"type": "object", "additionalProperties": False,
-            "required": ["reasoning", "question", "options", "answer", "rubric", "domain", "bloom_level",
-                         "question_type", "level", "discipline", "technique", "topic"],
-            "properties": {
-                "reasoning": _text(), "question": text,
-                "options": {"type": "array", "items": _text(), "minItems": 6, "maxItems": 6},
-                "answer": {"type": "array", "items": {"type": "string", "enum": list(LETTERS)}, "minItems": 1,
-                           "maxItems": 6},
-                "rubric": {"type": "array", "items": rubric, "minItems": 1, "maxItems": 5},
-                "domain": {"type": "string", "enum": tax["domains"]},
-                "bloom_level": {"type": "integer", "minimum": 1, "maximum": 5},
-                "question_type": {"type": "string", "enum": sorted(tax["question_types"])},
-                "level": {"type": "string", "enum": tax["levels"]},
-                "discipline": {"type": "string", "enum": tax["disciplines"]},
-                "technique": {"type": "string", "enum": tax["techniques"]},
-                "topic": _text()}}
+    labels = {"type": "object", "additionalProperties": False, "required": list(LABELS),
+              "properties": {"domain": {"type": "string", "enum": tax["domains"]},
+                             "bloom_level": {"type": "integer", "minimum": 1, "maximum": 5},
+                             "question_type": {"type": "string", "enum": sorted(tax["question_types"])},
+                             "level": {"type": "string", "enum": tax["levels"]},
+                             "discipline": {"type": "string", "enum": tax["disciplines"]},
+                             "technique": {"type": "string", "enum": tax["techniques"]},
+                             "topic": _text()}}
+    steps = (_text(), _text(), {"type": "array", "items": _text(), "minItems": 6, "maxItems": 6},
+             {"type": "array", "items": {"type": "string", "enum": list(LETTERS)}, "minItems": 1, "maxItems": 6},
+             {"type": "array", "items": rubric, "minItems": 1, "maxItems": 5}, labels)
+    return {"type": "object", "additionalProperties": False, "required": list(QA_STEPS),
+            "properties": dict(zip(QA_STEPS, steps))}
+
+
+def question_fields(value: dict) -> dict:
+    """A generator's reply with plain names: reasoning, question, options, answer, rubric and the labels."""
+    plain = {step.split("_", 1)[1]: value[step] for step in QA_STEPS[:5]}
+    return {**plain, **value["step6_labels"]}
 
 
 def critique_schema(crit: dict) -> dict:
@@ -162,10 +171,10 @@ def check_llbox(value: dict) -> None:
 
 
 def check_qa(value: dict) -> None:
-    options = [o.strip() for o in value["options"]]
+    options = [o.strip() for o in value["step3_options"]]
     if len({o.casefold() for o in options}) < len(options):
         raise ValueError("two options are the same")
-    if len(set(value["answer"])) < len(value["answer"]):
+    if len(set(value["step4_answer"])) < len(value["step4_answer"]):
         raise ValueError("the answer repeats a letter")
 
 
@@ -583,8 +592,9 @@ class SPMGenerator:
                 rejected.append(row)
         return items, trace, codes
 
-    def _item(self, qid: str, q: dict, figs: list[dict], code: str, audits: int) -> dict:
+    def _item(self, qid: str, reply: dict, figs: list[dict], code: str, audits: int) -> dict:
         first = figs[0]
+        q = question_fields(reply)
         meta = {"topic": q["topic"], "rubric": q["rubric"], "reasoning": q["reasoning"], "outcome": code,
                 "audits": audits, "source": {"pdf": first["pdf"], "page": first["page"], "label": first["label"],
                                              "caption": first["caption"]},
