@@ -602,7 +602,7 @@ class SPMGenerator:
                 "box_source": first["box_source"], "modality": first.get("modality"),
                 "low_iou": first.get("low_iou"),
                 "models": {"vlm": self.cfg.vlm_model, "gen": self.cfg.gen_model, "advisor": self.cfg.advisor_model}}
-        return {"id": qid, "question": q["question"], "options": [o.strip() for o in q["options"]],
+        return {"id": qid, "question": q["question"].strip(), "options": [o.strip() for o in q["options"]],
                 "answer": ", ".join(sorted(set(q["answer"]))), "image": first["crop"], "domain": q["domain"],
                 "bloom_level": q["bloom_level"], "question_type": q["question_type"], "level": q["level"],
                 "discipline": q["discipline"], "technique": q["technique"], "meta": meta}
