@@ -154,7 +154,7 @@ def _add_review(sub) -> None:
                        description="export: a CSV sheet per reviewer with the benchmark's criteria (answerability, "
                                    "correctness, distractor quality), an overlap every reviewer sees; import: the "
                                    "items reviewers reject leave items.jsonl (with the reason in rejected.jsonl), "
-                                   "agreement per criterion as %% agreement and Cohen's kappa on the overlap.")
+                                   "agreement per criterion as % agreement and Cohen's kappa on the overlap.")
     actions = p.add_subparsers(dest="action", required=True)
     ex = actions.add_parser("export", help="write the sheets")
     ex.add_argument("items", help="a generated items.jsonl")
