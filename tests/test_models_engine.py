@@ -527,16 +527,20 @@ def test_schema_fallback_on_a_server_that_500s_json_schema(server, tmp_path):
     server.default = Reply(text=json_reply)
     server.reject_formats = {"json_schema": 500}
     out = run(engine(server, tmp_path, concurrency=1), [schema_req(f"q{i}") for i in range(3)])
-    assert all(r.value == {"answer": "A"} and r.structured_mode == "json_object" for r in out.values())
-    kinds = [b["response_format"]["type"] for b in server.bodies]
-    assert kinds == ["json_schema", "json_object", "json_object", "json_object"]
-    last_text = server.bodies[-1]["messages"][-1]["content"][-1]["text"]
-    assert "JSON Schema" in last_text and '"required":["answer"]' in last_text
-    # Remembered in the cache file: a new run on new prompts starts at json_object.
+    assert all(r.value == {"answer": "A"} and r.structured_mode == "json_object_schema" for r in out.values())
+    # The next form is llama-cpp-python's: json_object with the schema beside it (which its server enforces).
+    assert [b["response_format"] for b in server.bodies] == [
+        {"type": "json_schema", "json_schema": {"name": "answer", "schema": SCHEMA}},
+        *[{"type": "json_object", "schema": SCHEMA}] * 3]
+    # A plain-text prompt stays plain text with the schema after it (llama.cpp's templates of text-only models
+    # fail on content parts).
+    last_text = server.bodies[-1]["messages"][-1]["content"]
+    assert last_text.startswith("q2\n\n") and "JSON Schema" in last_text and '"required":["answer"]' in last_text
+    # Remembered in the cache file: a new run on new prompts starts at json_object with the schema.
     eng = engine(server, tmp_path)
     run(eng, [schema_req("new")])
-    assert server.bodies[-1]["response_format"]["type"] == "json_object" and server.count == 5
-    assert eng.summary()["structured_modes"][MODEL] == {"mode": "json_object", "confirmed": True}
+    assert server.bodies[-1]["response_format"] == {"type": "json_object", "schema": SCHEMA} and server.count == 5
+    assert eng.summary()["structured_modes"][MODEL] == {"mode": "json_object_schema", "confirmed": True}
 
 
 def test_schema_falls_back_to_the_prompt_when_json_object_fails_too(server):
@@ -544,7 +548,9 @@ def test_schema_falls_back_to_the_prompt_when_json_object_fails_too(server):
     server.reject_formats = {"json_schema": 500, "json_object": 400}
     out = run(engine(server), [schema_req("a")])
     assert out["a"].value == {"answer": "B"} and out["a"].structured_mode == "prompt"
-    assert [b.get("response_format", {}).get("type") for b in server.bodies] == ["json_schema", "json_object", None]
+    assert [b.get("response_format") for b in server.bodies] == [
+        {"type": "json_schema", "json_schema": {"name": "answer", "schema": SCHEMA}},
+        {"type": "json_object", "schema": SCHEMA}, {"type": "json_object"}, None]
 
 
 def test_a_confirmed_form_is_not_given_up_on_a_server_error(server):

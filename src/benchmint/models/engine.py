@@ -484,8 +484,10 @@ def _with_instruction(messages: list[dict], text: str) -> list[dict]:
     for i in range(len(out) - 1, -1, -1):
         if out[i]["role"] == "user":
             content = out[i]["content"]
-            parts = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
-            out[i] = {"role": "user", "content": [*parts, {"type": "text", "text": text}]}
+            if isinstance(content, str):  # stays plain text: chat templates of text-only models take no parts
+                out[i] = {"role": "user", "content": f"{content}\n\n{text}"}
+            else:
+                out[i] = {"role": "user", "content": [*content, {"type": "text", "text": text}]}
             return out
     return [*out, {"role": "user", "content": text}]
 

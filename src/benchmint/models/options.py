@@ -71,7 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="--max-cost and --max-tokens count this invocation's calls alone; by default a budget "
                         "given again covers what earlier invocations into the same --out were charged")
     g.add_argument("--structured", choices=MODES, default="auto",
-                   help="how a JSON schema is asked for: auto (json_schema, falling back to json_object, then the "
+                   help="how a JSON schema is asked for: auto (json_schema, falling back to json_object with the "
+                        "schema beside it as llama-cpp-python's server takes it, then plain json_object, then the "
                         "prompt, as the server allows) or one form fixed")
 
 

@@ -1,11 +1,14 @@
 """Structured output: asking for JSON that conforms to a schema, on servers that support it and on those that do not.
 
-A request with a ``schema`` is sent in one of three forms:
+A request with a ``schema`` is sent in one of four forms:
 
 1. ``json_schema``: ``response_format = {"type": "json_schema", "json_schema": {"name", "schema"}}``; the server
-   constrains its output (OpenAI, vLLM, SGLang, llama.cpp's server).
-2. ``json_object``: ``response_format = {"type": "json_object"}`` and the schema written into the prompt.
-3. ``prompt``: no ``response_format``; the schema written into the prompt only.
+   constrains its output (OpenAI, vLLM, SGLang, llama.cpp's own server).
+2. ``json_object_schema``: ``response_format = {"type": "json_object", "schema": schema}`` and the schema written
+   into the prompt: the form llama-cpp-python's server takes (it answers ``json_schema`` with HTTP 500) and
+   enforces by a grammar built from the schema, so even a small local model replies with the schema's shape.
+3. ``json_object``: ``response_format = {"type": "json_object"}`` (any JSON object) and the schema in the prompt.
+4. ``prompt``: no ``response_format``; the schema written into the prompt only.
 
 In ``auto`` mode an endpoint starts at ``json_schema``. When the server answers a structured request with HTTP
 400, 404, 415, 422, 500 or 501 (some servers answer an unknown ``response_format`` with 500) and that form has not
@@ -28,9 +31,10 @@ from typing import Any
 from benchmint.io import dumps
 
 JSON_SCHEMA = "json_schema"
+JSON_OBJECT_SCHEMA = "json_object_schema"
 JSON_OBJECT = "json_object"
 PROMPT = "prompt"
-LADDER = (JSON_SCHEMA, JSON_OBJECT, PROMPT)
+LADDER = (JSON_SCHEMA, JSON_OBJECT_SCHEMA, JSON_OBJECT, PROMPT)
 MODES = ("auto", *LADDER)
 FALLBACK_STATUSES = frozenset({400, 404, 415, 422, 500, 501})
 
@@ -38,6 +42,8 @@ FALLBACK_STATUSES = frozenset({400, 404, 415, 422, 500, 501})
 def response_format(mode: str, name: str, schema: Mapping[str, Any]) -> dict | None:
     if mode == JSON_SCHEMA:
         return {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
+    if mode == JSON_OBJECT_SCHEMA:
+        return {"type": "json_object", "schema": schema}
     if mode == JSON_OBJECT:
         return {"type": "json_object"}
     return None

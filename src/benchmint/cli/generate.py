@@ -1,0 +1,183 @@
+"""benchmint generate: benchmark items made from harvested figures by model stages (flow 3)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROLES = ("vlm", "gen", "advisor")
+
+
+def _engines(args: argparse.Namespace, cache: Path) -> dict:
+    """One engine per distinct base URL (the roles' own, else --base-url), shared by the roles that name it."""
+    from benchmint.generate.executor import Role
+    from benchmint.models.options import engine_from_arguments
+
+    models = {"vlm": args.vlm_model, "gen": args.gen_model, "advisor": args.advisor_model or args.gen_model}
+    by_url: dict[str, object] = {}
+    roles = {}
+    for role in ROLES:
+        if not models[role]:
+            continue
+        url = getattr(args, f"{role}_base_url") or args.base_url
+        if not url:
+            raise ValueError(f"--{role}-model needs --{role}-base-url or --base-url")
+        if url not in by_url:
+            by_url[url] = engine_from_arguments(argparse.Namespace(**{**vars(args), "base_url": url}), cache,
+                                                seed=args.seed or 0)
+        roles[role] = Role(by_url[url], role)
+    return roles
+
+
+def run_spm(args: argparse.Namespace) -> int:
+    from benchmint.benchmarks.base import PromptError
+    from benchmint.generate.spm import CODES, SPMConfig, generate
+    from benchmint.io import InputError
+    from benchmint.pdf.geometry import BoxError
+
+    roles: dict = {}
+    try:
+        if not args.gen_model:
+            raise ValueError("--gen-model is required (the model that writes the questions)")
+        cfg = SPMConfig(gen_model=args.gen_model, advisor_model=args.advisor_model or args.gen_model,
+                        vlm_model=args.vlm_model, box_format=args.box_format, min_panels=args.min_panels,
+                        min_iou=args.min_iou, max_rounds=args.max_rounds, temperature=args.temperature,
+                        max_tokens=args.reply_tokens, crop_max_side=args.crop_max_side, text_only=args.text_only,
+                        seed=args.seed,
+                        limit=args.limit, progress=sys.stderr.isatty())
+        roles = _engines(args, Path(args.out) / "requests.sqlite")
+        result = generate(args.harvest, args.out, cfg, roles, pdf_dir=args.pdfs, prompts=args.prompts)
+    except (InputError, PromptError, BoxError, ValueError, OSError) as exc:
+        print(f"benchmint generate spm: error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        for engine in {id(r.engine): r.engine for r in roles.values()}.values():
+            engine.close()
+    run = result.run
+    c = run["counts"]
+    print(f"spm: {c['figures']} figures -> {c['items']} items, {c['rejected']} rejected, {c['errors']} errors "
+          f"-> {args.out}/items.jsonl, rejected.jsonl, trace.jsonl, figures.jsonl, errors.jsonl, run.json")
+    figures = {k: v["count"] for k, v in run["figures"]["codes"].items() if v["count"]}
+    print("  figures: " + ", ".join(f"{k} {v}" for k, v in figures.items()))
+    q = run["questions"]
+    if q["total"]:
+        print("  questions: " + ", ".join(f"{k} {q['codes'][k]['count']} ({q['codes'][k]['share']:.0%})"
+                                          for k in CODES if q["codes"][k]["count"]))
+    calls = run["calls"]
+    if calls:
+        for row in calls["by_stage_model"]:
+            print(f"  {row['stage']:>7} {row['model']}: {row['requests']} requests, {row['cached']} from the cache, "
+                  f"{row['failed']} failed; tokens {row['prompt_tokens']} in / {row['completion_tokens']} out"
+                  + (f"; ${row['cost_usd']:.4f}" if row["cost_usd"] is not None else ""))
+        if calls["stop_reason"]:
+            print(f"  stopped by the budget ({calls['stop_reason']})")
+    for e in result.errors[:10]:
+        print(f"  error: {e.get('id') or e.get('figure') or e.get('line')}: {e.get('cause') or e['kind']}: "
+              f"{e.get('message', '')}")
+    return result.exit_code
+
+
+def _add_spm(sub) -> None:
+    from benchmint.generate.spm import BOX_FORMATS
+    from benchmint.models.options import _positive_int, add_arguments
+
+    p = sub.add_parser("spm", help="SPM-Bench questions from a harvest (llbox, Q&A, advisory loop)",
+                       description="Turn the figures of a benchmint harvest into SPM-Bench items: the VLM boxes "
+                                   "each figure's panels on the page thumbnail, the crop is rendered at 300 DPI, the "
+                                   "generator writes a six-option multi-select question with its reasoning path, "
+                                   "rubric and labels, and the advisor audits it on six dimensions until it passes "
+                                   "or --max-rounds is reached. Resumable: rerun with the same --out and nothing "
+                                   "answered is asked again. Exit status: 0 clean, 1 some calls or inputs failed "
+                                   "(errors.jsonl), 2 the run could not start.")
+    p.add_argument("harvest", help="the output folder of benchmint harvest (figures.jsonl, thumbs/)")
+    p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--pdfs", metavar="DIR", help="where the harvested PDFs are (searched by name; default: HARVEST)")
+    for role, what in (("vlm", "boxes the figures on page thumbnails (none: the harvest's own boxes)"),
+                       ("gen", "writes and revises the questions"),
+                       ("advisor", "audits each question (default: --gen-model)")):
+        p.add_argument(f"--{role}-model", metavar="NAME", help=f"the model that {what}")
+        p.add_argument(f"--{role}-base-url", metavar="URL", help=f"the {role} model's server (default: --base-url)")
+    p.add_argument("--box-format", choices=BOX_FORMATS, default="norm1000",
+                   help="the VLM's boxes: [x0,y0,x1,y1] in [0,1000] (default), thumbnail pixels (Qwen2.5-VL), or "
+                        "[ymin,xmin,ymax,xmax] in [0,1000] (Gemini)")
+    p.add_argument("--min-panels", type=_positive_int, default=4,
+                   help="reject figures with fewer panels (4, as the paper selects)")
+    p.add_argument("--min-iou", type=float, default=0.5,
+                   help="flag a VLM box whose IoU with the harvest's figure body is below this (0.5)")
+    p.add_argument("--max-rounds", type=_positive_int, default=3, help="advisor audits per question at most (3)")
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--reply-tokens", type=_positive_int, default=4096, metavar="N", help="max tokens per reply")
+    p.add_argument("--crop-max-side", type=_positive_int, default=2048, metavar="PX",
+                   help="longest side of the crop as the generator and advisor see it (2048)")
+    p.add_argument("--text-only", action="store_true",
+                   help="send the generator and advisor no image, only caption and discussion (text-only models)")
+    p.add_argument("--seed", type=int, default=None, help="sampling seed sent with every call")
+    p.add_argument("--limit", type=_positive_int, help="the first N figure records only")
+    p.add_argument("--prompts", metavar="DIR", help="files replacing the package's (spm/<file>: prompts, term lists, "
+                                                    "taxonomy.json, critique.json)")
+    add_arguments(p)
+    p.set_defaults(func=run_spm)
+
+
+def run_review(args: argparse.Namespace) -> int:
+    from benchmint.generate import review
+    from benchmint.io import InputError
+
+    try:
+        if args.action == "export":
+            record = review.export(args.items, args.out, args.benchmark, args.sample, args.reviewers, args.overlap,
+                                   args.seed)
+            print(f"{record['sample']} items, {len(record['overlap'])} on every sheet -> "
+                  + ", ".join(f"{args.out}/{name}.csv ({len(ids)})" for name, ids in record["sheets"].items()))
+            return 0
+        summary = review.import_sheets(args.sheets, args.items, args.out, args.benchmark)
+    except (InputError, ValueError, OSError) as exc:
+        print(f"benchmint generate review {args.action}: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{summary['reviewed']} items reviewed by {len(summary['reviewers'])}: {summary['rejected']} rejected, "
+          f"{summary['kept']} of {summary['items']} kept -> {args.out}/items.jsonl, rejected.jsonl, "
+          "review_summary.json")
+    for criterion, a in summary["agreement"].items():
+        pairs = a["pairs"]
+        shown = (f"{a['mean_agreement']:.0%} agreement, kappa {a['mean_kappa']}" if a["mean_agreement"] is not None
+                 else "no overlap")
+        print(f"  {criterion}: {shown} ({len(pairs)} pair{'s' if len(pairs) != 1 else ''} of reviewers)")
+    return 0
+
+
+def _add_review(sub) -> None:
+    from benchmint.generate.review import CRITERIA
+    from benchmint.models.options import _positive_int
+
+    p = sub.add_parser("review", help="review sheets for people: export a sample, import the verdicts",
+                       description="export: a CSV sheet per reviewer with the benchmark's criteria (answerability, "
+                                   "correctness, distractor quality), an overlap every reviewer sees; import: the "
+                                   "items reviewers reject leave items.jsonl (with the reason in rejected.jsonl), "
+                                   "agreement per criterion as % agreement and Cohen's kappa on the overlap.")
+    actions = p.add_subparsers(dest="action", required=True)
+    ex = actions.add_parser("export", help="write the sheets")
+    ex.add_argument("items", help="a generated items.jsonl")
+    ex.add_argument("--out", required=True, metavar="DIR")
+    ex.add_argument("--benchmark", choices=sorted(CRITERIA), default="spm")
+    ex.add_argument("--sample", type=_positive_int, required=True, metavar="N", help="items to review")
+    ex.add_argument("--reviewers", type=_positive_int, default=2, metavar="K")
+    ex.add_argument("--overlap", type=float, default=0.2, metavar="F",
+                    help="share of the sample every reviewer sees, for agreement (0.2)")
+    ex.add_argument("--seed", type=int, default=0)
+    ex.set_defaults(func=run_review)
+    im = actions.add_parser("import", help="read the filled sheets")
+    im.add_argument("sheets", nargs="+", help="the filled CSV sheets (the reviewer is the file's name)")
+    im.add_argument("--items", required=True, help="the items.jsonl the sheets were drawn from")
+    im.add_argument("--out", required=True, metavar="DIR")
+    im.add_argument("--benchmark", choices=sorted(CRITERIA), default="spm")
+    im.set_defaults(func=run_review)
+
+
+def add_parser(sub) -> None:
+    gen = sub.add_parser("generate", help="make benchmark items from harvested figures with model stages",
+                         description="Generate benchmark items from a harvest: outputs items.jsonl (the layout "
+                                     "benchmint eval reads), rejected.jsonl, trace.jsonl, errors.jsonl, run.json.")
+    kinds = gen.add_subparsers(dest="generator", required=True)
+    _add_spm(kinds)
+    _add_review(kinds)
