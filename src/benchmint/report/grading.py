@@ -1,0 +1,38 @@
+"""What the figures of graded benchmarks share: a grade block's name, accuracy tables and by-stratum bars."""
+
+from __future__ import annotations
+
+from benchmint.report import plots
+from benchmint.report.discover import Run, grade_ci, stratum_order
+from benchmint.report.style import Sink
+
+
+def block_name(block: dict) -> str:
+    return block["model"] + (f" ({block['setting']})" if block.get("setting") else "")
+
+
+def accuracy_table(run: Run, sink: Sink, section: str, prefix: str, title: str) -> None:
+    rows: list[list] = [["model", "setting", "items", "answers", "graded", "accuracy", "low", "high",
+                         "accuracy_undecided_as_wrong", "undecided", "unparsed", "missing"]]
+    for b in run.summary["models"]:
+        rows.append([b["model"], b.get("setting"), b.get("items"), b.get("answers"), b.get("graded"),
+                     *grade_ci(b.get("accuracy")), b.get("accuracy_undecided_as_wrong"), b.get("undecided"),
+                     b.get("unparsed"), b.get("missing")])
+    sink.table(rows, f"{prefix}-accuracy-{run.label}", section, title,
+               "Accuracy out of the gold items with 95% bootstrap intervals; undecided answers (no judge, judge "
+               "failure) are left out of accuracy and counted wrong in the lower bound.",
+               [str(run.file("summary.json"))])
+
+
+def by_stratum(run: Run, sink: Sink, section: str, prefix: str, field: str, label: str, key: str = "by",
+               metric: str = "accuracy", order: list[str] | None = None) -> bool:
+    """Bars of a metric per value of one stratum, one series per (model, setting); False when no block has it."""
+    blocks = [b for b in run.summary["models"] if (b.get(key) or {}).get(field)]
+    if not blocks:
+        return False
+    values = order or stratum_order({v for b in blocks for v in b[key][field]})
+    series = {block_name(b): [grade_ci(b[key][field].get(v)) for v in values] for b in blocks}
+    fig, _ = plots.grouped_bars(values, series, f"{metric} (0–1)", label, rotate=max(map(len, values)) > 8)
+    sink.figure(fig, f"{prefix}-{metric}-by-{field}-{run.label}", section, f"{metric.capitalize()} by {label}",
+                f"Mean {metric} per {label} with 95% bootstrap intervals.", [str(run.file("summary.json"))])
+    return True
