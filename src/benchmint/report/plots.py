@@ -26,7 +26,7 @@ def _mean(v: Interval) -> float:
 
 def dumbbell(rows: Sequence[str], series: dict[str, Sequence[Interval]], xlabel: str, xlim=(0, 1)):
     """One line per row (a model) joining its series' means, each mean a marker with its interval."""
-    fig, ax = figure(COLUMN, 0.9 + 0.32 * len(rows) + 0.15 * len(series))
+    fig, ax = figure(COLUMN, max(1.8, 0.9 + 0.32 * len(rows) + 0.15 * len(series)))
     y = np.arange(len(rows))[::-1]
     means = np.array([[_mean(v) for v in vals] for vals in series.values()])
     with np.errstate(all="ignore"):
@@ -92,8 +92,10 @@ def heatmap(ax, matrix: np.ndarray, xlabels: Sequence[str], ylabels: Sequence[st
             vmin: float | None = None, vmax: float | None = None, cmap: str = "viridis"):
     """Cells coloured by value (viridis: ordered for every reader), each annotated; NaN cells left grey."""
     masked = np.ma.masked_invalid(np.asarray(matrix, dtype=float))
-    im = ax.imshow(masked, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
-    im.cmap.set_bad("0.85")
+    import matplotlib
+
+    im = ax.imshow(masked, cmap=matplotlib.colormaps[cmap].with_extremes(bad="0.85"), vmin=vmin, vmax=vmax,
+                   aspect="auto")
     ax.set_xticks(range(len(xlabels)), xlabels)
     ax.set_yticks(range(len(ylabels)), ylabels)
     ax.grid(False)
