@@ -27,6 +27,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(f"{len(result.runs)} runs read; {figures} figures (PNG, SVG) and {tables} tables (CSV) in {args.out}; "
           f"open {result.page}")
+    for n in result.notes:
+        print(f"not drawn: {n}")
     for p in result.problems:
         print(f"not drawn: {p}", file=sys.stderr)
     return 1 if result.problems else 0
@@ -36,8 +38,8 @@ def add_parser(sub) -> None:
     report = sub.add_parser("report", help="draw the papers' figures and tables from benchmint's outputs",
                             description="Find the outputs of score, grade, eval and xrd build under each RUN_DIR "
                                         "(subfolders included) and write figures (PNG, SVG), tables (CSV) and one "
-                                        "self-contained index.html to --out. Exit status: 0 everything drawn, 1 some "
-                                        "figures could not be drawn (each listed), 2 no run found.")
+                                        "self-contained index.html to --out. Exit status: 0 everything the runs hold "
+                                        "drawn, 1 some run or input could not be read (each listed), 2 no run found.")
     report.add_argument("runs", nargs="+", metavar="RUN_DIR", help="folders holding benchmint outputs")
     report.add_argument("--out", required=True, help="output folder")
     report.set_defaults(func=run)

@@ -21,6 +21,7 @@ class ReportResult:
     outputs: list[Output]
     runs: list[Run]
     problems: list[str]
+    notes: list[str]
 
 
 def _settings(run: Run) -> dict:
@@ -81,5 +82,5 @@ def _build(run_dirs: list[Path], out: Path, command: str) -> ReportResult:
     from benchmint.report import html
 
     page = html.write(out, sink.outputs, command, [{"kind": r.kind, "path": str(r.path), "settings": _settings(r)}
-                                                   for r in runs], sink.problems)
-    return ReportResult(page, sink.outputs, runs, sink.problems)
+                                                   for r in runs], sink.problems, sink.notes)
+    return ReportResult(page, sink.outputs, runs, sink.problems, sink.notes)

@@ -99,9 +99,9 @@ def draw_scores(run: Run, sink: Sink) -> None:
         b = blocks[m]["metrics"]
         ax.errorbar(b["precision"]["mean"], b["recall"]["mean"],
                     xerr=plots._err([score_ci(b["precision"])]), yerr=plots._err([score_ci(b["recall"])]),
-                    fmt=marker(i), color=colour(i), label=m, capsize=2, elinewidth=0.8)
-    ax.set_xlim(0, 1.02)
-    ax.set_ylim(0, 1.02)
+                    fmt=marker(i), color=colour(i), label=m, capsize=2, elinewidth=0.8, clip_on=False)
+    ax.set_xlim(0, 1.04)
+    ax.set_ylim(0, 1.04)
     ax.set_xlabel("precision (0–1)")
     ax.set_ylabel("recall (0–1)")
     legend_below(fig, ax, len(models))

@@ -40,7 +40,9 @@ def draw(run: Run, sink: Sink) -> None:
                "Means with 95% bootstrap intervals; BERTScore on MiniLM tokens is not comparable to published "
                "BERTScore.", src)
     for m in metrics:
-        by_stratum(run, sink, SECTION, "csmbench", "scale", "scale", key=f"{m}_by", metric=m)
+        judge = m == "judge_score"  # on the judge's own scale (0-10 or 1-10), not 0-1
+        by_stratum(run, sink, SECTION, "csmbench", "scale", "scale", key=f"{m}_by", metric=m,
+                   metric_label=LABELS[m] + (" (judge's scale)" if judge else ""), ylim=(0, 10) if judge else (0, 1))
     corr = s.get("correlations") or {}
     panels = [(m, corr[f"{m}_across_scales"]) for m in ("sts", "judge_score") if f"{m}_across_scales" in corr]
     panels = [(m, p) for m, p in panels if p.get("r") and any(v is not None for row in p["r"].values()
@@ -61,7 +63,7 @@ def draw(run: Run, sink: Sink) -> None:
                     "Pearson r between two scales of the models' mean scores (Fig. 2); grey where fewer than three "
                     "models share both." + note, src)
     elif corr:
-        sink.problem(f"{run.path}: the scale correlations need three or more models graded on two scales")
+        sink.note(f"{run.path}: the scale correlations need three or more models graded on two scales")
     shift = corr.get("models_by_metric") or {}
     if shift:
         rows = [["model", "sts", "judge_score", "sts_rank", "judge_rank", "judge_lift"]]

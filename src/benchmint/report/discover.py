@@ -25,10 +25,10 @@ class Run:
     kind: str
     path: Path
     summary: dict[str, Any] = field(default_factory=dict)  # summary.json (score, grade) or run.json (eval)
+    label: str = ""  # names the run's figures: its folder below the RUN_DIR given ("xrd-scores"), or that folder's
 
-    @property
-    def label(self) -> str:
-        return self.path.name or str(self.path)
+    def __post_init__(self) -> None:
+        self.label = self.label or self.path.name or "run"
 
     def file(self, name: str) -> Path:
         return self.path / name
@@ -52,22 +52,22 @@ def _read_json(path: Path) -> Any:
         return None
 
 
-def _classify(folder: Path, names: set[str]) -> list[Run]:
-    runs = []
+def _classify(folder: Path, names: set[str], label: str) -> list[Run]:
+    runs: list[Run] = []
     if "summary.json" in names:
         summary = _read_json(folder / "summary.json")
         if isinstance(summary, dict) and isinstance(summary.get("models"), dict) and "task" in summary \
                 and "scores.jsonl" in names:
-            runs.append(Run("score", folder, summary))
+            runs.append(Run("score", folder, summary, label))
         elif isinstance(summary, dict) and isinstance(summary.get("models"), list) and "benchmark" in summary \
                 and "grades.jsonl" in names:
-            runs.append(Run("grade", folder, summary))
+            runs.append(Run("grade", folder, summary, label))
     if "run.json" in names and "predictions.jsonl" in names:
         run = _read_json(folder / "run.json")
         if isinstance(run, dict) and "benchmark" in run:
-            runs.append(Run("eval", folder, run))
+            runs.append(Run("eval", folder, run, label))
     if "items.jsonl" in names and "selection.jsonl" in names:
-        runs.append(Run("xrd-build", folder))
+        runs.append(Run("xrd-build", folder, {}, label))
     return runs
 
 
@@ -89,7 +89,8 @@ def discover(roots: list[Path]) -> tuple[list[Run], list[str]]:
             if real in seen:
                 continue
             seen.add(real)
-            got = _classify(here, set(files))
+            rel = here.relative_to(root).parts
+            got = _classify(here, set(files), "-".join(rel) if rel else (root.resolve().name or "run"))
             found += len(got)
             runs.extend(got)
         if not found:

@@ -25,14 +25,17 @@ def accuracy_table(run: Run, sink: Sink, section: str, prefix: str, title: str) 
 
 
 def by_stratum(run: Run, sink: Sink, section: str, prefix: str, field: str, label: str, key: str = "by",
-               metric: str = "accuracy", order: list[str] | None = None) -> bool:
+               metric: str = "accuracy", order: list[str] | None = None, metric_label: str | None = None,
+               ylim: tuple[float, float] | None = (0, 1)) -> bool:
     """Bars of a metric per value of one stratum, one series per (model, setting); False when no block has it."""
     blocks = [b for b in run.summary["models"] if (b.get(key) or {}).get(field)]
     if not blocks:
         return False
     values = order or stratum_order({v for b in blocks for v in b[key][field]})
     series = {block_name(b): [grade_ci(b[key][field].get(v)) for v in values] for b in blocks}
-    fig, _ = plots.grouped_bars(values, series, f"{metric} (0–1)", label, rotate=max(map(len, values)) > 8)
-    sink.figure(fig, f"{prefix}-{metric}-by-{field}-{run.label}", section, f"{metric.capitalize()} by {label}",
-                f"Mean {metric} per {label} with 95% bootstrap intervals.", [str(run.file("summary.json"))])
+    shown = metric_label or metric
+    fig, _ = plots.grouped_bars(values, series, f"{shown} (0–1)" if ylim == (0, 1) else shown, label,
+                                ylim=ylim, rotate=max(map(len, values)) > 8)
+    sink.figure(fig, f"{prefix}-{metric}-by-{field}-{run.label}", section, f"{shown[0].upper()}{shown[1:]} by {label}",
+                f"Mean {shown} per {label} with 95% bootstrap intervals.", [str(run.file("summary.json"))])
     return True

@@ -46,7 +46,8 @@ def _made_by(o: Output, command: str) -> str:
             "</details>")
 
 
-def write(out: Path, outputs: list[Output], command: str, runs: list[dict], problems: list[str]) -> Path:
+def write(out: Path, outputs: list[Output], command: str, runs: list[dict], problems: list[str],
+          notes: list[str]) -> Path:
     parts = [f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
              f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
              f"<title>benchmint report</title><style>{STYLE}</style></head><body>",
@@ -75,9 +76,10 @@ def write(out: Path, outputs: list[Output], command: str, runs: list[dict], prob
         parts.append(f"<details><summary>{html.escape(r['kind'])}: <code>{html.escape(r['path'])}</code></summary>"
                      f"<pre>{html.escape(json.dumps(r['settings'], indent=1, sort_keys=True, default=str))}</pre>"
                      "</details>")
-    if problems:
+    if problems or notes:
         parts.append("<h2>Not drawn</h2><ul>" + "".join(f'<li class="problem">{html.escape(p)}</li>'
-                                                        for p in problems) + "</ul>")
+                                                        for p in problems)
+                     + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
     parts.append("</body></html>\n")
     page = out / "index.html"
     page.write_text("\n".join(parts), encoding="utf-8")

@@ -52,8 +52,13 @@ def grouped_bars(categories: Sequence[str], series: dict[str, Sequence[Interval]
     x = np.arange(len(categories))
     w = 0.8 / n
     for i, (name, vals) in enumerate(series.items()):
-        ax.bar(x + (i - (n - 1) / 2) * w, [_mean(v) if is_number(v[0]) else 0 for v in vals], w, yerr=_err(vals),
+        xs = x + (i - (n - 1) / 2) * w
+        ax.bar(xs, [_mean(v) if is_number(v[0]) else 0 for v in vals], w, yerr=_err(vals),
                color=colour(i), label=name, capsize=2, error_kw={"elinewidth": 0.8}, edgecolor="white", linewidth=0.4)
+        for xi, v in zip(xs, vals):
+            if not is_number(v[0]):  # no value is not a value of 0: said on the bar's place
+                ax.annotate("n/a", (xi, 0), xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
+                            rotation=90, fontsize=5, color=colour(i))
     ax.set_xticks(x, categories, rotation=30 if rotate else 0, ha="right" if rotate else "center")
     ax.set_ylabel(ylabel)
     if xlabel:
@@ -83,6 +88,7 @@ def radar(axes_labels: Sequence[str], series: dict[str, Sequence[float]], rmax: 
     ax.set_xticks(angles, axes_labels)
     ax.set_ylim(0, rmax)
     ax.set_yticks(np.linspace(0, rmax, 5)[1:])
+    ax.set_rlabel_position(180 / len(axes_labels))  # between the first two axes, off their labels
     ax.tick_params(axis="y", labelsize=6)
     legend_below(fig, ax, len(series))
     return fig, ax

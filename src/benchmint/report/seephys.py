@@ -88,6 +88,7 @@ def _dataset(run: Run, sink: Sink) -> None:
         ax.set_xlabel(label)
         ax.set_ylabel("items")
         ax.tick_params(axis="x", rotation=30)
+        ax.yaxis.get_major_locator().set_params(integer=True)
     legend_below(fig, axes[0][0], 0)
     sink.figure(fig, f"seephys-dataset-{run.label}", SECTION, "Items by level and subject",
                 f"The {len(items)} gold items (Fig. 7).", [str(gold)])

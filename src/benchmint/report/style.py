@@ -81,9 +81,15 @@ class Sink:
         self.out = out
         self.command = command
         self.outputs: list[Output] = []
-        self.problems: list[str] = []  # what could not be drawn, and why: shown on the page, never dropped
-        (out / "figures").mkdir(parents=True, exist_ok=True)
-        (out / "tables").mkdir(parents=True, exist_ok=True)
+        self.problems: list[str] = []  # what could not be read or drawn, and why: on the page, never dropped
+        self.notes: list[str] = []  # figures the runs hold too little for (three models for a correlation, ...)
+        # The folders are the report's own: figures and tables of an earlier report into the same folder go,
+        # so none is left that this one did not make.
+        for sub, kinds in (("figures", ("*.png", "*.svg")), ("tables", ("*.csv",))):
+            (out / sub).mkdir(parents=True, exist_ok=True)
+            for kind in kinds:
+                for old in (out / sub).glob(kind):
+                    old.unlink()
 
     def _unique(self, name: str, table: bool) -> str:
         taken = {o.name for o in self.outputs if (o.rows is not None) == table}
@@ -121,3 +127,6 @@ class Sink:
 
     def problem(self, text: str) -> None:
         self.problems.append(text)
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
