@@ -95,6 +95,44 @@ def _xrd(root: Path) -> None:
                  "--per-db", "2", "--workers", "1"]) == 0
 
 
+def _seephys(root: Path) -> None:
+    """Four problems in TV, TC and TO, judged on 127.0.0.1 by two judges: alpha right on 4, 3 and 2 of them, beta on
+    2 in each; people ann (right on s1, s2) and bob (s1) as students."""
+    from chat_server import ChatServer, Reply
+
+    items = [{"id": f"s{i}", "question": f"Problem {i}?", "answer": f"{i}.0 m/s^2", "language": "English",
+              "subject": ("Mechanics", "Optics")[i % 2], "level": 1 + i % 3, "sig_figs": 2} for i in range(1, 5)]
+    _jsonl(root / "sp_items.jsonl", items)
+
+    def sheet(model: str, right: int, setting: str | None) -> list[dict]:
+        return [{"id": it["id"], "model": model, "output": f"<answer>{it['answer'] if k < right else '99 m/s^2'}"
+                 "</answer>", **({"setting": setting} if setting else {})} for k, it in enumerate(items)]
+
+    rows = sheet("alpha", 4, "TV") + sheet("alpha", 3, "TC") + sheet("alpha", 2, "TO")
+    rows += sheet("beta", 2, "TV") + sheet("beta", 2, "TC") + sheet("beta", 2, "TO")
+    rows += sheet("ann", 2, None) + sheet("bob", 1, None)
+    _jsonl(root / "sp_pred.jsonl", rows)
+    # Both judges call every answer the screen could not accept wrong.
+    with ChatServer() as first, ChatServer() as second:
+        first.default = second.default = Reply(text="Judgement: 0")
+        assert main(["grade", str(root / "sp_pred.jsonl"), "--gold", str(root / "sp_items.jsonl"), "--benchmark",
+                     "seephys", "--out", str(root / "runs" / "seephys-judged"), "--judge-model", "j1",
+                     "--judge-base-url", first.url, "--second-judge-model", "j2", "--second-judge-base-url",
+                     second.url, "--retry-delay", "0", "--workers", "1", "--quiet", "--by", "subject",
+                     "--human-group", "students=mean:ann,bob"]) == 0
+
+
+def _csmbench(root: Path) -> None:
+    """The bundled open-answer sample and a third model (the careful answers cut to their first clause), so that
+    each scale pair has three models for its correlation."""
+    rows = [json.loads(line) for line in (SAMPLES / "csmbench_open_pred.jsonl").read_text().splitlines()]
+    third = [{**r, "model": "terse-model", "output": r["output"].split(";")[0].split(",")[0]}
+             for r in rows if r["model"] == "careful-model"]
+    _jsonl(root / "csm_pred.jsonl", rows + third)
+    assert main(["grade", str(root / "csm_pred.jsonl"), "--gold", str(SAMPLES / "csmbench_open"), "--benchmark",
+                 "csmbench-open", "--out", str(root / "runs" / "csmbench"), "--by", "scale", "--quiet"]) == 0
+
+
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     root = tmp_path_factory.mktemp("report")
@@ -102,12 +140,12 @@ def report(tmp_path_factory):
     _hkl(root)
     _matvqa(root)
     _xrd(root)
-    # SeePhys and CSMBench open: the bundled samples through grade (without a judge, some SeePhys answers are
-    # undecided: exit 1, as the demo expects).
+    # The bundled SeePhys sample through grade (without a judge, some answers are undecided: exit 1, as the demo
+    # expects).
     assert main(["grade", str(SAMPLES / "seephys_pred.jsonl"), "--gold", str(SAMPLES / "seephys_items.jsonl"),
                  "--benchmark", "seephys", "--out", str(root / "runs" / "seephys")]) == 1
-    assert main(["grade", str(SAMPLES / "csmbench_open_pred.jsonl"), "--gold", str(SAMPLES / "csmbench_open"),
-                 "--benchmark", "csmbench-open", "--out", str(root / "runs" / "csmbench"), "--by", "scale"]) == 0
+    _seephys(root)
+    _csmbench(root)
     out = root / "report"
     status = main(["report", str(root / "runs"), "--out", str(out)])
     return root, out, status
@@ -189,6 +227,29 @@ def test_vision_gain_and_pairs_by_hand(report):
     assert float(spm["a_minus_b"]) == pytest.approx(1 - 0.24) and float(spm["p"]) == 0.0
 
 
+def test_seephys_judges_and_people(report):
+    _, out, _ = report
+    acc = _table(out, "seephys-accuracy-seephys-judged")
+    assert float(_row(acc, model="alpha", setting="TC")["accuracy"]) == 0.75
+    # students: ann and bob's mean on each item they answered: s1 1, s2 1/2, s3 0, s4 0
+    assert float(_row(acc, setting="people")["accuracy"]) == pytest.approx(1.5 / 4)
+    judges = _row(_table(out, "judges-seephys-judged"), check="Cohen's kappa")
+    # both judges decide the 14 answers the screen could not accept (alpha 0 + 1 + 2, beta 2 + 2 + 2, ann 2,
+    # bob 3) and both say 0: chance agreement is certain, so kappa is undefined (an empty cell)
+    assert (judges["judges_or_labels"], judges["n"], judges["value"]) == ("j1 vs j2", "14", "")
+    gain = _row(_table(out, "vision-gain-seephys-judged"), model="alpha")
+    assert float(gain["gain"]) == 0.5 and gain["items"] == "4"
+
+
+def test_csmbench_correlations_between_scales(report):
+    root, out, _ = report
+    summary = json.loads((root / "runs" / "csmbench" / "summary.json").read_text())
+    r = summary["correlations"]["sts_across_scales"]["r"]
+    assert r["AtomScale"]["AtomScale"] == pytest.approx(1.0)
+    page = (out / "index.html").read_text(encoding="utf-8")
+    assert "scale correlations need three or more models" not in page
+
+
 def test_matvqa_ablation_table(report):
     _, out, _ = report
     rows = _table(out, "matvqa-ablation-matvqa-ablation")
@@ -226,7 +287,8 @@ def test_every_figure_opens_and_is_drawn(report):
                      "xrd-jaccard-by-db-hkl", "xrd-top-two-hkl", "xrd-two-theta-xrd", "seephys-accuracy-by-setting-seephys",
                      "seephys-accuracy-by-level-seephys", "seephys-dataset-seephys", "csmbench-sts-by-scale-csmbench",
                      "csmbench-dataset-csmbench", "matvqa-accuracy-by-task-matvqa", "matvqa-ablation-matvqa-ablation",
-                     "vision-gain-matvqa", "pairs-spm"):
+                     "vision-gain-matvqa", "pairs-spm", "seephys-deltas-seephys-judged",
+                     "csmbench-correlations-csmbench", "seephys-accuracy-by-subject-seephys-judged"):
         assert expected in names, expected
     for png in pngs:
         img = Image.open(png)
@@ -237,7 +299,8 @@ def test_every_figure_opens_and_is_drawn(report):
     assert _palette_count(out / "figures" / "spm-dumbbell-spm.png") == 3  # EM, SPC, SIP-F1
     assert _palette_count(out / "figures" / "spm-domain-radar-spm.png") == 4  # four models
     assert _palette_count(out / "figures" / "xrd-radar-hkl.png") == 2
-    assert status == 0  # CSMBench's scale correlations need three models: a note on the page, not a failure
+    assert _palette_count(out / "figures" / "seephys-deltas-seephys-judged.png") == 2  # Δ1 and Δ2; no VO run
+    assert status == 0
 
 
 def test_page_is_self_contained(report):
@@ -245,7 +308,7 @@ def test_page_is_self_contained(report):
     page = (out / "index.html").read_text(encoding="utf-8")
     assert page.count('src="data:image/png;base64,') == len(list((out / "figures").glob("*.png")))
     assert "http://" not in page and "https://" not in page
-    assert "benchmint report " in page and "scale correlations need three or more models" in page
+    assert "benchmint report " in page and "Runs read" in page
 
 
 def test_same_runs_same_files(report, tmp_path):

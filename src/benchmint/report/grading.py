@@ -18,9 +18,16 @@ def accuracy_table(run: Run, sink: Sink, section: str, prefix: str, title: str) 
         rows.append([b["model"], b.get("setting"), b.get("items"), b.get("answers"), b.get("graded"),
                      *grade_ci(b.get("accuracy")), b.get("accuracy_undecided_as_wrong"), b.get("undecided"),
                      b.get("unparsed"), b.get("missing")])
+    humans = run.summary.get("human_baselines") or {}
+    for name, h in humans.items():  # people's answer sheets as baseline rows (seephys.txt §4.2)
+        acc = h.get("accuracy") or {}
+        rows.append([f"{name} ({h['rule']} of {', '.join(h['members'])})", "people", acc.get("n"), None, None,
+                     *grade_ci(acc), None, None, None, None])
     sink.table(rows, f"{prefix}-accuracy-{run.label}", section, title,
                "Accuracy out of the gold items with 95% bootstrap intervals; undecided answers (no judge, judge "
-               "failure) are left out of accuracy and counted wrong in the lower bound.",
+               "failure) are left out of accuracy and counted wrong in the lower bound"
+               + ("; human baselines last: a group's score on an item is its members' mean or their best "
+                  "(union), over the items they answered." if humans else "."),
                [str(run.file("summary.json"))])
 
 

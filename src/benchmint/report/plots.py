@@ -105,10 +105,9 @@ def heatmap(ax, matrix: np.ndarray, xlabels: Sequence[str], ylabels: Sequence[st
     ax.set_xticks(range(len(xlabels)), xlabels)
     ax.set_yticks(range(len(ylabels)), ylabels)
     ax.grid(False)
-    lo = masked.min() if vmin is None else vmin
-    hi = masked.max() if vmax is None else vmax
     for (r, c), v in np.ndenumerate(np.asarray(matrix, dtype=float)):
         if np.isfinite(v):
-            light = hi == lo or (v - lo) / (hi - lo) < 0.6  # white text on viridis' dark end
-            ax.text(c, r, fmt.format(v), ha="center", va="center", fontsize=6, color="white" if light else "black")
+            red, green, blue, _ = im.cmap(im.norm(v))
+            dark = 0.299 * red + 0.587 * green + 0.114 * blue < 0.5  # the cell's luminance picks the text colour
+            ax.text(c, r, fmt.format(v), ha="center", va="center", fontsize=6, color="white" if dark else "black")
     return im
