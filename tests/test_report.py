@@ -191,6 +191,9 @@ def test_spm_metrics_by_hand(report):
     assert float(under["em"]) == 0 and float(under["spc"]) == 0.5 and float(under["sip_f1"]) == pytest.approx(0.4)
     assert float(over["spc"]) == 0 and float(over["sip_f1"]) == pytest.approx(0.24)
     assert float(_row(rows, model="mixed")["em"]) == pytest.approx(1 / 3)
+    table1 = _table(out, "spm-table1-spm")
+    assert [r["items"] for r in table1] == ["2", "2", "2", "6"]  # D1, D2, D3, all
+    assert float(_row(table1, domain="all")["mean_gold_options"]) == 2.0
     labels = {r["model"]: r["label"] for r in _table(out, "spm-personalities-spm")}
     assert labels["under"] == "Conservative" and labels["over"] == "Aggressive"  # precision 2/3 > 0.65
 
@@ -282,7 +285,7 @@ def test_every_figure_opens_and_is_drawn(report):
     pngs = sorted((out / "figures").glob("*.png"))
     names = {p.stem for p in pngs}
     for expected in ("spm-dumbbell-spm", "spm-domain-radar-spm", "spm-by-level-spm", "spm-lambda-gamma-spm",
-                     "spm-confidence-difficulty-tokens-spm", "xrd-jaccard-jpen-hkl", "xrd-radar-hkl",
+                     "spm-confidence-difficulty-tokens-spm", "spm-levels-spm", "xrd-jaccard-jpen-hkl", "xrd-radar-hkl",
                      "xrd-precision-recall-hkl", "xrd-jaccard-by-union_size-hkl", "xrd-jaccard-by-angle_range-hkl",
                      "xrd-jaccard-by-db-hkl", "xrd-top-two-hkl", "xrd-two-theta-xrd", "seephys-accuracy-by-setting-seephys",
                      "seephys-accuracy-by-level-seephys", "seephys-dataset-seephys", "csmbench-sts-by-scale-csmbench",

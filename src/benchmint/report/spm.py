@@ -148,6 +148,56 @@ def draw(run: Run, sink: Sink) -> None:
 
     _personalities(run, sink, models, blocks, tag)
     _panels(run, sink, items, tag)
+    _dataset(run, sink, tag)
+
+
+def _dataset(run: Run, sink: Sink, tag: str) -> None:
+    """Table 1 (items, options offered, gold options, by domain) and the items per (Bloom) level of Fig. 3, from
+    the gold file the run scored."""
+    recorded = (run.summary.get("gold") or {}).get("file")
+    gold = run.input_path(recorded)
+    if gold is None:
+        sink.problem(f"{run.path}: gold file {recorded} not found: no dataset statistics")
+        return
+    items = read_jsonl(gold)
+    per: dict[str, list[dict]] = defaultdict(list)
+    for it in items:
+        per[str((it.get("meta") or {}).get("domain", "(missing)"))].append(it)
+
+    def mean_of(group, get):
+        vals = [v for v in map(get, group) if isinstance(v, (int, float))]
+        return float(np.mean(vals)) if vals else None
+
+    rows: list[list] = [["domain", "items", "mean_options", "mean_gold_options", "multi_answer_share"]]
+    for domain in [*stratum_order(per), "all"]:
+        group = items if domain == "all" else per[domain]
+        rows.append([domain, len(group), mean_of(group, lambda it: (it.get("meta") or {}).get("n_options")),
+                     mean_of(group, lambda it: len(it.get("answer") or [])),
+                     sum(1 for it in group if len(it.get("answer") or []) > 1) / len(group) if group else None])
+    sink.table(rows, f"spm-table1-{tag}", SECTION, "Table 1: dataset statistics",
+               "Items per domain, options offered (the gold's meta n_options), gold options per item and the share "
+               "of items with more than one right option.", [str(gold)])
+    levels: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for it in items:
+        meta = it.get("meta") or {}
+        if "level" in meta:
+            levels[str(meta["level"])][str(meta.get("domain", "(missing)"))] += 1
+    if not levels:
+        return
+    order = stratum_order(levels)
+    domains = stratum_order({d for v in levels.values() for d in v})
+    fig, ax = figure(COLUMN, 2.6)
+    bottom = np.zeros(len(order))
+    for i, d in enumerate(domains):
+        vals = np.array([levels[lv].get(d, 0) for lv in order])
+        ax.bar(order, vals, bottom=bottom, color=colour(i), label=d, edgecolor="white", linewidth=0.4)
+        bottom += vals
+    ax.set_xlabel("cognitive (Bloom) level")
+    ax.set_ylabel("items")
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    legend_below(fig, ax, len(domains))
+    sink.figure(fig, f"spm-levels-{tag}", SECTION, "Items per level", "The gold items per level, stacked by "
+                "domain (Fig. 3).", [str(gold)])
 
 
 def _personalities(run: Run, sink: Sink, models, blocks, tag: str) -> None:
