@@ -325,6 +325,16 @@ def test_same_runs_same_files(report, tmp_path):
             assert (tmp_path / sub / f.name).read_bytes() == f.read_bytes(), f.name
 
 
+def test_eval_report_chains(report, tmp_path):
+    root, _, _ = report
+    ev = tmp_path / "ev"
+    assert main(["eval", str(root / "runs" / "xrd" / "items.jsonl"), "--benchmark", "crystalxrd", "--baseline",
+                 "--score", "--report", "--out", str(ev)]) == 0
+    table2 = _row(_table(ev / "report", "xrd-table2-scores"), model="benchmint-simulator")
+    assert float(table2["jaccard"]) == 1.0  # the answer simulated from each CIF
+    assert "eval: " in (ev / "report" / "index.html").read_text(encoding="utf-8")  # the eval run is read too
+
+
 def test_unreadable_run_is_listed_and_the_rest_drawn(tmp_path, capsys):
     good = tmp_path / "runs" / "a"
     bad = tmp_path / "runs" / "b"
