@@ -95,6 +95,7 @@ def _dataset(run: Run, sink: Sink) -> None:
         bottom += vals
     ax.set_xlabel("scale")
     ax.set_ylabel("items")
+    ax.yaxis.get_major_locator().set_params(integer=True)
     ax.tick_params(axis="x", rotation=20)
     legend_below(fig, ax, len(hybrids))
     sink.figure(fig, f"csmbench-dataset-{run.label}", SECTION, "Items by scale and hybrid label",

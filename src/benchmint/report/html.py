@@ -11,15 +11,20 @@ import html
 import json
 from pathlib import Path
 
-from benchmint.report.style import Output, is_number
+from benchmint.report.style import DPI, Output, is_number
 
+#: The papers in a fixed order on the page, then what none of them draws.
+SECTIONS = ("SPM-Bench", "CrystalXRD-Bench", "SeePhys", "CSMBench", "MatVQA", "Paired comparisons")
+#: Pixels per inch of a figure on the page: its 8-point text shows at about 14 px.
+PAGE_PPI = 130
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 STYLE = """
 body{font-family:system-ui,sans-serif;max-width:1100px;margin:1em auto;padding:0 1em;color:#222}
 h1{font-size:1.5em}h2{border-bottom:1px solid #ccc;padding-top:.6em}
 figure{margin:1em 0;padding:.5em;border:1px solid #eee}figure img{max-width:100%;height:auto}
 figcaption{font-size:.9em}code,pre{font-size:.8em;background:#f6f6f6}pre{padding:.5em;overflow-x:auto}
-table{border-collapse:collapse;font-size:.8em;margin:.5em 0}td,th{border:1px solid #ddd;padding:2px 6px}
+.t{overflow-x:auto}table{border-collapse:collapse;font-size:.8em;margin:.5em 0}
+td,th{border:1px solid #ddd;padding:2px 6px;white-space:nowrap}
 th{background:#f0f0f0}td.n{text-align:right}details{margin:.3em 0}.problem{color:#a00}
 """
 
@@ -35,7 +40,7 @@ def _cell(v) -> str:
 def _table(rows: list[list]) -> str:
     head = "".join(f"<th>{html.escape(str(h))}</th>" for h in rows[0])
     body = "".join("<tr>" + "".join(_cell(v) for v in r) + "</tr>" for r in rows[1:])
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f'<div class="t"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def _made_by(o: Output, command: str) -> str:
@@ -52,10 +57,7 @@ def write(out: Path, outputs: list[Output], command: str, runs: list[dict], prob
              f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
              f"<title>benchmint report</title><style>{STYLE}</style></head><body>",
              "<h1>benchmint report</h1>", f"<p>Made by <code>{html.escape(command)}</code></p>"]
-    sections: list[str] = []
-    for o in outputs:
-        if o.section not in sections:
-            sections.append(o.section)
+    sections = sorted({o.section for o in outputs}, key=lambda x: (SECTIONS.index(x) if x in SECTIONS else 99, x))
     parts.append("<nav><ul>" + "".join(f'<li><a href="#s{i}">{html.escape(s)}</a></li>'
                                        for i, s in enumerate(sections)) + "</ul></nav>")
     for i, section in enumerate(sections):
@@ -64,9 +66,11 @@ def write(out: Path, outputs: list[Output], command: str, runs: list[dict], prob
             if o.section != section:
                 continue
             if "png" in o.files:
-                data = base64.b64encode((out / o.files["png"]).read_bytes()).decode("ascii")
+                raw = (out / o.files["png"]).read_bytes()
+                data = base64.b64encode(raw).decode("ascii")
+                width = round(int.from_bytes(raw[16:20], "big") / DPI * PAGE_PPI)  # the PNG header's width
                 parts.append(f'<figure id="fig-{html.escape(o.name)}"><img alt="{html.escape(o.title)}" '
-                             f'src="data:image/png;base64,{data}"><figcaption><b>{html.escape(o.title)}.</b> '
+                             f'width="{width}" src="data:image/png;base64,{data}"><figcaption><b>{html.escape(o.title)}.</b> '
                              f"{html.escape(o.caption)}{_made_by(o, command)}</figcaption></figure>")
             elif o.rows is not None:
                 parts.append(f'<section id="tab-{html.escape(o.name)}"><h3>{html.escape(o.title)}</h3>'
