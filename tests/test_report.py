@@ -119,7 +119,7 @@ def _seephys(root: Path) -> None:
                      "seephys", "--out", str(root / "runs" / "seephys-judged"), "--judge-model", "j1",
                      "--judge-base-url", first.url, "--second-judge-model", "j2", "--second-judge-base-url",
                      second.url, "--retry-delay", "0", "--workers", "1", "--quiet", "--by", "subject",
-                     "--human-group", "students=mean:ann,bob"]) == 0
+                     "--human-group", "students=mean:ann,bob", "--audit-sample", "4"]) == 0
 
 
 def _csmbench(root: Path) -> None:
@@ -242,6 +242,44 @@ def test_seephys_judges_and_people(report):
     assert (judges["judges_or_labels"], judges["n"], judges["value"]) == ("j1 vs j2", "14", "")
     gain = _row(_table(out, "vision-gain-seephys-judged"), model="alpha")
     assert float(gain["gain"]) == 0.5 and gain["items"] == "4"
+
+
+def test_judge_audit_error_rate(report, tmp_path):
+    """The audit sheet of the judged run, labelled by a person who disagrees with the judge on its first row."""
+    from chat_server import ChatServer, Reply
+
+    root, _, _ = report
+    with open(root / "runs" / "seephys-judged" / "audit.csv", newline="", encoding="utf-8") as fh:
+        sheet = list(csv.DictReader(fh))
+    assert len(sheet) == 4 and {r["judge"] for r in sheet} == {"0"}
+    for k, r in enumerate(sheet):
+        r["person"] = "1" if k == 0 else "0"
+    labels = tmp_path / "labels.csv"
+    with open(labels, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(sheet[0]))
+        writer.writeheader()
+        writer.writerows(sheet)
+    with ChatServer() as judge:
+        judge.default = Reply(text="Judgement: 0")
+        assert main(["grade", str(root / "sp_pred.jsonl"), "--gold", str(root / "sp_items.jsonl"), "--benchmark",
+                     "seephys", "--out", str(tmp_path / "runs" / "audited"), "--judge-model", "j1",
+                     "--judge-base-url", judge.url, "--retry-delay", "0", "--workers", "1", "--quiet",
+                     "--audit-labels", str(labels)]) == 0
+    main(["report", str(tmp_path / "runs"), "--out", str(tmp_path / "report")])
+    row = _row(_table(tmp_path / "report", "judges-audited"), check="judge error rate (audit)")
+    assert (row["n"], float(row["value"])) == ("4", 0.25)  # one disagreement in four labelled decisions
+    assert 0 < float(row["low"]) < 0.25 < float(row["high"]) < 1  # Wilson interval around 1/4
+
+
+def test_panels_for_predictions_without_a_model(tmp_path):
+    """Predictions without "model" are score's model "default": their stated confidences still reach the panels."""
+    gold = _jsonl(tmp_path / "g.jsonl", [{"id": f"q{i}", "answer": ["A"]} for i in range(6)])
+    pred = _jsonl(tmp_path / "p.jsonl", [{"id": f"q{i}", "output": "A" if i % 2 else "B", "confidence": i / 6}
+                                         for i in range(6)])
+    assert main(["score", str(pred), "--gold", str(gold), "--task", "mcq", "--out", str(tmp_path / "runs" / "one"),
+                 "--quiet", "--workers", "1"]) == 0
+    main(["report", str(tmp_path / "runs"), "--out", str(tmp_path / "report")])
+    assert (tmp_path / "report" / "figures" / "spm-confidence-difficulty-tokens-one.png").exists()
 
 
 def test_csmbench_correlations_between_scales(report):

@@ -14,6 +14,7 @@ from collections import defaultdict
 import numpy as np
 
 from benchmint.metrics.batch import score_counts
+from benchmint.records import DEFAULT_MODEL
 from benchmint.report import plots
 from benchmint.report.discover import Run, read_jsonl, score_ci, stratum_order
 from benchmint.report.style import COLUMN, PAGE, Sink, colour, figure, legend_below, marker
@@ -224,7 +225,7 @@ def _panels(run: Run, sink: Sink, items: dict[str, list[dict]], tag: str) -> Non
             sink.problem(f"{run.path}: predictions file {recorded} not found: no confidence/difficulty panels")
             return
         for row in read_jsonl(path):
-            stated.setdefault((row.get("model") or "", row.get("id")), row)
+            stated.setdefault((row.get("model") or DEFAULT_MODEL, row.get("id")), row)  # score names it so too
     fields = [("confidence", "stated confidence (0–1)"), ("difficulty", "stated difficulty (0–1)"),
               ("tokens", "reply length (tokens)")]
     data = {f: {} for f, _ in fields}
