@@ -133,6 +133,24 @@ def _csmbench(root: Path) -> None:
                  "csmbench-open", "--out", str(root / "runs" / "csmbench"), "--by", "scale", "--quiet"]) == 0
 
 
+def _csmbench_mcq(root: Path) -> None:
+    """Eight caption-matching items, two per scale, hybrid on every other one; m1 right on the first five, m2 on
+    the even ones."""
+    folder = root / "csm_mcq"
+    folder.mkdir()
+    shutil.copy(SAMPLES / "csmbench_open" / "micrograph.png", folder / "x.png")
+    options = json.dumps([{"label": x, "caption": f"caption {x}"} for x in "ABCD"])
+    scales = ("AtomScale", "Microscale", "Mesoscale", "Macroscale")
+    items = [{"index": i, "file_name": "x.png", "options": options, "correct_answer": "ABCD"[i % 4],
+              "scale": scales[i // 2], "hybrid": ("yes", "no")[i % 2]} for i in range(8)]
+    _jsonl(folder / "metadata.jsonl", items)
+    preds = [{"id": str(i), "model": m, "output": f"The answer is {it['correct_answer'] if ok(i) else 'D' if i % 4 < 3 else 'A'}"}
+             for m, ok in (("m1", lambda i: i < 5), ("m2", lambda i: i % 2 == 0)) for i, it in enumerate(items)]
+    _jsonl(root / "csm_mcq_pred.jsonl", preds)
+    assert main(["grade", str(root / "csm_mcq_pred.jsonl"), "--gold", str(folder), "--benchmark", "csmbench-mcq",
+                 "--out", str(root / "runs" / "csmbench-mcq"), "--by", "scale", "hybrid", "--quiet"]) == 0
+
+
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     root = tmp_path_factory.mktemp("report")
@@ -146,6 +164,7 @@ def report(tmp_path_factory):
                  "--benchmark", "seephys", "--out", str(root / "runs" / "seephys")]) == 1
     _seephys(root)
     _csmbench(root)
+    _csmbench_mcq(root)
     out = root / "report"
     status = main(["report", str(root / "runs"), "--out", str(out)])
     return root, out, status
@@ -289,6 +308,15 @@ def test_csmbench_correlations_between_scales(report):
     assert r["AtomScale"]["AtomScale"] == pytest.approx(1.0)
     page = (out / "index.html").read_text(encoding="utf-8")
     assert "scale correlations need three or more models" not in page
+
+
+def test_csmbench_mcq_table_by_hand(report):
+    _, out, _ = report
+    acc = _table(out, "csmbench-mcq-accuracy-csmbench-mcq")
+    assert float(_row(acc, model="m1")["accuracy"]) == 5 / 8 and float(_row(acc, model="m2")["accuracy"]) == 0.5
+    names = {p.stem for p in (out / "figures").glob("*.png")}
+    assert {"csmbench-mcq-accuracy-by-scale-csmbench-mcq", "csmbench-mcq-accuracy-by-hybrid-csmbench-mcq",
+            "csmbench-dataset-csmbench-mcq"} <= names
 
 
 def test_matvqa_ablation_table(report):

@@ -131,6 +131,7 @@ def draw_items(run: Run, sink: Sink) -> None:
         ax.hist(two_theta, bins=np.arange(0, 92, 5), color=colour(0), edgecolor="white")
         ax.set_xlabel("2θ* of the strongest peak (degrees)")
         ax.set_ylabel("items")
+        ax.yaxis.get_major_locator().set_params(integer=True)
         sink.figure(fig, f"xrd-two-theta-{run.label}", SECTION, "Where the strongest peak lies",
                     "Histogram of the built items' 2θ* in 5° bins.", [str(run.file("items.jsonl"))])
 
