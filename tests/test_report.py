@@ -259,6 +259,11 @@ def test_seephys_judges_and_people(report):
     # both judges decide the 14 answers the screen could not accept (alpha 0 + 1 + 2, beta 2 + 2 + 2, ann 2,
     # bob 3) and both say 0: chance agreement is certain, so kappa is undefined (an empty cell)
     assert (judges["judges_or_labels"], judges["n"], judges["value"]) == ("j1 vs j2", "14", "")
+    # Table 5: the share of the four graded models (alpha and beta in TV, ann, bob) solving each item: s1 all,
+    # s2 three (not bob), s3 and s4 one (alpha)
+    tags = {r["tag"]: r for r in _table(out, "seephys-table5-seephys-judged")}
+    assert {t: r["items"] for t, r in tags.items()} == {"100%": "1", "75%": "1", "25%": "2"}
+    assert float(tags["25%"]["alpha"]) == 1.0 and float(tags["25%"]["beta"]) == 0.0
     gain = _row(_table(out, "vision-gain-seephys-judged"), model="alpha")
     assert float(gain["gain"]) == 0.5 and gain["items"] == "4"
 

@@ -1,8 +1,9 @@
 """``benchmint report``: the papers' tables and figures from benchmint's own outputs, and one offline HTML page.
 
 ``build(run_dirs, out, command)`` finds the runs (``report.discover``), hands each to the module of its paper,
-which draws through one style (``report.style``), and writes ``index.html`` (``report.html``). A figure that cannot
-be drawn from what a run holds is a listed problem, and the rest of the report goes on.
+which draws through one style (``report.style``), and writes ``index.html`` (``report.html``). A run or input that
+cannot be read is a listed problem (exit 1) and the rest of the report goes on; a figure the runs hold too little
+for is a note on the page.
 """
 
 from __future__ import annotations
