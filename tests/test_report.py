@@ -130,7 +130,8 @@ def _csmbench(root: Path) -> None:
              for r in rows if r["model"] == "careful-model"]
     _jsonl(root / "csm_pred.jsonl", rows + third)
     assert main(["grade", str(root / "csm_pred.jsonl"), "--gold", str(SAMPLES / "csmbench_open"), "--benchmark",
-                 "csmbench-open", "--out", str(root / "runs" / "csmbench"), "--by", "scale", "--quiet"]) == 0
+                 "csmbench-open", "--out", str(root / "runs" / "csmbench"), "--by", "scale", "--bertscore", "minilm",
+                 "--quiet"]) == 0
 
 
 def _csmbench_mcq(root: Path) -> None:
@@ -313,6 +314,11 @@ def test_csmbench_correlations_between_scales(report):
     assert r["AtomScale"]["AtomScale"] == pytest.approx(1.0)
     page = (out / "index.html").read_text(encoding="utf-8")
     assert "scale correlations need three or more models" not in page
+    # Between metrics over the 12 answers: numpy's correlation of the grades' own columns
+    grades = [json.loads(line) for line in (root / "runs" / "csmbench" / "grades.jsonl").read_text().splitlines()]
+    want = np.corrcoef([g["sts"] for g in grades], [g["bertscore_minilm_f1"] for g in grades])[0, 1]
+    got = _row(_table(out, "csmbench-metric-correlations-csmbench"), metric="sts")
+    assert float(got["bertscore_minilm_f1"]) == pytest.approx(want) and float(got["sts"]) == pytest.approx(1.0)
 
 
 def test_csmbench_mcq_table_by_hand(report):

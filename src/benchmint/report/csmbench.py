@@ -11,7 +11,7 @@ from collections import Counter
 
 import numpy as np
 
-from benchmint.grade.summary import OPEN_METRICS
+from benchmint.grade.summary import OPEN_METRICS, pearson
 from benchmint.report import plots
 from benchmint.report.discover import Run, grade_ci, read_jsonl
 from benchmint.report.grading import accuracy_table, by_stratum
@@ -54,7 +54,9 @@ def draw(run: Run, sink: Sink) -> None:
             mat = np.array([[np.nan if p["r"][a][b] is None else p["r"][a][b] for b in scales] for a in scales])
             im = plots.heatmap(ax, mat, scales, scales, vmin=-1, vmax=1, cmap="PuOr")
             ax.set_title(f"{LABELS[m]} ({len(p['models'])} models)", fontsize=8)
-            ax.tick_params(axis="x", rotation=30)
+            ax.set_xlabel("scale")
+            ax.set_ylabel("scale")
+            ax.set_xticks(ax.get_xticks(), ax.get_xticklabels(), rotation=30, ha="right", rotation_mode="anchor")
         fig.colorbar(im, ax=axes, shrink=0.8, label="Pearson r")
         sts_judge = corr.get("sts_vs_judge") or {}
         note = (f" STS against the judge over {sts_judge['answers']} answers: r = {sts_judge['r']:.3f}."
@@ -64,6 +66,8 @@ def draw(run: Run, sink: Sink) -> None:
                     "models share both." + note, src)
     elif corr:
         sink.note(f"{run.path}: the scale correlations need three or more models graded on two scales")
+    if len(metrics) >= 2:
+        _between_metrics(run, sink, metrics)
     shift = corr.get("models_by_metric") or {}
     if shift:
         rows = [["model", "sts", "judge_score", "sts_rank", "judge_rank", "judge_lift"]]
@@ -100,3 +104,29 @@ def _dataset(run: Run, sink: Sink) -> None:
     legend_below(fig, ax, len(hybrids))
     sink.figure(fig, f"csmbench-dataset-{run.label}", SECTION, "Items by scale and hybrid label",
                 f"The {len(items)} gold items (Fig. 3).", [str(meta_file)])
+
+
+def _between_metrics(run: Run, sink: Sink, metrics: list[str]) -> None:
+    """Fig. 2's other half: Pearson r between each two metrics over the answers that have both (grades.jsonl)."""
+    rows = read_jsonl(run.file("grades.jsonl"))
+    mat = np.full((len(metrics), len(metrics)), np.nan)
+    counts = np.zeros((len(metrics), len(metrics)), dtype=int)
+    for i, a in enumerate(metrics):
+        for j, b in enumerate(metrics):
+            pairs = [(r[a], r[b]) for r in rows if r.get(a) is not None and r.get(b) is not None]
+            counts[i, j] = len(pairs)
+            r = pearson([p[0] for p in pairs], [p[1] for p in pairs])
+            mat[i, j] = np.nan if r is None else r
+    labels = [LABELS[m] for m in metrics]
+    fig, ax = figure(COLUMN + 0.6, 2.9)
+    im = plots.heatmap(ax, mat, labels, labels, vmin=-1, vmax=1, cmap="PuOr")
+    ax.set_xticks(ax.get_xticks(), ax.get_xticklabels(), rotation=30, ha="right", rotation_mode="anchor")
+    fig.colorbar(im, ax=ax, shrink=0.8, label="Pearson r")
+    sink.figure(fig, f"csmbench-metric-correlations-{run.label}", SECTION, "Correlation between metrics",
+                f"Pearson r between two metrics over the answers that have both ({int(counts.min())} to "
+                f"{int(counts.max())} answers; grey: fewer than three, or a constant metric).",
+                [str(run.file("grades.jsonl"))])
+    table = [["metric", *metrics]] + [[m, *(None if np.isnan(v) else float(v) for v in mat[i])]
+                                      for i, m in enumerate(metrics)]
+    sink.table(table, f"csmbench-metric-correlations-{run.label}", SECTION, "Correlation between metrics",
+               "The values of the heatmap.", [str(run.file("grades.jsonl"))])
