@@ -47,7 +47,7 @@ def _drawers(run: Run):
         bench = run.summary.get("benchmark")
         table = {"seephys": [seephys.draw], "matvqa": [matvqa.draw], "csmbench-open": [csmbench.draw],
                  "csmbench-mcq": [csmbench.draw]}
-        return table.get(bench, []) + [paired.draw_grade]
+        return table.get(str(bench), []) + [paired.draw_grade]
     if run.kind == "xrd-build":
         return [crystalxrd.draw_items]
     return []
@@ -55,11 +55,9 @@ def _drawers(run: Run):
 
 def build(run_dirs: list[Path], out: Path, command: str) -> ReportResult:
     """Draw everything the runs under ``run_dirs`` hold into ``out``; the style holds for every figure drawn."""
-    import matplotlib.pyplot as plt
+    from benchmint.report.style import styled
 
-    from benchmint.report.style import RC
-
-    with plt.rc_context(RC):
+    with styled():
         return _build(run_dirs, out, command)
 
 

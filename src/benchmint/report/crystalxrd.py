@@ -77,12 +77,12 @@ def draw_scores(run: Run, sink: Sink) -> None:
                     f"Mean Jaccard per {label} with 95% bootstrap intervals (Fig. 7).", src)
 
     axes = ["Jaccard", "F1", "precision", "recall", "parse success", "1 − over-prediction"]
-    series = {}
+    profile: dict[str, list[float | None]] = {}
     for m in models:
         b = blocks[m]
-        series[m] = [b["metrics"]["jaccard"]["mean"], b["metrics"]["f1"]["mean"], b["metrics"]["precision"]["mean"],
+        profile[m] = [b["metrics"]["jaccard"]["mean"], b["metrics"]["f1"]["mean"], b["metrics"]["precision"]["mean"],
                      b["metrics"]["recall"]["mean"], b["parse_success_rate"], 1 - b["over_prediction_rate"]]
-    fig, _ = plots.radar(axes, series)
+    fig, _ = plots.radar(axes, profile)
     sink.figure(fig, f"xrd-radar-{tag}", SECTION, "Six-axis profile", "Each model's Jaccard, F1, precision, recall, "
                 "parse success and 1 − over-prediction rate (Fig. 9; outward is better on every axis).", src)
 

@@ -5,7 +5,8 @@ Intervals are drawn where the numbers carry them (``low``/``high`` None: a point
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 import numpy as np
 
@@ -14,17 +15,26 @@ from benchmint.report.style import COLUMN, PAGE, colour, figure, is_number, lege
 Interval = tuple[float | None, float | None, float | None]  # mean, low, high
 
 
+def _num(x: float | None) -> float | None:
+    return float(x) if x is not None and is_number(x) else None
+
+
 def _err(values: Sequence[Interval]) -> np.ndarray | None:
-    lows = [m - lo if is_number(m) and is_number(lo) else 0.0 for m, lo, _ in values]
-    highs = [hi - m if is_number(m) and is_number(hi) else 0.0 for m, _, hi in values]
+    """Whisker lengths below and above each mean (0 where the interval or the mean is missing)."""
+    lows, highs = [], []
+    for v in values:
+        m, lo, hi = _num(v[0]), _num(v[1]), _num(v[2])
+        lows.append(m - lo if m is not None and lo is not None else 0.0)
+        highs.append(hi - m if m is not None and hi is not None else 0.0)
     return None if not any(lows) and not any(highs) else np.array([lows, highs])
 
 
 def _mean(v: Interval) -> float:
-    return float(v[0]) if is_number(v[0]) else np.nan
+    m = _num(v[0])
+    return np.nan if m is None else m
 
 
-def dumbbell(rows: Sequence[str], series: dict[str, Sequence[Interval]], xlabel: str, xlim=(0, 1)):
+def dumbbell(rows: Sequence[str], series: Mapping[str, Sequence[Interval]], xlabel: str, xlim=(0, 1)):
     """One line per row (a model) joining its series' means, each mean a marker with its interval."""
     fig, ax = figure(COLUMN, max(1.8, 0.9 + 0.32 * len(rows) + 0.15 * len(series)))
     y = np.arange(len(rows))[::-1]
@@ -44,7 +54,7 @@ def dumbbell(rows: Sequence[str], series: dict[str, Sequence[Interval]], xlabel:
     return fig, ax
 
 
-def grouped_bars(categories: Sequence[str], series: dict[str, Sequence[Interval]], ylabel: str, xlabel: str = "",
+def grouped_bars(categories: Sequence[str], series: Mapping[str, Sequence[Interval]], ylabel: str, xlabel: str = "",
                  ylim=(0, 1), width: float | None = None, rotate: bool = False):
     """Bars per category, one per series, with interval whiskers."""
     n = max(1, len(series))
@@ -53,10 +63,10 @@ def grouped_bars(categories: Sequence[str], series: dict[str, Sequence[Interval]
     w = 0.8 / n
     for i, (name, vals) in enumerate(series.items()):
         xs = x + (i - (n - 1) / 2) * w
-        ax.bar(xs, [_mean(v) if is_number(v[0]) else 0 for v in vals], w, yerr=_err(vals),
+        ax.bar(xs, [0.0 if np.isnan(_mean(v)) else _mean(v) for v in vals], w, yerr=_err(vals),
                color=colour(i), label=name, capsize=2, error_kw={"elinewidth": 0.8}, edgecolor="white", linewidth=0.4)
         for xi, v in zip(xs, vals):
-            if not is_number(v[0]):  # no value is not a value of 0: said on the bar's place
+            if _num(v[0]) is None:  # no value is not a value of 0: said on the bar's place
                 ax.annotate("n/a", (xi, 0), xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
                             rotation=90, fontsize=5, color=colour(i))
     ax.set_xticks(x, categories, rotation=30 if rotate else 0, ha="right" if rotate else "center")
@@ -70,15 +80,15 @@ def grouped_bars(categories: Sequence[str], series: dict[str, Sequence[Interval]
     return fig, ax
 
 
-def radar(axes_labels: Sequence[str], series: dict[str, Sequence[float]], rmax: float = 1.0):
+def radar(axes_labels: Sequence[str], series: Mapping[str, Sequence[float | None]], rmax: float = 1.0):
     """A polar chart with one closed line per series over the axes (values missing on an axis drawn at 0)."""
     import matplotlib.pyplot as plt
 
-    from benchmint.report.style import RC
+    from benchmint.report.style import styled
 
-    with plt.rc_context(RC):
+    with styled():
         fig = plt.figure(figsize=(COLUMN, COLUMN + 0.3 + 0.12 * len(series)), layout="constrained")
-        ax = fig.add_subplot(projection="polar")
+        ax = cast(Any, fig.add_subplot(projection="polar"))  # a PolarAxes
     angles = np.linspace(0, 2 * np.pi, len(axes_labels), endpoint=False)
     closed = np.append(angles, angles[0])
     for i, (name, vals) in enumerate(series.items()):

@@ -129,7 +129,7 @@ def draw(run: Run, sink: Sink) -> None:
         nrows = -(-len(grids) // cols)
         fig, axes = figure(PAGE if cols > 2 else COLUMN * cols / 1.6, 1.9 * nrows + 0.5, nrows=nrows, ncols=cols,
                            squeeze=False)
-        table = [["model", "gamma", *(f"lambda_{lam}" for lam in LAMBDAS)]]
+        table: list[list] = [["model", "gamma", *(f"lambda_{lam}" for lam in LAMBDAS)]]
         for k, (m, grid) in enumerate(grids.items()):
             ax = axes[k // cols][k % cols]
             im = plots.heatmap(ax, grid, [f"{lam:g}" for lam in LAMBDAS], [f"{g:g}" for g in GAMMAS], vmin=0, vmax=1)
@@ -225,10 +225,10 @@ def _panels(run: Run, sink: Sink, items: dict[str, list[dict]], tag: str) -> Non
             sink.problem(f"{run.path}: predictions file {recorded} not found: no confidence/difficulty panels")
             return
         for row in read_jsonl(path):
-            stated.setdefault((row.get("model") or DEFAULT_MODEL, row.get("id")), row)  # score names it so too
+            stated.setdefault((row.get("model") or DEFAULT_MODEL, str(row.get("id"))), row)  # score names it so too
     fields = [("confidence", "stated confidence (0–1)"), ("difficulty", "stated difficulty (0–1)"),
               ("tokens", "reply length (tokens)")]
-    data = {f: {} for f, _ in fields}
+    data: dict[str, dict[str, np.ndarray]] = {f: {} for f, _ in fields}
     for m, rows in items.items():
         for f, _ in fields:
             pairs = [(float(stated[(m, r["id"])][f]), r["sip_f1"]) for r in rows

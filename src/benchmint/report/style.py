@@ -12,7 +12,7 @@ import io
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import matplotlib
 
@@ -25,13 +25,18 @@ COLUMN = 3.5  # inches: one column of a two-column paper
 PAGE = 7.2  # inches: the full text width
 DPI = 200
 
-RC = {
+RC: dict[str, Any] = {
     "font.size": 8, "axes.titlesize": 9, "axes.labelsize": 8, "xtick.labelsize": 7, "ytick.labelsize": 7,
     "legend.fontsize": 7, "legend.frameon": False, "axes.spines.top": False, "axes.spines.right": False,
     "axes.grid": True, "grid.alpha": 0.3, "grid.linewidth": 0.5, "lines.linewidth": 1.2, "lines.markersize": 5,
     "svg.fonttype": "none", "svg.hashsalt": "benchmint", "figure.dpi": DPI, "savefig.dpi": DPI,
     "font.family": "DejaVu Sans",
 }
+
+
+def styled():
+    """A context in which matplotlib draws in the report's style."""
+    return plt.rc_context(cast(Any, RC))  # matplotlib types its keys as literals; these are its own names
 
 
 def colour(i: int) -> str:
@@ -44,7 +49,7 @@ def marker(i: int) -> str:
 
 def figure(width: float = COLUMN, height: float | None = None, **kw):
     """A new figure in the report's style (height defaults to 3/4 of the width)."""
-    with plt.rc_context(RC):
+    with styled():
         return plt.subplots(figsize=(width, height if height is not None else 0.75 * width),
                             layout="constrained", **kw)
 
@@ -106,7 +111,7 @@ class Sink:
             path = self.out / "figures" / f"{name}.{kind}"
             # Fixed metadata: the same run gives the same bytes.
             meta = {"Software": "benchmint"} if kind == "png" else {"Date": None, "Creator": "benchmint"}
-            with plt.rc_context(RC):
+            with styled():
                 fig.savefig(path, format=kind, metadata=meta)
             files[kind] = f"figures/{name}.{kind}"
         plt.close(fig)
