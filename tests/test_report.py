@@ -8,6 +8,7 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
+from xml.etree import ElementTree
 
 import numpy as np
 import pytest
@@ -194,6 +195,15 @@ def test_table4_is_the_papers_by_hand(report):
     assert len(rows) == 3 * 6 + 5  # three scenarios with a wrong option over six Γ, five without
 
 
+def test_figure5_by_hand(report):
+    _, out, _ = report
+    rows = _table(out, "spm-fig5-aggressive")
+    # λ·4 / (2 + Γ + 2): 0.6·4/10 = 0.24 at (0.6, 6); 0.7·4/8 = 0.35 at (0.7, 4), the largest, still below 0.40
+    assert float(_row(rows, gamma="6.0")["lambda_0.6"]) == pytest.approx(0.24)
+    assert float(_row(rows, gamma="4.0")["lambda_0.7"]) == pytest.approx(0.35)
+    assert max(float(v) for r in rows for k, v in r.items() if k != "gamma") == pytest.approx(0.35)
+
+
 def test_lambda_gamma_grid_by_hand(report):
     _, out, _ = report
     rows = _table(out, "spm-lambda-gamma-spm")
@@ -362,7 +372,8 @@ def test_every_figure_opens_and_is_drawn(report):
     pngs = sorted((out / "figures").glob("*.png"))
     names = {p.stem for p in pngs}
     for expected in ("spm-dumbbell-spm", "spm-domain-radar-spm", "spm-by-level-spm", "spm-lambda-gamma-spm",
-                     "spm-confidence-difficulty-tokens-spm", "spm-levels-spm", "xrd-jaccard-jpen-hkl", "xrd-radar-hkl",
+                     "spm-confidence-difficulty-tokens-spm", "spm-levels-spm", "spm-fig5-aggressive",
+                     "xrd-jaccard-jpen-hkl", "xrd-radar-hkl",
                      "xrd-precision-recall-hkl", "xrd-jaccard-by-union_size-hkl", "xrd-jaccard-by-angle_range-hkl",
                      "xrd-jaccard-by-db-hkl", "xrd-top-two-hkl", "xrd-two-theta-xrd", "seephys-accuracy-by-setting-seephys",
                      "seephys-accuracy-by-level-seephys", "seephys-dataset-seephys", "csmbench-sts-by-scale-csmbench",
@@ -375,7 +386,8 @@ def test_every_figure_opens_and_is_drawn(report):
         assert img.width >= 500 and img.height >= 300, png.name
         grey = np.asarray(img.convert("L"))
         assert (grey < 250).mean() > 0.02, f"{png.name} is blank"
-        assert (out / "figures" / f"{png.stem}.svg").stat().st_size > 1000
+        svg = ElementTree.parse(out / "figures" / f"{png.stem}.svg").getroot()
+        assert svg.tag == "{http://www.w3.org/2000/svg}svg" and len(list(svg.iter())) > 50, png.name
     assert _palette_count(out / "figures" / "spm-dumbbell-spm.png") == 3  # EM, SPC, SIP-F1
     assert _palette_count(out / "figures" / "spm-domain-radar-spm.png") == 4  # four models
     assert _palette_count(out / "figures" / "xrd-radar-hkl.png") == 2

@@ -118,9 +118,11 @@ def draw(run: Run, sink: Sink) -> None:
                         + (" (Bloom levels, Fig. 3)." if field.lower() == "level" else "."),
                         _sources(run, "summary.json"))
 
-    sink.table(table4_rows(), "spm-table4-sip-f1-sensitivity", SECTION, "Table 4: SIP-F1 of answer scenarios",
-               "SIP-F1 of a single item with |Sc| gold options, TP right and FP wrong selections, for each λ "
-               "(columns) and Γ (rows; Γ has no effect without a wrong option).", [])
+    if not any(o.name == "spm-table4-sip-f1-sensitivity" for o in sink.outputs):  # the metric's, not a run's
+        sink.table(table4_rows(), "spm-table4-sip-f1-sensitivity", SECTION, "Table 4: SIP-F1 of answer scenarios",
+                   "SIP-F1 of a single item with |Sc| gold options, TP right and FP wrong selections, for each λ "
+                   "(columns) and Γ (rows; Γ has no effect without a wrong option).", [])
+        _figure5(sink)
 
     items = per_item(run)
     grids = {m: sensitivity(items[m]) for m in models if items.get(m)}
@@ -258,3 +260,24 @@ def _panels(run: Run, sink: Sink, items: dict[str, list[dict]], tag: str) -> Non
                 "and tokens", "Mean SIP-F1 in quintile bins of each stated value (Fig. 8); the dashed line is "
                 "confidence equal to score.", _sources(run, "scores.jsonl") + [str(p) for p in
                                                                               run.summary.get("predictions", [])])
+
+
+def _figure5(sink: Sink) -> None:
+    """Fig. 5: SIP-F1 of the Aggressive answer ({A, B, C} for {A, B}: TP 2, FP 1) over λ and Γ, against the 0.40 of
+    the Conservative one ({A}: TP 1, FP 0, at λ = 0.6)."""
+    lambdas = np.round(np.arange(0.4, 0.71, 0.05), 2)
+    gammas = np.arange(4.0, 8.01, 1.0)
+    grid = np.array([[score_counts(np.array([2]), np.array([3]), np.array([2]), sip_lambda=float(lam),
+                                   sip_gamma=float(g))["sip_f1"][0] for lam in lambdas] for g in gammas])
+    fig, ax = figure(COLUMN + 0.5, 2.6)
+    im = plots.heatmap(ax, grid, [f"{lam:g}" for lam in lambdas], [f"{g:g}" for g in gammas], vmin=0, vmax=0.5)
+    ax.set_xlabel("cutoff λ")
+    ax.set_ylabel("penalty Γ")
+    fig.colorbar(im, ax=ax, shrink=0.85, label="SIP-F1 of TP 2, FP 1")
+    rows: list[list] = [["gamma", *(f"lambda_{lam:g}" for lam in lambdas)]]
+    rows += [[float(g), *(float(x) for x in grid[i])] for i, g in enumerate(gammas)]
+    sink.figure(fig, "spm-fig5-aggressive", SECTION, "SIP-F1 of an aggressive answer over λ and Γ",
+                "An answer with both right options and one wrong one (|Sc| = 2) scores below the 0.40 of the "
+                "conservative single right option everywhere in λ ∈ [0.4, 0.7], Γ ∈ [4, 8] (Fig. 5).", [])
+    sink.table(rows, "spm-fig5-aggressive", SECTION, "SIP-F1 of an aggressive answer over λ and Γ",
+               "The values of the heatmap.", [])
