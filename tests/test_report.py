@@ -275,6 +275,10 @@ def test_seephys_judges_and_people(report):
     tags = {r["tag"]: r for r in _table(out, "seephys-table5-seephys-judged")}
     assert {t: r["items"] for t, r in tags.items()} == {"100%": "1", "75%": "1", "25%": "2"}
     assert float(tags["25%"]["alpha"]) == 1.0 and float(tags["25%"]["beta"]) == 0.0
+    stats = _table(out, "seephys-dataset-seephys-judged")
+    assert [(r["field"], r["value"], r["items"]) for r in stats] == [
+        ("level", "BO", "1"), ("level", "High", "2"), ("level", "Mid", "1"),  # levels 1 + i % 3 of s1..s4: 2, 3, 1, 2
+        ("subject", "Mechanics", "2"), ("subject", "Optics", "2")]
     gain = _row(_table(out, "vision-gain-seephys-judged"), model="alpha")
     assert float(gain["gain"]) == 0.5 and gain["items"] == "4"
 

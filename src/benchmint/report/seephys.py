@@ -13,7 +13,7 @@ from benchmint.grade.summary import LEVELS, level_name
 from benchmint.report import plots
 from benchmint.report.discover import Run, grade_ci, read_jsonl
 from benchmint.report.grading import accuracy_table, block_name, by_stratum
-from benchmint.report.style import PAGE, Sink, colour, figure, legend_below
+from benchmint.report.style import PAGE, Sink, colour, figure
 
 SECTION = "SeePhys"
 DELTAS = (("delta1", "Δ1 (TC)"), ("delta2", "Δ2 (TO)"), ("delta3", "Δ3 (VO)"))
@@ -73,26 +73,32 @@ def draw(run: Run, sink: Sink) -> None:
 
 
 def _dataset(run: Run, sink: Sink) -> None:
-    """Fig. 7: the gold items by level and by subject."""
+    """Fig. 7: the gold items by level, subject, diagram type and vision relevance (the fields the items have)."""
     gold = run.input_path((run.summary.get("inputs") or {}).get("gold"))
     if gold is None or not gold.is_file():
         sink.problem(f"{run.path}: gold items not found as a JSONL file: no dataset statistics")
         return
     items = read_jsonl(gold)
-    levels = Counter(level_name(it.get("level")) or "(none)" for it in items)
-    subjects = Counter(str(it.get("subject") or "(none)") for it in items)
-    fig, axes = figure(PAGE, 2.4, ncols=2, squeeze=False)
-    for ax, (counts, label) in zip(axes[0], ((levels, "knowledge level"), (subjects, "subject"))):
+    fields = [("level", "knowledge level", lambda it: level_name(it.get("level")))]
+    fields += [(key, label, lambda it, key=key: it.get(key)) for key, label in STRATA if key != "language"]
+    counted = [(key, label, Counter(str(get(it) if get(it) is not None else "(none)") for it in items))
+               for key, label, get in fields if any(get(it) is not None for it in items)]
+    fig, axes = figure(PAGE, 2.4 * ((len(counted) + 1) // 2), ncols=2, nrows=(len(counted) + 1) // 2,
+                       squeeze=False)
+    for k, (_, label, counts) in enumerate(counted):
+        ax = axes[k // 2][k % 2]
         names = [n for n in LEVELS if n in counts] + sorted(n for n in counts if n not in LEVELS)
         ax.bar(names, [counts[n] for n in names], color=colour(0))
         ax.set_xlabel(label)
         ax.set_ylabel("items")
         ax.tick_params(axis="x", rotation=30)
         ax.yaxis.get_major_locator().set_params(integer=True)
-    legend_below(fig, axes[0][0], 0)
-    sink.figure(fig, f"seephys-dataset-{run.label}", SECTION, "Items by level and subject",
-                f"The {len(items)} gold items (Fig. 7).", [str(gold)])
-    rows = [["field", "value", "items"]] + [["level", k, v] for k, v in sorted(levels.items())] + \
-        [["subject", k, v] for k, v in sorted(subjects.items())]
-    sink.table(rows, f"seephys-dataset-{run.label}", SECTION, "Dataset statistics", "Gold items per level and "
-               "subject.", [str(gold)])
+    for k in range(len(counted), axes.size):
+        axes[k // 2][k % 2].set_visible(False)
+    sink.figure(fig, f"seephys-dataset-{run.label}", SECTION, "The items",
+                f"The {len(items)} gold items by " + ", ".join(label for _, label, _ in counted) + " (Fig. 7).",
+                [str(gold)])
+    rows: list[list] = [["field", "value", "items"]]
+    rows += [[key, v, n] for key, _, counts in counted for v, n in sorted(counts.items())]
+    sink.table(rows, f"seephys-dataset-{run.label}", SECTION, "Dataset statistics", "Gold items per value of each "
+               "field.", [str(gold)])
