@@ -79,10 +79,12 @@ def _dataset(run: Run, sink: Sink) -> None:
         sink.problem(f"{run.path}: gold items not found as a JSONL file: no dataset statistics")
         return
     items = read_jsonl(gold)
-    fields = [("level", "knowledge level", lambda it: level_name(it.get("level")))]
-    fields += [(key, label, lambda it, key=key: it.get(key)) for key, label in STRATA if key != "language"]
-    counted = [(key, label, Counter(str(get(it) if get(it) is not None else "(none)") for it in items))
-               for key, label, get in fields if any(get(it) is not None for it in items)]
+    def value(item: dict, key: str):
+        return level_name(item.get("level")) if key == "level" else item.get(key)
+
+    fields = [("level", "knowledge level"), *((k, label) for k, label in STRATA if k != "language")]
+    counted = [(key, label, Counter(str(value(it, key) if value(it, key) is not None else "(none)") for it in items))
+               for key, label in fields if any(value(it, key) is not None for it in items)]
     fig, axes = figure(PAGE, 2.4 * ((len(counted) + 1) // 2), ncols=2, nrows=(len(counted) + 1) // 2,
                        squeeze=False)
     for k, (_, label, counts) in enumerate(counted):
