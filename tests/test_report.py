@@ -235,6 +235,9 @@ def test_crystalxrd_tables_by_hand(report):
     assert float(over["jaccard"]) == 0.5 and float(over["j_pen"]) == 0.25
     assert float(over["recall_over_precision"]) == 2.0
     assert float(over["over_prediction_rate"]) == 1.0
+    by_db = _table(out, "xrd-top-two-by-db-hkl")
+    assert [(r["db"], r["items"], r["difference"], r["low"], r["high"]) for r in by_db] == [
+        ("A", "2", "0.5", "0.5", "0.5"), ("B", "2", "0.5", "0.5", "0.5")]  # Jaccard 1 against 2/4 on every item
     items = [json.loads(line) for line in (root / "runs" / "xrd" / "items.jsonl").read_text().splitlines()]
     table1 = _table(out, "xrd-table1-xrd")
     total = _row(table1, db="all")
@@ -379,7 +382,8 @@ def test_every_figure_opens_and_is_drawn(report):
                      "spm-confidence-difficulty-tokens-spm", "spm-levels-spm", "spm-fig5-aggressive",
                      "xrd-jaccard-jpen-hkl", "xrd-radar-hkl",
                      "xrd-precision-recall-hkl", "xrd-jaccard-by-union_size-hkl", "xrd-jaccard-by-angle_range-hkl",
-                     "xrd-jaccard-by-db-hkl", "xrd-top-two-hkl", "xrd-two-theta-xrd", "seephys-accuracy-by-setting-seephys",
+                     "xrd-jaccard-by-db-hkl", "xrd-top-two-hkl",
+                     "xrd-top-two-by-db-hkl", "xrd-two-theta-xrd", "seephys-accuracy-by-setting-seephys",
                      "seephys-accuracy-by-level-seephys", "seephys-dataset-seephys", "csmbench-sts-by-scale-csmbench",
                      "csmbench-dataset-csmbench", "matvqa-accuracy-by-task-matvqa", "matvqa-ablation-matvqa-ablation",
                      "vision-gain-matvqa", "pairs-spm", "seephys-deltas-seephys-judged",

@@ -88,6 +88,7 @@ def draw_scores(run: Run, sink: Sink) -> None:
 
     if len(models) >= 2:
         _waterfall(blocks, models, sink, tag, src)
+        _top_two_by_db(run, blocks, models, sink, tag)
 
     fig, ax = figure(COLUMN, COLUMN)
     grid = np.linspace(0.01, 1, 200)
@@ -150,3 +151,41 @@ def _waterfall(blocks: dict, models: list[str], sink: Sink, tag: str, src: list[
     ax.margins(y=0.2)
     sink.figure(fig, f"xrd-top-two-{tag}", SECTION, "The top two models, metric by metric",
                 f"Mean score of {first} minus that of {second} (Fig. 10a); blue where {first} leads.", src)
+
+
+def _top_two_by_db(run: Run, blocks: dict, models: list[str], sink: Sink, tag: str) -> None:
+    """Fig. 10 (b): the two models with the highest Jaccard compared database by database on the items both
+    answered: mean Jaccard difference with a paired bootstrap interval (databases from the gold the run read)."""
+    from benchmint.report.paired import paired_bootstrap
+
+    gold = run.input_path((run.summary.get("gold") or {}).get("file"))
+    if gold is None:
+        return
+    db_of = {str(it["id"]): str((it.get("meta") or {}).get("db", "(missing)")) for it in read_jsonl(gold)}
+    if len(set(db_of.values())) < 2:
+        return
+    first, second = sorted(models, key=lambda m: -blocks[m]["metrics"]["jaccard"]["mean"])[:2]
+    per: dict[str, dict[str, float]] = {first: {}, second: {}}
+    for r in read_jsonl(run.file("scores.jsonl")):
+        if r["model"] in per:
+            per[r["model"]][r["id"]] = float(r["jaccard"])
+    rows: list[list] = [["db", "items", "first", "second", "difference", "low", "high", "p"]]
+    for db in stratum_order(set(db_of.values())):
+        ids = sorted(i for i in per[first].keys() & per[second].keys() if db_of.get(i) == db)
+        r = paired_bootstrap(np.array([per[first][i] for i in ids]), np.array([per[second][i] for i in ids]))
+        if r["n"]:
+            rows.append([db, r["n"], first, second, r["mean"], r["low"], r["high"], r["p"]])
+    if len(rows) < 2:
+        return
+    sources = [str(run.file("scores.jsonl")), str(gold)]
+    sink.table(rows, f"xrd-top-two-by-db-{tag}", SECTION, "The top two models, database by database",
+               "Mean Jaccard difference on each database's items both models answered, paired bootstrap 95% "
+               "interval and p-value (Fig. 10b).", sources)
+    fig, ax = plots.dumbbell([str(r[0]) for r in rows[1:]], {f"{first} − {second}": [(r[4], r[5], r[6])
+                                                                                     for r in rows[1:]]},
+                             "difference in mean Jaccard", xlim=(-1, 1))
+    ax.axvline(0, color="0.3", linewidth=0.6)
+    ax.set_ylabel("database")
+    sink.figure(fig, f"xrd-top-two-by-db-{tag}", SECTION, "The top two models, database by database",
+                f"{first} minus {second} in mean Jaccard per database, paired bootstrap 95% intervals (Fig. 10b).",
+                sources)
