@@ -5,8 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# chromium: one test opens the page of benchmint report in a headless browser (it skips without it).
 need_apt=()
-for pkg in g++ cmake libjpeg-dev zlib1g-dev; do
+for pkg in g++ cmake libjpeg-dev zlib1g-dev chromium; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -120,6 +120,9 @@ def run(args: argparse.Namespace) -> int:
                                    "--box", *map(str, box["box"]), "--units", box["units"], "--label", box["label"],
                                    "--out", str(out / "crops" / "figure1.png")]))
     status = max(status, _local_model(out))
+
+    print("\n=== benchmint report: the papers' figures and tables from everything above, in one offline page")
+    status = max(status, _command(["report", str(out), "--out", str(out / "report")]))
     return status
 
 

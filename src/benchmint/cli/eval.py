@@ -63,6 +63,11 @@ def run(args: argparse.Namespace) -> int:
         status = max(status, _score(args, bench, result))
     if args.grade:
         status = max(status, _grade(args, bench, result))
+    if args.report:
+        from benchmint.cli import main
+
+        print("\n=== benchmint report on the run")
+        status = max(status, main(["report", str(args.out), "--out", str(Path(args.out) / "report")]))
     return status
 
 
@@ -192,6 +197,9 @@ def add_parser(sub) -> None:
     ev.add_argument("--grade", action="store_true",
                     help="grade the predictions in the same run (seephys, matvqa, csmbench-mcq) into --out/grades; "
                          "the judge is --judge-model on --judge-base-url (default: --base-url)")
+    ev.add_argument("--report", action="store_true",
+                    help="then benchmint report on --out (after --score or --grade): figures, tables and "
+                         "index.html in --out/report")
     add_judge_arguments(ev)
     add_arguments(ev)
     ev.set_defaults(func=run)
