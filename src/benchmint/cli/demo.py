@@ -51,7 +51,7 @@ def _xrd(root, workers: int) -> int:
         print(f"\n=== benchmint score --task hkl{' --symmetry' if symmetry else ''} on the built items")
         argv = ["score", str(pred), "--gold", str(bench / "items.jsonl"), "--task", "hkl",
                 "--out", str(root / ("scores-symmetry" if symmetry else "scores")),
-                "--by", "db", "union_size", "angle_range", "--workers", str(workers)]
+                "--by", "db,union_size,angle_range", "--workers", str(workers)]
         status = max(status, _command(argv + (["--symmetry"] if symmetry else [])))
 
     print("\n=== benchmint eval --benchmark crystalxrd --baseline --score: the answer simulated from each CIF, "
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"\n=== benchmint score --task {task}: {title}")
         status = max(status, _command(["score", str(samples / f"{task}_pred.jsonl"),
                                        "--gold", str(samples / f"{task}_gold.jsonl"), "--task", task,
-                                       "--out", str(out / f"score-{task}"), "--by", *by,
+                                       "--out", str(out / f"score-{task}"), "--by", ",".join(by),
                                        "--workers", str(args.workers)]))
 
     print("\n=== benchmint grade --benchmark seephys: open physics answers of two simulated models, final answers "
@@ -152,5 +152,5 @@ def _local_model(out) -> int:
 def add_parser(sub) -> None:
     demo = sub.add_parser("demo", help="run the main job on the bundled sample data")
     demo.add_argument("--out", default="demo-out", help="output directory (default demo-out)")
-    demo.add_argument("--workers", type=int, default=-1)
+    demo.add_argument("--workers", type=int, default=-1, help="processes and threads: -1 all cores (default)")
     demo.set_defaults(func=run)

@@ -105,7 +105,7 @@ def _score(args: argparse.Namespace, bench, result) -> int:
     argv = ["score", str(out / "predictions.jsonl"), "--gold", str(out / "gold.jsonl"), "--task", bench.answer_kind,
             "--out", str(out / "scores"), "--seed", str(args.seed)]
     if bench.strata:
-        argv += ["--by", *bench.strata]
+        argv += ["--by", ",".join(bench.strata)]
     print(f"\n=== benchmint score --task {bench.answer_kind} on the predictions")
     return main(argv)
 
@@ -116,6 +116,8 @@ def add_parser(sub) -> None:
     from benchmint.models.options import add_arguments
 
     ev = sub.add_parser("eval", help="run a model over a benchmark's items",
+                        usage="benchmint eval ITEMS --benchmark NAME --out DIR (--model NAME --base-url URL | "
+                              "--baseline) [options]",
                         description="Ask a model (any OpenAI-compatible chat server) every item of a benchmark, as "
                                     "its paper did; writes predictions.jsonl (the format benchmint score reads), "
                                     "gold.jsonl, errors.jsonl and run.json to --out. Resumable: rerun with the same "
@@ -123,21 +125,28 @@ def add_parser(sub) -> None:
                                     "failed (all listed in errors.jsonl), 2 the run could not start.")
     ev.add_argument("items", help="items: benchmint's JSONL, or a release as it ships (parquet, TSV, JSON rows, "
                                   "an ImageFolder directory)")
-    ev.add_argument("--benchmark", required=True, choices=benchmarks.names())
-    ev.add_argument("--model", help="the model name the server knows")
-    ev.add_argument("--out", required=True, metavar="DIR")
+    ev.add_argument("--benchmark", required=True, choices=benchmarks.names(),
+                    help="the benchmark the items belong to (its prompts, protocol and answer kind)")
+    # Either a model (on --base-url) or the benchmark's own baseline: argparse enforces the pair, the usage says it.
+    who = ev.add_mutually_exclusive_group(required=True)
+    who.add_argument("--model", metavar="NAME", help="the model name the server knows (with --base-url; no default)")
+    ev.add_argument("--out", required=True, metavar="DIR",
+                    help="output directory; rerunning into it resumes the run")
     ev.add_argument("--setting", help="the benchmark's setting (SeePhys: TV, TC, TO, VO; CrystalXRD: full, "
-                                      "image_only, cif_only, release; MatVQA: default, full_context)")
-    ev.add_argument("--limit", type=int, help="the first N items only")
-    ev.add_argument("--repeats", type=int, default=1, help="ask each item N times (seeds seed..seed+N-1)")
-    ev.add_argument("--seed", type=int, default=0)
-    ev.add_argument("--system", metavar="PROMPT_FILE", help="a system prompt for every call")
-    ev.add_argument("--prompts", metavar="DIR", help="prompt files replacing the package's (<benchmark>/<file>.txt)")
-    ev.add_argument("--protocol", metavar="JSON", help="protocol keys replacing the package's (temperature, ...)")
+                                      "image_only, cif_only, release; MatVQA: default, full_context); default: "
+                                      "SeePhys TV, CrystalXRD full, the others their only one")
+    ev.add_argument("--limit", type=int, help="the first N items only (default: all)")
+    ev.add_argument("--repeats", type=int, default=1, help="ask each item N times (seeds seed..seed+N-1; default 1)")
+    ev.add_argument("--seed", type=int, default=0, help="the sampling seed sent with each call (default 0)")
+    ev.add_argument("--system", metavar="PROMPT_FILE", help="a system prompt for every call (default: none)")
+    ev.add_argument("--prompts", metavar="DIR", help="prompt files replacing the package's (<benchmark>/<file>.txt; "
+                                                        "default: the package's)")
+    ev.add_argument("--protocol", metavar="JSON", help="protocol keys replacing the package's (temperature, ...; "
+                                                          "default: the package's)")
     ev.add_argument("--blind", action="store_true",
                     help="send no image (the setting's text alone): any benchmark's blind baseline, or a text-only "
                          "model; predictions carry the setting as <setting>-blind, and grade reports the vision gain")
-    ev.add_argument("--baseline", action="store_true",
+    who.add_argument("--baseline", action="store_true",
                     help="no model: the benchmark's deterministic baseline (CrystalXRD: the answer simulated from "
                          "the CIF)")
     ev.add_argument("--score", action="store_true", help="score the predictions in the same run (option and HKL sets)")

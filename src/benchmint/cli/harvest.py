@@ -35,12 +35,12 @@ def add_parser(sub) -> None:
                                          "body pairs, panel counts, discussion paragraphs (figures.jsonl) and 1024-px "
                                          "thumbnails (thumbs/). Resumable: finished PDFs are kept in "
                                          "DIR/ledger.sqlite.")
-    harvest.add_argument("inputs", nargs="+", metavar="PDF_OR_DIR")
-    harvest.add_argument("--out", required=True, metavar="DIR")
+    harvest.add_argument("inputs", nargs="+", metavar="PDF_OR_DIR", help="PDF files, or folders searched for *.pdf")
+    harvest.add_argument("--out", required=True, metavar="DIR", help="output directory")
     harvest.add_argument("--workers", type=int, default=-1, help="processes: -1 all cores (default)")
     harvest.add_argument("--min-paths", type=int, default=12, help="vector paths that make a page graphic (default 12)")
-    harvest.add_argument("--min-panels", type=int, default=1, help="keep figures with at least this many panels")
-    harvest.add_argument("--max-pages", type=int, default=5000, help="refuse documents longer than this")
+    harvest.add_argument("--min-panels", type=int, default=1, help="keep figures with at least this many panels (default 1)")
+    harvest.add_argument("--max-pages", type=int, default=5000, help="refuse documents longer than this (default 5000)")
     harvest.add_argument("--page-seconds", type=float, default=60.0,
                          help="time limit of one page's text reading, rendering or figure pairing; a page past it is "
                               "skipped and listed in errors.jsonl (default 60)")
