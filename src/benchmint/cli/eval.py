@@ -24,6 +24,12 @@ def run(args: argparse.Namespace) -> int:
 
             if not args.model:
                 raise ValueError("--model is required (or --baseline for the benchmark's own deterministic answers)")
+            if not args.blind and bench.sends_images(args.setting):
+                from benchmint.models.local import check_takes_images
+
+                setting = bench.check_setting(args.setting)
+                check_takes_images(args.model, f"{bench.name}'s setting {setting}",
+                                   ", ".join(s for s in bench.settings if not bench.sends_images(s)))
             check_budget(args, args.model, bench.protocol.max_tokens, f"{bench.name}'s protocol",
                          ' (--protocol FILE holding {"max_tokens": N})')
             # The accounting kept in --out: run.json and the budget cover every invocation into it.
@@ -40,21 +46,33 @@ def run(args: argparse.Namespace) -> int:
         print(f"benchmint eval: error: {exc}", file=sys.stderr)
         return 2
     counts = result.run["counts"]
+    out = Path(args.out)
     print(f"{bench.name} ({result.run['setting']}), model {result.run['model']}: {counts['items']} items, "
-          f"{counts['predictions']} predictions ({counts['already_done']} already done), {counts['errors']} errors "
-          f"-> {args.out}/predictions.jsonl, gold.jsonl, errors.jsonl, run.json")
+          f"{counts['predictions']} predictions ({counts['already_done']} already done) -> "
+          f"{out / 'predictions.jsonl'}, gold.jsonl, run.json; {counts['errors']} errors in {out / 'errors.jsonl'}")
     if result.run.get("engine"):
         from benchmint.models.accounting import describe
 
         print(f"  {describe(result.run['engine'])}")
     for e in result.errors[:10]:
-        print(f"  {e.get('id', e.get('location', ''))}: {e.get('cause', e.get('kind'))}: {e.get('message', '')}")
+        print(f"  {e.get('id', e.get('location', ''))}: {_said(e)}")
+    if len(result.errors) > 10:
+        print(f"  ... and {len(result.errors) - 10} more in {out / 'errors.jsonl'}")
     status = result.exit_code
     if args.score:
         status = max(status, _score(args, bench, result))
     if args.grade:
         status = max(status, _grade(args, bench, result))
     return status
+
+
+def _said(error: dict) -> str:
+    """An error row as a printed line: a failed call's cause in words, else the row's kind and message."""
+    from benchmint.models.call import say_failure
+
+    if "cause" in error:
+        return say_failure(error["cause"], error.get("message", ""))
+    return f"{error.get('kind')}: {error.get('message', '')}"
 
 
 def _cannot_chain(option: str, applies: bool, why_not: str, result) -> int | None:

@@ -21,8 +21,8 @@ def _num(block: dict | None) -> str:
     return f"{block['mean']:.4f} [{block['low']:.4f}, {block['high']:.4f}]"
 
 
-def render(summary: dict) -> str:
-    """The printed table: one row per model and setting, then the settings gaps."""
+def render(summary: dict, errors_file: str = "errors.jsonl") -> str:
+    """The printed table: one row per model and setting, then the settings gaps; ``errors_file`` as it is named."""
     open_task = summary["benchmark"] == "csmbench-open"
     bert = summary.get("bertscore", {}).get("metric")  # bertscore, or bertscore_minilm (not comparable)
     rows = [["model", "setting", "answers", "graded",
@@ -80,7 +80,7 @@ def render(summary: dict) -> str:
     lines.append(f"{c['answers']} answers, {c['missing']} gold items without an answer (counted wrong), "
                  f"{c['graded']} graded, {c['undecided']} undecided "
                  f"({c['judge_failures']} judge failures, {c['no_judge']} without a judge), {c['unparsed']} unparsed, "
-                 f"{c['errors']} rows in errors.jsonl")
+                 f"{c['errors']} rows in {errors_file}")
     return "\n".join(lines)
 
 
@@ -144,8 +144,8 @@ def run(args: argparse.Namespace) -> int:
             if j is not None:
                 j.engine.close()
     if not args.quiet:
-        print(render(result.summary))
-        print(f"wrote {out}/grades.jsonl, summary.json, errors.jsonl, run.json")
+        print(render(result.summary, str(out / "errors.jsonl")))
+        print(f"wrote {out / 'grades.jsonl'}, summary.json, errors.jsonl, run.json")
     return result.exit_code
 
 
