@@ -16,7 +16,7 @@ def run(args: argparse.Namespace) -> int:
         bench = benchmarks.get(args.benchmark, prompts=args.prompts, protocol=args.protocol)
         system = Path(args.system).read_text(encoding="utf-8") if args.system else None
         cfg = EvalConfig(model=args.model or "", setting=args.setting, limit=args.limit, repeats=args.repeats,
-                         seed=args.seed, system=system, progress=sys.stderr.isatty(), blind=args.blind)
+                         seed=args.seed, system=system, progress=True, blind=args.blind)
         engine = None
         if not args.baseline:
             from benchmint.models.accounting import ACCOUNTS_NAME

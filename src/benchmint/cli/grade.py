@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = GradeConfig(benchmark=args.benchmark, by=tuple(args.by) if args.by is not None else None,
                           n_boot=args.bootstrap, seed=args.seed, rtol=args.rtol,
                           symbolic_timeout_s=args.symbolic_timeout, workers=args.workers,
-                          progress=not args.quiet and sys.stderr.isatty(), audit_sample=args.audit_sample,
+                          progress=not args.quiet, audit_sample=args.audit_sample,
                           audit_labels=args.audit_labels, human_groups=tuple(args.human_group or ()),
                           error_types=args.error_types, judge_scale=args.judge_scale, sts=not args.no_sts,
                           bertscore=args.bertscore, bertscore_layers=args.bertscore_layers,

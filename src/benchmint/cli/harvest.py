@@ -14,7 +14,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = HarvestConfig(min_paths=args.min_paths, min_panels=args.min_panels, triage_only=args.triage_only,
                             max_pages=args.max_pages, page_seconds=args.page_seconds,
                             document_seconds=args.document_seconds, range_seconds=args.range_seconds)
-        res = harvest(args.inputs, args.out, cfg, workers=args.workers, progress=sys.stderr.isatty())
+        res = harvest(args.inputs, args.out, cfg, workers=args.workers, progress=True)
     except (InputError, ValueError) as exc:
         print(f"benchmint harvest: error: {exc}", file=sys.stderr)
         return 2

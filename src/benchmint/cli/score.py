@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
         user_metrics = _user_metrics(getattr(args, "metric", None) or [])
         cfg = ScoreConfig(task=args.task, sip_lambda=args.sip_lambda, sip_gamma=args.sip_gamma, by=tuple(args.by or ()),
                           workers=args.workers, n_boot=args.bootstrap, seed=args.seed,
-                          progress=not args.quiet and sys.stderr.isatty(), symmetry=args.symmetry,
+                          progress=not args.quiet, symmetry=args.symmetry,
                           user_metrics=user_metrics)
         result = score_files(args.pred, args.gold, args.out, cfg)
     except (InputError, ValueError) as exc:
@@ -73,5 +73,5 @@ def add_parser(sub) -> None:
                        help="a user-defined metric f(tp, fp, fn, g) -> number, compiled with Numba: a column NAME in "
                             "scores.jsonl and its means in summary.json; MODULE is an importable module or a .py file; "
                             "may be repeated (default: none)")
-    score.add_argument("--quiet", action="store_true", help="no table, no progress bar")
+    score.add_argument("--quiet", action="store_true", help="no table, no progress")
     score.set_defaults(func=run)

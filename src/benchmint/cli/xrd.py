@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
                           noise_counts=args.noise_counts, seed=args.realism_seed)
         cfg = BuildConfig(per_db=args.per_db, db_from_dirname=args.db_from_dirname, profile=profile, realism=realism,
                           cif_seconds=args.cif_seconds)
-        res = build(args.inputs, args.out, cfg, workers=args.workers, progress=sys.stderr.isatty())
+        res = build(args.inputs, args.out, cfg, workers=args.workers, progress=True)
     except (InputError, ValueError) as exc:
         print(f"benchmint xrd build: error: {exc}", file=sys.stderr)
         return 2
