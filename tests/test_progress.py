@@ -65,3 +65,18 @@ def test_eval_reports_progress_when_stderr_is_not_a_terminal(spm_items, tmp_path
     progress = [line for line in err if line.startswith("eval spm: ")]
     assert progress and all(LINE.match(line) for line in progress), err
     assert progress[-1].startswith("eval spm: 4/4 units (100%), ") and "done in" in progress[-1]
+
+
+def test_grade_reports_the_judge_calls_progress(tmp_path, capsys, monkeypatch):
+    from test_grade import ITEMS, PREDS, _judge, _write, seephys_argv  # the SeePhys sample and its scripted judge
+
+    monkeypatch.setenv("BENCHMINT_PROGRESS_SECONDS", "0.05")
+    _write(tmp_path / "items.jsonl", ITEMS)
+    _write(tmp_path / "preds.jsonl", PREDS)
+    with ChatServer() as server:
+        server.default = Reply(text=lambda body: (time.sleep(0.06), _judge(body))[1])
+        argv = [a for a in seephys_argv(tmp_path, server) if a != "--quiet"]
+        main(argv)
+    progress = [line for line in capsys.readouterr().err.splitlines() if line.startswith("judge ")]
+    assert progress and all(LINE.match(line) for line in progress), progress
+    assert any("done in" in line for line in progress)

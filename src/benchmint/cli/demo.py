@@ -64,11 +64,16 @@ def _xrd(root, workers: int) -> int:
 def run(args: argparse.Namespace) -> int:
     """Every capability on the bundled samples: set scoring with strata, open-answer grading (SeePhys, CSMBench),
     XRD items, figure harvest, a crop."""
-    from importlib.resources import files
+    import shutil
+    from importlib.resources import as_file, files
     from pathlib import Path
 
-    samples = files("benchmint") / "samples"
     out = Path(args.out)
+    # The samples are copied beside the outputs and named from there, as a user's own inputs would be: the output
+    # files then name them relative to --out as given, not by where the package happens to be installed.
+    samples = out / "inputs"
+    with as_file(files("benchmint") / "samples") as bundled:
+        shutil.copytree(bundled, samples, dirs_exist_ok=True)
     runs = [
         ("mcq", "multi-select questions (SPM-Bench style), four simulated models", ["domain", "level"]),
         ("hkl", "HKL sets of the strongest XRD peak (CrystalXRD-Bench style)", ["db", "union_size", "angle_range"]),

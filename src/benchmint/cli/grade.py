@@ -94,7 +94,8 @@ def judge_from_arguments(args: argparse.Namespace, out: Path):
     if not args.judge_base_url:
         raise ValueError("--judge-model needs --judge-base-url (the judge server's OpenAI-compatible base URL)")
     judge_args = argparse.Namespace(**{**vars(args), "base_url": args.judge_base_url})
-    return Judge(engine_from_arguments(judge_args, out / CACHE_NAME, seed=args.seed), args.judge_model)
+    return Judge(engine_from_arguments(judge_args, out / CACHE_NAME, seed=args.seed), args.judge_model,
+                 progress=not args.quiet)
 
 
 def second_judge_from_arguments(args: argparse.Namespace, out: Path):
@@ -106,7 +107,8 @@ def second_judge_from_arguments(args: argparse.Namespace, out: Path):
 
     url = args.second_judge_base_url or args.judge_base_url
     judge_args = argparse.Namespace(**{**vars(args), "base_url": url})
-    return Judge(engine_from_arguments(judge_args, out / CACHE_NAME, seed=args.seed), args.second_judge_model)
+    return Judge(engine_from_arguments(judge_args, out / CACHE_NAME, seed=args.seed), args.second_judge_model,
+                 progress=not args.quiet)
 
 
 def _family(text: str) -> tuple[str, str]:

@@ -162,13 +162,14 @@ class Judged:
 class Judge:
     """A judge model on an engine: ``run(spec, [(key, {placeholder: text})])`` → ``(key, Judged)`` in input order.
 
-    ``prompts`` maps a prompt file name to replacement text (a user's own prompt).
+    ``prompts`` maps a prompt file name to replacement text (a user's own prompt); ``progress``: show the calls'
+    progress on stderr (``benchmint.progress``).
     """
 
-    def __init__(self, engine, model: str, prompts: dict[str, str] | None = None) -> None:
+    def __init__(self, engine, model: str, prompts: dict[str, str] | None = None, progress: bool = False) -> None:
         if not isinstance(model, str) or not model:
             raise ValueError("the judge needs a model name (--judge-model)")
-        self.engine, self.model = engine, model
+        self.engine, self.model, self.progress = engine, model, progress
         self._prompts = dict(prompts or {})
 
     def template(self, spec: JudgeSpec) -> str:
@@ -178,18 +179,21 @@ class Judge:
 
     def run(self, spec: JudgeSpec, jobs: Iterable[tuple[Any, dict[str, str]]]) -> Iterator[tuple[Any, Judged]]:
         from benchmint.models import ChatReply
+        from benchmint.progress import Progress
 
         template = self.template(spec)
         jobs = list(jobs)
         order = {key: i for i, (key, _) in enumerate(jobs)}
         requests = ((key, spec.request(self.model, template, **values)) for key, values in jobs)
         done: list[tuple[Any, Judged] | None] = [None] * len(jobs)
-        for key, outcome in self.engine.run_sync(requests, stage=spec.name, parse=spec.parse):
-            if isinstance(outcome, ChatReply):
-                judged = Judged(outcome.value, outcome.text, outcome.answer_attempt, outcome.cached)
-            else:
-                judged = Judged(None, outcome.text, outcome.answer_attempts, False, outcome.row(key))
-            done[order[key]] = (key, judged)
+        with Progress(f"judge {spec.name}", total=len(jobs), unit="answers", enabled=self.progress) as bar:
+            for key, outcome in self.engine.run_sync(requests, stage=spec.name, parse=spec.parse):
+                if isinstance(outcome, ChatReply):
+                    judged = Judged(outcome.value, outcome.text, outcome.answer_attempt, outcome.cached)
+                else:
+                    judged = Judged(None, outcome.text, outcome.answer_attempts, False, outcome.row(key))
+                done[order[key]] = (key, judged)
+                bar.update()
         for got in done:
             assert got is not None  # the engine answers every item, with a reply or a failure
             yield got
