@@ -21,37 +21,42 @@ LINE = re.compile(r"^(?P<desc>[^:]+): (?P<done>\d+)(?:/(?P<total>\d+))? (?P<unit
 def test_lines_every_interval_with_done_total_and_rate():
     out = io.StringIO()
     with Progress("eval spm", total=4, unit="units", stream=out, interval=0.05) as p:
+        time.sleep(0.12)  # a first unit longer than the interval: lines come all the same
         for _ in range(4):
-            time.sleep(0.06)
             p.update()
+            time.sleep(0.06)
     lines = out.getvalue().splitlines()
-    assert len(lines) == 5  # one per update (each came after an interval), then the end
-    assert all(LINE.match(line) for line in lines), lines
-    assert lines[0].startswith("eval spm: 1/4 units (25%), ") and "s left" in lines[0]
-    assert lines[-1].startswith("eval spm: 4/4 units (100%), ") and lines[-1].endswith(" s")
-    assert "done in" in lines[-1] and "\r" not in out.getvalue()
+    assert len(lines) >= 3 and all(LINE.match(line) for line in lines), lines
+    assert lines[0].startswith("eval spm: 0/4 units (0%), 0.00 units/s, ")
+    done = [int(LINE.match(line)["done"]) for line in lines]
+    assert done == sorted(done) and "s left" in next(line for line in lines if " 1/4 " in line)
+    assert lines[-1].startswith("eval spm: 4/4 units (100%), ") and "done in" in lines[-1]
+    assert sum("done in" in line for line in lines) == 1 and "\r" not in out.getvalue()
     rate = float(LINE.match(lines[-1])["rate"])
-    assert 4 / 1.0 < rate < 4 / 0.24  # 4 units in 0.24 s or more (on a loaded machine, well under 1 s)
+    assert 4 / 2.0 < rate < 4 / 0.36  # 4 units in 0.36 s or more (on a loaded machine, well under 2 s)
 
 
 def test_a_short_step_prints_nothing_and_quiet_nothing_at_all():
     out = io.StringIO()
     with Progress("scoring", stream=out, interval=5) as p:
         p.update(1000)
-    with Progress("scoring", stream=out, interval=0, enabled=False) as p:
+    with Progress("scoring", stream=out, interval=0.01, enabled=False) as p:
         p.update(1000)
+        time.sleep(0.05)
     assert out.getvalue() == ""
 
 
 def test_unknown_total_and_a_total_that_grows():
     out = io.StringIO()
-    with Progress("scoring", unit="predictions", stream=out, interval=0) as p:
+    with Progress("scoring", unit="predictions", stream=out, interval=0.02) as p:
         p.update(7)
+        time.sleep(0.05)
     assert out.getvalue().splitlines()[0].startswith("scoring: 7 predictions, ")
     out = io.StringIO()
-    with Progress("harvest", total=1, unit="units", stream=out, interval=0) as p:
+    with Progress("harvest", total=1, unit="units", stream=out, interval=0.02) as p:
         p.add_total(2)
         p.update()
+        time.sleep(0.05)
     assert out.getvalue().startswith("harvest: 1/3 units (33%), ")
 
 

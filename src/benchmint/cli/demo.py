@@ -148,7 +148,7 @@ def _local_model(out) -> int:
           "What this step shows is the path with a real model: a server started and stopped, requests, the reply "
           "cache, grading. SmolLM2-135M takes no images (so the questions go --blind) and is far too small for them: "
           "replies with no option in them (listed below as 'no answer could be read from the reply') and wrong "
-          "answers are what to expect here, not a fault. Rerun the demo and these replies come from the cache.")
+          "answers are what to expect here, not a fault. Rerun the demo and nothing is asked again.")
     with LocalServer(log=out / "local" / "server.log") as server:
         status = _command(["eval", str(items), "--benchmark", "matvqa", "--model", server.model, "--base-url",
                            server.base_url, "--out", str(out / "local" / "eval"), "--blind", "--concurrency", "1"])
