@@ -145,7 +145,7 @@ def test_score_command_against_the_plain_scorer_whole_process(benchmark, files):
     gold, pred, root = files
     here = Path(__file__).resolve().parent
     runs = {"benchmint": [sys.executable, "-m", "benchmint.cli", "score", str(pred), "--gold", str(gold),
-                          "--task", "mcq", "--by", "domain", "level", "--quiet", "--out"],
+                          "--task", "mcq", "--by", "domain,level", "--quiet", "--out"],
             "plain": [sys.executable, str(here / "plain_score.py"), str(pred), str(gold)]}
     times: dict[str, list[float]] = {name: [] for name in runs}
 

@@ -29,6 +29,13 @@ def test_demo_runs_every_capability(tmp_path, capsys):
     assert json.loads((tmp_path / "xrd" / "scores-symmetry" / "summary.json").read_text())["params"]["symmetry"]
     baseline = json.loads((tmp_path / "xrd" / "eval-baseline" / "scores" / "summary.json").read_text())
     assert baseline["models"]["benchmint-simulator"]["metrics"]["jaccard"]["mean"] == 1.0
+    # Outputs name the inputs as the demo gave them (copies under --out), never the installed package's files.
+    from importlib.resources import files
+
+    package_samples = str(files("benchmint") / "samples")
+    named = [p for p in tmp_path.rglob("*") if p.suffix in (".json", ".jsonl", ".csv")
+             and package_samples in p.read_text(encoding="utf-8", errors="replace")]
+    assert named == []
     figures = (tmp_path / "harvest" / "figures.jsonl").read_text().splitlines()
     assert [json.loads(f)["label"] for f in figures] == ["1", "2"]
     assert {json.loads(f)["member"] for f in figures} == {"papers/sample_paper.pdf"}  # read out of the tar

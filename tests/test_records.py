@@ -477,7 +477,7 @@ def test_gold_values_no_file_can_hold_are_warnings(forced_impl, tmp_path):
     ]) + b"\n")
     pred = tmp_path / "pred.jsonl"
     pred.write_text("".join(f'{{"id": "q{i}", "answer": ["A"]}}\n' for i in range(1, 5)), encoding="utf-8")
-    rc, out = score_both(forced_impl, tmp_path, pred, gold, "--by", "x", "y")
+    rc, out = score_both(forced_impl, tmp_path, pred, gold, "--by", "x", "--by", "y")
     assert rc == 1
     assert [(r["line"], r["message"]) for r in rows(out["errors.jsonl"])] == [
         (1, "\"meta\" of 'q1': 'x' holds a number that is not finite; counted as '(missing)'"),

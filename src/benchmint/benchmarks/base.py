@@ -635,6 +635,11 @@ class Benchmark(ABC):
         """The prompt files a setting may use (variants such as languages included)."""
         return (f"{setting}.txt",)
 
+    def sends_images(self, setting: str | None) -> bool:
+        """Whether a setting's prompts send images (any of its prompt files)."""
+        setting = self.check_setting(setting)
+        return any(self.template_spec(file)[1] for file in self.template_files(setting))
+
     @abstractmethod
     def template_spec(self, file: str) -> tuple[frozenset[str], bool]:
         """(placeholders the file may use, whether it sends images)."""

@@ -25,10 +25,26 @@ COMMANDS = {"score": "score", "eval": "eval", "grade": "grade", "harvest": "harv
             "demo": "demo"}
 
 
+def _fields(text: str) -> list[str]:
+    """One ``--by`` value: a field, or several separated by commas (``--by ''``: none)."""
+    return [f.strip() for f in text.split(",") if f.strip()]
+
+
+def add_strata_option(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--by`` as score and grade take it: repeatable, or comma-separated. It takes exactly one value each time,
+    so ``--by domain PRED.jsonl`` leaves the file to the positional arguments."""
+    parser.add_argument("--by", type=_fields, action="extend", metavar="FIELD[,FIELD...]", help=help)
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The command line; with ``only``, just that subcommand (its module alone is imported: a faster start)."""
-    parser = argparse.ArgumentParser(prog="benchmint", description="Build and score scientific multimodal benchmarks.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    from benchmint import __version__
+
+    parser = argparse.ArgumentParser(prog="benchmint", description="Build and score scientific multimodal benchmarks.",
+                                     epilog="benchmint COMMAND --help: a command's options. Without a command, "
+                                            "this help is printed and the exit status is 2 (a usage error).")
+    parser.add_argument("--version", action="version", version=f"benchmint {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module in COMMANDS.items():
         if only is None or name == only:
             importlib.import_module(f"benchmint.cli.{module}").add_parser(sub)
@@ -37,6 +53,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if not argv:  # no command: the whole help rather than argparse's one-line complaint, as a usage error
+        build_parser().print_help(sys.stderr)
+        return 2
     only = argv[0] if argv and argv[0] in COMMANDS else None
     args = build_parser(only).parse_args(argv)
     return args.func(args)

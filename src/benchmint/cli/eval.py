@@ -16,7 +16,7 @@ def run(args: argparse.Namespace) -> int:
         bench = benchmarks.get(args.benchmark, prompts=args.prompts, protocol=args.protocol)
         system = Path(args.system).read_text(encoding="utf-8") if args.system else None
         cfg = EvalConfig(model=args.model or "", setting=args.setting, limit=args.limit, repeats=args.repeats,
-                         seed=args.seed, system=system, progress=sys.stderr.isatty(), blind=args.blind,
+                         seed=args.seed, system=system, progress=True, blind=args.blind,
                          allow_paths_outside=tuple(args.allow_paths_outside or ()))
         engine = None
         if not args.baseline:
@@ -25,6 +25,12 @@ def run(args: argparse.Namespace) -> int:
 
             if not args.model:
                 raise ValueError("--model is required (or --baseline for the benchmark's own deterministic answers)")
+            if not args.blind and bench.sends_images(args.setting):
+                from benchmint.models.local import check_takes_images
+
+                setting = bench.check_setting(args.setting)
+                check_takes_images(args.model, f"{bench.name}'s setting {setting}",
+                                   ", ".join(s for s in bench.settings if not bench.sends_images(s)))
             check_budget(args, args.model, bench.protocol.max_tokens, f"{bench.name}'s protocol",
                          ' (--protocol FILE holding {"max_tokens": N})')
             # The accounting kept in --out: run.json and the budget cover every invocation into it.
@@ -45,15 +51,18 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 130
     counts = result.run["counts"]
+    out = Path(args.out)
     print(f"{bench.name} ({result.run['setting']}), model {result.run['model']}: {counts['items']} items, "
-          f"{counts['predictions']} predictions ({counts['already_done']} already done), {counts['errors']} errors "
-          f"-> {args.out}/predictions.jsonl, gold.jsonl, errors.jsonl, run.json")
+          f"{counts['predictions']} predictions ({counts['already_done']} already done) -> "
+          f"{out / 'predictions.jsonl'}, gold.jsonl, run.json; {counts['errors']} errors in {out / 'errors.jsonl'}")
     if result.run.get("engine"):
         from benchmint.models.accounting import describe
 
         print(f"  {describe(result.run['engine'])}")
     for e in result.errors[:10]:
-        print(f"  {e.get('id', e.get('location', ''))}: {e.get('cause', e.get('kind'))}: {e.get('message', '')}")
+        print(f"  {e.get('id', e.get('location', ''))}: {_said(e)}")
+    if len(result.errors) > 10:
+        print(f"  ... and {len(result.errors) - 10} more in {out / 'errors.jsonl'}")
     if result.interrupted:
         print(f"benchmint eval: interrupted; {counts['predictions']} predictions and {len(result.errors)} error rows "
               f"written, {counts['not_done']} units not done: rerun the same command to resume", file=sys.stderr)
@@ -69,6 +78,15 @@ def run(args: argparse.Namespace) -> int:
         print("\n=== benchmint report on the run")
         status = max(status, main(["report", str(args.out), "--out", str(Path(args.out) / "report")]))
     return status
+
+
+def _said(error: dict) -> str:
+    """An error row as a printed line: a failed call's cause in words, else the row's kind and message."""
+    from benchmint.models.call import say_failure
+
+    if "cause" in error:
+        return say_failure(error["cause"], error.get("message", ""))
+    return f"{error.get('kind')}: {error.get('message', '')}"
 
 
 def _cannot_chain(option: str, applies: bool, why_not: str, result) -> int | None:
@@ -121,7 +139,7 @@ def _score(args: argparse.Namespace, bench, result) -> int:
     argv = ["score", str(out / "predictions.jsonl"), "--gold", str(out / "gold.jsonl"), "--task", bench.answer_kind,
             "--out", str(out / "scores"), "--seed", str(args.seed or 0)]
     if bench.strata:
-        argv += ["--by", *bench.strata]
+        argv += ["--by", ",".join(bench.strata)]
     print(f"\n=== benchmint score --task {bench.answer_kind} on the predictions")
     status = main(argv)
     if args.repeats > 1 and (out / "scores" / "summary.json").is_file():
@@ -164,6 +182,8 @@ def add_parser(sub) -> None:
     from benchmint.models.options import add_arguments
 
     ev = sub.add_parser("eval", help="run a model over a benchmark's items",
+                        usage="benchmint eval ITEMS --benchmark NAME --out DIR (--model NAME --base-url URL | "
+                              "--baseline) [options]",
                         description="Ask a model (any OpenAI-compatible chat server) every item of a benchmark, as "
                                     "its paper did; writes predictions.jsonl (the format benchmint score reads), "
                                     "gold.jsonl, errors.jsonl and run.json to --out. Resumable: rerun with the same "
@@ -171,26 +191,33 @@ def add_parser(sub) -> None:
                                     "failed (all listed in errors.jsonl), 2 the run could not start.")
     ev.add_argument("items", help="items: benchmint's JSONL, or a release as it ships (parquet, TSV, JSON rows, "
                                   "an ImageFolder directory)")
-    ev.add_argument("--benchmark", required=True, choices=benchmarks.names())
-    ev.add_argument("--model", help="the model name the server knows")
-    ev.add_argument("--out", required=True, metavar="DIR")
+    ev.add_argument("--benchmark", required=True, choices=benchmarks.names(),
+                    help="the benchmark the items belong to (its prompts, protocol and answer kind)")
+    # Either a model (on --base-url) or the benchmark's own baseline: argparse enforces the pair, the usage says it.
+    who = ev.add_mutually_exclusive_group(required=True)
+    who.add_argument("--model", metavar="NAME", help="the model name the server knows (with --base-url; no default)")
+    ev.add_argument("--out", required=True, metavar="DIR",
+                    help="output directory; rerunning into it resumes the run")
     ev.add_argument("--setting", help="the benchmark's setting (SeePhys: TV, TC, TO, VO; CrystalXRD: full, "
-                                      "image_only, cif_only, release; MatVQA: default, full_context)")
-    ev.add_argument("--limit", type=int, help="the first N items only")
-    ev.add_argument("--repeats", type=int, default=1, help="ask each item N times (seeds seed..seed+N-1)")
+                                      "image_only, cif_only, release; MatVQA: default, full_context); default: "
+                                      "SeePhys TV, CrystalXRD full, the others their only one")
+    ev.add_argument("--limit", type=int, help="the first N items only (default: all)")
+    ev.add_argument("--repeats", type=int, default=1, help="ask each item N times (seeds seed..seed+N-1; default 1)")
     ev.add_argument("--seed", type=int, default=None,
                     help="sent with every request (and part of its cache key); repeat r is sent seed + r "
-                         "(0 + r with several repeats and no seed); none sent by default")
-    ev.add_argument("--system", metavar="PROMPT_FILE", help="a system prompt for every call")
+                         "(0 + r with several repeats and no seed); default: none sent")
+    ev.add_argument("--system", metavar="PROMPT_FILE", help="a system prompt for every call (default: none)")
     ev.add_argument("--allow-paths-outside", action="append", metavar="DIR",
                     help="files the items name (images, context files, CIFs) must lie in the items file's folder; "
-                         "this allows those under DIR too (repeatable)")
-    ev.add_argument("--prompts", metavar="DIR", help="prompt files replacing the package's (<benchmark>/<file>.txt)")
-    ev.add_argument("--protocol", metavar="JSON", help="protocol keys replacing the package's (temperature, ...)")
+                         "this allows those under DIR too (repeatable; default: none)")
+    ev.add_argument("--prompts", metavar="DIR", help="prompt files replacing the package's (<benchmark>/<file>.txt; "
+                                                        "default: the package's)")
+    ev.add_argument("--protocol", metavar="JSON", help="protocol keys replacing the package's (temperature, ...; "
+                                                          "default: the package's)")
     ev.add_argument("--blind", action="store_true",
                     help="send no image (the setting's text alone): any benchmark's blind baseline, or a text-only "
                          "model; predictions carry the setting as <setting>-blind, and grade reports the vision gain")
-    ev.add_argument("--baseline", action="store_true",
+    who.add_argument("--baseline", action="store_true",
                     help="no model: the benchmark's deterministic baseline (CrystalXRD: the answer simulated from "
                          "the CIF)")
     ev.add_argument("--score", action="store_true", help="score the predictions in the same run (option and HKL sets)")

@@ -45,7 +45,7 @@ def run_spm(args: argparse.Namespace) -> int:
                         min_iou=args.min_iou, max_rounds=args.max_rounds, temperature=args.temperature,
                         max_tokens=args.reply_tokens, crop_max_side=args.crop_max_side, text_only=args.text_only,
                         seed=args.seed,
-                        limit=args.limit, progress=sys.stderr.isatty())
+                        limit=args.limit, progress=True)
         roles = _engines(args, Path(args.out) / "requests.sqlite")
         result = generate(args.harvest, args.out, cfg, roles, pdf_dir=args.pdfs, prompts=args.prompts)
     except (InputError, PromptError, BoxError, ValueError, OSError) as exc:

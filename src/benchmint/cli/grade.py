@@ -21,8 +21,8 @@ def _num(block: dict | None) -> str:
     return f"{block['mean']:.4f} [{block['low']:.4f}, {block['high']:.4f}]"
 
 
-def render(summary: dict) -> str:
-    """The printed table: one row per model and setting, then the settings gaps."""
+def render(summary: dict, errors_file: str = "errors.jsonl") -> str:
+    """The printed table: one row per model and setting, then the settings gaps; ``errors_file`` as it is named."""
     open_task = summary["benchmark"] == "csmbench-open"
     bert = summary.get("bertscore", {}).get("metric")  # bertscore, or bertscore_minilm (not comparable)
     rows = [["model", "setting", "answers", "graded",
@@ -80,7 +80,7 @@ def render(summary: dict) -> str:
     lines.append(f"{c['answers']} answers, {c['missing']} gold items without an answer (counted wrong), "
                  f"{c['graded']} graded, {c['undecided']} undecided "
                  f"({c['judge_failures']} judge failures, {c['no_judge']} without a judge), {c['unparsed']} unparsed, "
-                 f"{c['errors']} rows in errors.jsonl")
+                 f"{c['errors']} rows in {errors_file}")
     return "\n".join(lines)
 
 
@@ -94,7 +94,8 @@ def judge_from_arguments(args: argparse.Namespace, out: Path):
     if not args.judge_base_url:
         raise ValueError("--judge-model needs --judge-base-url (the judge server's OpenAI-compatible base URL)")
     judge_args = argparse.Namespace(**{**vars(args), "base_url": args.judge_base_url})
-    return Judge(engine_from_arguments(judge_args, out / CACHE_NAME, seed=args.seed), args.judge_model)
+    return Judge(engine_from_arguments(judge_args, out / CACHE_NAME, seed=args.seed), args.judge_model,
+                 progress=not args.quiet)
 
 
 def second_judge_from_arguments(args: argparse.Namespace, out: Path):
@@ -106,7 +107,8 @@ def second_judge_from_arguments(args: argparse.Namespace, out: Path):
 
     url = args.second_judge_base_url or args.judge_base_url
     judge_args = argparse.Namespace(**{**vars(args), "base_url": url})
-    return Judge(engine_from_arguments(judge_args, out / CACHE_NAME, seed=args.seed), args.second_judge_model)
+    return Judge(engine_from_arguments(judge_args, out / CACHE_NAME, seed=args.seed), args.second_judge_model,
+                 progress=not args.quiet)
 
 
 def _family(text: str) -> tuple[str, str]:
@@ -126,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = GradeConfig(benchmark=args.benchmark, by=tuple(args.by) if args.by is not None else None,
                           n_boot=args.bootstrap, seed=args.seed, rtol=args.rtol,
                           symbolic_timeout_s=args.symbolic_timeout, workers=args.workers,
-                          progress=not args.quiet and sys.stderr.isatty(), audit_sample=args.audit_sample,
+                          progress=not args.quiet, audit_sample=args.audit_sample,
                           audit_labels=args.audit_labels, human_groups=tuple(args.human_group or ()),
                           error_types=args.error_types, judge_scale=args.judge_scale, sts=not args.no_sts,
                           bertscore=args.bertscore, bertscore_layers=args.bertscore_layers,
@@ -145,21 +147,23 @@ def run(args: argparse.Namespace) -> int:
             if j is not None:
                 j.engine.close()
     if not args.quiet:
-        print(render(result.summary))
-        print(f"wrote {out}/grades.jsonl, summary.json, errors.jsonl, run.json")
+        print(render(result.summary, str(out / "errors.jsonl")))
+        print(f"wrote {out / 'grades.jsonl'}, summary.json, errors.jsonl, run.json")
     return result.exit_code
 
 
 def add_judge_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("the judge (stage 3: what rules and the symbolic screen cannot decide)")
-    g.add_argument("--judge-model", metavar="NAME", help="the judge model's name on its server")
-    g.add_argument("--judge-base-url", metavar="URL", help="the judge server's OpenAI-compatible base URL")
+    g.add_argument("--judge-model", metavar="NAME", help="the judge model's name on its server (default: no judge)")
+    g.add_argument("--judge-base-url", metavar="URL", help="the judge server's OpenAI-compatible base URL (no default)")
     g.add_argument("--second-judge-model", metavar="NAME",
-                   help="a second judge for the same answers: Cohen's kappa and the answers the judges differ on")
+                   help="a second judge for the same answers: Cohen's kappa and the answers the judges differ on "
+                        "(default: none)")
     g.add_argument("--second-judge-base-url", metavar="URL", help="its server (default: --judge-base-url)")
 
 
 def add_parser(sub) -> None:
+    from benchmint.cli import add_strata_option
     from benchmint.grade.flow import GRADED
     from benchmint.models.options import add_arguments
 
@@ -173,37 +177,38 @@ def add_parser(sub) -> None:
     p.add_argument("pred", nargs="+", help="predictions JSONL ({id, model, output | answer, [setting, repeat]}), "
                                            "e.g. benchmint eval's predictions.jsonl")
     p.add_argument("--gold", required=True, help="the benchmark's items, in any layout benchmint eval reads")
-    p.add_argument("--benchmark", required=True, choices=GRADED)
-    p.add_argument("--out", required=True, metavar="DIR")
-    p.add_argument("--by", nargs="*", metavar="FIELD", help="strata (gold meta keys); default: the benchmark's")
+    p.add_argument("--benchmark", required=True, choices=GRADED, help="the benchmark the items belong to")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    add_strata_option(p, help="strata: a gold meta key; repeat the option or separate keys by commas (--by task "
+                              "--by level, or --by task,level); default: the benchmark's own strata (--by '': none)")
     p.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance of numbers without significant "
-                                                            "figures (1e-3)")
+                                                            "figures (default 1e-3)")
     p.add_argument("--symbolic-timeout", type=float, default=5.0, metavar="S",
-                   help="time limit of one symbolic check; its worker is killed (5)")
+                   help="time limit of one symbolic check; its worker is killed (default 5)")
     p.add_argument("--workers", type=int, default=-1, help="symbolic-check processes: -1 all cores (default)")
     p.add_argument("--screen-rejects", action="store_true",
                    help="SeePhys, beyond the paper: an answer the screen is sure is wrong (another dimension, a value "
                         "far off at the gold's precision, other option letters) is graded wrong without a judge "
                         "call; the summary counts the calls saved (default: the paper's protocol, every answer "
                         "the screen does not prove goes to the judge)")
-    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for 95%% CIs (>= 1000)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for 95%% CIs, >= 1000 (default 1000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and the audit sample (default 0)")
     p.add_argument("--audit-sample", type=int, metavar="N",
                    help="write audit.csv: N of the judge's decisions, stratified by model and verdict, for a person "
-                        "to label (column person: 0 or 1)")
+                        "to label (column person: 0 or 1; default: no sheet)")
     p.add_argument("--audit-labels", metavar="CSV", help="a filled audit sheet: the judge's error rate against the "
-                                                         "person, with a 95%% interval, and the rows they differ on")
+                                                         "person, with a 95%% interval, and the rows they differ on (default: none)")
     p.add_argument("--human-group", action="append", metavar="NAME=mean|union:PERSON,...",
                    help="a human baseline row from people's answer sheets (graded like models, one model name per "
                         "person): mean of the members per item (students) or union (an item solved by any expert); "
-                        "may be repeated")
+                        "may be repeated (default: none)")
     p.add_argument("--error-types", action="store_true",
                    help="a judge pass labelling each wrong answer with the paper's error taxonomy (SeePhys: nine "
                         "codes of its Table 6; MatVQA: its three types), counted per model")
     p.add_argument("--ablation", nargs=3, action="append", metavar=("NAME", "ITEMS", "PREDICTIONS"),
                    help="another item set with the same ids and the answers to it (MatVQA §5.2: "
                         "language_removed, caption_removed): its accuracy and the relative drop from the main "
-                        "set per model; may be repeated")
+                        "set per model; may be repeated (default: none)")
     p.add_argument("--judge-scale", choices=("0-10", "1-10"), default="0-10",
                    help="CSMBench open: the judge's scale, 0-10 as the released scorer asks (default: its numbers "
                         "are the published ones) or 1-10 as the paper's text says")
@@ -212,12 +217,13 @@ def add_parser(sub) -> None:
                    help="CSMBench open: BERTScore F1 from a local BERT/RoBERTa model directory (config.json, "
                         "model.safetensors, tokenizer.json; roberta-large at layer 17 gives the published numbers), "
                         "or 'minilm': all-MiniLM-L6-v2's tokens, labelled bertscore_minilm, not comparable to "
-                        "published BERTScore")
+                        "published BERTScore (default: no BERTScore)")
     p.add_argument("--allow-paths-outside", action="append", metavar="DIR",
-                   help="files the items name must lie in the items file's folder; this allows those under DIR too")
+                   help="files the items name must lie in the items file's folder; this allows those under DIR too "
+                        "(repeatable; default: none)")
     p.add_argument("--family", action="append", metavar="MODEL=FAMILY",
                    help="CSMBench open: the family of a model whose name does not tell (the judge's score against "
-                        "STS is reported per family); may be repeated")
+                        "STS is reported per family); may be repeated (default: read from the model's name)")
     p.add_argument("--bertscore-layers", type=int, metavar="N",
                    help="the layer BERTScore reads (default: bert_score's tuned layer for the models it lists; "
                         "all layers for minilm)")

@@ -17,7 +17,7 @@ def run(args: argparse.Namespace) -> int:
                             document_seconds=args.document_seconds, range_seconds=args.range_seconds)
         filters = Filters(categories=tuple(c.strip() for c in (args.categories or "").split(",") if c.strip()),
                           date_from=args.date_from, date_to=args.date_to, latest_version=args.latest_version)
-        res = harvest(args.inputs, args.out, cfg, workers=args.workers, progress=sys.stderr.isatty(),
+        res = harvest(args.inputs, args.out, cfg, workers=args.workers, progress=True,
                       metadata=args.metadata, filters=filters)
     except (InputError, ValueError) as exc:
         print(f"benchmint harvest: error: {exc}", file=sys.stderr)
@@ -45,11 +45,11 @@ def add_parser(sub) -> None:
                                          "DIR/ledger.sqlite.")
     harvest.add_argument("inputs", nargs="+", metavar="PDF_DIR_OR_ARCHIVE",
                          help="PDFs, folders searched for PDFs, and tar, tar.gz or zip archives read member by member")
-    harvest.add_argument("--out", required=True, metavar="DIR")
+    harvest.add_argument("--out", required=True, metavar="DIR", help="output directory")
     harvest.add_argument("--workers", type=int, default=-1, help="processes: -1 all cores (default)")
     harvest.add_argument("--min-paths", type=int, default=12, help="vector paths that make a page graphic (default 12)")
-    harvest.add_argument("--min-panels", type=int, default=1, help="keep figures with at least this many panels")
-    harvest.add_argument("--max-pages", type=int, default=5000, help="refuse documents longer than this")
+    harvest.add_argument("--min-panels", type=int, default=1, help="keep figures with at least this many panels (default 1)")
+    harvest.add_argument("--max-pages", type=int, default=5000, help="refuse documents longer than this (default 5000)")
     harvest.add_argument("--page-seconds", type=float, default=60.0,
                          help="time limit of one page's text reading, rendering or figure pairing; a page past it is "
                               "skipped and listed in errors.jsonl (default 60)")

@@ -30,9 +30,9 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         user_metrics = _user_metrics(getattr(args, "metric", None) or [])
-        cfg = ScoreConfig(task=args.task, sip_lambda=args.sip_lambda, sip_gamma=args.sip_gamma, by=tuple(args.by),
+        cfg = ScoreConfig(task=args.task, sip_lambda=args.sip_lambda, sip_gamma=args.sip_gamma, by=tuple(args.by or ()),
                           workers=args.workers, n_boot=args.bootstrap, seed=args.seed,
-                          progress=not args.quiet and sys.stderr.isatty(), symmetry=args.symmetry,
+                          progress=not args.quiet, symmetry=args.symmetry,
                           user_metrics=user_metrics)
         result = score_files(args.pred, args.gold, args.out, cfg)
     except (InputError, ValueError) as exc:
@@ -46,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
 
 def add_parser(sub) -> None:
     from benchmint import tasks
+    from benchmint.cli import add_strata_option
 
     score = sub.add_parser("score", help="score model predictions against gold answers",
                            description="Score PRED JSONL files against GOLD; writes scores.jsonl, summary.json and "
@@ -57,20 +58,20 @@ def add_parser(sub) -> None:
     score.add_argument("--task", required=True, choices=tasks.names("set"),
                        help="answer kind: " + "; ".join(f"{n}: {tasks.get(n).description}" for n in tasks.names("set")))
     score.add_argument("--out", required=True, help="output directory")
-    score.add_argument("--by", nargs="+", default=[], metavar="FIELD",
-                       help="strata: keys of the gold meta (each model always gets its own block, so 'model' adds "
-                            "nothing)")
+    add_strata_option(score, help="strata: a key of the gold meta; repeat the option or separate keys by commas "
+                                  "(--by domain --by level, or --by domain,level); default: none (each model always "
+                                  "gets its own block, so 'model' adds nothing)")
     score.add_argument("--sip-lambda", type=float, default=0.6, help="SIP-F1 cutoff λ in [0, 1] (default 0.6)")
     score.add_argument("--sip-gamma", type=float, default=6.0, help="SIP-F1 false-positive weight Γ >= 1 (default 6)")
     score.add_argument("--workers", type=int, default=-1, help="threads: -1 all cores (default), 1 serial")
-    score.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for 95%% CIs (>= 1000)")
-    score.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    score.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for 95%% CIs, >= 1000 (default 1000)")
+    score.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     score.add_argument("--symmetry", action="store_true",
                        help="hkl: symmetry-equivalent reflections (the item's Laue group) and 3-/4-index forms of a "
                             "plane count as the same; needs items from benchmint xrd build (their laue_rotations)")
     score.add_argument("--metric", action="append", metavar="NAME=MODULE:FUNCTION",
                        help="a user-defined metric f(tp, fp, fn, g) -> number, compiled with Numba: a column NAME in "
                             "scores.jsonl and its means in summary.json; MODULE is an importable module or a .py file; "
-                            "may be repeated")
-    score.add_argument("--quiet", action="store_true", help="no table, no progress bar")
+                            "may be repeated (default: none)")
+    score.add_argument("--quiet", action="store_true", help="no table, no progress")
     score.set_defaults(func=run)

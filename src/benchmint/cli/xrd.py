@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
                           noise_counts=args.noise_counts, seed=args.realism_seed)
         cfg = BuildConfig(per_db=args.per_db, db_from_dirname=args.db_from_dirname, profile=profile, realism=realism,
                           cif_seconds=args.cif_seconds)
-        res = build(args.inputs, args.out, cfg, workers=args.workers, progress=sys.stderr.isatty())
+        res = build(args.inputs, args.out, cfg, workers=args.workers, progress=True)
     except (InputError, ValueError) as exc:
         print(f"benchmint xrd build: error: {exc}", file=sys.stderr)
         return 2
@@ -49,15 +49,15 @@ def add_parser(sub) -> None:
                                             "peak and the HKLs under it, draw the pattern, and select k items per "
                                             "database by KMeans. items.jsonl works as --gold of benchmint score "
                                             "--task hkl. Resumable: finished CIFs are kept in DIR/ledger.sqlite.")
-    xbuild.add_argument("inputs", nargs="+", metavar="CIF_OR_DIR")
-    xbuild.add_argument("--out", required=True, metavar="DIR")
+    xbuild.add_argument("inputs", nargs="+", metavar="CIF_OR_DIR", help="CIF files, or folders searched for *.cif")
+    xbuild.add_argument("--out", required=True, metavar="DIR", help="output directory")
     xbuild.add_argument("--db-from-dirname", action="store_true", help="source database = the CIF's parent folder name")
-    xbuild.add_argument("--per-db", type=int, default=25, help="KMeans clusters (selected items) per database")
+    xbuild.add_argument("--per-db", type=int, default=25, help="KMeans clusters (selected items) per database (default 25)")
     xbuild.add_argument("--workers", type=int, default=-1, help="processes: -1 all cores (default)")
     xbuild.add_argument("--fwhm", type=float, default=0.15, help="pseudo-Voigt FWHM in degrees 2θ (default 0.15)")
     xbuild.add_argument("--eta", type=float, default=0.4, help="Lorentzian fraction of the pseudo-Voigt (default 0.4)")
     xbuild.add_argument("--caglioti", type=float, nargs=3, metavar=("U", "V", "W"), default=None,
-                        help="angle-dependent width FWHM(θ) = sqrt(U·tan²θ + V·tanθ + W) instead of --fwhm")
+                        help="angle-dependent width FWHM(θ) = sqrt(U·tan²θ + V·tanθ + W) instead of --fwhm (default: the fixed --fwhm)")
     xbuild.add_argument("--window-fwhms", type=float, default=None, metavar="K",
                         help="adaptive ground-truth window: K FWHMs of the profile at 2θ* (default: fixed 0.30°)")
     xbuild.add_argument("--cif-seconds", type=float, default=300.0,
@@ -67,12 +67,12 @@ def add_parser(sub) -> None:
                                      "the item's width)")
     real.add_argument("--fwhm-range", type=float, nargs=2, metavar=("LOW", "HIGH"),
                       help="each item's FWHM drawn uniformly from [LOW, HIGH] degrees: its clean pattern, 2θ* and "
-                           "ground truth use it, so 2θ* may move; the options below change the image only")
+                           "ground truth use it, so 2θ* may move; the options below change the image only (default: --fwhm for all)")
     real.add_argument("--preferred-orientation", type=float, nargs=4, metavar=("H", "K", "L", "R"),
-                      help="March-Dollase texture along the normal of plane (H K L) with ratio R (< 1: platelets)")
+                      help="March-Dollase texture along the normal of plane (H K L) with ratio R (< 1: platelets; default: none)")
     real.add_argument("--background", type=float, nargs="+", metavar="C",
-                      help="smooth background: Chebyshev coefficients over the 2θ range, in units of the peak height")
+                      help="smooth background: Chebyshev coefficients over the 2θ range, in units of the peak height (default: none)")
     real.add_argument("--noise-counts", type=float, metavar="N",
-                      help="Poisson counting noise with N counts at the strongest point")
-    real.add_argument("--realism-seed", type=int, default=0, help="seed of the drawn widths and the noise (0)")
+                      help="Poisson counting noise with N counts at the strongest point (default: no noise)")
+    real.add_argument("--realism-seed", type=int, default=0, help="seed of the drawn widths and the noise (default 0)")
     xbuild.set_defaults(func=run)

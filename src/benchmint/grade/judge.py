@@ -162,13 +162,14 @@ class Judged:
 class Judge:
     """A judge model on an engine: ``run(spec, [(key, {placeholder: text})])`` → ``(key, Judged)`` in input order.
 
-    ``prompts`` maps a prompt file name to replacement text (a user's own prompt).
+    ``prompts`` maps a prompt file name to replacement text (a user's own prompt); ``progress``: show the calls'
+    progress on stderr (``benchmint.progress``).
     """
 
-    def __init__(self, engine, model: str, prompts: dict[str, str] | None = None) -> None:
+    def __init__(self, engine, model: str, prompts: dict[str, str] | None = None, progress: bool = False) -> None:
         if not isinstance(model, str) or not model:
             raise ValueError("the judge needs a model name (--judge-model)")
-        self.engine, self.model = engine, model
+        self.engine, self.model, self.progress = engine, model, progress
         self._prompts = dict(prompts or {})
 
     def template(self, spec: JudgeSpec) -> str:
@@ -179,6 +180,7 @@ class Judge:
     def run(self, spec: JudgeSpec, jobs: Iterable[tuple[Any, dict[str, str]]]) -> Iterator[tuple[Any, Judged]]:
         from benchmint.models import ChatReply
         from benchmint.models.shared import SharedCallExecutor
+        from benchmint.progress import Progress
 
         template = self.template(spec)
         jobs = list(jobs)
@@ -188,13 +190,15 @@ class Judge:
                                    stage=spec.name, parse=spec.parse)
         done: list[tuple[Any, Judged] | None] = [None] * len(jobs)
         args = [(self.engine.key(r), i) for i, r in enumerate(requests)]
-        for i, outcome in calls.map_unordered(lambda outcome, _i: outcome, args):
-            key = jobs[i][0]
-            if isinstance(outcome, ChatReply):
-                judged = Judged(outcome.value, outcome.text, outcome.answer_attempt, outcome.cached)
-            else:
-                judged = Judged(None, outcome.text, outcome.answer_attempts, False, outcome.row(key))
-            done[i] = (key, judged)
+        with Progress(f"judge {spec.name}", total=len(jobs), unit="answers", enabled=self.progress) as bar:
+            for i, outcome in calls.map_unordered(lambda outcome, _i: outcome, args):
+                key = jobs[i][0]
+                if isinstance(outcome, ChatReply):
+                    judged = Judged(outcome.value, outcome.text, outcome.answer_attempt, outcome.cached)
+                else:
+                    judged = Judged(None, outcome.text, outcome.answer_attempts, False, outcome.row(key))
+                done[i] = (key, judged)
+                bar.update()
         for got in done:
             assert got is not None  # every job gets a reply or a failure (the budget's, when it stopped the run)
             yield got

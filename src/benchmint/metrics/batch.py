@@ -92,7 +92,8 @@ def score_batch(pred: Sequence | np.ndarray | tuple, gold: Sequence | np.ndarray
     return arrays
 
 
-def _score_sets(pred, gold, task, lam, gamma, workers, out):
+def _score_sets(pred: Any, gold: Any, task: str | None, lam: float, gamma: float, workers: int,
+                out: Any) -> dict[str, np.ndarray]:
     backend = _backend()
     if isinstance(pred, np.ndarray) and isinstance(gold, np.ndarray):
         if pred.dtype != np.uint64 or gold.dtype != np.uint64:

@@ -479,20 +479,18 @@ class ScoreResult:
 
 
 class _Progress:
-    def __init__(self, enabled: bool, paths) -> None:
-        self.bar = None
-        if enabled:
-            from tqdm import tqdm
+    """The scoring streams' progress callback (predictions read), shown by ``benchmint.progress``."""
 
-            self.bar = tqdm(desc="scoring", unit=" preds", unit_scale=True, mininterval=0.25, leave=False)
+    def __init__(self, enabled: bool, paths) -> None:
+        from benchmint.progress import Progress
+
+        self.bar = Progress("scoring", unit="predictions", enabled=enabled)
 
     def __call__(self, n: int) -> None:
-        if self.bar is not None:
-            self.bar.update(n)
+        self.bar.update(n)
 
     def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
+        self.bar.close()
 
 
 def _name_rejected_gold(errors: list[dict], gold_errors: list[dict]) -> None:

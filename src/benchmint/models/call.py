@@ -294,6 +294,26 @@ BAD_REQUEST = "bad_request"  # the request could not be built (an image that doe
 REPLY_TOO_LARGE = "reply_too_large"  # a reply's text over the engine's cap
 CAUSES = (HTTP_STATUS, TIMEOUT, CONNECTION, BAD_RESPONSE, EMPTY_REPLY, UNPARSEABLE, BUDGET, BAD_REQUEST,
           REPLY_TOO_LARGE)
+# Each cause in words, as a printed line says it (the error row's detail keeps the particulars).
+CAUSE_WORDS = {HTTP_STATUS: "the server refused the request", TIMEOUT: "the call timed out",
+               CONNECTION: "the server could not be reached", BAD_RESPONSE: "the server's reply was malformed",
+               EMPTY_REPLY: "the reply was empty", UNPARSEABLE: "no answer could be read from the reply",
+               BUDGET: "not sent: the budget would be exceeded", BAD_REQUEST: "the request could not be built",
+               REPLY_TOO_LARGE: "the reply was longer than --max-reply-bytes"}
+
+
+def attempts_phrase(n: int) -> str:
+    return f"{n} answer attempt{'s' if n != 1 else ''}"
+
+
+def say_failure(cause: str, detail: str) -> str:
+    """One line for a failed call: the cause once, in words. A reply that could not be read says so and how often
+    it was asked (the parser's exception stays in the error row); the other causes' details say them already
+    (the HTTP status and the server's words, the budget left)."""
+    words = CAUSE_WORDS.get(cause, cause)
+    if cause in (UNPARSEABLE, EMPTY_REPLY):
+        return words + (detail[detail.rfind(" (after "):] if " (after " in detail else "")
+    return detail or words
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,9 +53,11 @@ from benchmint.models.call import (
     ChatRequest,
     Failure,
     attempt_key,
+    attempts_phrase,
     request_key,
 )
 from benchmint.models.limits import Limiter, RateLimits
+from benchmint.models.local import cache_endpoint
 from benchmint.models.retry import Problem, RetryPolicy, classify
 from benchmint.models.structured import MODES as STRUCTURED_MODES
 
@@ -186,7 +188,7 @@ class Engine:
     # ---- public
     def key(self, request: ChatRequest) -> str:
         """The request's cache key (its first answer attempt)."""
-        return request_key(self.endpoint.base_url, request)
+        return request_key(cache_endpoint(self.endpoint.base_url, request.model), request)
 
     def budget_detail(self) -> str:
         """The message of a request the budget did not let start."""
@@ -295,7 +297,7 @@ class Engine:
             last = (got.text, error)
         if missing or last is None:
             return missing
-        return Failure(key, UNPARSEABLE, f"unparseable after {n} answer attempts (all from the cache): {last[1]}",
+        return Failure(key, UNPARSEABLE, f"{last[1]} (after {attempts_phrase(n)}, all from the cache)",
                        answer_attempts=n, text=last[0], stage=run.stage, model=request.model)
 
     async def _resolve(self, run: _Run, key: str, request: ChatRequest, attempts: list[int]) -> Outcome:
@@ -326,11 +328,11 @@ class Engine:
             if error is None:
                 return ChatReply(k, got.text, value, got.finish_reason, got.prompt_tokens, got.completion_tokens,
                                  got.model, False, requests, i + 1, got.latency_s, got.mode)
-            last = (UNPARSEABLE, f"unparseable: {error}", got.text)
+            last = (UNPARSEABLE, error, got.text)
         n = self.answer_attempts
         assert last is not None  # attempts is never empty: every attempt ended in an empty or unparseable reply
         cause, detail, text = last
-        return Failure(key, cause, f"{detail} (after {n} answer attempts)", None, requests, n, text,
+        return Failure(key, cause, f"{detail} (after {attempts_phrase(n)})", None, requests, n, text,
                        run.stage, request.model)
 
     # ---- one answer attempt: one call with its transport retries
@@ -671,7 +673,7 @@ class _Run:
             request = item[1]
             if (request.model, request.max_tokens) not in checked:
                 engine._check(request)
-            keys.append(request_key(endpoint, request))
+            keys.append(request_key(cache_endpoint(endpoint, request.model), request))
         found = {} if engine.refresh else engine.cache.get_many(keys)
         n = engine.answer_attempts
         if n > 1 and not engine.refresh and len(found) < len(keys):

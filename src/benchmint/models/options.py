@@ -36,44 +36,47 @@ def _non_negative(text: str) -> float:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("model calls (any OpenAI-compatible chat-completions server)")
-    g.add_argument("--base-url", help="the server's base URL, e.g. http://127.0.0.1:8000/v1 or https://api.openai.com/v1")
+    g.add_argument("--base-url", help="the server's base URL, e.g. http://127.0.0.1:8000/v1 or https://api.openai.com/v1 "
+                        "(no default)")
     g.add_argument("--api-key-env", metavar="NAME",
-                   help="environment variable holding the API key (e.g. OPENAI_API_KEY); none for keyless servers")
-    g.add_argument("--timeout", type=_non_negative, default=120.0, metavar="S", help="seconds per call (120)")
+                   help="environment variable holding the API key (e.g. OPENAI_API_KEY); default: none, for keyless servers")
+    g.add_argument("--timeout", type=_non_negative, default=120.0, metavar="S", help="seconds per call (default 120)")
     g.add_argument("--max-tokens-field", choices=("max_tokens", "max_completion_tokens"), default="max_tokens",
-                   help="name of the reply-length field (OpenAI's reasoning models want max_completion_tokens)")
-    g.add_argument("--concurrency", type=_positive_int, default=8, help="requests in flight at most (8)")
-    g.add_argument("--rpm", type=_non_negative, metavar="N", help="client-side limit: requests per minute")
-    g.add_argument("--tpm", type=_non_negative, metavar="N", help="client-side limit: tokens per minute")
+                   help="name of the reply-length field (OpenAI's reasoning models want max_completion_tokens; default "
+                        "max_tokens)")
+    g.add_argument("--concurrency", type=_positive_int, default=8, help="requests in flight at most (default 8)")
+    g.add_argument("--rpm", type=_non_negative, metavar="N", help="client-side limit: requests per minute (default: none)")
+    g.add_argument("--tpm", type=_non_negative, metavar="N", help="client-side limit: tokens per minute (default: none)")
     g.add_argument("--retries", type=_positive_int, default=6, metavar="N",
-                   help="transport attempts per call, the first included (6): HTTP 408/409/429/5xx, timeouts, "
+                   help="transport attempts per call, the first included (default 6): HTTP 408/409/429/5xx, timeouts, "
                         "dropped connections, malformed replies")
     g.add_argument("--retry-delay", type=_non_negative, default=1.0, metavar="S",
-                   help="first backoff in seconds, doubled per attempt up to 60 s, with seeded jitter (1.0)")
+                   help="first backoff in seconds, doubled per attempt up to 60 s, with seeded jitter (default 1.0)")
     g.add_argument("--max-retry-after", type=_non_negative, default=300.0, metavar="S",
                    help="the longest Retry-After a call waits for; a server asking for longer fails the call at "
-                        "once, saying so (300)")
+                        "once, saying so (default 300)")
     g.add_argument("--max-reply-bytes", type=_positive_int, default=MAX_REPLY_BYTES, metavar="N",
                    help=f"a reply's text over this many bytes is an error row (reply_too_large), never kept "
-                        f"({MAX_REPLY_BYTES:,})")
+                        f"(default {MAX_REPLY_BYTES:,})")
     g.add_argument("--answer-attempts", type=_positive_int, default=None, metavar="N",
                    help="answer attempts per item when a reply is empty or cannot be parsed (default: the "
                         "benchmark protocol's retries + 1 in eval, 3 elsewhere)")
-    g.add_argument("--cache", metavar="PATH", help="the request cache (SQLite); replies there are never paid again")
+    g.add_argument("--cache", metavar="PATH", help="the request cache (SQLite); replies there are never paid again "
+                        "(default: requests.sqlite in --out)")
     g.add_argument("--refresh", action="store_true", help="ignore cached replies (new replies are still stored)")
     g.add_argument("--prices", metavar="JSON",
-                   help='price table: {"model": {"input": USD, "output": USD}} per million tokens')
+                   help='price table: {"model": {"input": USD, "output": USD}} per million tokens (default: none, cost unknown)')
     g.add_argument("--max-cost", type=_non_negative, metavar="USD",
-                   help="stop before the run's cost would exceed this (needs --prices)")
+                   help="stop before the run's cost would exceed this (needs --prices; default: no limit)")
     g.add_argument("--max-tokens", type=_positive_int, metavar="N",
-                   help="stop before the run's prompt + completion tokens would exceed this")
+                   help="stop before the run's prompt + completion tokens would exceed this (default: no limit)")
     g.add_argument("--budget-per-invocation", action="store_true",
                    help="--max-cost and --max-tokens count this invocation's calls alone; by default a budget "
                         "given again covers what earlier invocations into the same --out were charged")
     g.add_argument("--structured", choices=MODES, default="auto",
                    help="how a JSON schema is asked for: auto (json_schema, falling back to json_object with the "
                         "schema beside it as llama-cpp-python's server takes it, then plain json_object, then the "
-                        "prompt, as the server allows) or one form fixed")
+                        "prompt, as the server allows) or one form fixed (default auto)")
 
 
 def check_budget(args: argparse.Namespace, model: str, max_tokens: int | None, source: str, fix: str = "") -> None:

@@ -2,7 +2,8 @@
 
 Transport retries cover what the server or the network may fix by itself: HTTP 408, 409, 429 and 5xx,
 timeouts, dropped connections and replies that are not valid JSON. Other statuses (400, 401, 403, 404, 422, ...)
-are final at once. Waits grow exponentially with a jitter drawn from a generator seeded by (seed, request key,
+are final at once, and so is a 5xx whose body says the request's content is wrong (``CONTENT_ERROR``): asked
+again, the same request fails the same way. Waits grow exponentially with a jitter drawn from a generator seeded by (seed, request key,
 attempt), so a run waits the same whatever order its calls finish in; a Retry-After header (seconds, an HTTP
 date, or OpenAI's retry-after-ms) is a lower bound on the wait, and one longer than ``max_retry_after_s`` gives up
 at once. Answer retries (a reply the stage cannot parse) are counted separately by the engine.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import random
+import re
 import time
 from dataclasses import dataclass
 
@@ -21,6 +23,12 @@ import openai
 from benchmint.models.call import BAD_RESPONSE, CONNECTION, HTTP_STATUS, TIMEOUT
 
 RETRY_STATUSES = frozenset({408, 409, 429})
+# A server error caused by what the request holds, not by the server's state: an OpenAI-style error typed as the
+# request's fault, or the words servers use when a model cannot take a message's parts (llama.cpp's server
+# answers 500 "can only concatenate str (not "list") to str" when a text-only chat template meets image parts).
+CONTENT_ERROR_TYPES = frozenset({"invalid_request_error", "BadRequestError"})
+CONTENT_ERROR = re.compile(r'\(not "(?:list|dict)"\)|does not support (?:image|vision|multimodal)|'
+                           r"image input is not supported|images? (?:are|is) not supported", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -70,6 +78,14 @@ def _body_message(exc: openai.APIStatusError) -> str:
     return str(exc.message)[:300]
 
 
+def _content_error(exc: openai.APIStatusError) -> bool:
+    """Whether a server error's body blames the request's content (see ``CONTENT_ERROR``)."""
+    err = exc.body.get("error", exc.body) if isinstance(exc.body, dict) else None
+    if isinstance(err, dict) and err.get("type") in CONTENT_ERROR_TYPES:
+        return True
+    return bool(CONTENT_ERROR.search(_body_message(exc)))
+
+
 def classify(exc: BaseException) -> Problem | None:
     """The problem an exception raised by a chat-completions call stands for; None if it is none of them."""
     if isinstance(exc, openai.APITimeoutError) or isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
@@ -81,7 +97,7 @@ def classify(exc: BaseException) -> Problem | None:
         status = exc.status_code
         return Problem(HTTP_STATUS, f"HTTP {status}: {_body_message(exc)}", status,
                        parse_retry_after(exc.response.headers),
-                       retryable=status in RETRY_STATUSES or status >= 500)
+                       retryable=status in RETRY_STATUSES or (status >= 500 and not _content_error(exc)))
     if isinstance(exc, (openai.APIResponseValidationError, ValueError)):
         return Problem(BAD_RESPONSE, f"reply is not a chat completion: {type(exc).__name__}: {exc}"[:300],
                        maybe_billed=True)

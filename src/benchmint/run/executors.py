@@ -60,7 +60,7 @@ class Executor(Protocol):
 class SerialExecutor:
     """One unit after another in the calling thread: for tests, debugging and tiny runs."""
 
-    def map_unordered(self, fn, args):
+    def map_unordered(self, fn: Callable[..., Any], args: Sequence[tuple]) -> Iterator[tuple[int, Any]]:
         for i, a in enumerate(args):
             try:
                 yield i, fn(*a)
@@ -77,7 +77,7 @@ class _PoolExecutor:
     def __init__(self, pool, workers: int) -> None:
         self._pool, self._window = pool, 2 * workers
 
-    def map_unordered(self, fn, args):
+    def map_unordered(self, fn: Callable[..., Any], args: Sequence[tuple]) -> Iterator[tuple[int, Any]]:
         pending: dict[Future, int] = {}
         next_i = 0
         while next_i < len(args) or pending:
@@ -145,7 +145,7 @@ class ProcessExecutor:
         while len(self._workers) < self._n:
             self._start()
 
-    def map_unordered(self, fn, args):
+    def map_unordered(self, fn: Callable[..., Any], args: Sequence[tuple]) -> Iterator[tuple[int, Any]]:
         # Workers persist across calls. One still holding a unit belongs to a call whose caller stopped
         # reading; its late result would be taken for this call's, so it is replaced.
         for stale in [w for w in self._workers if w.index >= 0]:

@@ -59,9 +59,9 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict], 
     args = [u.args for u in todo]
     bar = None
     if progress and todo:
-        from tqdm import tqdm
+        from benchmint.progress import Progress
 
-        bar = tqdm(total=len(todo), desc=desc, unit=" unit")
+        bar = Progress(desc, total=len(todo), unit="units")
     follow = _FollowUps(ledger, then, units, todo, args, bar)
     try:
         # ``args`` grows while the executor reads it: every executor takes the next unit by index.
@@ -128,7 +128,7 @@ class _FollowUps:
                 self.todo.append(nxt)
                 self.args.append(nxt.args)
                 if self.bar is not None:
-                    self.bar.total += 1
+                    self.bar.add_total(1)
 
 
 @dataclass(frozen=True)
