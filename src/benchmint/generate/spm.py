@@ -229,6 +229,7 @@ class SPMGenerator:
         self.out = Path(out_dir)
         self.cfg = cfg
         self.pdf_dir = Path(pdf_dir) if pdf_dir is not None else self.harvest
+        self.pdfs_given = pdf_dir is not None
         self.prompts = PromptSet("spm", prompts)
         self.tax = self.prompts.data("taxonomy.json")
         self.crit = self.prompts.data("critique.json")
@@ -278,9 +279,15 @@ class SPMGenerator:
         return rows
 
     def _pdf(self, name: str) -> Path | None:
+        """The PDF a harvest record names (its path as the harvest was given it): with --pdfs, looked up under that
+        folder only (by that path, then by file name), else where the record says, else under the harvest folder."""
         if name not in self._pdfs:
-            direct = self.pdf_dir / name
-            found = direct if direct.is_file() else next(iter(sorted(self.pdf_dir.rglob(name))), None)
+            path = Path(name)
+            relative = Path(path.name) if path.is_absolute() else path
+            where = [self.pdf_dir / relative] if self.pdfs_given else [path, self.harvest / relative]
+            found = next((p for p in where if p.is_file()), None)
+            if found is None:
+                found = next(iter(sorted(self.pdf_dir.rglob(path.name))), None)
             self._pdfs[name] = found
         return self._pdfs[name]
 
