@@ -91,31 +91,31 @@ def _add_spm(sub) -> None:
                                    "answered is asked again. Exit status: 0 clean, 1 some calls or inputs failed "
                                    "(errors.jsonl), 2 the run could not start.")
     p.add_argument("harvest", help="the output folder of benchmint harvest (figures.jsonl, thumbs/)")
-    p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory; rerunning into it resumes the run")
     p.add_argument("--pdfs", metavar="DIR", help="where the harvested PDFs are (searched by name; default: HARVEST)")
     for role, what in (("vlm", "boxes the figures on page thumbnails (none: the harvest's own boxes)"),
                        ("gen", "writes and revises the questions"),
                        ("advisor", "audits each question (default: --gen-model)")):
-        p.add_argument(f"--{role}-model", metavar="NAME", help=f"the model that {what}")
+        p.add_argument(f"--{role}-model", metavar="NAME", help=f"the model that {what}" + ("" if "default" in what else " (default: none)"))
         p.add_argument(f"--{role}-base-url", metavar="URL", help=f"the {role} model's server (default: --base-url)")
     p.add_argument("--box-format", choices=BOX_FORMATS, default="norm1000",
                    help="the VLM's boxes: [x0,y0,x1,y1] in [0,1000] (default), thumbnail pixels (Qwen2.5-VL), or "
                         "[ymin,xmin,ymax,xmax] in [0,1000] (Gemini)")
     p.add_argument("--min-panels", type=_positive_int, default=4,
-                   help="reject figures with fewer panels (4, as the paper selects)")
+                   help="reject figures with fewer panels (default 4, as the paper selects)")
     p.add_argument("--min-iou", type=float, default=0.5,
-                   help="flag a VLM box whose IoU with the harvest's figure body is below this (0.5)")
-    p.add_argument("--max-rounds", type=_positive_int, default=3, help="advisor audits per question at most (3)")
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--reply-tokens", type=_positive_int, default=4096, metavar="N", help="max tokens per reply")
+                   help="flag a VLM box whose IoU with the harvest's figure body is below this (default 0.5)")
+    p.add_argument("--max-rounds", type=_positive_int, default=3, help="advisor audits per question at most (default 3)")
+    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature of every call (default 0)")
+    p.add_argument("--reply-tokens", type=_positive_int, default=4096, metavar="N", help="max tokens per reply (default 4096)")
     p.add_argument("--crop-max-side", type=_positive_int, default=2048, metavar="PX",
-                   help="longest side of the crop as the generator and advisor see it (2048)")
+                   help="longest side of the crop as the generator and advisor see it (default 2048)")
     p.add_argument("--text-only", action="store_true",
                    help="send the generator and advisor no image, only caption and discussion (text-only models)")
-    p.add_argument("--seed", type=int, default=None, help="sampling seed sent with every call")
-    p.add_argument("--limit", type=_positive_int, help="the first N figure records only")
+    p.add_argument("--seed", type=int, default=None, help="sampling seed sent with every call (default: none sent)")
+    p.add_argument("--limit", type=_positive_int, help="the first N figure records only (default: all)")
     p.add_argument("--prompts", metavar="DIR", help="files replacing the package's (spm/<file>: prompts, term lists, "
-                                                    "taxonomy.json, critique.json)")
+                                                    "taxonomy.json, critique.json; default: the package's)")
     add_arguments(p)
     p.set_defaults(func=run_spm)
 
@@ -158,19 +158,22 @@ def _add_review(sub) -> None:
     actions = p.add_subparsers(dest="action", required=True)
     ex = actions.add_parser("export", help="write the sheets")
     ex.add_argument("items", help="a generated items.jsonl")
-    ex.add_argument("--out", required=True, metavar="DIR")
-    ex.add_argument("--benchmark", choices=sorted(CRITERIA), default="spm")
+    ex.add_argument("--out", required=True, metavar="DIR", help="where the sheets are written")
+    ex.add_argument("--benchmark", choices=sorted(CRITERIA), default="spm",
+                    help="whose review criteria the sheets hold (default spm)")
     ex.add_argument("--sample", type=_positive_int, required=True, metavar="N", help="items to review")
-    ex.add_argument("--reviewers", type=_positive_int, default=2, metavar="K")
+    ex.add_argument("--reviewers", type=_positive_int, default=2, metavar="K", help="sheets, one per reviewer (default 2)")
     ex.add_argument("--overlap", type=float, default=0.2, metavar="F",
-                    help="share of the sample every reviewer sees, for agreement (0.2)")
-    ex.add_argument("--seed", type=int, default=0)
+                    help="share of the sample every reviewer sees, for agreement (default 0.2)")
+    ex.add_argument("--seed", type=int, default=0, help="seed of the sample and its split (default 0)")
     ex.set_defaults(func=run_review)
     im = actions.add_parser("import", help="read the filled sheets")
     im.add_argument("sheets", nargs="+", help="the filled CSV sheets (the reviewer is the file's name)")
     im.add_argument("--items", required=True, help="the items.jsonl the sheets were drawn from")
-    im.add_argument("--out", required=True, metavar="DIR")
-    im.add_argument("--benchmark", choices=sorted(CRITERIA), default="spm")
+    im.add_argument("--out", required=True, metavar="DIR",
+                    help="where the kept items, the rejected ones and the agreement are written")
+    im.add_argument("--benchmark", choices=sorted(CRITERIA), default="spm",
+                    help="whose review criteria the sheets hold (default spm)")
     im.set_defaults(func=run_review)
 
 

@@ -64,13 +64,16 @@ def add_parser(sub) -> None:
                                        "cond-mat0102536v1.pdf)")
     arxiv.add_argument("--metadata", metavar="SNAPSHOT.jsonl",
                        help="arXiv's metadata snapshot (JSON lines), indexed once into DIR/metadata.sqlite: records "
-                            "carry their paper's categories, dates, title and DOI")
+                            "carry their paper's categories, dates, title and DOI (default: none)")
     arxiv.add_argument("--categories", metavar="CAT,CAT",
-                       help="keep papers with one of these categories (cond-mat: any cond-mat.*); needs --metadata")
+                       help="keep papers with one of these categories (cond-mat: any cond-mat.*); needs --metadata "
+                            "(default: every category)")
     arxiv.add_argument("--from", dest="date_from", metavar="YYYY-MM-DD",
-                       help="keep files whose version is dated on or after this day; needs --metadata")
+                       help="keep files whose version is dated on or after this day; needs --metadata (default: no "
+                            "lower bound)")
     arxiv.add_argument("--to", dest="date_to", metavar="YYYY-MM-DD",
-                       help="keep files whose version is dated on or before this day; needs --metadata")
+                       help="keep files whose version is dated on or before this day; needs --metadata (default: no "
+                            "upper bound)")
     arxiv.add_argument("--latest-version", action="store_true",
                        help="of the versions of a paper in the inputs, keep the highest")
     harvest.set_defaults(func=run)
