@@ -39,7 +39,7 @@ def _spm(root: Path) -> None:
     _jsonl(root / "spm_gold.jsonl", gold)
     _jsonl(root / "spm_pred.jsonl", preds)
     assert main(["score", str(root / "spm_pred.jsonl"), "--gold", str(root / "spm_gold.jsonl"), "--task", "mcq",
-                 "--out", str(root / "runs" / "spm"), "--by", "domain", "level", "--quiet", "--workers", "1"]) == 0
+                 "--out", str(root / "runs" / "spm"), "--by", "domain,level", "--quiet", "--workers", "1"]) == 0
 
 
 def _hkl(root: Path) -> None:
@@ -53,7 +53,7 @@ def _hkl(root: Path) -> None:
     _jsonl(root / "hkl_gold.jsonl", gold)
     _jsonl(root / "hkl_pred.jsonl", preds)
     assert main(["score", str(root / "hkl_pred.jsonl"), "--gold", str(root / "hkl_gold.jsonl"), "--task", "hkl",
-                 "--out", str(root / "runs" / "hkl"), "--by", "db", "union_size", "angle_range", "--quiet",
+                 "--out", str(root / "runs" / "hkl"), "--by", "db,union_size,angle_range", "--quiet",
                  "--workers", "1"]) == 0
 
 
@@ -150,7 +150,7 @@ def _csmbench_mcq(root: Path) -> None:
              for m, ok in (("m1", lambda i: i < 5), ("m2", lambda i: i % 2 == 0)) for i, it in enumerate(items)]
     _jsonl(root / "csm_mcq_pred.jsonl", preds)
     assert main(["grade", str(root / "csm_mcq_pred.jsonl"), "--gold", str(folder), "--benchmark", "csmbench-mcq",
-                 "--out", str(root / "runs" / "csmbench-mcq"), "--by", "scale", "hybrid", "--quiet"]) == 0
+                 "--out", str(root / "runs" / "csmbench-mcq"), "--by", "scale,hybrid", "--quiet"]) == 0
 
 
 @pytest.fixture(scope="module")
