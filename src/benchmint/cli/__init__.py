@@ -21,7 +21,7 @@ if "pymupdf" not in sys.modules:
 
 # Subcommand -> its module in this package (the module's add_parser registers it, its run does the work).
 COMMANDS = {"score": "score", "eval": "eval", "grade": "grade", "harvest": "harvest", "xrd": "xrd",
-            "crop": "crop", "serve-local": "serve_local", "demo": "demo"}
+            "crop": "crop", "serve-local": "serve_local", "score-table": "score_table", "demo": "demo"}
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
