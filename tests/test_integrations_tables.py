@@ -189,3 +189,15 @@ def test_score_table_command_on_a_vlmevalkit_tsv(tmp_path):
     assert summary["models"][0]["accuracy"]["mean"] == pytest.approx(4 / 6)
     assert main(["score-table", str(tmp_path / "missing.tsv"), "--benchmark", "seephys", "--out",
                  str(tmp_path / "o2"), "--quiet"]) == 2
+
+
+def test_xlsx_result_file(tmp_path):
+    pytest.importorskip("openpyxl")
+    path = tmp_path / "m_SeePhys.xlsx"
+    _result_table().to_excel(path, index=False)  # how VLMEvalKit writes its result files
+    assert read_table(path)["answer"].tolist()[5] == "0101"
+    assert main(["score-table", str(path), "--benchmark", "seephys", "--out", str(tmp_path / "out"), "--workers", "1",
+                 "--quiet"]) == 1  # rows 3 and 4 need a judge: listed, not wrong
+    rows = _lines(tmp_path / "out" / "rows.jsonl")
+    assert [r["score"] for r in rows] == [1.0, 1.0, None, None, 1.0, 0.0]
+    assert sorted(e["row"] for e in _lines(tmp_path / "out" / "errors.jsonl")) == [3, 4]
