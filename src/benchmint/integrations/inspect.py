@@ -34,7 +34,6 @@ import atexit
 import json
 import logging
 import math
-import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -52,9 +51,6 @@ log = logging.getLogger(__name__)
 
 SET_METRICS = ("em", "spc", "sip_f1", "jaccard", "precision", "recall", "f1", "j_pen", "f1_pen")
 PRIMARY = {"spm": "sip_f1", "crystalxrd": "jaccard", "csmbench-open": "sts"}  # else accuracy
-# Judge replies are kept (a rerun pays for none) in the user's cache folder: Inspect runs a task file from the
-# file's own folder, so a relative path would land beside the task file.
-JUDGE_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benchmint" / "judge.sqlite"
 
 
 # ---------------------------------------------------------------------------------------------- metrics
@@ -262,10 +258,10 @@ def _judge(judge_model: str | None, judge_base_url: str | None, judge_api_key_en
     if not judge_base_url:
         raise ValueError("judge_model needs judge_base_url (the judge server's OpenAI-compatible base URL)")
     from benchmint.grade.judge import Judge
+    from benchmint.integrations import judge_cache_path
     from benchmint.models.engine import Endpoint, Engine
 
-    cache = Path(judge_cache or JUDGE_CACHE)
-    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache = Path(judge_cache) if judge_cache else judge_cache_path()
     return Judge(Engine(Endpoint(judge_base_url, api_key_env=judge_api_key_env), cache=cache), judge_model)
 
 
