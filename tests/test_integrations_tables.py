@@ -4,6 +4,7 @@ import base64
 import csv
 import io
 import json
+from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
@@ -201,3 +202,29 @@ def test_xlsx_result_file(tmp_path):
     rows = _lines(tmp_path / "out" / "rows.jsonl")
     assert [r["score"] for r in rows] == [1.0, 1.0, None, None, 1.0, 0.0]
     assert sorted(e["row"] for e in _lines(tmp_path / "out" / "errors.jsonl")) == [3, 4]
+
+
+def test_set_scored_tables_need_no_image_question_or_formula():
+    # what eval needs to make the prompt is not asked of a result table (SPM-Bench's figure and question,
+    # CrystalXRD-Bench's formula); benchmint eval still asks for them
+    spm = pd.DataFrame([{"id": "s1", "options": json.dumps(["a", "b", "c", "d", "e", "f"]), "answer": "A, C",
+                         "prediction": "Answer: A, C"},
+                        {"id": "s2", "options": json.dumps(["a", "b", "c", "d", "e", "f"]), "answer": "B",
+                         "prediction": "Answer: B, D"}])
+    got = score_table(spm, "spm", workers=1)
+    assert [r["em"] for r in got.rows] == [1.0, 0.0] and [r["spc"] for r in got.rows] == [1.0, 0.0]
+    xrd = pd.DataFrame([{"sample_id": "a", "gt_hkls": "[[1, 1, 1]]", "prediction": '{"max_peak_hkls": [[1,1,1]]}'}])
+    assert score_table(xrd, "crystalxrd", workers=1).rows[0]["jaccard"] == 1.0
+    with pytest.raises(benchmarks.PromptError, match="formula"):
+        bench = benchmarks.get("crystalxrd")
+        (item,) = [it for _, it in bench.read_items(_write_rows(xrd), check=False)]
+        bench.prompt(item, "cif_only")
+
+
+def _write_rows(df):
+    import tempfile
+
+    path = Path(tempfile.mkdtemp()) / "rows.jsonl"
+    path.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "prediction"}) + "\n"
+                            for r in df.to_dict("records")))
+    return path
