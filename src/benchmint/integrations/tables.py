@@ -82,29 +82,38 @@ def _column_names(table: Any) -> list[str]:
     return list(table.column_names) if _is_arrow(table) else [str(c) for c in table.columns]
 
 
+_SIMPLE = (str, int, bool, type(None))
+
+
 def _plain(value: Any) -> Any:
     """A cell as JSON holds it: NaN (pandas' empty cell) as None, numpy scalars as Python's."""
-    if hasattr(value, "item") and not isinstance(value, (list, dict, str, bytes)):
+    if isinstance(value, _SIMPLE):
+        return value
+    if isinstance(value, float):
+        return None if math.isnan(value) else value
+    if hasattr(value, "item") and not isinstance(value, (list, dict, bytes)):
         try:
-            value = value.item()
+            return _plain(value.item())
         except (ValueError, TypeError):
             return value
-    if isinstance(value, float) and math.isnan(value):
-        return None
     return value
 
 
 def table_rows(table: Any) -> list[dict]:
     """The rows of a pandas DataFrame or a pyarrow Table as dicts of plain values (a list of dicts passes)."""
     if _is_arrow(table):
-        rows = table.to_pylist()
-    elif hasattr(table, "to_dict"):
-        rows = table.to_dict("records")
+        names, columns = table.column_names, [c.to_pylist() for c in table.columns]
+    elif hasattr(table, "columns") and hasattr(table, "to_dict"):  # pandas: column by column is the fast way
+        names, columns = [str(c) for c in table.columns], [table[c].tolist() for c in table.columns]
     elif isinstance(table, Sequence) and all(isinstance(r, Mapping) for r in table):
-        rows = [dict(r) for r in table]
+        return [{str(k): _plain(v) for k, v in r.items()} for r in table]
     else:
         raise TypeError(f"score_table takes a pandas DataFrame or a pyarrow Table, got {type(table).__name__}")
-    return [{str(k): _plain(v) for k, v in r.items()} for r in rows]
+    if len(set(names)) != len(names):
+        raise InputError(f"the table has repeated column names: {sorted(n for n in set(names) if names.count(n) > 1)}")
+    columns = [[_plain(v) for v in col] if any(not isinstance(v, _SIMPLE) for v in col) else col
+               for col in columns]
+    return [dict(zip(names, values)) for values in zip(*columns)] if columns else []
 
 
 def read_table(path: str | Path) -> Any:
