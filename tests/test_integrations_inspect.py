@@ -209,3 +209,35 @@ def test_unreadable_items_are_left_out_and_listed(tmp_path):
     _, setting, samples, by_id, errors = bm_inspect.load("seephys", _items(tmp_path, rows), "TO")
     assert [s.id for s in samples] == ["p1"] and list(by_id) == ["p1"]
     assert [(e["location"].rsplit(":", 1)[1], e["field"]) for e in errors] == [("2", "answer"), ("3", "language")]
+
+
+@pytest.mark.slow
+def test_inspect_eval_with_the_local_small_model(tmp_path):
+    """SeePhys TO through `inspect eval` against SmolLM2-135M (benchmint[local]): each sample's score is the one
+    benchmint gives the same reply (score_table on the replies of the log)."""
+    pytest.importorskip("llama_cpp")
+    from benchmint.integrations.tables import score_table
+    from benchmint.models.local import LocalServer
+
+    rows = [{"id": "p1", "question": "A 2.0 kg cart is pushed with 6.0 N. Its acceleration?", "answer": "3.0 m/s^2",
+             "language": "English", "sig_figs": 2},
+            {"id": "p2", "question": "What is 2 + 2? Give the number.", "answer": "4", "language": "English"}]
+    items = _items(tmp_path, rows)
+    (tmp_path / "protocol.json").write_text(json.dumps({"max_tokens": 48}))
+    with LocalServer(log=tmp_path / "server.log") as server:
+        args = [sys.executable, "-m", "inspect_ai", "eval", f"{bm_inspect.__file__}@seephys", "-T", f"items={items}",
+                "-T", "setting=TO", "-T", f"protocol={tmp_path / 'protocol.json'}", "--model",
+                f"openai-api/local/{server.model}", "--max-retries", "2", "--log-dir", str(tmp_path / "logs"), "--log-format", "json",
+                "--display", "none"]
+        env = {**os.environ, "LOCAL_BASE_URL": server.base_url, "LOCAL_API_KEY": "none"}
+        done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (log,) = (tmp_path / "logs").glob("*.json")
+    data = json.loads(log.read_text())
+    replies = {str(s["id"]): s["output"]["choices"][0]["message"]["content"] for s in data["samples"]}
+    replies = {k: v if isinstance(v, str) else "".join(p.get("text", "") for p in v) for k, v in replies.items()}
+    assert all(r.strip() for r in replies.values())
+    table = [{**r, "prediction": replies[r["id"]]} for r in rows]
+    own = {r["id"]: r["score"] for r in score_table(table, "seephys", workers=1).rows}
+    got = {str(s["id"]): next(iter(s["scores"].values()))["value"].get("score") for s in data["samples"]}
+    assert got == own

@@ -131,7 +131,9 @@ def load(benchmark: str, items: str | Path, setting: str | None = None, limit: i
             errors.append({"location": location, "field": None, "error": str(exc)})
             continue
         messages: list[Any] = [ChatMessageSystem(content=prompt.system)] if prompt.system is not None else []
-        messages.append(ChatMessageUser(content=_message_content(prompt.parts)))
+        # a prompt without images is sent as plain text, as benchmint eval sends it (some servers' chat
+        # templates, llama.cpp's among them, take no list of parts)
+        messages.append(ChatMessageUser(content=_message_content(prompt.parts) if prompt.images() else prompt.text()))
         target = got.answer if isinstance(got.answer, str) else json.dumps(got.answer)
         samples.append(Sample(input=messages, target=target, id=got.id,
                               metadata={**got.meta, "setting": setting, "location": location}))
@@ -294,42 +296,43 @@ def benchmint_task(benchmark: str, items: str, setting: str | None = None, limit
 
 
 @task
-def spm(items: str, setting: str | None = None, limit: int | None = None) -> Task:
+def spm(items: str, setting: str | None = None, limit: int | None = None, protocol: str | None = None) -> Task:
     """SPM-Bench: multi-select options; EM, SPC, SIP-F1 (λ 0.6, Γ 6) and the set metrics."""
-    return benchmint_task("spm", items, setting, limit)
+    return benchmint_task("spm", items, setting, limit, protocol=protocol)
 
 
 @task
-def crystalxrd(items: str, setting: str = "full", limit: int | None = None) -> Task:
+def crystalxrd(items: str, setting: str = "full", limit: int | None = None, protocol: str | None = None) -> Task:
     """CrystalXRD-Bench: the strongest peak's HKL set; Jaccard (primary), precision, recall, F1, EM, J_pen."""
-    return benchmint_task("crystalxrd", items, setting, limit)
+    return benchmint_task("crystalxrd", items, setting, limit, protocol=protocol)
 
 
 @task
 def seephys(items: str, setting: str = "TV", limit: int | None = None, judge_model: str | None = None,
             judge_base_url: str | None = None, judge_api_key_env: str | None = None, judge_cache: str | None = None,
-            workers: int = 1, rtol: float = 1e-3) -> Task:
+            workers: int = 1, rtol: float = 1e-3, protocol: str | None = None) -> Task:
     """SeePhys in TV, TC, TO or VO: rules, symbolic screen, judge; accuracy."""
     return benchmint_task("seephys", items, setting, limit, judge_model, judge_base_url, judge_api_key_env,
-                          judge_cache, workers, rtol=rtol)
+                          judge_cache, workers, protocol=protocol, rtol=rtol)
 
 
 @task
-def matvqa(items: str, setting: str | None = None, limit: int | None = None) -> Task:
+def matvqa(items: str, setting: str | None = None, limit: int | None = None, protocol: str | None = None) -> Task:
     """MatVQA: one option number; accuracy."""
-    return benchmint_task("matvqa", items, setting, limit)
+    return benchmint_task("matvqa", items, setting, limit, protocol=protocol)
 
 
 @task
-def csmbench_mcq(items: str, limit: int | None = None) -> Task:
+def csmbench_mcq(items: str, limit: int | None = None, protocol: str | None = None) -> Task:
     """CSMBench caption matching: one letter A-D; accuracy by scale."""
-    return benchmint_task("csmbench-mcq", items, None, limit)
+    return benchmint_task("csmbench-mcq", items, None, limit, protocol=protocol)
 
 
 @task
 def csmbench_open(items: str, limit: int | None = None, judge_model: str | None = None,
                   judge_base_url: str | None = None, judge_api_key_env: str | None = None,
-                  judge_cache: str | None = None, judge_scale: str = "0-10", sts: bool = True) -> Task:
+                  judge_cache: str | None = None, judge_scale: str = "0-10", sts: bool = True,
+                  protocol: str | None = None) -> Task:
     """CSMBench open descriptions: STS and the judge's score (0-10 or 1-10)."""
     return benchmint_task("csmbench-open", items, None, limit, judge_model, judge_base_url, judge_api_key_env,
-                          judge_cache, judge_scale=judge_scale, sts=sts)
+                          judge_cache, protocol=protocol, judge_scale=judge_scale, sts=sts)
