@@ -38,11 +38,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from inspect_ai import Task, task
-from inspect_ai.dataset import MemoryDataset, Sample
-from inspect_ai.model import ChatMessageSystem, ChatMessageUser, ContentImage, ContentText, GenerateConfig
-from inspect_ai.scorer import Metric, SampleScore, Score, Target, metric, scorer
-from inspect_ai.solver import TaskState, generate
+try:
+    from inspect_ai import Task, task
+    from inspect_ai.dataset import MemoryDataset, Sample
+    from inspect_ai.model import ChatMessageSystem, ChatMessageUser, ContentImage, ContentText, GenerateConfig
+    from inspect_ai.scorer import Metric, SampleScore, Score, Target, metric, scorer
+    from inspect_ai.solver import TaskState, generate
+except ImportError as exc:  # an extra: say how to get it
+    raise ImportError(f"benchmint's Inspect tasks need Inspect AI: pip install 'benchmint[inspect]' ({exc})") from exc
 
 from benchmint import benchmarks, tasks
 from benchmint.benchmarks.base import ImagePart, PromptError

@@ -119,7 +119,10 @@ def table_rows(table: Any) -> list[dict]:
 def read_table(path: str | Path) -> Any:
     """A result table from a file, every cell as its text (an answer "0101" stays "0101"; empty cells are empty):
     ``.tsv``, ``.csv``, ``.xlsx`` (needs openpyxl), ``.parquet``, ``.jsonl``."""
-    import pandas as pd
+    try:
+        import pandas as pd
+    except ImportError:
+        raise InputError("reading a table file needs pandas: pip install 'benchmint[tables]'") from None
 
     path = Path(path)
     if not path.is_file():
@@ -133,7 +136,7 @@ def read_table(path: str | Path) -> Any:
             try:
                 import openpyxl  # noqa: F401 - pandas' reader of .xlsx
             except ImportError:
-                raise InputError(f"{path}: reading .xlsx needs openpyxl (pip install openpyxl)") from None
+                raise InputError(f"{path}: reading .xlsx needs openpyxl: pip install 'benchmint[tables]'") from None
             return pd.read_excel(path, dtype=str, keep_default_na=False)
         if suffix == ".parquet":
             import pyarrow.parquet as pq
