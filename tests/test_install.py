@@ -48,3 +48,8 @@ def test_pip_install_into_a_bare_venv(tmp_path):
                               "print(len(b.prompt_files('VO')), b.protocol.max_tokens)"],
                              capture_output=True, text=True, cwd=tmp_path)
     assert shipped.stdout.split() == ["4", "8192"], shipped.stderr
+    # so are the lmms-eval task directories (YAML and utils.py)
+    tasks = subprocess.run([str(py), "-c", "from benchmint.integrations.lmms import task_dirs; "
+                            "print(len(list(task_dirs().glob('*/*.yaml'))), len(list(task_dirs().glob('*/utils.py'))))"],
+                           capture_output=True, text=True, cwd=tmp_path)
+    assert tasks.stdout.split() == ["8", "6"], tasks.stderr

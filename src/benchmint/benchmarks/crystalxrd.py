@@ -50,7 +50,7 @@ from benchmint.benchmarks.base import (
     item_id,
     json_value,
     need_pick,
-    need_str,
+    opt_str,
     pick,
     read_side_file,
 )
@@ -109,7 +109,7 @@ class CrystalXRD(Benchmark):
             if widths != {width}:
                 raise FieldError(name, f'field "{name}" has {widths.pop()}-index reflections but '
                                  f'"hkl_convention" is {convention[1]}')
-        formula = need_str(row, "formula")
+        formula = opt_str(row, "formula")  # every prompt but release's names it (check_item); scoring does not
         cif = pick(row, "cif_text", "cif_content")
         if cif is not None and not isinstance(cif[1], str):
             raise FieldError(cif[0], f'field "{cif[0]}" must be text')
@@ -146,6 +146,8 @@ class CrystalXRD(Benchmark):
         return meta
 
     def check_item(self, item: EvalItem, setting: str) -> None:
+        if setting != "release" and item.fields["formula"] is None:
+            raise FieldError("formula", 'missing field "formula"')
         if setting in NEEDS_CIF and item.fields["cif_text"] is None:
             raise FieldError("cif_text", f'{setting} needs the CIF: missing field "cif_text", "cif_content" or "cif"')
         if setting in NEEDS_IMAGE and not item.images:

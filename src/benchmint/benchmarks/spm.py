@@ -38,8 +38,8 @@ from benchmint.benchmarks.base import (
     item_id,
     letter_options,
     need,
-    need_pick,
-    need_str,
+    opt_str,
+    pick,
 )
 
 STRATA = ("level", "discipline", "domain", "question_type", "bloom_level", "technique")
@@ -79,21 +79,27 @@ class SPMBench(Benchmark):
 
     def item_from_row(self, row: Mapping, origin: layouts.Origin, location: str) -> EvalItem:
         rid = item_id(row, "id")
-        question = need_str(row, "question")
+        question = opt_str(row, "question")  # eval needs it and the figure (check_item); scoring does not
         options = letter_options(need(row, "options"), "options", (2, 26))
         answer = gold_answer(self.answer_kind, _answer_letters(need(row, "answer")), "answer")
         letters = {k for k, _ in options}
         stray = [a for a in answer if a not in letters]
         if stray:
             raise FieldError("answer", f'field "answer" names {stray}, not among the options {sorted(letters)}')
-        name, value = need_pick(row, "image", "images")
-        images = image_refs(value, name, origin)
+        found = pick(row, "image", "images")
+        images = image_refs(found[1], found[0], origin) if found else ()
         meta = dict(row["meta"]) if isinstance(row.get("meta"), Mapping) else {}
         for key in STRATA:
             if key in row and not is_blank(row[key]):
                 meta[key] = row[key]
         return EvalItem(id=rid, answer=answer, meta=meta, images=images,
                         fields={"question": question, "options": options}, location=location)
+
+    def check_item(self, item: EvalItem, setting: str) -> None:
+        if item.fields["question"] is None:
+            raise FieldError("question", 'missing field "question"')
+        if not item.images:
+            raise FieldError("image", 'missing field "image" or "images"')
 
     def template_spec(self, file: str) -> tuple[frozenset[str], bool]:
         return frozenset({"QUESTION", "OPTIONS"}), True

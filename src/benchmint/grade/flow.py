@@ -45,6 +45,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -247,9 +248,10 @@ def _choice_grades(bench, units: list[Unit], items: dict, errors: list[dict]) ->
 
 def _quantity_grades(units: list[Unit], items: dict, cfg: GradeConfig, judge: Judge | None,
                     errors: list[dict], shown: dict, second: Judge | None = None,
-                    paired: list | None = None, screen_counts: dict | None = None) -> list[Grade]:
+                    paired: list | None = None, screen_counts: dict | None = None, screen=None) -> list[Grade]:
     """The three stages; ``shown`` gets, per unit key, the answer as the judge saw it (for the audit sheet);
-    ``screen_counts["sure_differences"]`` adds up the screen's sure differences.
+    ``screen_counts["sure_differences"]`` adds up the screen's sure differences; ``screen``: an open Screen to
+    use (a caller grading one answer at a time keeps its workers), else one is opened for the call.
 
     With a ``second`` judge, it judges the same stage-3 answers and ``paired`` gets (unit key, first verdict,
     second verdict) for the agreement report; the first judge's verdicts are the grades.
@@ -263,7 +265,8 @@ def _quantity_grades(units: list[Unit], items: dict, cfg: GradeConfig, judge: Ju
         return done
     extracted = _extract(units, items, judge, errors)
     # Stage 2: the symbolic screen.
-    with Screen(rtol=cfg.rtol, timeout_s=cfg.symbolic_timeout_s, workers=cfg.workers) as screen:
+    with (nullcontext(screen) if screen is not None
+          else Screen(rtol=cfg.rtol, timeout_s=cfg.symbolic_timeout_s, workers=cfg.workers)) as screen:
         screened = screen.check_many((items[u.pred.id].answer, e, items[u.pred.id].fields.get("sig_figs"))
                                      for u, e in zip(units, extracted))
     grades: list[Grade | None] = [None] * len(units)

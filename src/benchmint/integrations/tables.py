@@ -1,0 +1,274 @@
+"""Score a result table in one call: the rows another evaluator wrote, with their predictions, scored by benchmint.
+
+VLMEvalKit writes each model's answers to a dataset as a table (``<model>_<dataset>.xlsx`` or ``.tsv``): the
+dataset's columns as its release names them (``index``, ``question``, ``answer``, ``language``, ``sig_figs``,
+strata...) without the images, plus a ``prediction`` column. ``score_table(table, benchmark=...)`` takes such a
+table as a pandas DataFrame or a pyarrow Table and returns one score per row and the summary, the one call a
+dataset's ``evaluate`` needs.
+
+The rows are not scored by a second implementation: they are written as the gold items and predictions that
+``benchmint grade`` (SeePhys, MatVQA, CSMBench) or ``benchmint score`` (SPM-Bench, CrystalXRD-Bench) read, and
+that flow runs on them, so a table scores exactly as the command does on the same rows. Only what grading reads
+is required (the id, the gold answer, SeePhys's ``sig_figs`` and ``question`` where present); image columns are
+never read. Errors name the table's row (``row`` counts data rows from 1, in the table's order) instead of the
+files written on the way.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmint import benchmarks
+from benchmint.benchmarks.base import FieldError, ItemError
+from benchmint.benchmarks.layouts import Origin
+from benchmint.io import InputError, write_jsonl
+
+PREDICTION = "prediction"  # VLMEvalKit's column of raw model replies
+#: image columns of the release layouts: scoring never reads them, and in a result table their files are elsewhere
+IMAGE_COLUMNS = frozenset({"image", "images", "image_path", "file_name", "composite_image"})
+#: per-row columns a set-scored benchmark adds (scores.jsonl's)
+SET_COLUMNS = ("status", "em", "spc", "sip_f1", "jaccard", "precision", "recall", "f1", "j_pen", "f1_pen")
+#: per-row columns a graded benchmark adds (grades.jsonl's)
+GRADE_COLUMNS = ("score", "verdict", "stage")
+
+
+@dataclass
+class TableScores:
+    """What ``score_table`` returns.
+
+    ``rows``: one dict per table row, in the table's order: ``row`` (1-based), ``id``, ``model``, the extracted
+    ``answer`` and the benchmark's score columns (``score``, ``verdict``, ``stage`` for graded benchmarks; the set
+    metrics and ``status`` for SPM-Bench and CrystalXRD-Bench); a row that could not be scored has None there and
+    its cause in ``errors``. ``summary``: the summary.json of ``benchmint grade``/``score`` on the rows.
+    ``errors``: its errors.jsonl rows, with ``row`` naming the table row. ``table``: the input with the score
+    columns appended (same type: pandas or pyarrow).
+    """
+
+    benchmark: str
+    rows: list[dict]
+    summary: dict
+    errors: list[dict]
+    columns: tuple[str, ...]
+    source: Any = field(repr=False, default=None)
+
+    @property
+    def table(self) -> Any:
+        taken = set(_column_names(self.source))
+        extra = {"answer": [None if r.get("answer") is None else json.dumps(r["answer"], ensure_ascii=False)
+                            for r in self.rows]}  # the answer read from the reply, as JSON text
+        extra.update({c: [r.get(c) for r in self.rows] for c in self.columns})
+        extra = {f"bm_{c}" if c in taken else c: v for c, v in extra.items()}  # the gold "answer" keeps its name
+        if _is_arrow(self.source):
+            import pyarrow as pa
+
+            out = self.source
+            for name, values in extra.items():
+                out = out.append_column(name, pa.array(values))
+            return out
+        return self.source.assign(**extra)
+
+
+def _is_arrow(table: Any) -> bool:
+    return type(table).__module__.split(".")[0] == "pyarrow"
+
+
+def _column_names(table: Any) -> list[str]:
+    return list(table.column_names) if _is_arrow(table) else [str(c) for c in table.columns]
+
+
+_SIMPLE = (str, int, bool, type(None))
+
+
+def _plain(value: Any) -> Any:
+    """A cell as JSON holds it: NaN (pandas' empty cell) as None, numpy scalars as Python's."""
+    if isinstance(value, _SIMPLE):
+        return value
+    if isinstance(value, float):
+        return None if math.isnan(value) else value
+    if hasattr(value, "item") and not isinstance(value, (list, dict, bytes)):
+        try:
+            return _plain(value.item())
+        except (ValueError, TypeError):
+            return value
+    return value
+
+
+def table_rows(table: Any) -> list[dict]:
+    """The rows of a pandas DataFrame or a pyarrow Table as dicts of plain values (a list of dicts passes)."""
+    if _is_arrow(table):
+        names, columns = table.column_names, [c.to_pylist() for c in table.columns]
+    elif hasattr(table, "columns") and hasattr(table, "to_dict"):  # pandas: column by column is the fast way
+        names, columns = [str(c) for c in table.columns], [table[c].tolist() for c in table.columns]
+    elif isinstance(table, Sequence) and all(isinstance(r, Mapping) for r in table):
+        return [{str(k): _plain(v) for k, v in r.items()} for r in table]
+    else:
+        raise TypeError(f"score_table takes a pandas DataFrame or a pyarrow Table, got {type(table).__name__}")
+    if len(set(names)) != len(names):
+        raise InputError(f"the table has repeated column names: {sorted(n for n in set(names) if names.count(n) > 1)}")
+    columns = [[_plain(v) for v in col] if any(not isinstance(v, _SIMPLE) for v in col) else col
+               for col in columns]
+    return [dict(zip(names, values)) for values in zip(*columns)] if columns else []
+
+
+def read_table(path: str | Path) -> Any:
+    """A result table from a file, every cell as its text (an answer "0101" stays "0101"; empty cells are empty):
+    ``.tsv``, ``.csv``, ``.xlsx`` (needs openpyxl), ``.parquet``, ``.jsonl``."""
+    try:
+        import pandas as pd
+    except ImportError:
+        raise InputError("reading a table file needs pandas: pip install 'benchmint[tables]'") from None
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"table not found: {path}")
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".tsv", ".csv"):
+            return pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",", dtype=str, keep_default_na=False,
+                               encoding="utf-8")
+        if suffix == ".xlsx":
+            try:
+                import openpyxl  # noqa: F401 - pandas' reader of .xlsx
+            except ImportError:
+                raise InputError(f"{path}: reading .xlsx needs openpyxl: pip install 'benchmint[tables]'") from None
+            return pd.read_excel(path, dtype=str, keep_default_na=False)
+        if suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            return pq.read_table(path)
+        if suffix == ".jsonl":
+            return pd.read_json(path, lines=True, dtype=False)
+    except (ValueError, OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not a readable table ({exc})") from None
+    raise InputError(f"{path}: unknown table format; expected .tsv, .csv, .xlsx, .parquet or .jsonl")
+
+
+def score_table(table: Any, benchmark: str, *, model: str | None = None, prediction: str = PREDICTION,
+                name: str = "table", out: str | Path | None = None, judge=None, **options) -> TableScores:
+    """Score every row of a result table as ``benchmint grade``/``score`` would; see the module's docstring.
+
+    ``model``: the model's name when the table has no ``model`` column (default "model"); ``prediction``: the
+    column of raw replies; ``name``: how errors name the table; ``out``: a folder for the flow's files
+    (grades.jsonl or scores.jsonl, summary.json, errors.jsonl; a temporary one by default); ``judge``: a
+    ``benchmint.grade.judge.Judge`` for what SeePhys's rules and screen leave open and CSMBench's open answers;
+    ``options``: GradeConfig's (graded) or ScoreConfig's (set-scored) settings, e.g. ``workers=1``, ``by=(...)``.
+    """
+    bench = benchmarks.get(benchmark)
+    rows = table_rows(table)
+    if rows and prediction not in rows[0]:
+        raise InputError(f"{name}: no column {prediction!r} (the model replies); columns: {sorted(rows[0])}")
+    if out is not None:
+        return _score(bench, rows, table, model, prediction, name, Path(out), judge, options)
+    with tempfile.TemporaryDirectory(prefix="benchmint-table-") as tmp:
+        return _score(bench, rows, table, model, prediction, name, Path(tmp), judge, options)
+
+
+def _score(bench, rows: list[dict], source: Any, model: str | None, prediction: str, name: str, out: Path,
+           judge, options: dict) -> TableScores:
+    graded = bench.graded
+    origin = Origin(out, "jsonl")
+    gold_lines: list[dict] = []
+    pred_lines: list[dict] = []
+    gold_row: list[int] = []  # line of the gold file -> table row
+    pred_row: list[int] = []
+    keys: list[tuple[str, str] | None] = []  # per table row: (id, model) of its score, None when rejected
+    errors: list[dict] = []
+    first: dict[str, int] = {}
+    for k, row in enumerate(rows, 1):
+        fields = {c: v for c, v in row.items() if c not in IMAGE_COLUMNS and c != prediction and c != "model"}
+        who = row.get("model") if isinstance(row.get("model"), str) and row["model"] else (model or "model")
+        try:
+            item = bench.item_from_row(fields, origin, f"{name}:row {k}")
+        except FieldError as exc:
+            errors.append(_row_error(ItemError(f"{name}:row {k}", str(exc), exc.field), k))
+            keys.append(None)
+            continue
+        keys.append((item.id, who))
+        if item.id not in first:  # a gold item once; each (id, model) row is an answer, duplicates listed by the flow
+            first[item.id] = k
+            gold_lines.append(fields if graded else item.gold())
+            gold_row.append(k)
+        reply = row.get(prediction)
+        pred_lines.append({"id": item.id, "model": who, "output": "" if reply is None else str(reply)})
+        pred_row.append(k)
+    if not gold_lines:
+        first_error = f"; the first: {errors[0]['message']}" if errors else ""
+        raise InputError(f"{name}: no usable rows ({len(errors)} unusable{first_error})")
+    out.mkdir(parents=True, exist_ok=True)
+    gold_path, pred_path = out / "table_gold.jsonl", out / "table_predictions.jsonl"
+    write_jsonl(gold_path, gold_lines)
+    write_jsonl(pred_path, pred_lines)
+    if graded:
+        from benchmint.grade.flow import GradeConfig, grade_files
+
+        result = grade_files([pred_path], gold_path, out, GradeConfig(benchmark=bench.name, **options), judge)
+        summary, flow_errors = result.summary, result.errors
+        per_key = {(g.id, g.model): {"answer": g.answer, "score": g.score, "verdict": g.verdict, "stage": g.stage}
+                   for g in result.grades}
+        columns = GRADE_COLUMNS
+    else:
+        from benchmint.metrics.pipeline import ScoreConfig, score_files
+
+        scored = score_files([pred_path], gold_path, out, ScoreConfig(task=bench.answer_kind, **options))
+        summary, flow_errors = scored.summary, scored.errors
+        per_key = {}
+        with open(out / "scores.jsonl", encoding="utf-8") as fh:
+            for line in fh:
+                r = json.loads(line)
+                per_key[(r["id"], r["model"])] = {c: r[c] for c in ("answer", *SET_COLUMNS)}
+        columns = SET_COLUMNS
+    for e in flow_errors:
+        errors.append(_located(e, {str(gold_path): gold_row, str(pred_path): pred_row}, name))
+    _rename_inputs(summary, name)
+    scored_rows = []
+    taken: set[tuple[str, str]] = set()
+    for k, key in enumerate(keys, 1):
+        row_out: dict[str, Any] = {"row": k, "id": key[0] if key else None, "model": key[1] if key else None}
+        values = per_key.get(key) if key is not None and key not in taken else None  # a duplicate row: not scored
+        if key is not None:
+            taken.add(key)
+        row_out.update(values or {c: None for c in ("answer", *columns)})
+        scored_rows.append(row_out)
+    return TableScores(bench.name, scored_rows, summary, errors, columns, source)
+
+
+def _row_error(err: ItemError, row: int) -> dict:
+    return {"kind": "bad_item", "message": err.message, "location": err.location, "field": err.field, "row": row}
+
+
+def _located(error: dict, lines: dict[str, list[int]], name: str) -> dict:
+    """An error of the flow with the table row in place of the file written on the way."""
+    e = dict(error)
+    for path, rows in lines.items():
+        for key in ("file", "location"):
+            value = e.get(key)
+            if not isinstance(value, str) or not value.startswith(path):
+                continue
+            line = e.get("line")
+            if line is None and value.startswith(path + ":"):
+                tail = value[len(path) + 1:]
+                line = int(tail) if tail.isdigit() else None
+            if line is not None and 1 <= line <= len(rows):
+                e["row"] = rows[line - 1]
+                e.pop("line", None)
+                e[key] = f"{name}:row {e['row']}"
+            else:
+                e[key] = name
+        if isinstance(e.get("message"), str):
+            e["message"] = e["message"].replace(path, name)
+    return e
+
+
+def _rename_inputs(summary: dict, name: str) -> None:
+    """The summary names the table, not the files written on the way (so it is the same whatever folder)."""
+    if "inputs" in summary:  # grade
+        summary["inputs"] = {"table": name}
+    if "gold" in summary:  # score
+        summary["gold"]["file"] = name
+        summary["predictions"] = [name]
