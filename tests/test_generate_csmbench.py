@@ -381,3 +381,41 @@ def test_no_model_mode_is_not_random_across_figures(tables):
     assert a == b and [k for k, _ in a[0]] == ["method", "composition", "number"]
 
 
+
+
+def test_a_vlm_verdict_drops_or_keeps_each_figure_with_its_reason(figures, tmp_path):
+    import base64
+    import io
+
+    def vlm(body):
+        content = body["messages"][0]["content"]
+        image = next(p for p in content if p["type"] == "image_url")["image_url"]["url"]
+        size = Image.open(io.BytesIO(base64.b64decode(image.split(",", 1)[1]))).size
+        assert size == (32, 24)  # the figure's own file, sent whole
+        prompt = prompt_of(body)
+        if "Ti6Al4V" in prompt:
+            return json.dumps({"kind": "chart", "keep": False, "hybrid": False, "reason": "bars of hardness only"})
+        if "Ni3Al" in prompt:
+            return "not JSON at all"  # stays unusable: the caption's verdict stands, with the VLM's error
+        return json.dumps({"kind": "micrograph", "keep": True, "hybrid": "LiFePO4" in prompt, "reason": "an image"})
+
+    with ChatServer() as server:
+        server.default = Reply(text=vlm)
+        out = tmp_path / "gen"
+        args = ["generate", "csmbench-mcq", str(figures), "--out", str(out), "--vlm-model", "v", "--base-url",
+                server.url, "--retry-delay", "0", "--answer-attempts", "1"]
+        assert main(args) == 0
+        assert server.count == 10  # one verdict per figure
+        rejected = {r["figure"]["label"]: r for r in rows(out / "rejected.jsonl") if r["stage"] == "curate"}
+        # Figure 6 (the Ti6Al4V plate) dropped by the VLM as a chart; figure 9's schematic the VLM kept, but its
+        # caption names no scale.
+        assert (rejected["6"]["reason"], rejected["6"]["detail"], rejected["6"]["curated_by"]) == (
+            "statistical_chart", "VLM: bars of hardness only", "vlm")
+        assert rejected["9"]["reason"] == "no_scale"
+        items = {i["meta"]["source"]["label"]: i for i in rows(out / "items.jsonl")}
+        assert items["7"]["hybrid"] is True and items["1"]["hybrid"] is False
+        assert items["1"]["meta"]["curated_by"] == "vlm" and items["1"]["meta"]["figure_kind"] == "micrograph"
+        assert items["5"]["meta"]["curated_by"] == "caption" and "vlm_error" in items["5"]["meta"]
+        run = json.loads((out / "run.json").read_text())
+        assert {p["name"] for p in run["prompts"]} >= {"csmbench/curate.txt", "csmbench/techniques.json"}
+        assert main(args) == 0 and server.count == 10  # a rerun asks nothing

@@ -127,11 +127,11 @@ def run_csmbench(args: argparse.Namespace) -> int:
 
     roles: dict = {}
     try:
-        cfg = CSMConfig(gen_model=args.gen_model, max_attempts=args.max_attempts, temperature=args.temperature,
-                        max_tokens=args.reply_tokens, seed=args.seed or 0, limit=args.limit,
-                        progress=sys.stderr.isatty())
-        if args.gen_model:
-            args.vlm_model = args.advisor_model = None
+        cfg = CSMConfig(gen_model=args.gen_model, vlm_model=args.vlm_model, max_attempts=args.max_attempts,
+                        temperature=args.temperature, max_tokens=args.reply_tokens, seed=args.seed or 0,
+                        limit=args.limit, progress=sys.stderr.isatty())
+        if args.gen_model or args.vlm_model:
+            args.advisor_model = None
             roles = _engines(args, Path(args.out) / "requests.sqlite")
         result = generate(args.figures, args.out, cfg, roles, pdf_dir=args.pdfs, prompts=args.prompts)
     except (InputError, PromptError, ValueError, OSError) as exc:
@@ -169,6 +169,10 @@ def _add_csmbench(sub) -> None:
     p.add_argument("--pdfs", metavar="DIR", help="where the harvested PDFs are (default: beside figures.jsonl)")
     p.add_argument("--gen-model", metavar="NAME", help="the model that writes the distractors (none: local tables)")
     p.add_argument("--gen-base-url", metavar="URL", help="its server (default: --base-url)")
+    p.add_argument("--vlm-model", metavar="NAME",
+                   help="the model that keeps or drops each figure from its image and caption (none: the caption's "
+                        "words decide)")
+    p.add_argument("--vlm-base-url", metavar="URL", help="its server (default: --base-url)")
     p.add_argument("--max-attempts", type=_positive_int, default=3,
                    help="replies per distractor before the figure is rejected (3)")
     p.add_argument("--temperature", type=float, default=0.0)
@@ -177,8 +181,7 @@ def _add_csmbench(sub) -> None:
     p.add_argument("--limit", type=_positive_int, help="the first N figure records only")
     p.add_argument("--prompts", metavar="DIR", help="files replacing the package's (csmbench/<file>)")
     add_arguments(p)
-    p.set_defaults(func=run_csmbench, vlm_model=None, advisor_model=None, vlm_base_url=None,
-                   advisor_base_url=None)
+    p.set_defaults(func=run_csmbench, advisor_model=None, advisor_base_url=None)
 
 
 def run_review(args: argparse.Namespace) -> int:

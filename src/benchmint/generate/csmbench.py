@@ -53,7 +53,7 @@ SCALES = ("AtomScale", "Microscale", "Mesoscale", "Macroscale")
 # Upper bounds (metres) of a scale bar's or named length's scale: below 10 nm lattice fringes and atoms show.
 SCALE_BINS = ((1e-8, "AtomScale"), (1e-6, "Microscale"), (1e-3, "Mesoscale"))
 FIGURE_CODES = ("ITEM", "schematic_or_flowchart", "statistical_chart", "no_scale", "too_few_perturbations",
-                "distractor_rejected", "generator_failed", "duplicate_option", "image_missing", "crop_failed",
+                "vlm_dropped", "distractor_rejected", "generator_failed", "duplicate_option", "image_missing", "crop_failed",
                 "call_failed")
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -331,6 +331,8 @@ def answer_letters(n: int, seed: int) -> list[str]:
 @dataclass(frozen=True)
 class CSMConfig:
     gen_model: str | None = None  # None: the local distractors
+    vlm_model: str | None = None  # None: curation by the caption alone
+    image_max_side: int = 1024  # the figure's longest side as the VLM sees it
     max_attempts: int = 3  # replies per distractor the checks may refuse
     temperature: float | None = 0.0
     max_tokens: int | None = 1024
@@ -358,6 +360,29 @@ class CSMResult:
         return 1 if self.errors else 0
 
 
+FIGURE_KINDS = ("micrograph", "photograph", "pattern_or_spectrum", "chart", "schematic", "flowchart")
+
+
+def curate_schema() -> dict:
+    return {"type": "object", "additionalProperties": False, "required": ["kind", "keep", "hybrid", "reason"],
+            "properties": {"kind": {"type": "string", "enum": list(FIGURE_KINDS)}, "keep": {"type": "boolean"},
+                           "hybrid": {"type": "boolean"}, "reason": {"type": "string", "minLength": 1}}}
+
+
+def vlm_verdict(local: dict, reply: dict) -> dict:
+    """The VLM's keep/drop and hybrid label over the caption's; the scale stays the caption's."""
+    verdict = {**local, "hybrid": reply["hybrid"], "curated_by": "vlm", "figure_kind": reply["kind"]}
+    verdict.pop("detail", None)
+    if not reply["keep"]:
+        reason = {"chart": "statistical_chart", "schematic": "schematic_or_flowchart",
+                  "flowchart": "schematic_or_flowchart"}.get(reply["kind"], "vlm_dropped")
+        return {**verdict, "keep": False, "reason": reason, "detail": f"VLM: {reply['reason']}"}
+    if local["scale"] is None:
+        return {**verdict, "keep": False, "reason": "no_scale", "detail": local.get("detail", "")}
+    verdict.pop("reason", None)
+    return {**verdict, "keep": True}
+
+
 def distractor_schema() -> dict:
     return {"type": "object", "additionalProperties": False, "required": ["distractor"],
             "properties": {"distractor": {"type": "string", "minLength": 1}}}
@@ -379,8 +404,18 @@ class CSMGenerator:
         roles = roles or {}
         if cfg.gen_model is not None and "gen" not in roles:
             raise ValueError("--gen-model needs a server (--base-url)")
-        self.roles = {"gen": Role(roles["gen"].engine, "distractor", json_reply(distractor_schema()))} \
-            if cfg.gen_model is not None else {}
+        if cfg.vlm_model is not None and "vlm" not in roles:
+            raise ValueError("--vlm-model needs a server (--base-url)")
+        self.t_curate = self.prompts.template("curate.txt", {"CAPTION"}) if cfg.vlm_model is not None else None
+        self.roles: dict[str, Role] = {}
+        if cfg.gen_model is not None:
+            self.roles["gen"] = Role(roles["gen"].engine, "distractor", json_reply(distractor_schema()))
+        if cfg.vlm_model is not None:
+            self.roles["vlm"] = Role(roles["vlm"].engine, "curate", json_reply(curate_schema()))
+        # One budget and one account for the run, whichever servers its roles call.
+        accounting = next(iter(self.roles.values())).engine.accounting if self.roles else None
+        for role in self.roles.values():
+            role.engine.accounting = accounting
         self.errors: list[dict] = []
         self._truth: dict[str, str] = {}
 
@@ -463,6 +498,32 @@ class CSMGenerator:
                           {"id": fid, "slot": slot, "attempt": attempt})
         return Unit(key, ("gen", request, ctx), f"{fid} slot {slot} attempt {attempt}")
 
+    def _curate_unit(self, fid: str, fig: dict, image: dict) -> Unit:
+        from benchmint.benchmarks.base import ImagePart as TemplateImage
+        from benchmint.models import ChatRequest, ImagePart, Message
+
+        assert self.t_curate is not None and self.cfg.vlm_model is not None
+        data = (self.out / image["image"]).read_bytes()
+        mime = "image/png" if data.startswith(b"\x89PNG") else "image/jpeg"
+        parts = self.t_curate.render({"CAPTION": fig["caption"]}, [TemplateImage(data, mime)])
+        content = tuple(p.text if isinstance(p, TextPart) else ImagePart(p.data, self.cfg.image_max_side)
+                        for p in parts)
+        request = ChatRequest(self.cfg.vlm_model, (Message("user", content),), self.cfg.temperature,
+                              max_tokens=self.cfg.max_tokens, seed=self.cfg.seed, schema=curate_schema(),
+                              schema_name="curation")
+        key = content_key(self.roles["vlm"].engine.key(request).encode("ascii"), {"id": fid, "step": "curate"})
+        return Unit(key, ("vlm", request, {"id": fid}), f"{fid} curate")
+
+    def _curation(self, ledger: Ledger, figures: list[dict], images: list[dict]) -> dict[str, dict]:
+        """Each figure's VLM reply (a unit result: value, or error and words), by figure id."""
+        if "vlm" not in self.roles:
+            return {}
+        units = [self._curate_unit(self._fid(f), f, img) for f, img in zip(figures, images) if "error" not in img]
+        results, _ = run_units(ledger, units, lambda outcome, ctx: call_result(outcome, **ctx),
+                               RoleExecutor(self.roles), desc="generate csmbench: curation",
+                               progress=self.cfg.progress)
+        return {r["id"]: r for r in results if isinstance(r, dict)}
+
     def _verdict(self, result: dict) -> str | None:
         kind = result["slots"][result["slot"]]
         return check_distractor(self.tables, self._truth[result["id"]], result["value"]["distractor"], kind,
@@ -525,20 +586,32 @@ class CSMGenerator:
             images, _ = run_units(ledger, [Unit(content_key(repr(self._image_key(f)).encode("utf-8")), (f,),
                                                 f"line {f['line']}") for f in figures],
                                   self._image, SerialExecutor(), desc="generate csmbench: images")
+            vlm = self._curation(ledger, figures, images)
             firsts: list[Unit] = []
             for fig, image in zip(figures, images):
                 fid = self._fid(fig)
                 ref = {k: fig[k] for k in ("pdf", "page", "label", "image") if k in fig}
-                verdict = curate(self.tables, fig["caption"])
-                if not verdict["keep"]:
-                    codes[fid] = verdict["reason"]
-                    rejected.append({"stage": "curate", "reason": verdict["reason"], "id": fid, "figure": ref,
-                                     "detail": verdict["detail"], "scale": verdict["scale"]})
-                    continue
                 if "error" in image:
                     codes[fid] = image["reason"]
                     rejected.append({"stage": "image", "reason": image["reason"], "id": fid, "figure": ref,
                                      "detail": image["error"]})
+                    continue
+                verdict = {**curate(self.tables, fig["caption"]), "curated_by": "caption"}
+                reply = vlm.get(fid)
+                if reply is not None and reply.get("retry"):
+                    codes[fid] = "call_failed"
+                    self.errors.append({"kind": "model_call", "stage": "curate", "id": fid, "figure": ref,
+                                        "cause": reply["cause"], "message": reply["error"]})
+                    continue
+                if reply is not None and "value" in reply:
+                    verdict = vlm_verdict(verdict, reply["value"])
+                elif reply is not None:  # unusable through its answer attempts: the caption's verdict stands
+                    verdict["vlm_error"] = reply["error"]
+                if not verdict["keep"]:
+                    codes[fid] = verdict["reason"]
+                    rejected.append({"stage": "curate", "reason": verdict["reason"], "id": fid, "figure": ref,
+                                     "detail": verdict["detail"], "scale": verdict["scale"],
+                                     "curated_by": verdict["curated_by"]})
                     continue
                 rng = random.Random(f"{self.cfg.seed}-{fid}")
                 local, offered = pick_local(self.tables, fig["caption"], rng)
@@ -551,11 +624,11 @@ class CSMGenerator:
                     continue
                 self._truth[fid] = fig["caption"]
                 kept.append((fig, fid, verdict, image, offered))
-                if self.roles:
+                if "gen" in self.roles:
                     firsts.append(self._unit(fid, slots, 0, 0, [], []))
                 else:
                     chosen[fid] = {"code": "ok", "distractors": local}
-            if self.roles:
+            if "gen" in self.roles:
                 run_units(ledger, firsts, lambda outcome, ctx: call_result(outcome, **ctx),
                           RoleExecutor(self.roles), desc="generate csmbench: distractors",
                           progress=self.cfg.progress, then=lambda unit, result: self._next(result))
@@ -596,7 +669,10 @@ class CSMGenerator:
             meta = {"option_kinds": {LETTERS[i]: kind for i, (kind, _) in enumerate(order)},
                     "shortfall": shortfall, "offered": offered, "scale_source": verdict["scale_source"],
                     "scale_evidence": verdict["scale_evidence"], "source": ref,
+                    "curated_by": verdict["curated_by"], "figure_kind": verdict.get("figure_kind"),
                     "distractors_by": self.cfg.gen_model or "local"}
+            if "vlm_error" in verdict:
+                meta["vlm_error"] = verdict["vlm_error"]
             if "attempts" in outcome:
                 meta["attempts"] = outcome["attempts"]
             common = {"id": fid, "image": image["image"], "scale": verdict["scale"], "hybrid": verdict["hybrid"]}
@@ -620,7 +696,7 @@ class CSMGenerator:
         return ["crop", fig["pdf"], pdf.stat().st_size if pdf.is_file() else None, fig["page"], fig["body_box"]]
 
     def _finish(self, figures, figure_codes, items, opens, rejected, trace) -> CSMResult:
-        engine = self.roles["gen"].engine if self.roles else None
+        engine = next(iter(self.roles.values())).engine if self.roles else None
         settings = asdict(self.cfg)
         del settings["progress"]
         letters = {letter: sum(1 for i in items if i["answer"] == letter) for letter in LETTERS}
