@@ -573,6 +573,47 @@ class CSMGenerator:
         return {"code": "ok", "distractors": list(zip(last["slots"], texts)),
                 "attempts": [r["attempt"] + 1 for r in chain if "value" in r and self._verdict(r) is None]}
 
+    def _select(self, fid: str, fig: dict, ref: dict, reply: dict | None, codes: dict, rejected: list) -> dict | None:
+        """The figure's curation verdict if kept; else None, with its rejection or error recorded."""
+        verdict = {**curate(self.tables, fig["caption"]), "curated_by": "caption"}
+        if reply is not None and reply.get("retry"):
+            codes[fid] = "call_failed"
+            self.errors.append({"kind": "model_call", "stage": "curate", "id": fid, "figure": ref,
+                                "cause": reply["cause"], "message": reply["error"]})
+            return None
+        if reply is not None and "value" in reply:
+            verdict = vlm_verdict(verdict, reply["value"])
+        elif reply is not None:  # unusable through its answer attempts: the caption's verdict stands
+            verdict["vlm_error"] = reply["error"]
+        if not verdict["keep"]:
+            codes[fid] = verdict["reason"]
+            rejected.append({"stage": "curate", "reason": verdict["reason"], "id": fid, "figure": ref,
+                             "detail": verdict["detail"], "scale": verdict["scale"],
+                             "curated_by": verdict["curated_by"]})
+            return None
+        return verdict
+
+    def _item(self, fig: dict, fid: str, verdict: dict, image: dict, offered: dict, outcome: dict,
+              letter: str) -> dict:
+        """The MCQ item: the distractors shuffled by the seed around the truth, placed at ``letter``."""
+        rng = random.Random(f"{self.cfg.seed}-{fid}-order")
+        wrong = list(outcome["distractors"])
+        rng.shuffle(wrong)
+        at = LETTERS.index(letter)
+        order = wrong[:at] + [("truth", fig["caption"])] + wrong[at:]
+        meta = {"option_kinds": {LETTERS[i]: kind for i, (kind, _) in enumerate(order)},
+                "shortfall": {k: 1 for k in KINDS if not offered[k]}, "offered": offered,
+                "scale_source": verdict["scale_source"], "scale_evidence": verdict["scale_evidence"],
+                "source": _ref(fig), "curated_by": verdict["curated_by"], "figure_kind": verdict.get("figure_kind"),
+                "distractors_by": self.cfg.gen_model or "local"}
+        if "vlm_error" in verdict:
+            meta["vlm_error"] = verdict["vlm_error"]
+        if "attempts" in outcome:
+            meta["attempts"] = outcome["attempts"]
+        return {"id": fid, "image": image["image"], "scale": verdict["scale"], "hybrid": verdict["hybrid"],
+                "options": [{"label": LETTERS[i], "caption": text} for i, (_, text) in enumerate(order)],
+                "answer": letter, "meta": meta}
+
     # ---- the whole run
     def run(self) -> CSMResult:
         self.out.mkdir(parents=True, exist_ok=True)
@@ -590,33 +631,19 @@ class CSMGenerator:
             firsts: list[Unit] = []
             for fig, image in zip(figures, images):
                 fid = self._fid(fig)
-                ref = {k: fig[k] for k in ("pdf", "page", "label", "image") if k in fig}
+                ref = _ref(fig)
                 if "error" in image:
                     codes[fid] = image["reason"]
                     rejected.append({"stage": "image", "reason": image["reason"], "id": fid, "figure": ref,
                                      "detail": image["error"]})
                     continue
-                verdict = {**curate(self.tables, fig["caption"]), "curated_by": "caption"}
-                reply = vlm.get(fid)
-                if reply is not None and reply.get("retry"):
-                    codes[fid] = "call_failed"
-                    self.errors.append({"kind": "model_call", "stage": "curate", "id": fid, "figure": ref,
-                                        "cause": reply["cause"], "message": reply["error"]})
-                    continue
-                if reply is not None and "value" in reply:
-                    verdict = vlm_verdict(verdict, reply["value"])
-                elif reply is not None:  # unusable through its answer attempts: the caption's verdict stands
-                    verdict["vlm_error"] = reply["error"]
-                if not verdict["keep"]:
-                    codes[fid] = verdict["reason"]
-                    rejected.append({"stage": "curate", "reason": verdict["reason"], "id": fid, "figure": ref,
-                                     "detail": verdict["detail"], "scale": verdict["scale"],
-                                     "curated_by": verdict["curated_by"]})
+                verdict = self._select(fid, fig, ref, vlm.get(fid), codes, rejected)
+                if verdict is None:
                     continue
                 rng = random.Random(f"{self.cfg.seed}-{fid}")
                 local, offered = pick_local(self.tables, fig["caption"], rng)
                 slots = plan_slots(offered)
-                if len(slots) < 3:
+                if len(slots) < 3 or ("gen" not in self.roles and len(local) < 3):
                     codes[fid] = "too_few_perturbations"
                     rejected.append({"stage": "distractors", "reason": "too_few_perturbations", "id": fid,
                                      "figure": ref, "offered": offered,
@@ -646,7 +673,7 @@ class CSMGenerator:
         letters = answer_letters(len(good), self.cfg.seed)
         for fig, fid, verdict, image, offered in kept:
             outcome = chosen[fid]
-            ref = {k: fig[k] for k in ("pdf", "page", "label", "image") if k in fig}
+            ref = _ref(fig)
             if fid in dupes:
                 outcome = {"code": "duplicate_option", "detail": "two options are the same"}
             if outcome["code"] != "ok":
@@ -659,29 +686,11 @@ class CSMGenerator:
                                  **{k: v for k, v in outcome.items() if k != "code"}})
                 continue
             codes[fid] = "ITEM"
-            letter = letters[len(items)]
-            rng = random.Random(f"{self.cfg.seed}-{fid}-order")
-            wrong = list(outcome["distractors"])
-            rng.shuffle(wrong)
-            at = LETTERS.index(letter)
-            order = wrong[:at] + [("truth", fig["caption"])] + wrong[at:]
-            shortfall = {k: 1 for k in KINDS if not offered[k]}
-            meta = {"option_kinds": {LETTERS[i]: kind for i, (kind, _) in enumerate(order)},
-                    "shortfall": shortfall, "offered": offered, "scale_source": verdict["scale_source"],
-                    "scale_evidence": verdict["scale_evidence"], "source": ref,
-                    "curated_by": verdict["curated_by"], "figure_kind": verdict.get("figure_kind"),
-                    "distractors_by": self.cfg.gen_model or "local"}
-            if "vlm_error" in verdict:
-                meta["vlm_error"] = verdict["vlm_error"]
-            if "attempts" in outcome:
-                meta["attempts"] = outcome["attempts"]
-            common = {"id": fid, "image": image["image"], "scale": verdict["scale"], "hybrid": verdict["hybrid"]}
-            items.append({**common, "options": [{"label": LETTERS[i], "caption": text}
-                                                for i, (_, text) in enumerate(order)],
-                          "answer": letter, "meta": meta})
+            item = self._item(fig, fid, verdict, image, offered, outcome, letters[len(items)])
+            items.append(item)
             if isinstance(fig.get("discussion"), str) and fig["discussion"].strip():
-                opens.append({**common, "caption": fig["caption"], "answer": fig["discussion"],
-                              "meta": {"source": ref}})
+                opens.append({**{k: item[k] for k in ("id", "image", "scale", "hybrid")}, "caption": fig["caption"],
+                              "answer": fig["discussion"], "meta": {"source": ref}})
             else:
                 rejected.append({"stage": "open", "reason": "no_discussion", "id": fid, "figure": ref,
                                  "detail": "no discussion paragraph: an MCQ item only"})
@@ -712,6 +721,10 @@ class CSMGenerator:
         write_jsonl(self.out / "open.jsonl", opens)
         write_outputs(self.out, items, rejected, trace, self.errors, run)
         return CSMResult(self.out, run, len(items), len(rejected), list(self.errors))
+
+
+def _ref(fig: dict) -> dict:
+    return {k: fig[k] for k in ("pdf", "page", "label", "image") if k in fig}
 
 
 def generate(source, out_dir, cfg: CSMConfig, roles: dict[str, Role] | None = None, pdf_dir=None,
