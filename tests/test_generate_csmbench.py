@@ -50,9 +50,9 @@ def test_each_local_distractor_changes_one_axis_as_written(tables):
     cands = local_candidates(tables, ZRB2)
     # The method: SEM's partner in techniques.json, every mention swapped.
     assert cands["method"] == [ZRB2.replace("SEM", "TEM")]
-    # The formula keeps its subscript: Zr -> Ti, Hf; B -> Al, C; then SiC's Si -> Ge (C is in SiC: skipped) ...
-    assert cands["composition"][:4] == [ZRB2.replace("ZrB₂", x) for x in ("TiB₂", "HfB₂", "ZrAl₂", "ZrC₂")]
-    assert ZRB2.replace("SiC", "GeC") in cands["composition"]
+    # The formula's first element, its subscript kept: Zr -> Ti, Hf; then SiC's Si -> Ge (C is in SiC: skipped).
+    assert cands["composition"] == [ZRB2.replace("ZrB₂", "TiB₂"), ZRB2.replace("ZrB₂", "HfB₂"),
+                                    ZRB2.replace("SiC", "GeC")]
     # Numbers: temperatures by 100 degrees, the rest doubled or halved, units and spacing kept.
     assert cands["number"] == [ZRB2.replace("1050 °C", "1150 °C"), ZRB2.replace("1050 °C", "950 °C"),
                                ZRB2.replace("2 h", "4 h"), ZRB2.replace("2 h", "1 h"),

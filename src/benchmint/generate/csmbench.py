@@ -217,10 +217,11 @@ def local_candidates(tables: Tables, caption: str) -> dict[str, list[str]]:
             out["method"].append(pattern.sub(partner, caption))
     for start, end, token in tables.formulas(caption):
         symbols = _SYMBOL.findall(token)
-        for sym in dict.fromkeys(symbols):
-            for sub in tables.subs.get(sym, []):
-                if sub in symbols:
-                    continue
+        # The formula's first element only (the cation as formulas are written: ZrB2 -> TiB2, Al2O3 -> Fe2O3);
+        # swapping the anion gave implausible formulas (SiC -> SiB).
+        sym = symbols[0]
+        for sub in tables.subs.get(sym, []):
+            if sub not in symbols:
                 new = re.sub(rf"{sym}(?![a-z])", sub, token)
                 out["composition"].append(caption.replace(token, new) if _FORMULA.fullmatch(token) else
                                           caption[:start] + new + caption[end:])
