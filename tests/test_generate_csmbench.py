@@ -419,3 +419,24 @@ def test_a_vlm_verdict_drops_or_keeps_each_figure_with_its_reason(figures, tmp_p
         run = json.loads((out / "run.json").read_text())
         assert {p["name"] for p in run["prompts"]} >= {"csmbench/curate.txt", "csmbench/techniques.json"}
         assert main(args) == 0 and server.count == 10  # a rerun asks nothing
+
+
+def test_figures_without_an_image_are_rejected_and_bad_records_named(tmp_path):
+    folder = tmp_path / "figs"
+    folder.mkdir()
+    records = [{"image": "missing.png", "caption": ZRB2},
+               {"pdf": "sample_paper.pdf", "page": 1, "body_box": None, "caption": AL2O3},
+               {"pdf": "sample_paper.pdf", "page": 9, "body_box": [0, 0, 10, 10], "caption": AL2O3},
+               {"image": "x.png"}]
+    (folder / "figures.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records) + "{broken\n")
+    out = tmp_path / "gen"
+    assert main(["generate", "csmbench-mcq", str(folder / "figures.jsonl"), "--out", str(out),
+                 "--pdfs", str(PDF.parent)]) == 1
+    rejected = rows(out / "rejected.jsonl")
+    assert [(r["stage"], r["reason"]) for r in rejected] == [("image", "image_missing"), ("image", "crop_failed"),
+                                                             ("image", "crop_failed")]
+    assert "no figure body" in rejected[1]["detail"] and "page 9 does not exist" in rejected[2]["detail"]
+    errors = rows(out / "errors.jsonl")
+    assert [(e["line"], e["message"]) for e in errors] == [(4, "a figure record needs a caption"),
+                                                           (5, errors[1]["message"])]
+    assert "line" in errors[1] and errors[1]["kind"] == "bad_figure"

@@ -458,6 +458,8 @@ class CSMGenerator:
             from benchmint.pdf.geometry import render_crop
 
             pdf = self.pdf_dir / fig["pdf"]
+            if fig["body_box"] is None:
+                return {"error": "the harvest found no figure body to crop", "reason": "crop_failed"}
             if not pdf.is_file():
                 return {"error": f"{fig['pdf']} is not under {self.pdf_dir}", "reason": "image_missing"}
             try:
@@ -633,9 +635,9 @@ class CSMGenerator:
             for fig, image in zip(figures, images):
                 fid = self._fid(fig)
                 ref = _ref(fig)
-                if "error" in image:
-                    codes[fid] = image["reason"]
-                    rejected.append({"stage": "image", "reason": image["reason"], "id": fid, "figure": ref,
+                if "error" in image:  # a unit that raised has no reason of its own
+                    codes[fid] = image.get("reason", "crop_failed")
+                    rejected.append({"stage": "image", "reason": codes[fid], "id": fid, "figure": ref,
                                      "detail": image["error"]})
                     continue
                 verdict = self._select(fid, fig, ref, vlm.get(fid), codes, rejected)
