@@ -226,6 +226,14 @@ def test_local_run_items_open_items_and_rejections(figures, tmp_path, tables):
                  "--out", str(tmp_path / "grade"), "--quiet"]) == 0
     grades = rows(tmp_path / "grade" / "grades.jsonl")
     assert sorted(g["score"] for g in grades) == [0.0] * 6 + [1.0] * 2  # "C" is right for two items of eight
+    # The open items' answers graded by a judge against the discussion paragraphs.
+    with ChatServer() as judge:
+        judge.default = Reply(text=lambda body: "7/10" if "Paragraph 0:" in prompt_of(body) else "4/10")
+        assert main(["grade", str(ev_open / "predictions.jsonl"), "--gold", str(out / "open.jsonl"), "--benchmark",
+                     "csmbench-open", "--judge-model", "j", "--judge-base-url", judge.url, "--retry-delay", "0",
+                     "--no-sts", "--out", str(tmp_path / "grade_open"), "--quiet"]) == 0
+    graded = rows(tmp_path / "grade_open" / "grades.jsonl")
+    assert sorted(g["score"] for g in graded) == [0.4] * 6 + [0.7]
 
 
 def test_a_harvest_figure_rejected_with_its_reason(tmp_path):
