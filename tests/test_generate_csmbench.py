@@ -448,3 +448,31 @@ def test_figures_without_an_image_are_rejected_and_bad_records_named(tmp_path):
     assert [(e["line"], e["message"]) for e in errors] == [(4, "a figure record needs a caption"),
                                                            (5, errors[1]["message"])]
     assert "line" in errors[1] and errors[1]["kind"] == "bad_figure"
+
+
+def test_a_generated_paper_harvested_becomes_an_item_cropped_at_300_dpi(tmp_path):
+    import pymupdf
+
+    from pdf_factory import _png
+
+    papers = tmp_path / "papers" / "sub"
+    papers.mkdir(parents=True)
+    doc = pymupdf.open()
+    for cap in ["Figure 1. SEM images of ZrB2-SiC ceramics sintered at 1050 °C for 2 h; scale bar 500 nm.",
+                "Figure 2. Schematic of the synthesis route."]:
+        page = doc.new_page()
+        page.insert_image(pymupdf.Rect(150, 100, 450, 400), stream=_png())
+        page.insert_textbox(pymupdf.Rect(150, 410, 460, 450), cap, fontsize=9)
+    doc.save(papers / "made.pdf")
+    harvest = tmp_path / "harvest"
+    assert main(["harvest", str(papers / "made.pdf"), "--out", str(harvest)]) == 0
+    out = tmp_path / "gen"
+    # The PDF is found by name below --pdfs.
+    assert main(["generate", "csmbench-mcq", str(harvest), "--out", str(out), "--pdfs", str(tmp_path / "papers")]) == 0
+    items = rows(out / "items.jsonl")
+    assert len(items) == 1 and items[0]["scale"] == "Microscale"
+    # The body box (150, 100, 450, 400) pt at 300 DPI: x 625-1875 px exactly, y 416.7-1666.7 px rounded outward
+    # to 416-1667.
+    assert Image.open(out / items[0]["image"]).size == (1250, 1251)
+    assert sorted(items[0]["meta"]["option_kinds"].values()) == ["composition", "method", "number", "truth"]
+    assert [r["reason"] for r in rows(out / "rejected.jsonl")] == ["schematic_or_flowchart", "no_discussion"]

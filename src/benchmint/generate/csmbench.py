@@ -440,6 +440,11 @@ class CSMGenerator:
                 break
         return rows
 
+    def _pdf(self, name: str) -> Path:
+        """A harvested PDF by name: under --pdfs directly, else anywhere below it (as generate spm finds it)."""
+        direct = self.pdf_dir / name
+        return direct if direct.is_file() else next(iter(sorted(self.pdf_dir.rglob(name))), direct)
+
     def _fid(self, fig: dict) -> str:
         who = [fig.get("pdf"), fig.get("page"), fig.get("label"), fig.get("image"), fig["caption"]]
         return "csm-" + hashlib.sha256(repr(who).encode("utf-8")).hexdigest()[:16]
@@ -457,7 +462,7 @@ class CSMGenerator:
             from benchmint.pdf.crop import open_page
             from benchmint.pdf.geometry import render_crop
 
-            pdf = self.pdf_dir / fig["pdf"]
+            pdf = self._pdf(fig["pdf"])
             if fig["body_box"] is None:
                 return {"error": "the harvest found no figure body to crop", "reason": "crop_failed"}
             if not pdf.is_file():
@@ -704,7 +709,7 @@ class CSMGenerator:
         if "image" in fig:
             src = self.records_file.parent / fig["image"]
             return ["image", fig["image"], src.stat().st_size if src.is_file() else None]
-        pdf = self.pdf_dir / fig["pdf"]
+        pdf = self._pdf(fig["pdf"])
         return ["crop", fig["pdf"], pdf.stat().st_size if pdf.is_file() else None, fig["page"], fig["body_box"]]
 
     def _finish(self, figures, figure_codes, items, opens, rejected, trace) -> CSMResult:
