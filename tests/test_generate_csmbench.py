@@ -194,6 +194,10 @@ def test_local_run_items_open_items_and_rejections(figures, tmp_path, tables):
     assert sorted(al2o3["meta"]["option_kinds"].values()) == ["composition", "method", "number", "truth"]
     tem = next(i for i in items if CAPTIONS[2] in [o["caption"] for o in i["options"]])
     assert tem["scale"] == "Microscale" and tem["meta"]["scale_evidence"] == "50 nm"
+    # The Ti6Al4V plate names no swappable method: its slot goes to the formula (two substitutes, Ti -> Zr, Hf).
+    plate = next(i for i in items if CAPTIONS[5] in [o["caption"] for o in i["options"]])
+    assert plate["meta"]["shortfall"] == {"method": 1}
+    assert sorted(plate["meta"]["option_kinds"].values()) == ["composition", "composition", "number", "truth"]
     hybrid = next(i for i in items if CAPTIONS[6] in [o["caption"] for o in i["options"]])
     assert hybrid["hybrid"] is True and hybrid["scale"] == "Mesoscale"
     # Open items from the same figures: caption in, discussion as the reference; the second has none.
@@ -291,6 +295,10 @@ def test_model_distractors_refused_replies_asked_again_within_the_bound(figures,
                 return json.dumps({"distractor": ZRB2.upper()})  # the truth, in capitals
             if caption == ZRB2 and kind == "material composition" and n == 1:
                 return json.dumps({"answer": "no"})  # off the schema: the engine asks again
+            if caption == ZRB2 and kind == "numerical value" and n == 1:
+                return json.dumps({"distractor": ZRB2.replace("SEM", "TEM")})  # the method option, again
+            if caption == AL2O3 and kind == "material composition" and n == 1:
+                return json.dumps({"distractor": AL2O3.replace("particles", "grains")})  # no formula changed
             if caption == AL2O3 and kind == "numerical value":
                 # The number and, beyond its axis, the method too.
                 return json.dumps({"distractor": WRONG})
@@ -304,21 +312,23 @@ def test_model_distractors_refused_replies_asked_again_within_the_bound(figures,
         assert len(items) == 1
         options = [o["caption"] for o in items[0]["options"]]
         assert ZRB2 in options and ZRB2.replace("SEM", "TEM") in options
-        assert items[0]["meta"]["distractors_by"] == "gen" and items[0]["meta"]["attempts"] == [2, 1, 1]
+        assert items[0]["meta"]["distractors_by"] == "gen" and items[0]["meta"]["attempts"] == [2, 1, 2]
         # The second figure: its number slot was refused twice (--max-attempts 2), with the reason and the words.
         bad = next(r for r in rejected if r["stage"] == "distractors")
         assert bad["reason"] == "distractor_rejected" and "also changes the characterization method" in bad["detail"]
         assert bad["words"] == WRONG and len(bad["refused"]) == 1
         # The asked-again prompt carries the refused reply and why.
         again = [prompt_of(b) for b in server.bodies if "An earlier reply was refused" in prompt_of(b)]
-        assert len(again) == 2 and "repeats the true caption" in again[0]
-        # Requests: ZrB2 method 2 (refused once), composition 2 (schema), number 1; Al2O3 method 1,
-        # composition 1, number 2 (the bound).
-        assert server.count == 9
+        reasons = ["repeats the true caption", "repeats another option", "changes no material composition",
+                   "also changes the characterization method"]
+        assert sorted(next(r for r in reasons if r in p) for p in again) == sorted(reasons)  # in any order
+        # Requests: ZrB2 method 2 (refused once), composition 2 (schema), number 2 (refused once); Al2O3 method 1,
+        # composition 2 (refused once), number 2 (the bound).
+        assert server.count == 11
         # A rerun asks nothing and writes the same files.
         before = {p.name: p.read_bytes() for p in out.glob("*.jsonl")}
         assert main(model_args(figures, out, server, "--max-attempts", "2")) == 0
-        assert server.count == 9
+        assert server.count == 11
         assert {p.name: p.read_bytes() for p in out.glob("*.jsonl")} == before
 
 
