@@ -486,3 +486,19 @@ def test_a_generated_paper_harvested_becomes_an_item_cropped_at_300_dpi(tmp_path
     assert Image.open(out / items[0]["image"]).size == (1250, 1251)
     assert sorted(items[0]["meta"]["option_kinds"].values()) == ["composition", "method", "number", "truth"]
     assert [r["reason"] for r in rows(out / "rejected.jsonl")] == ["schematic_or_flowchart", "no_discussion"]
+
+
+def test_a_repeated_record_is_one_item_and_a_named_rejection(tmp_path):
+    folder = tmp_path / "figs"
+    folder.mkdir()
+    Image.new("RGB", (8, 8)).save(folder / "a.png")
+    rec = json.dumps({"image": "a.png", "caption": ZRB2}) + "\n"
+    (folder / "figures.jsonl").write_text(rec + rec)
+    out = tmp_path / "gen"
+    assert main(["generate", "csmbench-mcq", str(folder / "figures.jsonl"), "--out", str(out)]) == 0
+    assert len(rows(out / "items.jsonl")) == 1
+    rejected = rows(out / "rejected.jsonl")
+    assert [r["reason"] for r in rejected] == ["duplicate_figure", "no_discussion"]
+    assert rejected[0]["detail"] == "line 2 repeats an earlier record"
+    codes = json.loads((out / "run.json").read_text())["figures"]["codes"]
+    assert (codes["ITEM"]["count"], codes["duplicate_figure"]["count"]) == (1, 1)

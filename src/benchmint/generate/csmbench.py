@@ -52,7 +52,7 @@ LETTERS = "ABCD"
 SCALES = ("AtomScale", "Microscale", "Mesoscale", "Macroscale")
 # Upper bounds (metres) of a scale bar's or named length's scale: below 10 nm lattice fringes and atoms show.
 SCALE_BINS = ((1e-8, "AtomScale"), (1e-6, "Microscale"), (1e-3, "Mesoscale"))
-FIGURE_CODES = ("ITEM", "schematic_or_flowchart", "statistical_chart", "no_scale", "too_few_perturbations",
+FIGURE_CODES = ("ITEM", "duplicate_figure", "schematic_or_flowchart", "statistical_chart", "no_scale", "too_few_perturbations",
                 "vlm_dropped", "distractor_rejected", "generator_failed", "duplicate_option", "image_missing", "crop_failed",
                 "call_failed")
 
@@ -526,11 +526,15 @@ class CSMGenerator:
         """Each figure's VLM reply (a unit result: value, or error and words), by figure id."""
         if "vlm" not in self.roles:
             return {}
-        units = [self._curate_unit(self._fid(f), f, img) for f, img in zip(figures, images) if "error" not in img]
+        todo = {self._fid(f): (f, img) for f, img in zip(figures, images) if "error" not in img}
+        fids = [fid for fid in dict.fromkeys(self._fid(f) for f in figures) if fid in todo]
+        units = [self._curate_unit(fid, *todo[fid]) for fid in fids]
         results, _ = run_units(ledger, units, lambda outcome, ctx: call_result(outcome, **ctx),
                                RoleExecutor(self.roles), desc="generate csmbench: curation",
                                progress=self.cfg.progress)
-        return {r["id"]: r for r in results if isinstance(r, dict)}
+        # A unit that raised has only its error: it is tried again by the next run, as a failed call is.
+        return {fid: r if "value" in r or "words" in r or "retry" in r else {**r, "retry": True, "cause": "error"}
+                for fid, r in zip(fids, results)}
 
     def _verdict(self, result: dict) -> str | None:
         kind = result["slots"][result["slot"]]
@@ -637,9 +641,15 @@ class CSMGenerator:
                                   self._image, SerialExecutor(), desc="generate csmbench: images")
             vlm = self._curation(ledger, figures, images)
             firsts: list[Unit] = []
+            seen: set[str] = set()
             for fig, image in zip(figures, images):
                 fid = self._fid(fig)
                 ref = _ref(fig)
+                if fid in seen:  # the same figure and caption twice: one item, the repeat named
+                    rejected.append({"stage": "input", "reason": "duplicate_figure", "id": fid, "figure": ref,
+                                     "detail": f"line {fig['line']} repeats an earlier record"})
+                    continue
+                seen.add(fid)
                 if "error" in image:  # a unit that raised has no reason of its own
                     codes[fid] = image.get("reason", "crop_failed")
                     rejected.append({"stage": "image", "reason": codes[fid], "id": fid, "figure": ref,
@@ -702,8 +712,12 @@ class CSMGenerator:
             else:
                 rejected.append({"stage": "open", "reason": "no_discussion", "id": fid, "figure": ref,
                                  "detail": "no discussion paragraph: an MCQ item only"})
-        return self._finish(figures, [codes.get(self._fid(f), "image_missing") for f in figures], items, opens,
-                            rejected, trace)
+        figure_codes, counted = [], set()
+        for f in figures:
+            fid = self._fid(f)
+            figure_codes.append(codes[fid] if fid not in counted else "duplicate_figure")
+            counted.add(fid)
+        return self._finish(figures, figure_codes, items, opens, rejected, trace)
 
     def _image_key(self, fig: dict) -> list:
         if "image" in fig:
