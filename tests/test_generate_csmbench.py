@@ -74,6 +74,15 @@ def test_ranges_magnifications_and_charges(tables):
                                                                            "SEM image after 1.2 h."]
 
 
+def test_grouped_thousands_and_decimal_commas_keep_their_writing(tables):
+    caption = "SEM image after 1,000 °C and 10,000 cycles; scale bar 2,5 µm."
+    assert local_candidates(tables, caption)["number"] == [
+        caption.replace("1,000 °C", "1,100 °C"), caption.replace("1,000 °C", "900 °C"),
+        caption.replace("10,000", "20,000"), caption.replace("10,000", "5,000"),
+        caption.replace("2,5 µm", "5,0 µm"), caption.replace("2,5 µm", "1,2 µm")]
+    assert scale_of(tables, caption)[:3] == ("Mesoscale", "scale_bar", "2,5 µm")
+
+
 def test_words_that_look_like_formulas_are_not_formulas(tables):
     assert tables.signature("UV and CO exposure, STEM and HRTEM, SEM at 5 kV", "composition") == ()
     # STEM is not TEM, HRTEM not TEM: each names its own method.

@@ -70,7 +70,9 @@ UNITS = {"pm": 1e-12, "Å": 1e-10, "nm": 1e-9, "µm": 1e-6, "μm": 1e-6, "um": 1
 _OTHER_UNITS = ("°C", "℃", "K", "h", "min", "s", "wt%", "wt.%", "at%", "at.%", "vol%", "%", "mol/L", "mM", "M",
                 "GPa", "MPa", "kV", "keV", "eV", "mA", "V", "W", "Hz", "kHz", "cycles")
 _UNIT_RE = "|".join(re.escape(u) for u in sorted([*UNITS, *_OTHER_UNITS], key=len, reverse=True))
-_NUM = r"\d+(?:[.,]\d+)?"
+# A thousands-grouped integer ("1,000") or a number with a decimal point or comma ("2.5", "2,5").
+_NUM = r"\d{1,3}(?:,\d{3})+(?![\d.,])|\d+(?:[.,]\d+)?"
+_GROUPED = re.compile(r"\d{1,3}(?:,\d{3})+")
 # A quantity: a number or a range ("200–400 °C", "2 to 4 h") with its unit, or a magnification ("×50k").
 _QUANTITY = re.compile(
     rf"(?<![\w.])(?P<a>{_NUM})(?:(?P<sep>\s*(?:–|-|to)\s*)(?P<b>{_NUM}))?(?P<sp>\s?)(?P<unit>{_UNIT_RE})(?![A-Za-z])"
@@ -91,7 +93,7 @@ def _norm(text: str) -> str:
 
 
 def _value(text: str) -> float:
-    return float(text.replace(",", "."))
+    return float(text.replace(",", "") if _GROUPED.fullmatch(text) else text.replace(",", "."))
 
 
 class Tables:
@@ -183,7 +185,9 @@ def check_distractor(tables: Tables, truth: str, text: str, kind: str, others: l
 
 
 def _format_like(value: float, original: str) -> str:
-    """``value`` written with the decimals and decimal mark of ``original``."""
+    """``value`` written with the decimals and decimal mark (or thousands grouping) of ``original``."""
+    if _GROUPED.fullmatch(original):
+        return f"{round(value):,}"
     mark = "," if "," in original else "."
     decimals = len(original.replace(",", ".").split(".")[1]) if re.search(r"[.,]", original) else 0
     text = f"{value:.{decimals}f}"
