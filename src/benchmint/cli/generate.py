@@ -120,6 +120,70 @@ def _add_spm(sub) -> None:
     p.set_defaults(func=run_spm)
 
 
+def run_csmbench(args: argparse.Namespace) -> int:
+    from benchmint.benchmarks.base import PromptError
+    from benchmint.generate.csmbench import CSMConfig, generate
+    from benchmint.io import InputError
+
+    roles: dict = {}
+    try:
+        cfg = CSMConfig(gen_model=args.gen_model, vlm_model=args.vlm_model, max_attempts=args.max_attempts,
+                        temperature=args.temperature, max_tokens=args.reply_tokens, seed=args.seed or 0,
+                        limit=args.limit, progress=sys.stderr.isatty())
+        if args.gen_model or args.vlm_model:
+            args.advisor_model = None
+            roles = _engines(args, Path(args.out) / "requests.sqlite")
+        result = generate(args.figures, args.out, cfg, roles, pdf_dir=args.pdfs, prompts=args.prompts)
+    except (InputError, PromptError, ValueError, OSError) as exc:
+        print(f"benchmint generate csmbench-mcq: error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        for engine in {id(r.engine): r.engine for r in roles.values()}.values():
+            engine.close()
+    run = result.run
+    c = run["counts"]
+    print(f"csmbench-mcq: {c['figures']} figures -> {c['items']} items ({c['open_items']} open), {c['rejected']} "
+          f"rejected, {c['errors']} errors -> {args.out}/items.jsonl, open.jsonl, rejected.jsonl, run.json")
+    print("  figures: " + ", ".join(f"{k} {v['count']}" for k, v in run["figures"]["codes"].items() if v["count"]))
+    print("  answer letters: " + ", ".join(f"{k} {v}" for k, v in run["answer_letters"].items()))
+    print("  scales: " + ", ".join(f"{k} {v}" for k, v in run["scales"].items()))
+    for e in result.errors[:10]:
+        print(f"  error: {e.get('id') or e.get('line')}: {e.get('cause') or e['kind']}: {e.get('message', '')}")
+    return result.exit_code
+
+
+def _add_csmbench(sub) -> None:
+    from benchmint.models.options import _positive_int, add_arguments
+
+    p = sub.add_parser("csmbench-mcq", help="CSMBench caption-matching items (and open items) from figures",
+                       description="Turn harvested figures into CSMBench items: figures whose captions describe "
+                                   "flowcharts, schematics or bare statistics are dropped, each kept figure gets its "
+                                   "physical scale and hybrid label, and three distractor captions, each the true "
+                                   "caption changed in its characterization method, composition or a number "
+                                   "(locally from package tables, or written by --gen-model and checked). "
+                                   "items.jsonl is read by eval --benchmark csmbench-mcq, open.jsonl by "
+                                   "csmbench-open. Exit status: 0 clean, 1 some calls or inputs failed, 2 no run.")
+    p.add_argument("figures", help="a benchmint harvest folder (figures.jsonl) or a JSONL of figure records "
+                                   "(caption, image, optional discussion)")
+    p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--pdfs", metavar="DIR", help="where the harvested PDFs are (default: beside figures.jsonl)")
+    p.add_argument("--gen-model", metavar="NAME", help="the model that writes the distractors (none: local tables)")
+    p.add_argument("--gen-base-url", metavar="URL", help="its server (default: --base-url)")
+    p.add_argument("--vlm-model", metavar="NAME",
+                   help="the model that keeps or drops each figure from its image and caption (none: the caption's "
+                        "words decide)")
+    p.add_argument("--vlm-base-url", metavar="URL", help="its server (default: --base-url)")
+    p.add_argument("--max-attempts", type=_positive_int, default=3,
+                   help="replies per distractor before the figure is rejected (3)")
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--reply-tokens", type=_positive_int, default=1024, metavar="N", help="max tokens per reply")
+    p.add_argument("--seed", type=int, default=0, help="the shuffles' and local choices' seed, sent with calls")
+    p.add_argument("--limit", type=_positive_int, help="the first N figure records only")
+    p.add_argument("--prompts", metavar="DIR", help="files replacing the package's (csmbench/<file>)")
+    add_arguments(p)
+    p.set_defaults(func=run_csmbench, advisor_model=None, advisor_base_url=None)
+
+
 def run_review(args: argparse.Namespace) -> int:
     from benchmint.generate import review
     from benchmint.io import InputError
@@ -183,4 +247,5 @@ def add_parser(sub) -> None:
                                      "benchmint eval reads), rejected.jsonl, trace.jsonl, errors.jsonl, run.json.")
     kinds = gen.add_subparsers(dest="generator", required=True)
     _add_spm(kinds)
+    _add_csmbench(kinds)
     _add_review(kinds)
