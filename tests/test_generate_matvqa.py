@@ -20,13 +20,15 @@ from chat_server import ChatServer, Raw, Reply, prompt_of
 PDF = Path(benchmint.__file__).parent / "samples" / "sample_paper.pdf"
 PATH = {"steps": [{"component": "S", "statement": "a moire superlattice of period 1.2 nm"},
                   {"component": "P", "statement": "the dI/dV map follows the topography"}]}
+PATH2 = {"steps": [{"component": "S", "statement": "grains of a few tens of nanometres with sharp boundaries"},
+                   {"component": "P", "statement": "a low density of extended defects"}]}
 OPTIONS = ["The contrast is purely topographic.", "The contrast is electronic as well (true).",
            "The lattice is square.", "The period is 12 nm."]
 
 
 def step_of(body: dict) -> str:
     prompt = prompt_of(body)
-    for start, step in (("You read a figure's caption", "path"), ("You write one multiple-choice", "mcq"),
+    for start, step in (("You read a figure's caption", "path"), ("Below are claims", "confirm"), ("You write one multiple-choice", "mcq"),
                         ("The following is a multiple choice question (with answers).", "eval1"),
                         ("The following is a multiple choice question (with answers) about", "eval2"),
                         ("A model answered", "reflect"), ("Rewrite this", "rewrite"),
@@ -74,7 +76,9 @@ class Model:
     def __call__(self, body: dict) -> str:
         step, prompt = step_of(body), prompt_of(body)
         if step == "path":
-            return json.dumps(PATH)
+            return json.dumps(PATH if "Figure 1 caption" in prompt else PATH2)
+        if step == "confirm":
+            return json.dumps({"verdicts": ["supported"] * prompt.count("\nClaim ")})
         if step == "mcq":
             label = re.search(r"Figure (\S+) caption", prompt).group(1)
             return json.dumps({"step1_task": "causal", "step2_question": f"What does figure {label} show?",
@@ -137,8 +141,9 @@ def test_a_harvest_becomes_three_item_sets_that_eval_and_grade_ablation_run(harv
     server.default = Reply(text=Model(right=lambda step, q: step == "eval1" and not q.endswith(" r")))
     out = tmp_path / "gen"
     assert main(gen_args(harvest, out, server)) == 0
-    # Per figure (two): path, question, eval, reflect, rewrite, check, eval (wrong), caption eval (wrong).
-    assert sorted(steps(server)) == sorted(["path", "mcq", "eval1", "reflect", "rewrite", "check1", "eval1",
+    # Per figure (two): path, its evidence check, question, eval, reflect, rewrite, check, eval (wrong), caption
+    # eval (wrong).
+    assert sorted(steps(server)) == sorted(["path", "confirm", "mcq", "eval1", "reflect", "rewrite", "check1", "eval1",
                                             "eval2"] * 2)
     # Only the question writer sees the figure; the evaluators see no image, the caption only in stage 2.
     for body in server.bodies:
@@ -161,6 +166,9 @@ def test_a_harvest_becomes_three_item_sets_that_eval_and_grade_ablation_run(harv
     assert (out / item["image"]).read_bytes().startswith(b"\x89PNG")
     assert item["meta"]["stage1"] == {"code": "REWRITTEN", "rewrites": 1, "refused": 0, "evaluations": 2}
     assert item["meta"]["reasoning_path"] == PATH["steps"]
+    evidence = [s for s in rows(out / "trace.jsonl")[0]["steps"] if s["step"] == "confirm"][0]["evidence"]
+    assert evidence[0][0]["sentence"] == ("Scanning tunnelling microscopy of the moire superlattice reveals a "
+                                          "periodicity of about 1.2 nm.")
 
     # One eval per set (the model answers (2) everywhere: right on every set) and one grade --ablation.
     preds = {}
@@ -273,9 +281,9 @@ def test_requests_per_figure_never_exceed_the_bound(harvest, server, tmp_path, s
     per_figure = {}
     for body in server.bodies:
         prompt = prompt_of(body)
-        figure = "2" if ("figure 2" in prompt or "Fig. 2" in prompt) else "1"
+        figure = "2" if ("figure 2" in prompt or "Fig. 2" in prompt or "grains" in prompt) else "1"
         per_figure[figure] = per_figure.get(figure, 0) + 1
-    assert per_figure and max(per_figure.values()) <= bound == 2 + 2 * (4 * t + 1 + 2 * k)
+    assert per_figure and max(per_figure.values()) <= bound == 3 + 2 * (4 * t + 1 + 2 * k)
     run = json.loads((out / "run.json").read_text())
     assert run["stage1"]["total"] == run["stage2"]["total"] == 2
 
@@ -319,22 +327,22 @@ def test_a_killed_run_resumes_without_asking_again(harvest, tmp_path):
                                                                   "--limit", "1")]
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
-        while server.count < 6 and time.monotonic() < deadline:
+        while server.count < 7 and time.monotonic() < deadline:
             time.sleep(0.01)
         os.kill(proc.pid, signal.SIGKILL)
         assert proc.wait(10) == -signal.SIGKILL
-        assert 6 <= server.count < 12
+        assert 7 <= server.count < 13
         subprocess.run(args, check=True, timeout=120, capture_output=True)
-        # path, mcq, then stage 1: eval, reflect, rewrite, check, eval, reflect, rewrite, check, eval (wrong);
-        # stage 2: eval (wrong) = 12 distinct calls; only the one in flight at the kill may have been asked twice.
-        assert len(server.by_prompt) == 12 and server.count <= 12 + 1
-        assert sum(n - 1 for n in server.by_prompt.values()) == server.count - 12
+        # path, confirm, mcq, then stage 1: eval, reflect, rewrite, check, eval, reflect, rewrite, check, eval
+        # (wrong); stage 2: eval (wrong) = 13 distinct calls; only the one in flight at the kill may be asked twice.
+        assert len(server.by_prompt) == 13 and server.count <= 13 + 1
+        assert sum(n - 1 for n in server.by_prompt.values()) == server.count - 13
 
         whole = tmp_path / "whole"
         server.reset()
         server.default = Reply(text=model)
         assert main(gen_args(harvest, whole, server, "--concurrency", "1", "--limit", "1")) == 0
-        assert server.count == 12
+        assert server.count == 13
         for name in ("items.raw.jsonl", "items.lanrem.jsonl", "items.jsonl", "rejected.jsonl", "trace.jsonl",
                      "figures.jsonl", "errors.jsonl"):
             assert (out / name).read_text() == (whole / name).read_text(), name
@@ -343,3 +351,47 @@ def test_a_killed_run_resumes_without_asking_again(harvest, tmp_path):
         server.default = Reply(text=model)
         assert main(gen_args(harvest, whole, server, "--concurrency", "1", "--limit", "1")) == 0
         assert server.count == 0
+
+
+def test_bm25_and_sentences_by_hand():
+    from benchmint.generate.evidence import BM25, sentences
+
+    assert sentences("Fig. 2 shows grains. The grains are small. Fig. 2 shows grains.", None,
+                     "A second text (b) here.") == ["Fig. 2 shows grains.", "The grains are small.",
+                                                    "A second text (b) here."]
+    # Tokens without stop words: [grain size grows] (3), [grain boundaries pin grain growth] (5), [oxide layer] (2);
+    # avgdl 10/3; idf(grain) = ln(1 + 1.5/2.5) = ln 1.6.
+    # d1: ln1.6 * 1 * 2.5 / (1 + 1.5 * (0.25 + 0.75 * 0.9)) = 0.4700036 * 2.5 / 2.3875 = 0.4921504
+    # d2: ln1.6 * 2 * 2.5 / (2 + 1.5 * (0.25 + 0.75 * 1.5)) = 0.4700036 * 5 / 4.0625 = 0.5784660
+    index = BM25(["The grain size grows.", "Grain boundaries pin the grain growth.", "An oxide layer."])
+    top = index.top("grain", 3)
+    assert [s for s, _ in top] == ["Grain boundaries pin the grain growth.", "The grain size grows."]
+    assert [score for _, score in top] == [pytest.approx(0.578466, abs=1e-6), pytest.approx(0.492150, abs=1e-6)]
+    assert index.top("quantum spin liquid", 3) == []
+
+
+def test_unsupported_steps_are_dropped_and_a_path_left_too_short_rejects_the_figure(harvest, server, tmp_path):
+    model = Model()
+    path = {"steps": [*PATH["steps"], {"component": "Pe", "statement": "a quantum spin liquid ground state"}]}
+    verdicts = json.dumps({"verdicts": ["supported", "unsupported"]})
+
+    def reply(body):
+        return {"path": json.dumps(path), "confirm": verdicts}.get(step_of(body)) or model(body)
+
+    server.default = Reply(text=reply)
+    out = tmp_path / "gen"
+    assert main(gen_args(harvest, out, server, "--limit", "1")) == 0
+    assert steps(server) == ["path", "confirm"]
+    confirm = prompt_of(server.bodies[1])
+    # The third step matches no sentence: dropped without asking; the checker is asked about two.
+    assert confirm.count("\nClaim ") == 2 and "spin liquid" not in confirm
+    assert "- Scanning tunnelling microscopy of the moire superlattice reveals a periodicity of about 1.2 nm." \
+        in confirm
+    assert server.bodies[1]["response_format"]["json_schema"]["schema"]["properties"]["verdicts"]["maxItems"] == 2
+    rejected = rows(out / "rejected.jsonl")
+    assert [(r["reason"], r["figure"]["label"]) for r in rejected] == [("path_unsupported", "1")]
+    step = [s for s in rows(out / "trace.jsonl")[0]["steps"] if s["step"] == "confirm"][0]
+    assert step["evidence"][2] == [] and step["asked"] == [0, 1]
+    assert not rows(out / "items.raw.jsonl")
+    run = json.loads((out / "run.json").read_text())
+    assert run["figures"]["codes"]["PATH_UNSUPPORTED"]["count"] == 1

@@ -8,7 +8,10 @@ Phase 1, figures to raw questions (§4.1):
    ``categories``, or a ``--metadata`` JSONL row for its PDF) falls inside them. Every figure left out is in
    rejected.jsonl with its reason.
 2. **Reasoning path** (generator): ordered steps over Structure / Property / Performance / Processing /
-   Environment from the caption and the discussion paragraphs.
+   Environment from the caption and the discussion paragraphs; each step checked against that text: BM25
+   (``generate.evidence``) picks the sentences that match it best, a step with none is dropped, and the checker
+   model says whether the sentences support each of the others; a path left with fewer than two supported steps
+   rejects the figure (``PATH_UNSUPPORTED``). The evidence and verdicts are kept in trace.jsonl.
 3. **MCQ** (generator, with the figure's 300-DPI crop): a causal, hypothetical, comparative or quantitative
    question with four numbered options, in the layout ``benchmint eval --benchmark matvqa`` reads.
 
@@ -53,8 +56,10 @@ N_OPTIONS = 4
 RAW = "RAW"
 GENERATOR_FAILED = "GENERATOR_FAILED"
 CALL_FAILED = "CALL_FAILED"  # a call failed (HTTP, timeout, budget): not final, the next run asks again
-FIGURE_CODES = (RAW, GENERATOR_FAILED, CALL_FAILED, "no_terms", "no_metadata", "outside_dates", "other_category",
-                "no_body", "pdf_not_found", "crop_failed")
+PATH_UNSUPPORTED = "PATH_UNSUPPORTED"
+EVIDENCE_FAILED = "EVIDENCE_FAILED"  # the checker's verdicts on the path unusable
+FIGURE_CODES = (RAW, GENERATOR_FAILED, PATH_UNSUPPORTED, EVIDENCE_FAILED, CALL_FAILED, "no_terms", "no_metadata",
+                "outside_dates", "other_category", "no_body", "pdf_not_found", "crop_failed")
 # Stage outcome per question (run.json "stage1", "stage2"): the evaluator was wrong on the first version, or on a
 # rewrite; still right after T accepted rewrites; K rewrites refused; a model's reply unusable.
 NO_SHORTCUT = "NO_SHORTCUT"
@@ -67,7 +72,9 @@ STAGES = {1: "language", 2: "caption"}
 SETS = {"raw": "items.raw.jsonl", "lanrem": "items.lanrem.jsonl", "caprem": "items.caprem.jsonl"}
 # Each step's role: the generator writes paths, questions, reflections and rewrites; the evaluator answers; the
 # checker judges a rewrite.
-STEP_ROLE = {"path": "gen", "mcq": "gen", "reflect": "gen", "rewrite": "gen", "evaluate": "eval", "check": "checker"}
+MIN_STEPS = 2
+EVIDENCE_SENTENCES = 3  # per step, as the checker sees them
+STEP_ROLE = {"path": "gen", "confirm": "checker", "mcq": "gen", "reflect": "gen", "rewrite": "gen", "evaluate": "eval", "check": "checker"}
 
 
 @dataclass(frozen=True)
@@ -102,10 +109,10 @@ class MatVQAConfig:
 
 
 def calls_bound(cfg: MatVQAConfig) -> int:
-    """The most calls one figure can make: path, question, and per stage T + 1 evaluations, T reflections,
-    T + K rewrites and as many checks."""
+    """The most calls one figure can make: path, its evidence check, question, and per stage T + 1 evaluations,
+    T reflections, T + K rewrites and as many checks."""
     t, k = cfg.max_iterations, cfg.max_rewrite_failures
-    return 2 + 2 * ((t + 1) + t + 2 * (t + k))
+    return 3 + 2 * ((t + 1) + t + 2 * (t + k))
 
 
 @dataclass
@@ -134,6 +141,16 @@ def _date(value: str, where: str) -> date:
 
 def _text() -> dict:
     return {"type": "string", "minLength": 1}  # no maxLength: see spm._text
+
+
+def confirm_schema(n: int | None = None) -> dict:
+    """The checker's verdicts on the path's steps: ``n`` of them in the request; any number where it is read
+    (the count is checked against the steps asked about)."""
+    verdicts = {"type": "array", "items": {"type": "string", "enum": ["supported", "unsupported"]}, "minItems": 1}
+    if n is not None:
+        verdicts.update(minItems=n, maxItems=n)
+    return {"type": "object", "additionalProperties": False, "required": ["verdicts"],
+            "properties": {"verdicts": verdicts}}
 
 
 def path_schema() -> dict:
@@ -229,6 +246,7 @@ class MatVQAGenerator:
         self.metadata = self._metadata(metadata) if metadata is not None else {}
         t = self.prompts.template
         self.t_path = t("path.txt", {"LABEL", "CAPTION", "CONTEXT", "TERMS"}, images=False)
+        self.t_confirm = t("confirm.txt", {"CLAIMS"}, images=False)
         self.t_mcq = t("mcq.txt", {"LABEL", "CAPTION", "PATH"})
         self.t_eval = {1: t("evaluate_language.txt", {"QUESTION", "CHOICES"}, images=False),
                        2: t("evaluate_caption.txt", {"CAPTION", "QUESTION", "CHOICES"}, images=False)}
@@ -238,7 +256,7 @@ class MatVQAGenerator:
         self.t_check = {1: t("check_language.txt", {"ORIGINAL_QUESTION", "ORIGINAL_ANSWER", "QUESTION", "CHOICES",
                                                     "ANSWER"}, images=False),
                         2: t("check_caption.txt", {"PATH", "QUESTION", "CHOICES", "ANSWER"}, images=False)}
-        self.schemas = {"path": path_schema(), "mcq": mcq_schema(), "reflect": reflect_schema(),
+        self.schemas = {"path": path_schema(), "confirm": confirm_schema(), "mcq": mcq_schema(), "reflect": reflect_schema(),
                         "rewrite": rewrite_schema(), "check": check_schema()}
         self.roles = self._roles(roles)
         accounting = next(iter(self.roles.values())).engine.accounting if self.roles else None
@@ -249,7 +267,7 @@ class MatVQAGenerator:
 
     def _roles(self, roles: dict[str, Role]) -> dict[str, Role]:
         """One role per step (its stage name and reply parser), on the engine of the model that takes it."""
-        parsers = {"path": json_reply(self.schemas["path"]),
+        parsers = {"path": json_reply(self.schemas["path"]), "confirm": json_reply(self.schemas["confirm"]),
                    "mcq": json_reply(self.schemas["mcq"], lambda v: check_options(v["step3_options"])),
                    "reflect": json_reply(self.schemas["reflect"]),
                    "rewrite": json_reply(self.schemas["rewrite"], lambda v: check_options(v["step2_options"])),
@@ -347,8 +365,17 @@ class MatVQAGenerator:
             os.replace(tmp, path)
         return {"sha256": sha, "png": f"crops/{path.name}"}
 
+    def evidence(self, qid: str, steps: list[dict]) -> list[list[dict]]:
+        """Per step, the context's sentences that match it best (BM25 over caption and discussion)."""
+        from benchmint.generate.evidence import BM25, sentences
+
+        c = self._context[qid]
+        index = BM25(sentences(c["caption"], c["discussion"]))
+        return [[{"sentence": s, "score": score} for s, score in index.top(step["statement"], EVIDENCE_SENTENCES)]
+                for step in steps]
+
     # ---- requests
-    def _request(self, step: str, template, values: dict, image: bytes | None = None):
+    def _request(self, step: str, template, values: dict, image: bytes | None = None, schema=None):
         from benchmint.models import ChatRequest, Message
 
         images = [TemplateImage(image, "image/png")] if image is not None else []
@@ -357,7 +384,7 @@ class MatVQAGenerator:
                  "checker": self.cfg.checker_model}[STEP_ROLE[step]]
         content = "".join(parts) if all(isinstance(p, str) for p in parts) else parts
         return ChatRequest(model, (Message("user", content),), self.cfg.temperature, max_tokens=self.cfg.max_tokens,
-                           seed=self.cfg.seed, schema=self.schemas.get(step), schema_name=step)
+                           seed=self.cfg.seed, schema=schema or self.schemas.get(step), schema_name=step)
 
     def _unit(self, step: str, request, ctx: dict) -> Unit:
         where = {k: ctx.get(k) for k in ("id", "stage", "t", "f")}
@@ -423,7 +450,22 @@ class MatVQAGenerator:
         value = result["value"]
         if step == "path":
             c = self._context[qid]
-            path = path_text(value["steps"])
+            evidence = self.evidence(qid, value["steps"])
+            asked = [i for i, e in enumerate(evidence) if e]
+            if len(asked) < MIN_STEPS:
+                return []  # too few steps the text matches at all: the figure is rejected
+            claims = "\n\n".join(f"Claim {n}: {value['steps'][i]['statement']}\n"
+                                  + "\n".join(f"- {e['sentence']}" for e in evidence[i])
+                                  for n, i in enumerate(asked, 1))
+            request = self._request("confirm", self.t_confirm, {"CLAIMS": claims}, schema=confirm_schema(len(asked)))
+            return [self._unit("confirm", request, {"id": qid, "steps": value["steps"], "evidence": evidence,
+                                                    "asked": asked})]
+        if step == "confirm":
+            kept = supported_steps(result)
+            if kept is None or len(kept) < MIN_STEPS:
+                return []
+            c = self._context[qid]
+            path = path_text(kept)
             values = {"LABEL": c["label"], "CAPTION": c["caption"], "PATH": path}
             image = None if self.cfg.text_only else (self.out / c["png"]).read_bytes()
             return [self._unit("mcq", self._request("mcq", self.t_mcq, values, image), {"id": qid, "path": path})]
@@ -479,15 +521,27 @@ class MatVQAGenerator:
         if last is None or last.get("retry"):
             out["code"] = CALL_FAILED
             return out
-        steps = {r["step"]: r for r in chain if r["step"] in ("path", "mcq")}
-        for step in ("path", "mcq"):
-            if step not in steps:
-                out["code"] = CALL_FAILED
-                return out
-            if "value" not in steps[step]:
-                out["code"] = GENERATOR_FAILED
-                return out
-        out.update(code=RAW, task=steps["mcq"]["value"]["step1_task"], path=steps["path"]["value"]["steps"])
+        steps = {r["step"]: r for r in chain if r["step"] in ("path", "confirm", "mcq")}
+        if "value" not in steps["path"]:
+            out["code"] = GENERATOR_FAILED
+            return out
+        if "confirm" not in steps:  # the path ends the chain: too few of its steps match the text
+            out["code"] = PATH_UNSUPPORTED
+            return out
+        kept = supported_steps(steps["confirm"])
+        if kept is None:
+            out["code"] = EVIDENCE_FAILED
+            return out
+        if len(kept) < MIN_STEPS:
+            out["code"] = PATH_UNSUPPORTED
+            return out
+        if "mcq" not in steps:
+            out["code"] = CALL_FAILED
+            return out
+        if "value" not in steps["mcq"]:
+            out["code"] = GENERATOR_FAILED
+            return out
+        out.update(code=RAW, task=steps["mcq"]["value"]["step1_task"], path=kept)
         out["raw"] = next((r["version"] for r in chain if r.get("stage") == 1), None)
         for stage in STAGES:
             rows = [r for r in chain if r.get("stage") == stage]
@@ -564,10 +618,16 @@ class MatVQAGenerator:
                 for name, version in (("raw", out["raw"]), ("lanrem", out["stage1"]["version"]),
                                       ("caprem", out["stage2"]["version"])):
                     sets[name].append(self._item(qid, version, out))
-            elif out["code"] == GENERATOR_FAILED:
-                figure_codes.append(GENERATOR_FAILED)
-                rejected.append({"stage": last.get("step"), "reason": "generator_failed", "id": qid,
-                                 "figure": ctx["ref"], "detail": last.get("error"), "words": last.get("words")})
+            elif out["code"] in (GENERATOR_FAILED, EVIDENCE_FAILED, PATH_UNSUPPORTED):
+                figure_codes.append(out["code"])
+                row = {"stage": last.get("step"), "reason": out["code"].lower(), "id": qid, "figure": ctx["ref"]}
+                if out["code"] == PATH_UNSUPPORTED:
+                    row["detail"] = f"fewer than {MIN_STEPS} steps of the reasoning path are supported by the text"
+                elif "value" in last:
+                    row["detail"] = "the verdicts do not match the steps asked about"
+                else:
+                    row.update(detail=last.get("error"), words=last.get("words"))
+                rejected.append(row)
             else:
                 figure_codes.append(CALL_FAILED)
                 self.errors.append({"kind": "model_call", "id": qid, "stage": last.get("step", "path"),
@@ -609,6 +669,15 @@ class MatVQAGenerator:
             write_jsonl(self.out / file, sets[name])
         write_outputs(self.out, sets["caprem"], rejected, trace, self.errors, run)
         return MatVQAResult(self.out, run, len(sets["caprem"]), len(rejected), list(self.errors))
+
+
+def supported_steps(confirm: dict) -> list[dict] | None:
+    """The path's steps the checker found supported (a step without evidence is not); None when its reply is
+    unusable or does not give one verdict per step asked about."""
+    if "value" not in confirm or len(confirm["value"]["verdicts"]) != len(confirm["asked"]):
+        return None
+    verdicts = dict(zip(confirm["asked"], confirm["value"]["verdicts"]))
+    return [s for i, s in enumerate(confirm["steps"]) if verdicts.get(i) == "supported"]
 
 
 def _carry(ctx: dict) -> dict:
