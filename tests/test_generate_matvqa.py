@@ -15,7 +15,7 @@ import benchmint
 from benchmint.cli import main
 from benchmint.generate.matvqa import MatVQAConfig, calls_bound
 
-from chat_server import ChatServer, Raw, Reply, prompt_of
+from chat_server import ChatServer, Raw, Reply, Status, prompt_of
 
 PDF = Path(benchmint.__file__).parent / "samples" / "sample_paper.pdf"
 PATH = {"steps": [{"component": "S", "statement": "a moire superlattice of period 1.2 nm"},
@@ -83,13 +83,13 @@ class Model:
             label = re.search(r"Figure (\S+) caption", prompt).group(1)
             return json.dumps({"step1_task": "causal", "step2_question": f"What does figure {label} show?",
                                "step3_options": OPTIONS, "step4_answer": 2})
+        if step == "reflect":
+            return json.dumps({"strategy": "the option that mentions electronic contrast is the only specific one"})
         q, options = question_of(prompt, step)
         true = next(k for k, o in enumerate(options, 1) if "(true)" in o)
         if step.startswith("eval"):
             pick = true if self.right(step, q) else true % 4 + 1
             return f"Reading the options, the second fits best. The answer is ({pick})"
-        if step == "reflect":
-            return json.dumps({"strategy": "the option that mentions electronic contrast is the only specific one"})
         if step == "rewrite":
             refused = "A rewrite was refused" in prompt
             # one "!" more than the refused rewrite had, so that each retry reads differently
@@ -395,3 +395,62 @@ def test_unsupported_steps_are_dropped_and_a_path_left_too_short_rejects_the_fig
     assert not rows(out / "items.raw.jsonl")
     run = json.loads((out / "run.json").read_text())
     assert run["figures"]["codes"]["PATH_UNSUPPORTED"]["count"] == 1
+
+
+def test_a_call_that_keeps_failing_is_an_error_and_the_next_run_asks_again(harvest, server, tmp_path):
+    model = Model(right=lambda step, q: step == "eval1" and not q.endswith(" r"))
+    server.default = Reply(text=model)
+    server.when_contains["Are these two"] = Status(500)  # the stage-1 checker's server fails
+    out = tmp_path / "gen"
+    assert main(gen_args(harvest, out, server, "--retries", "1", "--limit", "1")) == 1
+    errors = rows(out / "errors.jsonl")
+    assert [(e["kind"], e["stage"], e["cause"]) for e in errors] == [("model_call", "check", "http_status")]
+    # Unfinished: in none of the sets, and not rejected.
+    assert [len(rows(out / f"items.{n}.jsonl")) for n in ("raw", "lanrem", "caprem")] == [0, 0, 0]
+    assert not rows(out / "rejected.jsonl")
+    del server.when_contains["Are these two"]
+    count = server.count
+    assert main(gen_args(harvest, out, server, "--limit", "1")) == 0
+    assert steps(server)[count:] == ["check1", "eval1", "eval2"]  # the rest of the question only
+    assert rows(out / "items.lanrem.jsonl")[0]["question"] == "What does figure 1 show? r"
+
+
+def test_a_checker_that_refuses_to_answer_ends_the_stage_with_its_code(harvest, server, tmp_path):
+    refusal = {"id": "x", "object": "chat.completion", "created": 0, "model": "chk",
+               "choices": [{"index": 0, "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": None, "refusal": "I can't judge that."}}]}
+    server.when_contains["Does this multiple-choice"] = Raw(json.dumps(refusal).encode())
+    server.default = Reply(text=Model(right=lambda step, q: step == "eval2"))
+    out = tmp_path / "gen"
+    assert main(gen_args(harvest, out, server, "--answer-attempts", "2", "--limit", "1")) == 0
+    assert steps(server).count("check2") == 2
+    assert codes(out, "stage1") == {"NO_SHORTCUT": 1} and codes(out, "stage2") == {"CHECKER_FAILED": 1}
+    item = rows(out / "items.caprem.jsonl")[0]
+    assert item["question"] == "What does figure 1 show?"  # the refused rewrite's check: nothing accepted
+    check = [s for s in rows(out / "trace.jsonl")[0]["steps"] if s["step"] == "check"][0]
+    assert "I can't judge that." in check["error"]
+
+
+def test_replaced_prompts_are_sent_and_hashed_and_bad_options_stop_the_run(harvest, server, tmp_path, capsys):
+    import hashlib
+
+    server.default = Reply(text=Model(right=lambda step, q: step == "eval1" and not q.endswith(" r")))
+    over = tmp_path / "prompts" / "matvqa"
+    over.mkdir(parents=True)
+    text = ("A model answered the multiple-choice question below correctly without seeing the figure{{SEEN}}. "
+            "Say how.\n{{QUESTION}}\n{{CHOICES}}\n{{REASONING}}\n")
+    (over / "reflect.txt").write_text(text)
+    out = tmp_path / "gen"
+    assert main(gen_args(harvest, out, server, "--limit", "1", "--prompts", str(tmp_path / "prompts"))) == 0
+    assert any(prompt_of(b).startswith("A model answered") and "Say how." in prompt_of(b) for b in server.bodies)
+    files = {p["name"]: p for p in json.loads((out / "run.json").read_text())["prompts"]}
+    assert files["matvqa/reflect.txt"]["sha256"] == hashlib.sha256(text.encode()).hexdigest()
+    assert files["matvqa/vocabulary.txt"]["origin"] == "package"
+
+    count = server.count
+    (over / "reflect.txt").write_text(text + "{{FIGURE}}\n")
+    assert main(gen_args(harvest, tmp_path / "bad", server, "--prompts", str(tmp_path / "prompts"))) == 2
+    assert "unknown placeholders ['FIGURE']" in capsys.readouterr().err
+    assert main(gen_args(harvest, tmp_path / "bad", server, "--from", "2024-13-01")) == 2
+    assert "--from: not a date YYYY-MM-DD: '2024-13-01'" in capsys.readouterr().err
+    assert server.count == count
