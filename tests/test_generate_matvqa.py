@@ -454,3 +454,4 @@ def test_replaced_prompts_are_sent_and_hashed_and_bad_options_stop_the_run(harve
     assert main(gen_args(harvest, tmp_path / "bad", server, "--from", "2024-13-01")) == 2
     assert "--from: not a date YYYY-MM-DD: '2024-13-01'" in capsys.readouterr().err
     assert server.count == count
+

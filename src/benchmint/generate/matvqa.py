@@ -525,8 +525,8 @@ class MatVQAGenerator:
         if "value" not in steps["path"]:
             out["code"] = GENERATOR_FAILED
             return out
-        if "confirm" not in steps:  # the path ends the chain: too few of its steps match the text
-            out["code"] = PATH_UNSUPPORTED
+        if "confirm" not in steps:  # too few of the path's steps match the text, or the check was not asked yet
+            out["code"] = CALL_FAILED if self._next(steps["path"]) else PATH_UNSUPPORTED
             return out
         kept = supported_steps(steps["confirm"])
         if kept is None:
