@@ -455,3 +455,26 @@ def test_replaced_prompts_are_sent_and_hashed_and_bad_options_stop_the_run(harve
     assert "--from: not a date YYYY-MM-DD: '2024-13-01'" in capsys.readouterr().err
     assert server.count == count
 
+
+
+def test_bad_records_and_uncroppable_figures_are_named_and_the_rest_go_on(harvest, server, tmp_path):
+    import shutil
+
+    copy = tmp_path / "harvest"
+    shutil.copytree(harvest, copy)
+    lines = (copy / "figures.jsonl").read_text().splitlines()
+    fig2 = json.loads(lines[1])
+    lines[1] = json.dumps({**fig2, "page": 9})  # the article has two pages
+    (copy / "figures.jsonl").write_text("\n".join([lines[0], "{not json", lines[1]]) + "\n")
+    server.default = Reply(text=Model())
+    out = tmp_path / "gen"
+    assert main(gen_args(copy, out, server)) == 1
+    errors = rows(out / "errors.jsonl")
+    assert [(e["kind"], e["line"]) for e in errors] == [("bad_figure", 2)]
+    rejected = rows(out / "rejected.jsonl")
+    assert [(r["reason"], r["figure"]["page"]) for r in rejected] == [("crop_failed", 9)]
+    assert "page 9" in rejected[0]["detail"]
+    assert len(rows(out / "items.jsonl")) == 1
+    # A rerun asks nothing.
+    count = server.count
+    assert main(gen_args(copy, out, server)) == 1 and server.count == count

@@ -347,7 +347,7 @@ class MatVQAGenerator:
         direct = self.pdf_dir / name
         return direct if direct.is_file() else next(iter(sorted(self.pdf_dir.rglob(name))), None)
 
-    def _crop(self, pdf: Path, page_number: int, box: list[float]) -> dict:
+    def _crop(self, pdf: str, page_number: int, box: list[float]) -> dict:
         from benchmint.pdf.crop import open_page
         from benchmint.pdf.geometry import render_crop
 
@@ -373,6 +373,18 @@ class MatVQAGenerator:
         index = BM25(sentences(c["caption"], c["discussion"]))
         return [[{"sentence": s, "score": score} for s, score in index.top(step["statement"], EVIDENCE_SENTENCES)]
                 for step in steps]
+
+    def _crops(self, ledger: Ledger, candidates: list[tuple[dict, Path, list[str]]]) -> list[dict]:
+        """Each figure body's 300-DPI crop, as ledger units: a rerun renders none again."""
+        from benchmint.run import SerialExecutor
+
+        units = []
+        for fig, pdf, _ in candidates:
+            box = [round(float(v), 3) for v in fig["body_box"]]
+            key = content_key(dumps(["crop", fig["pdf"], os.path.getsize(pdf), fig["page"], box]).encode("utf-8"))
+            units.append(Unit(key, (str(pdf), fig["page"], box), f"{fig['pdf']} p{fig['page']} {fig['label']}"))
+        results, _ = run_units(ledger, units, self._crop, SerialExecutor(), desc="generate matvqa: crops")
+        return results
 
     # ---- requests
     def _request(self, step: str, template, values: dict, image: bytes | None = None, schema=None):
@@ -563,6 +575,7 @@ class MatVQAGenerator:
         figure_codes: list[str] = []
         records: list[dict] = []
         kept: list[tuple[str, dict]] = []
+        candidates: list[tuple[dict, Path, list[str]]] = []
         for fig in figures:
             ref = {"pdf": fig["pdf"], "page": fig["page"], "label": fig["label"]}
             reason, detail, terms = self.select(fig)
@@ -571,26 +584,28 @@ class MatVQAGenerator:
             pdf = self._pdf(fig["pdf"]) if reason is None else None
             if reason is None and pdf is None:
                 reason, detail = "pdf_not_found", f"{fig['pdf']} is not under {self.pdf_dir}"
-            crop = None
-            if reason is None and pdf is not None:
-                try:
-                    crop = self._crop(pdf, fig["page"], [float(v) for v in fig["body_box"]])
-                except (InputError, ValueError, RuntimeError) as exc:
-                    reason, detail = "crop_failed", str(exc)
-            if reason is not None:
+            if reason is not None or pdf is None:
                 rejected.append({"stage": "select", "reason": reason, "figure": ref, "detail": detail})
-                figure_codes.append(reason)
+                figure_codes.append(str(reason))
                 records.append({"line": fig["line"], **ref, "status": "rejected", "reason": reason, "terms": terms})
                 continue
-            assert crop is not None
-            qid = "matvqa-" + hashlib.sha256(dumps([fig["pdf"], fig["page"], fig["label"]]).encode()).hexdigest()[:16]
-            self._context[qid] = {"label": fig["label"], "caption": fig["caption"],
-                                  "discussion": fig.get("discussion"), "terms": terms, "png": crop["png"],
-                                  "ref": ref}
-            kept.append((qid, fig))
-            records.append({"line": fig["line"], **ref, "status": "question", "id": qid, "terms": terms,
-                            "crop": crop["png"]})
+            candidates.append((fig, pdf, terms))
         with Ledger(self.out / LEDGER_NAME, "generate-matvqa") as ledger:
+            for (fig, _, terms), crop in zip(candidates, self._crops(ledger, candidates)):
+                ref = {"pdf": fig["pdf"], "page": fig["page"], "label": fig["label"]}
+                if "error" in crop:
+                    rejected.append({"stage": "crop", "reason": "crop_failed", "figure": ref, "detail": crop["error"]})
+                    figure_codes.append("crop_failed")
+                    records.append({"line": fig["line"], **ref, "status": "rejected", "reason": "crop_failed",
+                                    "terms": terms})
+                    continue
+                qid = "matvqa-" + hashlib.sha256(dumps([fig["pdf"], fig["page"], fig["label"]]).encode()).hexdigest()[:16]
+                self._context[qid] = {"label": fig["label"], "caption": fig["caption"],
+                                      "discussion": fig.get("discussion"), "terms": terms, "png": crop["png"],
+                                      "ref": ref}
+                kept.append((qid, fig))
+                records.append({"line": fig["line"], **ref, "status": "question", "id": qid, "terms": terms,
+                                "crop": crop["png"]})
             firsts = [self._path_unit(qid) for qid, _ in kept]
             run_units(ledger, firsts, lambda outcome, ctx: call_result(outcome, **ctx), RoleExecutor(self.roles),
                       desc="generate matvqa", progress=self.cfg.progress,
