@@ -478,3 +478,17 @@ def test_bad_records_and_uncroppable_figures_are_named_and_the_rest_go_on(harves
     # A rerun asks nothing.
     count = server.count
     assert main(gen_args(copy, out, server)) == 1 and server.count == count
+
+
+def test_review_sheets_number_the_options_as_the_answer_does(harvest, server, tmp_path):
+    import csv
+
+    server.default = Reply(text=Model())
+    out = tmp_path / "gen"
+    assert main(gen_args(harvest, out, server, "--limit", "1")) == 0
+    assert main(["generate", "review", "export", str(out / "items.jsonl"), "--out", str(tmp_path / "sheets"),
+                 "--benchmark", "matvqa", "--sample", "1", "--reviewers", "1"]) == 0
+    with open(tmp_path / "sheets" / "reviewer1.csv", newline="") as fh:
+        row = list(csv.DictReader(fh))[0]
+    assert row["answer"] == "2"
+    assert row["options"].splitlines() == [f"({k}) {text}" for k, text in enumerate(OPTIONS, 1)]
