@@ -492,3 +492,22 @@ def test_review_sheets_number_the_options_as_the_answer_does(harvest, server, tm
         row = list(csv.DictReader(fh))[0]
     assert row["answer"] == "2"
     assert row["options"].splitlines() == [f"({k}) {text}" for k, text in enumerate(OPTIONS, 1)]
+
+
+@pytest.mark.parametrize("paper_text", [False, True])
+def test_the_path_is_checked_against_the_whole_paper_with_paper_text(harvest, server, tmp_path, paper_text):
+    model = Model()
+    # The third step is said in figure 2's discussion, not in figure 1's caption or discussion.
+    third = {"component": "Pe", "statement": "the grain size agrees with the width of the diffraction peaks"}
+    path = json.dumps({"steps": [*PATH["steps"], third]})
+    server.default = Reply(text=lambda b: path if step_of(b) == "path" else model(b))
+    out = tmp_path / "gen"
+    assert main(gen_args(harvest, out, server, "--limit", "1", *(["--paper-text"] if paper_text else []))) == 0
+    confirm = next(prompt_of(b) for b in server.bodies if step_of(b) == "confirm")
+    assert confirm.count("\nClaim ") == (3 if paper_text else 2)
+    # The PDF's line breaks are joined: the sentence reads as in the paper.
+    sentence = ("- The contrast varies smoothly inside each grain, which points to a low density of extended defects, "
+                "and the grain size agrees with the width of the diffraction peaks measured on the same batch.")
+    assert (sentence in confirm) == paper_text
+    item = rows(out / "items.raw.jsonl")[0]
+    assert len(item["meta"]["reasoning_path"]) == (3 if paper_text else 2)

@@ -136,8 +136,9 @@ def run_matvqa(args: argparse.Namespace) -> int:
                            max_rewrite_failures=args.max_rewrite_failures, min_terms=args.min_terms,
                            date_from=args.date_from, date_to=args.date_to, categories=tuple(args.category or ()),
                            temperature=args.temperature, max_tokens=args.reply_tokens,
-                           crop_max_side=args.crop_max_side, text_only=args.text_only, seed=args.seed,
-                           limit=args.limit, progress=sys.stderr.isatty())
+                           crop_max_side=args.crop_max_side, text_only=args.text_only,
+                           paper_text=args.paper_text, seed=args.seed, limit=args.limit,
+                           progress=sys.stderr.isatty())
         models = {"gen": cfg.gen_model, "eval": cfg.eval_model, "checker": cfg.checker_model}
         roles = _engines(args, Path(args.out) / "requests.sqlite", models)
         result = generate(args.harvest, args.out, cfg, roles, pdf_dir=args.pdfs, prompts=args.prompts,
@@ -210,6 +211,9 @@ def _add_matvqa(sub) -> None:
     p.add_argument("--crop-max-side", type=_positive_int, default=2048, metavar="PX",
                    help="longest side of the figure as the question writer sees it (2048)")
     p.add_argument("--text-only", action="store_true", help="send the question writer no image")
+    p.add_argument("--paper-text", action="store_true",
+                   help="check the reasoning path against the paper's whole text (read from its PDF), not only the "
+                        "caption and the discussion paragraphs")
     p.add_argument("--seed", type=int, default=None, help="sampling seed sent with every call")
     p.add_argument("--limit", type=_positive_int, help="the first N figure records only")
     p.add_argument("--prompts", metavar="DIR", help="files replacing the package's (matvqa/<file>)")

@@ -9,9 +9,10 @@ Phase 1, figures to raw questions (§4.1):
    rejected.jsonl with its reason.
 2. **Reasoning path** (generator): ordered steps over Structure / Property / Performance / Processing /
    Environment from the caption and the discussion paragraphs; each step checked against that text: BM25
-   (``generate.evidence``) picks the sentences that match it best, a step with none is dropped, and the checker
-   model says whether the sentences support each of the others; a path left with fewer than two supported steps
-   rejects the figure (``PATH_UNSUPPORTED``). The evidence and verdicts are kept in trace.jsonl.
+   (``generate.evidence``; with ``paper_text`` over the whole paper too) picks the sentences that match it best,
+   a step with none is dropped, and the checker model says whether the sentences support each of the others; a
+   path left with fewer than two supported steps rejects the figure (``PATH_UNSUPPORTED``).
+   The evidence and verdicts are kept in trace.jsonl.
 3. **MCQ** (generator, with the figure's 300-DPI crop): a causal, hypothetical, comparative or quantitative
    question with four numbered options, in the layout ``benchmint eval --benchmark matvqa`` reads.
 
@@ -92,6 +93,7 @@ class MatVQAConfig:
     max_tokens: int | None = 4096
     crop_max_side: int = 2048
     text_only: bool = False  # the question writer gets no image (a text-only model)
+    paper_text: bool = False  # check the path against the paper's whole text too (read from its PDF)
     seed: int | None = None
     limit: int | None = None
     progress: bool = False
@@ -264,6 +266,7 @@ class MatVQAGenerator:
             role.engine.accounting = accounting
         self.errors: list[dict] = []
         self._context: dict[str, dict] = {}  # question id -> what its prompts need
+        self._papers: dict[str, str] = {}
 
     def _roles(self, roles: dict[str, Role]) -> dict[str, Role]:
         """One role per step (its stage name and reply parser), on the engine of the model that takes it."""
@@ -366,11 +369,13 @@ class MatVQAGenerator:
         return {"sha256": sha, "png": f"crops/{path.name}"}
 
     def evidence(self, qid: str, steps: list[dict]) -> list[list[dict]]:
-        """Per step, the context's sentences that match it best (BM25 over caption and discussion)."""
+        """Per step, the context's sentences that match it best (BM25 over caption and discussion, and the
+        paper's whole text with ``paper_text``)."""
         from benchmint.generate.evidence import BM25, sentences
 
         c = self._context[qid]
-        index = BM25(sentences(c["caption"], c["discussion"]))
+        paper = self._paper(c["pdf"]) if self.cfg.paper_text else None
+        index = BM25(sentences(c["caption"], c["discussion"], paper))
         return [[{"sentence": s, "score": score} for s, score in index.top(step["statement"], EVIDENCE_SENTENCES)]
                 for step in steps]
 
@@ -385,6 +390,18 @@ class MatVQAGenerator:
             units.append(Unit(key, (str(pdf), fig["page"], box), f"{fig['pdf']} p{fig['page']} {fig['label']}"))
         results, _ = run_units(ledger, units, self._crop, SerialExecutor(), desc="generate matvqa: crops")
         return results
+
+    def _paper(self, pdf: str) -> str:
+        """A PDF's text, page by page (one reading per paper and run)."""
+        if pdf not in self._papers:
+            from benchmint.pdf.crop import open_page
+
+            doc, _ = open_page(pdf, 1)
+            try:
+                self._papers[pdf] = "\n".join(page.get_text() for page in doc)
+            finally:
+                doc.close()
+        return self._papers[pdf]
 
     # ---- requests
     def _request(self, step: str, template, values: dict, image: bytes | None = None, schema=None):
@@ -591,7 +608,7 @@ class MatVQAGenerator:
                 continue
             candidates.append((fig, pdf, terms))
         with Ledger(self.out / LEDGER_NAME, "generate-matvqa") as ledger:
-            for (fig, _, terms), crop in zip(candidates, self._crops(ledger, candidates)):
+            for (fig, pdf, terms), crop in zip(candidates, self._crops(ledger, candidates)):
                 ref = {"pdf": fig["pdf"], "page": fig["page"], "label": fig["label"]}
                 if "error" in crop:
                     rejected.append({"stage": "crop", "reason": "crop_failed", "figure": ref, "detail": crop["error"]})
@@ -602,7 +619,7 @@ class MatVQAGenerator:
                 qid = "matvqa-" + hashlib.sha256(dumps([fig["pdf"], fig["page"], fig["label"]]).encode()).hexdigest()[:16]
                 self._context[qid] = {"label": fig["label"], "caption": fig["caption"],
                                       "discussion": fig.get("discussion"), "terms": terms, "png": crop["png"],
-                                      "ref": ref}
+                                      "ref": ref, "pdf": str(pdf)}
                 kept.append((qid, fig))
                 records.append({"line": fig["line"], **ref, "status": "question", "id": qid, "terms": terms,
                                 "crop": crop["png"]})
