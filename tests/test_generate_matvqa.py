@@ -310,6 +310,12 @@ def test_source_selection_by_vocabulary_and_metadata(harvest, server, tmp_path):
     out = tmp_path / "no-meta"
     assert main(gen_args(harvest, out, server, "--from", "2024-01-01")) == 0
     assert {r["reason"] for r in rows(out / "rejected.jsonl")} == {"no_metadata"}
+    # A paper whose date cannot be read: its figures are left out with the reason, the run goes on.
+    meta.write_text(json.dumps({"pdf": "sample_paper.pdf", "published": "March 2024"}) + "\n")
+    out = tmp_path / "bad-date"
+    assert main(gen_args(harvest, out, server, "--metadata", str(meta), "--from", "2024-01-01")) == 0
+    got = rows(out / "rejected.jsonl")
+    assert {r["reason"] for r in got} == {"no_metadata"} and "not a date YYYY-MM-DD: 'March 2024'" in got[0]["detail"]
 
 
 def test_a_killed_run_resumes_without_asking_again(harvest, tmp_path):

@@ -267,6 +267,7 @@ class MatVQAGenerator:
         self.errors: list[dict] = []
         self._context: dict[str, dict] = {}  # question id -> what its prompts need
         self._papers: dict[str, str] = {}
+        self._pdfs: dict[str, Path | None] = {}
 
     def _roles(self, roles: dict[str, Role]) -> dict[str, Role]:
         """One role per step (its stage name and reply parser), on the engine of the model that takes it."""
@@ -336,7 +337,10 @@ class MatVQAGenerator:
                     "categories" not in meta and cfg.categories:
                 return "no_metadata", f"no published date or categories for {fig['pdf']}", terms
             if cfg.date_from or cfg.date_to:
-                day = _date(meta["published"], f"published date of {fig['pdf']}")
+                try:
+                    day = _date(meta["published"], f"published date of {fig['pdf']}")
+                except ValueError as exc:  # one paper's bad date leaves its figures out, not the run
+                    return "no_metadata", str(exc), terms
                 if (cfg.date_from and day < _date(cfg.date_from, "--from")) or \
                         (cfg.date_to and day > _date(cfg.date_to, "--to")):
                     return "outside_dates", f"published {day}, outside {cfg.date_from} .. {cfg.date_to}", terms
@@ -347,8 +351,10 @@ class MatVQAGenerator:
         return None, "", terms
 
     def _pdf(self, name: str) -> Path | None:
-        direct = self.pdf_dir / name
-        return direct if direct.is_file() else next(iter(sorted(self.pdf_dir.rglob(name))), None)
+        if name not in self._pdfs:  # a paper's figures share the search
+            direct = self.pdf_dir / name
+            self._pdfs[name] = direct if direct.is_file() else next(iter(sorted(self.pdf_dir.rglob(name))), None)
+        return self._pdfs[name]
 
     def _crop(self, pdf: str, page_number: int, box: list[float]) -> dict:
         from benchmint.pdf.crop import open_page
