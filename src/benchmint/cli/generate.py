@@ -6,18 +6,19 @@ import argparse
 import sys
 from pathlib import Path
 
-ROLES = ("vlm", "gen", "advisor")
 
+def _engines(args: argparse.Namespace, cache: Path, models: dict | None = None) -> dict:
+    """One engine per distinct base URL (the roles' own, else --base-url), shared by the roles that name it.
 
-def _engines(args: argparse.Namespace, cache: Path) -> dict:
-    """One engine per distinct base URL (the roles' own, else --base-url), shared by the roles that name it."""
+    ``models`` maps each role to its model name (default: SPM-Bench's vlm, gen and advisor)."""
     from benchmint.generate.executor import Role
     from benchmint.models.options import engine_from_arguments
 
-    models = {"vlm": args.vlm_model, "gen": args.gen_model, "advisor": args.advisor_model or args.gen_model}
+    if models is None:
+        models = {"vlm": args.vlm_model, "gen": args.gen_model, "advisor": args.advisor_model or args.gen_model}
     by_url: dict[str, object] = {}
     roles = {}
-    for role in ROLES:
+    for role in models:
         if not models[role]:
             continue
         url = getattr(args, f"{role}_base_url") or args.base_url
@@ -129,7 +130,7 @@ def run_csmbench(args: argparse.Namespace) -> int:
     try:
         cfg = CSMConfig(gen_model=args.gen_model, vlm_model=args.vlm_model, max_attempts=args.max_attempts,
                         temperature=args.temperature, max_tokens=args.reply_tokens, seed=args.seed or 0,
-                        limit=args.limit, progress=sys.stderr.isatty())
+                        limit=args.limit, progress=True)
         if args.gen_model or args.vlm_model:
             args.advisor_model = None
             roles = _engines(args, Path(args.out) / "requests.sqlite")
@@ -165,23 +166,124 @@ def _add_csmbench(sub) -> None:
                                    "csmbench-open. Exit status: 0 clean, 1 some calls or inputs failed, 2 no run.")
     p.add_argument("figures", help="a benchmint harvest folder (figures.jsonl) or a JSONL of figure records "
                                    "(caption, image, optional discussion)")
-    p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory; rerunning into it resumes the run")
     p.add_argument("--pdfs", metavar="DIR", help="where the harvested PDFs are (default: beside figures.jsonl)")
-    p.add_argument("--gen-model", metavar="NAME", help="the model that writes the distractors (none: local tables)")
+    p.add_argument("--gen-model", metavar="NAME", help="the model that writes the distractors (default: none, local tables)")
     p.add_argument("--gen-base-url", metavar="URL", help="its server (default: --base-url)")
     p.add_argument("--vlm-model", metavar="NAME",
                    help="the model that keeps or drops each figure from its image and caption (none: the caption's "
-                        "words decide)")
+                        "words decide; default: none)")
     p.add_argument("--vlm-base-url", metavar="URL", help="its server (default: --base-url)")
     p.add_argument("--max-attempts", type=_positive_int, default=3,
-                   help="replies per distractor before the figure is rejected (3)")
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--reply-tokens", type=_positive_int, default=1024, metavar="N", help="max tokens per reply")
-    p.add_argument("--seed", type=int, default=0, help="the shuffles' and local choices' seed, sent with calls")
-    p.add_argument("--limit", type=_positive_int, help="the first N figure records only")
-    p.add_argument("--prompts", metavar="DIR", help="files replacing the package's (csmbench/<file>)")
+                   help="replies per distractor before the figure is rejected (default 3)")
+    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature of every call (default 0)")
+    p.add_argument("--reply-tokens", type=_positive_int, default=1024, metavar="N", help="max tokens per reply (default 1024)")
+    p.add_argument("--seed", type=int, default=0, help="the shuffles' and local choices' seed, sent with calls (default 0)")
+    p.add_argument("--limit", type=_positive_int, help="the first N figure records only (default: all)")
+    p.add_argument("--prompts", metavar="DIR", help="files replacing the package's (csmbench/<file>; default: the package's)")
     add_arguments(p)
     p.set_defaults(func=run_csmbench, advisor_model=None, advisor_base_url=None)
+
+
+def run_matvqa(args: argparse.Namespace) -> int:
+    from benchmint.benchmarks.base import PromptError
+    from benchmint.generate.matvqa import SETS, STAGE_CODES, MatVQAConfig, generate
+    from benchmint.io import InputError
+
+    roles: dict = {}
+    try:
+        if not args.gen_model or not args.eval_model:
+            raise ValueError("--gen-model (writes and rewrites the questions) and --eval-model (answers them "
+                             "without the figure) are required")
+        cfg = MatVQAConfig(gen_model=args.gen_model, eval_model=args.eval_model,
+                           checker_model=args.checker_model or args.gen_model, max_iterations=args.max_iterations,
+                           max_rewrite_failures=args.max_rewrite_failures, min_terms=args.min_terms,
+                           date_from=args.date_from, date_to=args.date_to, categories=tuple(args.category or ()),
+                           temperature=args.temperature, max_tokens=args.reply_tokens,
+                           crop_max_side=args.crop_max_side, text_only=args.text_only,
+                           paper_text=args.paper_text, seed=args.seed, limit=args.limit,
+                           progress=True)
+        models = {"gen": cfg.gen_model, "eval": cfg.eval_model, "checker": cfg.checker_model}
+        roles = _engines(args, Path(args.out) / "requests.sqlite", models)
+        result = generate(args.harvest, args.out, cfg, roles, pdf_dir=args.pdfs, prompts=args.prompts,
+                          keywords=args.keywords, metadata=args.metadata)
+    except (InputError, PromptError, ValueError, OSError) as exc:
+        print(f"benchmint generate matvqa: error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        for engine in {id(r.engine): r.engine for r in roles.values()}.values():
+            engine.close()
+    run = result.run
+    c = run["counts"]
+    print(f"matvqa: {c['figures']} figures -> {c['items']} questions, {c['rejected']} rejected, {c['errors']} "
+          f"errors -> {args.out}/{', '.join(SETS.values())}, items.jsonl, rejected.jsonl, trace.jsonl, run.json")
+    figures = {k: v["count"] for k, v in run["figures"]["codes"].items() if v["count"]}
+    print("  figures: " + ", ".join(f"{k} {v}" for k, v in figures.items()))
+    for stage, name in (("stage1", "language shortcuts"), ("stage2", "caption shortcuts")):
+        q = run[stage]
+        if q["total"]:
+            print(f"  {name}: " + ", ".join(f"{k} {q['codes'][k]['count']} ({q['codes'][k]['share']:.0%})"
+                                             for k in STAGE_CODES if q["codes"][k]["count"]))
+    calls = run["calls"]
+    if calls:
+        for row in calls["by_stage_model"]:
+            print(f"  {row['stage']:>8} {row['model']}: {row['requests']} requests, {row['cached']} from the cache, "
+                  f"{row['failed']} failed")
+        if calls["stop_reason"]:
+            print(f"  stopped by the budget ({calls['stop_reason']})")
+    for e in result.errors[:10]:
+        print(f"  error: {e.get('id') or e.get('line')}: {e.get('cause') or e['kind']}: {e.get('message', '')}")
+    return result.exit_code
+
+
+def _add_matvqa(sub) -> None:
+    from benchmint.models.options import _positive_int, add_arguments
+
+    p = sub.add_parser("matvqa", help="MatVQA questions from a harvest (reasoning path, MCQ, shortcut removal)",
+                       description="Turn the figures of a benchmint harvest into MatVQA items (MARxivAgent): figures "
+                                   "selected by a materials vocabulary and paper metadata, a reasoning path over "
+                                   "structure, property, performance, processing and environment, a four-option "
+                                   "question, then language shortcuts (the evaluator answers without the figure) "
+                                   "and caption shortcuts (from the caption alone) removed by reflect, rewrite and "
+                                   "check rounds, at most --max-iterations accepted and --max-rewrite-failures "
+                                   "refused rewrites per stage. Writes the three item sets with the same ids. "
+                                   "Resumable. Exit status: 0 clean, 1 some calls or inputs failed, 2 the run "
+                                   "could not start.")
+    p.add_argument("harvest", help="the output folder of benchmint harvest (figures.jsonl)")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory; rerunning into it resumes the run")
+    p.add_argument("--pdfs", metavar="DIR", help="where the harvested PDFs are (searched by name; default: HARVEST)")
+    for role, what in (("gen", "writes the reasoning paths and questions, reflects and rewrites"),
+                       ("eval", "answers the questions without the figure"),
+                       ("checker", "checks each rewrite (default: --gen-model)")):
+        p.add_argument(f"--{role}-model", metavar="NAME",
+                       help=f"the model that {what}" + ("" if "default" in what else " (required; no default)"))
+        p.add_argument(f"--{role}-base-url", metavar="URL", help=f"the {role} model's server (default: --base-url)")
+    p.add_argument("--max-iterations", type=_positive_int, default=3, metavar="T",
+                   help="accepted rewrites per stage at most (Algorithm 1's T; default 3)")
+    p.add_argument("--max-rewrite-failures", type=_positive_int, default=3, metavar="K",
+                   help="rewrites the checker refuses per stage before it ends with FAIL_REWRITE (default 3)")
+    p.add_argument("--keywords", metavar="FILE", help="the vocabulary for source selection, one term a line "
+                                                      "(default: the package's matvqa/vocabulary.txt)")
+    p.add_argument("--min-terms", type=int, default=1, metavar="N",
+                   help="vocabulary terms a figure's caption and discussion must name (default 1)")
+    p.add_argument("--metadata", metavar="JSONL", help="paper metadata: rows {pdf, published, categories} (default: none)")
+    p.add_argument("--from", dest="date_from", metavar="DATE", help="papers published on or after (YYYY-MM-DD; default: no bound)")
+    p.add_argument("--to", dest="date_to", metavar="DATE", help="papers published on or before (YYYY-MM-DD; default: no bound)")
+    p.add_argument("--category", action="append", metavar="CAT", help="keep papers of this category "
+                                                                      "(e.g. cond-mat.mtrl-sci); may be repeated (default: all)")
+    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature of every call (default 0)")
+    p.add_argument("--reply-tokens", type=_positive_int, default=4096, metavar="N", help="max tokens per reply (default 4096)")
+    p.add_argument("--crop-max-side", type=_positive_int, default=2048, metavar="PX",
+                   help="longest side of the figure as the question writer sees it (default 2048)")
+    p.add_argument("--text-only", action="store_true", help="send the question writer no image")
+    p.add_argument("--paper-text", action="store_true",
+                   help="check the reasoning path against the paper's whole text (read from its PDF), not only the "
+                        "caption and the discussion paragraphs")
+    p.add_argument("--seed", type=int, default=None, help="sampling seed sent with every call (default: none sent)")
+    p.add_argument("--limit", type=_positive_int, help="the first N figure records only (default: all)")
+    p.add_argument("--prompts", metavar="DIR", help="files replacing the package's (matvqa/<file>; default: the package's)")
+    add_arguments(p)
+    p.set_defaults(func=run_matvqa)
 
 
 def run_review(args: argparse.Namespace) -> int:
@@ -248,4 +350,5 @@ def add_parser(sub) -> None:
     kinds = gen.add_subparsers(dest="generator", required=True)
     _add_spm(kinds)
     _add_csmbench(kinds)
+    _add_matvqa(kinds)
     _add_review(kinds)

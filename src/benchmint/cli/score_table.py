@@ -51,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
 
 def add_parser(sub) -> None:
     from benchmint import benchmarks
+    from benchmint.cli import add_strata_option
     from benchmint.cli.grade import add_judge_arguments
     from benchmint.models.options import add_arguments
 
@@ -61,14 +62,15 @@ def add_parser(sub) -> None:
                                    "errors.jsonl (rows named by their number) to --out. Exit status: 0 clean, 1 some "
                                    "rows had problems, 2 the run could not start.")
     p.add_argument("table", help="the table: .tsv, .csv, .xlsx (needs openpyxl), .parquet or .jsonl")
-    p.add_argument("--benchmark", required=True, choices=benchmarks.names())
-    p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--benchmark", required=True, choices=benchmarks.names(), help="the benchmark the rows belong to")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory (scores or grades, summary)")
     p.add_argument("--model", help="the model's name when the table has no model column (default: model)")
-    p.add_argument("--prediction", default="prediction", metavar="COLUMN", help="the column of model replies")
-    p.add_argument("--by", nargs="*", metavar="FIELD", help="strata (columns); default: the benchmark's")
+    p.add_argument("--prediction", default="prediction", metavar="COLUMN", help="the column of model replies (default prediction)")
+    add_strata_option(p, help="strata (columns): repeat the option or separate them by commas; default: the "
+                           "benchmark's")
     p.add_argument("--workers", type=int, default=-1, help="-1 all cores (default), 1 serial")
-    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for 95%% CIs (>= 1000)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for 95%% CIs (>= 1000; default 1000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
     p.add_argument("--quiet", action="store_true", help="no table")
     add_judge_arguments(p)
     add_arguments(p)

@@ -9,5 +9,6 @@ in run.json); structured replies are asked for by JSON schema and checked (``gen
 asked again within the engine's answer-attempt bound and then rejected with its reason. The outputs every
 generator writes are listed in ``generate.flow``.
 
-Generators: ``generate.spm`` (SPM-Bench: llbox, Q&A, advisory loop).
+Generators: ``generate.spm`` (SPM-Bench: llbox, Q&A, advisory loop), ``generate.matvqa`` (MatVQA: reasoning
+path with its evidence check, question, language and caption shortcut removal).
 """

@@ -43,10 +43,16 @@ def _items(path: str | os.PathLike) -> list[dict]:
     return rows
 
 
-def _options(item: dict) -> str:
+# How each benchmark names its options, as its answers refer to them: SPM-Bench by letter, MatVQA by number.
+NUMBERED = frozenset({"matvqa"})
+
+
+def _options(item: dict, benchmark: str) -> str:
     options = item.get("options") or []
     if isinstance(options, dict):
         return "\n".join(f"{k}. {v}" for k, v in options.items())
+    if benchmark in NUMBERED:
+        return "\n".join(f"({i}) {text}" for i, text in enumerate(options, 1))
     return "\n".join(f"{chr(65 + i)}. {text}" for i, text in enumerate(options))
 
 
@@ -72,7 +78,7 @@ def export(items_path: str | os.PathLike, out_dir: str | os.PathLike, benchmark:
             writer.writerow([*ITEM_COLUMNS, *criteria, "verdict", "comment"])
             for i in sorted(picked):
                 item = items[i]
-                writer.writerow([item["id"], item.get("question", ""), _options(item), item.get("answer", ""),
+                writer.writerow([item["id"], item.get("question", ""), _options(item, benchmark), item.get("answer", ""),
                                  item.get("image", ""), *[""] * len(criteria), "", ""])
     record = {"items": str(items_path), "benchmark": benchmark, "seed": seed, "sample": len(drawn),
               "overlap": [items[i]["id"] for i in shared] if reviewers > 1 else [],
