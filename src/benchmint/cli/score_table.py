@@ -41,10 +41,13 @@ def run(args: argparse.Namespace) -> int:
         fh.write("\n")
     if not args.quiet:
         if result.columns == ("score", "verdict", "stage"):
-            from benchmint.cli.grade import render
+            from benchmint.cli.grade import render as render_grades
+
+            print(render_grades(result.summary, str(out / "errors.jsonl")))
         else:
-            from benchmint.metrics.report import render
-        print(render(result.summary))
+            from benchmint.metrics.report import render as render_scores
+
+            print(render_scores(result.summary))
         print(f"wrote {out}/rows.jsonl (one row per table row), summary.json, errors.jsonl")
     return 1 if result.errors else 0
 
