@@ -636,7 +636,8 @@ class MatVQAGenerator:
             sets, trace, codes = self._collect(ledger, firsts, rejected, figure_codes)
         return self._finish(figures, records, sets, rejected, trace, codes, figure_codes)
 
-    def _collect(self, ledger, firsts, rejected, figure_codes):
+    def _collect(self, ledger: Ledger, firsts: list[Unit], rejected: list[dict],
+                 figure_codes: list[str]) -> tuple[dict[str, list[dict]], list[dict], dict[int, list[str]]]:
         sets: dict[str, list[dict]] = {name: [] for name in SETS}
         trace: list[dict] = []
         codes: dict[int, list[str]] = {1: [], 2: []}
