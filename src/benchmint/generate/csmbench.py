@@ -32,7 +32,7 @@ from typing import Any
 
 from benchmint.benchmarks.base import TextPart
 from benchmint.generate.executor import Role, RoleExecutor
-from benchmint.generate.flow import PromptSet, call_result, code_counts, json_reply, write_outputs
+from benchmint.generate.flow import HarvestPDFs, PromptSet, call_result, code_counts, json_reply, write_outputs
 from benchmint.io import InputError, iter_jsonl, write_jsonl
 from benchmint.run import Ledger, SerialExecutor, Unit, content_key, run_units
 from benchmint.run.runner import LEDGER_NAME
@@ -401,7 +401,8 @@ class CSMGenerator:
         self.records_file = self.source / "figures.jsonl" if self.source.is_dir() else self.source
         self.out = Path(out_dir)
         self.cfg = cfg
-        self.pdf_dir = Path(pdf_dir) if pdf_dir is not None else self.records_file.parent
+        self.pdfs = HarvestPDFs(self.records_file.parent, pdf_dir)
+        self.pdf_dir = self.pdfs.folder
         self.prompts = PromptSet("csmbench", prompts)
         self.tables = Tables(self.prompts)
         self.t_distractor = self.prompts.template("distractor.txt", {"CAPTION", "KIND", "KIND_RULE", "OTHERS",
@@ -445,9 +446,8 @@ class CSMGenerator:
         return rows
 
     def _pdf(self, name: str) -> Path:
-        """A harvested PDF by name: under --pdfs directly, else anywhere below it (as generate spm finds it)."""
-        direct = self.pdf_dir / name
-        return direct if direct.is_file() else next(iter(sorted(self.pdf_dir.rglob(name))), direct)
+        """A harvested PDF (as every generator finds it); a path that is no file when it is not found."""
+        return self.pdfs.find(name) or self.pdfs.folder / name
 
     def _fid(self, fig: dict) -> str:
         who = [fig.get("pdf"), fig.get("page"), fig.get("label"), fig.get("image"), fig["caption"]]

@@ -84,6 +84,52 @@ class PromptSet:
         return [{"name": t.name, "sha256": t.sha256, "origin": t.origin} for _, t in sorted(self._read.items())]
 
 
+class HarvestPDFs:
+    """The PDFs that harvest records name, by the path the harvest was given (``pdf``): with a folder given
+    (``--pdfs``), looked up under it only, by that path and then by file name; else where the record says, then
+    under ``default`` (the harvest's folder) by path and by name. Lookups are remembered: a paper's figures share
+    the search."""
+
+    def __init__(self, default: Path, given: str | os.PathLike | None = None) -> None:
+        self.folder = Path(given) if given is not None else default
+        self.given = given is not None
+        self._found: dict[str, Path | None] = {}
+
+    def find(self, name: str) -> Path | None:
+        if name not in self._found:
+            path = Path(name)
+            relative = Path(path.name) if path.is_absolute() else path
+            where = [self.folder / relative] if self.given else [path, self.folder / relative]
+            found = next((p for p in where if p.is_file()), None)
+            if found is None:
+                found = next(iter(sorted(self.folder.rglob(path.name))), None)
+            self._found[name] = found
+        return self._found[name]
+
+
+def save_crop(out: Path, pdf: str | os.PathLike, page_number: int, box: list[float]) -> dict:
+    """The 300-DPI render of ``box`` (page points) on a page, kept once by content under ``out/crops/``:
+    {"sha256", "png" (relative to ``out``)}. Identical crops share one file."""
+    import hashlib
+
+    from benchmint.pdf.crop import open_page
+    from benchmint.pdf.geometry import render_crop
+
+    doc, page = open_page(pdf, page_number)
+    try:
+        png = render_crop(page, box).tobytes("png")
+    finally:
+        doc.close()
+    sha = hashlib.sha256(png).hexdigest()
+    path = out / "crops" / f"{sha[:16]}.png"
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_bytes(png)
+        os.replace(tmp, path)
+    return {"sha256": sha, "png": f"crops/{path.name}"}
+
+
 def json_reply(schema: Mapping[str, Any], check: Callable[[Any], None] | None = None) -> Callable[[str], Any]:
     """The parser of a structured reply: its JSON value, valid under ``schema`` and passing ``check``.
 

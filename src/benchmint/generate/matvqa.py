@@ -45,7 +45,15 @@ from typing import Any
 from benchmint.benchmarks.base import ImagePart as TemplateImage
 from benchmint.benchmarks.base import TextPart
 from benchmint.generate.executor import Role, RoleExecutor
-from benchmint.generate.flow import PromptSet, call_result, code_counts, json_reply, write_outputs
+from benchmint.generate.flow import (
+    HarvestPDFs,
+    PromptSet,
+    call_result,
+    code_counts,
+    json_reply,
+    save_crop,
+    write_outputs,
+)
 from benchmint.io import InputError, dumps, iter_jsonl, write_jsonl
 from benchmint.run import Ledger, Unit, content_key, run_units
 from benchmint.run.runner import LEDGER_NAME
@@ -242,7 +250,8 @@ class MatVQAGenerator:
         self.harvest = Path(harvest_dir)
         self.out = Path(out_dir)
         self.cfg = cfg
-        self.pdf_dir = Path(pdf_dir) if pdf_dir is not None else self.harvest
+        self.pdfs = HarvestPDFs(self.harvest, pdf_dir)
+        self.pdf_dir = self.pdfs.folder
         self.prompts = PromptSet("matvqa", prompts)
         self.terms = self._terms(keywords)
         self.metadata = self._metadata(metadata) if metadata is not None else {}
@@ -267,7 +276,6 @@ class MatVQAGenerator:
         self.errors: list[dict] = []
         self._context: dict[str, dict] = {}  # question id -> what its prompts need
         self._papers: dict[str, str] = {}
-        self._pdfs: dict[str, Path | None] = {}
 
     def _roles(self, roles: dict[str, Role]) -> dict[str, Role]:
         """One role per step (its stage name and reply parser), on the engine of the model that takes it."""
@@ -331,7 +339,9 @@ class MatVQAGenerator:
             return "no_terms", f"{len(terms)} vocabulary terms, fewer than --min-terms {self.cfg.min_terms}", terms
         cfg = self.cfg
         if cfg.date_from or cfg.date_to or cfg.categories:
-            meta = {**self.metadata.get(fig["pdf"], {}), **{k: fig[k] for k in ("published", "categories")
+            # a metadata row names its PDF by the path the harvest was given or by file name
+            known = self.metadata.get(fig["pdf"]) or self.metadata.get(Path(fig["pdf"]).name, {})
+            meta = {**known, **{k: fig[k] for k in ("published", "categories")
                                                               if k in fig}}
             if "published" not in meta and (cfg.date_from or cfg.date_to) or \
                     "categories" not in meta and cfg.categories:
@@ -351,28 +361,10 @@ class MatVQAGenerator:
         return None, "", terms
 
     def _pdf(self, name: str) -> Path | None:
-        if name not in self._pdfs:  # a paper's figures share the search
-            direct = self.pdf_dir / name
-            self._pdfs[name] = direct if direct.is_file() else next(iter(sorted(self.pdf_dir.rglob(name))), None)
-        return self._pdfs[name]
+        return self.pdfs.find(name)
 
     def _crop(self, pdf: str, page_number: int, box: list[float]) -> dict:
-        from benchmint.pdf.crop import open_page
-        from benchmint.pdf.geometry import render_crop
-
-        doc, page = open_page(pdf, page_number)
-        try:
-            png = render_crop(page, box).tobytes("png")
-        finally:
-            doc.close()
-        sha = hashlib.sha256(png).hexdigest()
-        path = self.out / "crops" / f"{sha[:16]}.png"
-        if not path.is_file():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.tmp")
-            tmp.write_bytes(png)
-            os.replace(tmp, path)
-        return {"sha256": sha, "png": f"crops/{path.name}"}
+        return save_crop(self.out, pdf, page_number, box)
 
     def evidence(self, qid: str, steps: list[dict]) -> list[list[dict]]:
         """Per step, the context's sentences that match it best (BM25 over caption and discussion, and the

@@ -23,7 +23,6 @@ Stages, each a set of keyed units in the run's ledger (``out/ledger.sqlite``):
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from dataclasses import asdict, dataclass, field
@@ -33,7 +32,15 @@ from typing import Any
 from benchmint.benchmarks.base import ImagePart as TemplateImage
 from benchmint.benchmarks.base import TextPart
 from benchmint.generate.executor import Role, RoleExecutor
-from benchmint.generate.flow import PromptSet, call_result, code_counts, json_reply, write_outputs
+from benchmint.generate.flow import (
+    HarvestPDFs,
+    PromptSet,
+    call_result,
+    code_counts,
+    json_reply,
+    save_crop,
+    write_outputs,
+)
 from benchmint.io import InputError, dumps, iter_jsonl
 from benchmint.run import Ledger, SerialExecutor, Unit, content_key, run_units
 from benchmint.run.runner import LEDGER_NAME
@@ -228,8 +235,8 @@ class SPMGenerator:
         self.harvest = Path(harvest_dir)
         self.out = Path(out_dir)
         self.cfg = cfg
-        self.pdf_dir = Path(pdf_dir) if pdf_dir is not None else self.harvest
-        self.pdfs_given = pdf_dir is not None
+        self.pdfs = HarvestPDFs(self.harvest, pdf_dir)
+        self.pdf_dir = self.pdfs.folder
         self.prompts = PromptSet("spm", prompts)
         self.tax = self.prompts.data("taxonomy.json")
         self.crit = self.prompts.data("critique.json")
@@ -251,7 +258,6 @@ class SPMGenerator:
         for role in self.roles.values():
             role.engine.accounting = accounting
         self.errors: list[dict] = []
-        self._pdfs: dict[str, Path | None] = {}
         self._context: dict[str, dict] = {}  # question id -> what its prompts need
 
     def _with_parsers(self, roles: dict[str, Role]) -> dict[str, Role]:
@@ -279,17 +285,7 @@ class SPMGenerator:
         return rows
 
     def _pdf(self, name: str) -> Path | None:
-        """The PDF a harvest record names (its path as the harvest was given it): with --pdfs, looked up under that
-        folder only (by that path, then by file name), else where the record says, else under the harvest folder."""
-        if name not in self._pdfs:
-            path = Path(name)
-            relative = Path(path.name) if path.is_absolute() else path
-            where = [self.pdf_dir / relative] if self.pdfs_given else [path, self.harvest / relative]
-            found = next((p for p in where if p.is_file()), None)
-            if found is None:
-                found = next(iter(sorted(self.pdf_dir.rglob(path.name))), None)
-            self._pdfs[name] = found
-        return self._pdfs[name]
+        return self.pdfs.find(name)
 
     # ---- stage 1: llbox
     def _llbox_request(self, page_figs: list[dict]):
@@ -359,22 +355,7 @@ class SPMGenerator:
 
     # ---- stage 2: crops
     def _crop(self, pdf: str, page_number: int, page_box: list[float]) -> dict:
-        from benchmint.pdf.crop import open_page
-        from benchmint.pdf.geometry import render_crop
-
-        doc, page = open_page(pdf, page_number)
-        try:
-            png = render_crop(page, page_box).tobytes("png")
-        finally:
-            doc.close()
-        sha = hashlib.sha256(png).hexdigest()
-        path = self.out / "crops" / f"{sha[:16]}.png"
-        if not path.is_file():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.tmp")
-            tmp.write_bytes(png)
-            os.replace(tmp, path)
-        return {"sha256": sha, "png": f"crops/{path.name}"}
+        return save_crop(self.out, pdf, page_number, page_box)
 
     def _frames(self, pages: dict[tuple, list[dict]]) -> dict[tuple, Any]:
         from benchmint.pdf.crop import open_page
