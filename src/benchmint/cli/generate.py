@@ -286,6 +286,75 @@ def _add_matvqa(sub) -> None:
     p.set_defaults(func=run_matvqa)
 
 
+def run_seephys(args: argparse.Namespace) -> int:
+    from benchmint.benchmarks.base import PromptError
+    from benchmint.generate.seephys import CODES, SeePhysConfig, build
+    from benchmint.io import InputError
+
+    roles: dict = {}
+    try:
+        cfg = SeePhysConfig(model=args.model, repair=not args.no_repair, caption=not args.no_caption,
+                            max_attempts=args.max_attempts, max_side=args.max_side, temperature=args.temperature,
+                            max_tokens=args.reply_tokens, seed=args.seed, limit=args.limit, progress=True)
+        if args.model:
+            roles = _engines(args, Path(args.out) / "requests.sqlite", {"gen": args.model})
+        result = build(args.problems, args.out, cfg, roles, prompts=args.prompts)
+    except (InputError, PromptError, ValueError, OSError) as exc:
+        print(f"benchmint generate seephys: error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        for engine in {id(r.engine): r.engine for r in roles.values()}.values():
+            engine.close()
+    run = result.run
+    c = run["counts"]
+    print(f"seephys: {c['problems']} problems -> {c['items']} items ({c['composites']} with a VO composite, "
+          f"{c['captions']} with a caption), {c['rejected']} rejected, {c['flagged']} flagged, {c['errors']} errors "
+          f"-> {args.out}/items.jsonl, vo/, rejected.jsonl, flagged.jsonl, trace.jsonl, run.json")
+    q = run["problems"]
+    print("  problems: " + ", ".join(f"{k} {q['codes'][k]['count']}" for k in CODES if q["codes"][k]["count"]))
+    calls = run["calls"]
+    if calls:
+        for row in calls["by_stage_model"]:
+            print(f"  {row['stage']:>7} {row['model']}: {row['requests']} requests, {row['cached']} from the cache, "
+                  f"{row['failed']} failed")
+    for e in result.errors[:10]:
+        print(f"  error: {e.get('id')}: {e.get('cause') or e['kind']}: {e.get('message', '')}")
+    return result.exit_code
+
+
+def _add_seephys(sub) -> None:
+    from benchmint.models.options import _positive_int, add_arguments
+
+    p = sub.add_parser("seephys", help="SeePhys items in all four settings from raw physics problems",
+                       description="Turn physics problems (text, diagram files, reference answer) into SeePhys "
+                                   "items that eval --benchmark seephys reads in TV, TC, TO and VO: answers longer "
+                                   "than three sentences dropped, sig_figs from decimal answers, a VO composite of "
+                                   "text and diagrams per problem; with --model, the OCR text repaired (a repair "
+                                   "that changes a number is refused) and captions written for problems without "
+                                   "one (a caption that states the answer is refused). Resumable. Exit status: 0 "
+                                   "clean, 1 some calls failed (errors.jsonl), 2 the run could not start.")
+    p.add_argument("problems", help="a JSONL of problems {question, answer, images, optional id, language, subject, "
+                                    "level, img_category, vision_relevance, caption, sig_figs}")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory; rerunning into it resumes the run")
+    p.add_argument("--model", metavar="NAME", help="the model that repairs OCR text and writes captions "
+                                                   "(default: none, no model stage)")
+    p.add_argument("--gen-base-url", metavar="URL", help="its server (default: --base-url)")
+    p.add_argument("--no-repair", action="store_true", help="skip the OCR repair (default: repaired with --model)")
+    p.add_argument("--no-caption", action="store_true",
+                   help="write no captions (default: written with --model for problems that have none)")
+    p.add_argument("--max-attempts", type=_positive_int, default=3,
+                   help="replies per stage the checks may refuse before the problem is rejected (default 3)")
+    p.add_argument("--max-side", type=_positive_int, default=4096, metavar="PX",
+                   help="the VO composite's bound on each side (default 4096, as the paper)")
+    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature of every call (default 0)")
+    p.add_argument("--reply-tokens", type=_positive_int, default=2048, metavar="N", help="max tokens per reply (default 2048)")
+    p.add_argument("--seed", type=int, default=0, help="the composites' fonts and sizes, sent with calls (default 0)")
+    p.add_argument("--limit", type=_positive_int, help="the first N problem records only (default: all)")
+    p.add_argument("--prompts", metavar="DIR", help="files replacing the package's (seephys/<file>; default: the package's)")
+    add_arguments(p)
+    p.set_defaults(func=run_seephys)
+
+
 def run_review(args: argparse.Namespace) -> int:
     from benchmint.generate import review
     from benchmint.io import InputError
@@ -351,4 +420,5 @@ def add_parser(sub) -> None:
     _add_spm(kinds)
     _add_csmbench(kinds)
     _add_matvqa(kinds)
+    _add_seephys(kinds)
     _add_review(kinds)

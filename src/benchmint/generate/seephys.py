@@ -1,0 +1,670 @@
+"""SeePhys items built from raw physics problems (seephys.txt §3.2, App. A), in the layout ``eval --benchmark
+seephys`` reads, for all four settings.
+
+Input: a JSONL of problems, each ``{question, answer, images: [paths relative to the file], ...}`` with optional
+``id``, ``language``, ``subject`` (the seven codes), ``level`` (the eight levels, by name or 1..8),
+``img_category``, ``vision_relevance``, ``caption``, ``sig_figs``, ``solution``.
+
+Deterministic steps:
+
+* an answer that explains in more than three sentences drops the problem (``long_answer``, App. A's rule);
+* ``sig_figs`` is derived from a numeric reference answer written with a decimal point (10.1 gives 3, as §3.2
+  says); a given value that disagrees is kept and flagged (``sig_figs_mismatch``);
+* the VO composite: the question (LaTeX through matplotlib's mathtext) over its diagrams in one image no larger
+  than ``max_side`` × ``max_side`` (§3.2 "Multimodal enhancement").
+
+Model stages (``--model``, optional): OCR repair with the Fig. 9 instruction (``repair.txt``), refused when it
+changes the numbers of the text; the TC caption with the Fig. 10 instruction (``caption.txt``) for problems that
+have none, refused when it states the answer. A refused reply is asked again with the reason, ``max_attempts``
+replies at most.
+
+The composite: the seed picks the text font, the math font set and the font size; the size and the margins grow with the largest
+diagram side, so a large diagram does not dwarf its question. Diagrams are pasted unscaled when they fit (their
+pixels are the input's), stacked under the text and centred; when the whole would pass the bound they are scaled
+down together, and the text's size with them. The same question, diagrams and seed give the same PNG bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import random
+import re
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from benchmint.benchmarks.base import TextPart
+from benchmint.generate.executor import Role, RoleExecutor
+from benchmint.generate.flow import PromptSet, call_result, code_counts, json_reply, write_outputs
+from benchmint.io import InputError, iter_jsonl, write_jsonl
+from benchmint.run import Ledger, SerialExecutor, Unit, content_key, run_units
+from benchmint.run.runner import LEDGER_NAME
+
+TEXT_FONTS = ("DejaVu Sans", "DejaVu Serif", "STIXGeneral")
+MATH_FONTS = ("dejavusans", "dejavuserif", "stix", "cm")
+_CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uff00-\uffef]")
+# Math segments are kept whole when lines are broken: $$...$$, $...$, \(...\), \[...\]
+_TOKEN = re.compile(r"\$\$.+?\$\$|\$[^$]+\$|\\\(.+?\\\)|\\\[.+?\\\]|\S+", re.S)
+
+
+class CompositeError(ValueError):
+    """A problem that cannot be made into a composite (its text does not fit, a glyph is missing)."""
+
+
+def _style(seed: int, fid: str) -> dict:
+    rng = random.Random(f"{seed}-{fid}-vo")
+    return {"family": rng.choice(TEXT_FONTS), "mathtext": rng.choice(MATH_FONTS), "scale": rng.uniform(0.9, 1.15)}
+
+
+def _as_mathtext(token: str) -> str:
+    """Display math and \\( \\) wrappers as the $...$ that mathtext reads; a bare '$' (a price) escaped."""
+    for a, b in (("$$", "$$"), ("\\(", "\\)"), ("\\[", "\\]")):
+        if token.startswith(a) and token.endswith(b) and len(token) > len(a) + len(b):
+            return "$" + token[len(a):-len(b)].strip() + "$"
+    return token if token.count("$") % 2 == 0 else token.replace("$", r"\$")
+
+
+def _lines(tokens: list[str], width: float, measure) -> list[str]:
+    lines: list[str] = []
+    line = ""
+    for token in tokens:
+        candidate = f"{line} {token}" if line else token
+        if line and measure(candidate) > width:
+            lines.append(line)
+            line = token
+        else:
+            line = candidate
+    if line:
+        lines.append(line)
+    return lines
+
+
+def render_text(text: str, width: int, size: float, family: str, mathtext: str) -> tuple[Image.Image, list[str]]:
+    """The text wrapped to ``width`` pixels (a math segment is never split), black on white; and its lines.
+
+    A math segment mathtext cannot parse is drawn as its source, escaped, so the question stays readable.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.mathtext import MathTextParser
+
+    if _CJK.search(text):
+        raise CompositeError("the text has CJK characters and no CJK font is configured")
+    parser = MathTextParser("path")
+    prop = FontProperties(family=family, size=size, math_fontfamily=mathtext)
+    tokens = []
+    for paragraph in text.split("\n"):
+        words = []
+        for raw in _TOKEN.findall(paragraph):
+            token = _as_mathtext(raw)
+            if token.count("$") - token.count(r"\$") >= 2:
+                try:
+                    parser.parse(token, 72, prop)
+                except ValueError:
+                    token = token.replace("$", r"\$")
+            words.append(token)
+        tokens.append(words)
+    fig = Figure(dpi=100)
+    canvas = FigureCanvasAgg(fig)
+    renderer = canvas.get_renderer()
+
+    def measure(s: str) -> float:
+        t = fig.text(0, 0, s, fontproperties=prop)
+        w = t.get_window_extent(renderer).width
+        t.remove()
+        return w
+
+    lines = [line for words in tokens for line in (_lines(words, width, measure) or [""])]
+    step = size * 100 / 72 * 1.6  # line height in pixels
+    height = int(step * len(lines) + size * 100 / 72 * 0.6) + 1
+    fig.set_size_inches(width / 100, height / 100)
+    fig.patch.set_facecolor("white")
+    for i, line in enumerate(lines):
+        fig.text(0, 1 - (i + 1) * step / height + 0.3 * step / height, line, fontproperties=prop, color="black",
+                 va="baseline")
+    canvas.draw()
+    image = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
+    return image.convert("RGB"), lines
+
+
+def compose(text: str, diagrams: list[Image.Image], seed: int, fid: str, max_side: int = 4096
+            ) -> tuple[Image.Image, dict]:
+    """The composite of ``text`` over ``diagrams`` and its layout: {font, math font, size, margin, gap, text box,
+    diagram boxes [x0, y0, x1, y1], scale applied to the diagrams}."""
+    if not diagrams:
+        raise CompositeError("a composite needs at least one diagram")
+    style = _style(seed, fid)
+    diagrams = [d.convert("RGB") for d in diagrams]
+    largest = max(max(d.size) for d in diagrams)
+    scale = 1.0
+    for _ in range(8):
+        shown = [d if scale == 1.0 else d.resize((max(1, round(d.width * scale)), max(1, round(d.height * scale))),
+                                                 Image.Resampling.LANCZOS) for d in diagrams]
+        side = max(max(d.size) for d in shown)
+        # Sizes follow the diagram's largest side: readable beside it, never tiny nor huge.
+        size = round(min(40.0, max(12.0, side / 36)) * style["scale"], 1)
+        margin = max(16, round(side * 0.04))
+        gap = max(12, round(side * 0.05))
+        width = min(max_side, max(max(d.width for d in shown) + 2 * margin, 720))
+        text_img, lines = render_text(text, width - 2 * margin, size, style["family"], style["mathtext"])
+        height = margin + text_img.height + sum(gap + d.height for d in shown) + margin
+        if height <= max_side:
+            break
+        room = max_side - 2 * margin - text_img.height - gap * len(shown)
+        total = sum(d.height for d in shown)
+        if room <= 0:
+            scale *= 0.7  # the text alone is too tall: smaller diagrams bring a smaller font
+        else:
+            scale *= min(0.95, room / total)
+    else:
+        raise CompositeError(f"the text and diagrams do not fit in {max_side}x{max_side}")
+    canvas = Image.new("RGB", (width, height), "white")
+    canvas.paste(text_img, (margin, margin))
+    y = margin + text_img.height
+    boxes = []
+    for d in shown:
+        y += gap
+        x = (width - d.width) // 2
+        canvas.paste(d, (x, y))
+        boxes.append([x, y, x + d.width, y + d.height])
+        y += d.height
+    layout = {"font": style["family"], "math_font": style["mathtext"], "font_size": size, "margin": margin,
+              "gap": gap, "text_box": [margin, margin, margin + text_img.width, margin + text_img.height],
+              "lines": len(lines), "diagram_boxes": boxes, "diagram_scale": round(scale, 4),
+              "largest_diagram_side": largest}
+    return canvas, layout
+
+
+def png_bytes(image: Image.Image) -> bytes:
+    """PNG bytes with no metadata: the same pixels give the same file."""
+    buf = io.BytesIO()
+    image.save(buf, format="PNG", optimize=False, compress_level=6)
+    return buf.getvalue()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Labels and answer rules
+
+SUBJECTS = ("CM", "EM", "ACG", "OPT", "AMONP", "QMIT", "TSM")
+LEVELS = ("Mid", "High", "BO", "AO", "UG", "SUG", "MA", "PhD")  # written as 1..8, the order of the paper
+RELEVANCE = {"essential": "essential", "vision-essential": "essential", "ve": "essential",
+             "optional": "optional", "vision-optional": "optional", "vo": "optional"}
+CODES = ("ITEM", "long_answer", "bad_record", "image_missing", "duplicate_id", "repair_changed_number",
+         "repair_failed", "caption_states_answer", "caption_failed", "call_failed")
+
+_MATH = re.compile(r"\$\$.+?\$\$|\$[^$]+\$|\\\(.+?\\\)|\\\[.+?\\\]", re.S)
+_WRAPPERS = re.compile(r"\$|\\\(|\\\)|\\\[|\\\]")
+_UNIT_CMD = re.compile(r"\\(?:mathrm|text|rm|operatorname|mathit|textrm)\s*\{[^{}]*\}")
+_EXPONENT = re.compile(r"(?:\\times|×|\\cdot|\*)\s*10\s*\^\s*(?:\{\s*[-−+]?\s*\d+\s*\}|[-−+]?\d+)"
+                       r"|(?<=\d)[eE][-+]?\d+")
+_SCRIPT = re.compile(r"[_^]\s*(?:\{[^{}]*\}|\w)")
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?|(?<![\w.])\.\d+")
+
+
+def sig_figs_of(answer: str) -> int | None:
+    """Significant figures of a reference answer that is one number written with a decimal point, else None.
+
+    The mantissa counts (``1.50 \\times 10^{-7}`` has 3); leading zeros do not, trailing ones do (``0.0250``: 3).
+    Units, sub- and superscripts are not numbers of the answer; two numbers or none, or no decimal point (an
+    integer's precision is not written), give None.
+    """
+    text = _UNIT_CMD.sub(" ", _WRAPPERS.sub(" ", str(answer)))
+    text = _SCRIPT.sub(" ", _EXPONENT.sub(" ", text))
+    numbers = _NUMBER.findall(text)
+    if len(numbers) != 1 or "." not in numbers[0]:
+        return None
+    digits = numbers[0].replace(".", "").lstrip("0")
+    return len(digits) or None
+
+
+_ABBREV = re.compile(r"\b(?:e\.g|i\.e|etc|vs|approx|Fig|Eq|cf)\.", re.I)
+
+
+def sentences_of(answer: str) -> int:
+    """Sentences of an answer: math segments and decimal points do not end one; ``. ! ? 。 ！ ？`` do."""
+    text = _MATH.sub(" M ", str(answer))
+    text = _ABBREV.sub(" A ", re.sub(r"(\d)\.(\d)", r"\1\2", text))
+    parts = re.split(r"[.!?]+(?=\s|$)|[。！？]+", text)
+    return sum(1 for part in parts if re.search(r"\w", part))
+
+
+def numbers_in(text: str) -> list[str]:
+    """The numbers a text states, in order (for the OCR repair's check): digits with their decimal part."""
+    return re.findall(r"\d+(?:\.\d+)?", text)
+
+
+def states_answer(caption: str, answer: str) -> str | None:
+    """What of the answer a caption gives away: the whole answer's text, or its number; None when nothing."""
+    def norm(s: str) -> str:
+        return re.sub(r"[\s${}\\]", "", _WRAPPERS.sub("", s)).lower()
+
+    whole = norm(answer)
+    if len(whole) >= 2 and whole in norm(caption):
+        return f"the caption contains the answer {answer!r}"
+    nums = _NUMBER.findall(_SCRIPT.sub(" ", _EXPONENT.sub(" ", _UNIT_CMD.sub(" ", _WRAPPERS.sub(" ", answer)))))
+    if len(nums) == 1 and (sig_figs_of(answer) is not None or len(nums[0]) >= 2):
+        if nums[0] in numbers_in(caption):
+            return f"the caption states the answer's number {nums[0]}"
+    return None
+
+
+def _level(value) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"level must be one of {list(LEVELS)} or 1..8, got {value!r}")
+    if isinstance(value, int) and 1 <= value <= len(LEVELS):
+        return value
+    if isinstance(value, str):
+        if value.strip().isdigit() and 1 <= int(value) <= len(LEVELS):
+            return int(value)
+        by_name = {name.lower(): i for i, name in enumerate(LEVELS, 1)}
+        if value.strip().lower() in by_name:
+            return by_name[value.strip().lower()]
+    raise ValueError(f"level must be one of {list(LEVELS)} or 1..8, got {value!r}")
+
+
+def _language(row: dict) -> str:
+    given = row.get("language")
+    if given is None or (isinstance(given, str) and not given.strip()):
+        return "Chinese" if _CJK.search(row["question"]) else "English"
+    found = {"english": "English", "en": "English", "chinese": "Chinese", "zh": "Chinese"}.get(str(given).lower())
+    if found is None:
+        raise ValueError(f"language must be English or Chinese, got {given!r}")
+    return found
+
+
+def read_problem(row, base: Path) -> dict:
+    """A problem record checked and labelled; ValueError naming the field at fault."""
+    if not isinstance(row, dict):
+        raise ValueError("a problem record must be a JSON object")
+    if not isinstance(row.get("question"), str) or not row["question"].strip():
+        raise ValueError('missing field "question" (the problem text)')
+    answer = row.get("answer")
+    if isinstance(answer, bool) or not isinstance(answer, (str, int, float)) or not str(answer).strip():
+        raise ValueError('missing field "answer" (the reference answer, text)')
+    images = row.get("images", row.get("image"))
+    images = [images] if isinstance(images, str) else images
+    if not isinstance(images, list) or not images or not all(isinstance(i, str) and i for i in images):
+        raise ValueError('field "images" must name the diagram file(s), relative to the problems file')
+    out = {"question": row["question"], "answer": str(answer), "images": images,
+           "paths": [base / i for i in images], "language": _language(row)}
+    if row.get("subject") not in (None, ""):
+        if row["subject"] not in SUBJECTS:
+            raise ValueError(f"subject must be one of {list(SUBJECTS)}, got {row['subject']!r}")
+        out["subject"] = row["subject"]
+    if row.get("level") not in (None, ""):
+        out["level"] = _level(row["level"])
+    if row.get("vision_relevance") not in (None, ""):
+        rel = RELEVANCE.get(str(row["vision_relevance"]).strip().lower())
+        if rel is None:
+            raise ValueError(f"vision_relevance must be essential or optional, got {row['vision_relevance']!r}")
+        out["vision_relevance"] = rel
+    for key in ("img_category", "caption", "solution", "source"):
+        if isinstance(row.get(key), str) and row[key].strip():
+            out[key] = row[key]
+    if row.get("sig_figs") not in (None, ""):
+        from benchmint.benchmarks.seephys import parse_sig_figs
+
+        out["sig_figs_given"] = parse_sig_figs(row["sig_figs"])
+    if "id" in row and not isinstance(row["id"], (str, int)) or isinstance(row.get("id"), bool):
+        raise ValueError(f'field "id" must be text or an integer, got {row["id"]!r}')
+    if row.get("id") not in (None, ""):
+        out["id"] = str(row["id"])
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The run
+
+
+@dataclass(frozen=True)
+class SeePhysConfig:
+    model: str | None = None  # None: no model stages (the problems' own text and captions)
+    repair: bool = True  # OCR repair, with a model
+    caption: bool = True  # captions for problems without one, with a model
+    max_attempts: int = 3  # replies per stage the checks may refuse
+    max_side: int = 4096  # the composite's bound
+    image_max_side: int = 1024  # the diagram's longest side as the captioning model sees it
+    temperature: float | None = 0.0
+    max_tokens: int | None = 2048
+    seed: int = 0
+    limit: int | None = None
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("--max-attempts must be at least 1")
+        if self.max_side < 256:
+            raise ValueError(f"--max-side must be at least 256, got {self.max_side}")
+        if self.limit is not None and self.limit < 1:
+            raise ValueError(f"--limit must be at least 1, got {self.limit}")
+
+
+@dataclass
+class SeePhysResult:
+    out_dir: Path
+    run: dict = field(default_factory=dict)
+    items: int = 0
+    rejected: int = 0
+    errors: list[dict] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.errors else 0
+
+
+def _schema(key: str) -> dict:
+    return {"type": "object", "additionalProperties": False, "required": [key],
+            "properties": {key: {"type": "string", "minLength": 1}}}
+
+
+STAGE_KEY = {"repair": "text", "caption": "caption"}
+
+
+class SeePhysBuilder:
+    def __init__(self, problems: str | os.PathLike, out_dir: str | os.PathLike, cfg: SeePhysConfig,
+                 roles: dict[str, Role] | None = None, prompts: str | os.PathLike | None = None) -> None:
+        self.source = Path(problems)
+        self.out = Path(out_dir)
+        self.cfg = cfg
+        self.prompts = PromptSet("seephys", prompts)
+        roles = roles or {}
+        self.roles: dict[str, Role] = {}
+        if cfg.model is not None:
+            if "gen" not in roles:
+                raise ValueError("--model needs a server (--base-url)")
+            engine = roles["gen"].engine
+            if cfg.repair:
+                self.t_repair = self.prompts.template("repair.txt", {"TEXT", "FEEDBACK"}, images=False)
+                self.roles["repair"] = Role(engine, "repair", json_reply(_schema("text")))
+            if cfg.caption:
+                self.t_caption = self.prompts.template("caption.txt", {"QUESTION", "FEEDBACK"})
+                self.roles["caption"] = Role(engine, "caption", json_reply(_schema("caption")))
+        self.errors: list[dict] = []
+        self._problems: dict[str, dict] = {}
+
+    # ---- inputs
+    def _read(self, rejected: list[dict], codes: dict[str, str]) -> list[dict]:
+        if not self.source.is_file():
+            raise InputError(f"{self.source}: no such problems file (a JSONL of problems)")
+        problems: list[dict] = []
+        seen: set[str] = set()
+        for line, row, problem in iter_jsonl(self.source, "problems"):
+            if self.cfg.limit is not None and len(problems) + len(codes) >= self.cfg.limit:
+                break
+            pid = str(row.get("id")) if isinstance(row, dict) and row.get("id") not in (None, "") else f"line{line}"
+            if problem is None:
+                try:
+                    got = read_problem(row, self.source.parent)
+                except ValueError as exc:
+                    problem = str(exc)
+            if problem is not None:
+                codes[pid] = "bad_record"
+                rejected.append({"stage": "input", "reason": "bad_record", "id": pid, "line": line,
+                                 "detail": f"{self.source}:{line}: {problem}"})
+                continue
+            got["id"] = got.get("id", pid)
+            got["line"] = line
+            if got["id"] in seen:
+                codes[f"{got['id']}@{line}"] = "duplicate_id"
+                rejected.append({"stage": "input", "reason": "duplicate_id", "id": got["id"], "line": line,
+                                 "detail": f"{self.source}:{line}: the id {got['id']!r} is used by an earlier line"})
+                continue
+            missing = [str(p) for p in got["paths"] if not p.is_file()]
+            if missing:
+                codes[got["id"]] = "image_missing"
+                rejected.append({"stage": "input", "reason": "image_missing", "id": got["id"], "line": line,
+                                 "detail": f"{self.source}:{line}: no such diagram file: {', '.join(missing)}"})
+                continue
+            seen.add(got["id"])
+            n = sentences_of(got["answer"])
+            if n > 3:
+                codes[got["id"]] = "long_answer"
+                rejected.append({"stage": "answer", "reason": "long_answer", "id": got["id"], "line": line,
+                                 "detail": f"the answer has {n} sentences; answers longer than three are dropped"})
+                continue
+            problems.append(got)
+        return problems
+
+    # ---- model stages: a chain of units per problem and stage, a refused reply asked again with the reason
+    def _unit(self, p: dict, stage: str, attempt: int, refused: list[dict]) -> Unit:
+        from benchmint.benchmarks.base import ImagePart as TemplateImage
+        from benchmint.models import ChatRequest, ImagePart, Message
+
+        feedback = "".join(f"An earlier reply was refused ({r['reason']}): {r['text']}\n\n" for r in refused)
+        if stage == "repair":
+            parts = self.t_repair.render({"TEXT": p["question"], "FEEDBACK": feedback})
+            content: Any = "".join(x.text for x in parts if isinstance(x, TextPart))
+        else:
+            images = []
+            for path in p["paths"]:
+                data = path.read_bytes()
+                images.append(TemplateImage(data, "image/png" if data.startswith(b"\x89PNG") else "image/jpeg"))
+            parts = self.t_caption.render({"QUESTION": p["question"], "FEEDBACK": feedback}, images)
+            content = tuple(x.text if isinstance(x, TextPart) else ImagePart(x.data, self.cfg.image_max_side)
+                            for x in parts)
+        assert self.cfg.model is not None
+        request = ChatRequest(self.cfg.model, (Message("user", content),), self.cfg.temperature,
+                              max_tokens=self.cfg.max_tokens, seed=self.cfg.seed, schema=_schema(STAGE_KEY[stage]),
+                              schema_name=stage)
+        ctx = {"id": p["id"], "stage": stage, "attempt": attempt, "refused": refused}
+        key = content_key(self.roles[stage].engine.key(request).encode("ascii"),
+                          {"id": p["id"], "stage": stage, "attempt": attempt})
+        return Unit(key, (stage, request, ctx), f"{p['id']} {stage} attempt {attempt}")
+
+    def _verdict(self, result: dict) -> str | None:
+        p = self._problems[result["id"]]
+        if result["stage"] == "repair":
+            before, after = numbers_in(p["question"]), numbers_in(result["value"]["text"])
+            if before != after:
+                return f"the repair changed the numbers {before} to {after}"
+            return None
+        return states_answer(result["value"]["caption"], p["answer"])
+
+    def _next(self, result: dict) -> list[Unit]:
+        if "value" not in result:
+            return []
+        reason = self._verdict(result)
+        if reason is None or result["attempt"] + 1 >= self.cfg.max_attempts:
+            return []
+        refused = [*result["refused"], {"reason": reason, "text": result["value"][STAGE_KEY[result["stage"]]]}]
+        return [self._unit(self._problems[result["id"]], result["stage"], result["attempt"] + 1, refused)]
+
+    def _outcome(self, ledger: Ledger, first: Unit) -> tuple[dict, list[dict]]:
+        chain: list[dict] = []
+        unit: Unit | None = first
+        while unit is not None:
+            got = ledger.get(unit.key)
+            if got is None:
+                break
+            chain.append(got[1])
+            nxt = self._next(got[1])
+            unit = nxt[0] if nxt else None
+        last = chain[-1] if chain else None
+        stage = first.args[2]["stage"]
+        if last is None or last.get("retry") or ("value" not in last and "words" not in last):
+            return {"code": "call_failed", "detail": (last or {}).get("error", "not asked yet"),
+                    "cause": (last or {}).get("cause")}, chain
+        if "value" not in last:
+            return {"code": f"{stage}_failed", "detail": last.get("error"), "words": last.get("words")}, chain
+        reason = self._verdict(last)
+        if reason is not None:
+            code = "repair_changed_number" if stage == "repair" else "caption_states_answer"
+            return {"code": code, "detail": f"{reason} ({self.cfg.max_attempts} replies refused, --max-attempts)",
+                    "words": last["value"][STAGE_KEY[stage]]}, chain
+        return {"code": "ok", "value": last["value"][STAGE_KEY[stage]], "attempts": len(chain)}, chain
+
+    # ---- files
+    def _diagram(self, path: Path) -> dict:
+        data = path.read_bytes()
+        sha = hashlib.sha256(data).hexdigest()
+        try:
+            with Image.open(io.BytesIO(data)) as im:
+                im.verify()
+        except Exception as exc:  # noqa: BLE001 - any decoder error names the file
+            raise ValueError(f"{path}: not an image ({exc})") from None
+        ext = path.suffix.lower() if path.suffix.lower() in (".png", ".jpg", ".jpeg", ".gif", ".webp") else ".png"
+        target = self.out / "images" / f"{sha[:16]}{ext}"
+        if not target.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, target)
+        return {"path": f"images/{target.name}", "sha256": sha}
+
+    def _composite(self, pid: str, question: str, diagrams: list[str]) -> dict:
+        images = []
+        for rel in diagrams:
+            with Image.open(self.out / rel) as im:
+                images.append(im.convert("RGB"))
+        try:
+            image, layout = compose(question, images, self.cfg.seed, pid, self.cfg.max_side)
+        except CompositeError as exc:
+            return {"error": str(exc), "reason": "composite_failed"}
+        data = png_bytes(image)
+        path = self.out / "vo" / f"{hashlib.sha256(pid.encode()).hexdigest()[:16]}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+        return {"path": f"vo/{path.name}", "sha256": hashlib.sha256(data).hexdigest(), "size": list(image.size),
+                "layout": layout}
+
+    # ---- the whole run
+    def run(self) -> SeePhysResult:
+        self.out.mkdir(parents=True, exist_ok=True)
+        rejected: list[dict] = []
+        flagged: list[dict] = []
+        trace: list[dict] = []
+        codes: dict[str, str] = {}
+        problems = self._read(rejected, codes)
+        self._problems = {p["id"]: p for p in problems}
+        outcomes: dict[tuple[str, str], dict] = {}
+        with Ledger(self.out / LEDGER_NAME, "build-seephys") as ledger:
+            firsts = []
+            for p in problems:
+                if "repair" in self.roles:
+                    firsts.append(self._unit(p, "repair", 0, []))
+                if "caption" in self.roles and "caption" not in p:
+                    firsts.append(self._unit(p, "caption", 0, []))
+            if firsts:
+                run_units(ledger, firsts, lambda outcome, ctx: call_result(outcome, **ctx),
+                          RoleExecutor(self.roles), desc="build seephys: model stages", progress=self.cfg.progress,
+                          then=lambda unit, result: self._next(result))
+                for first in firsts:
+                    ctx = first.args[2]
+                    outcome, chain = self._outcome(ledger, first)
+                    outcomes[(ctx["id"], ctx["stage"])] = outcome
+                    trace.append({"id": ctx["id"], "stage": ctx["stage"], "outcome": outcome["code"],
+                                  "steps": [{k: v for k, v in r.items() if k != "cached"} for r in chain]})
+            kept = []
+            for p in problems:
+                failed = [o | {"stage": s} for s in ("repair", "caption")
+                          if (o := outcomes.get((p["id"], s))) is not None and o["code"] != "ok"]
+                calls = [o for o in failed if o["code"] == "call_failed"]
+                if calls:
+                    codes[p["id"]] = "call_failed"
+                    self.errors.extend({"kind": "model_call", "stage": o["stage"], "id": p["id"],
+                                        "cause": o.get("cause"), "message": o["detail"]} for o in calls)
+                    continue
+                if failed:
+                    codes[p["id"]] = failed[0]["code"]
+                    rejected.extend({"stage": o["stage"], "reason": o["code"], "id": p["id"], "line": p["line"],
+                                     **{k: v for k, v in o.items() if k not in ("code", "stage")}} for o in failed)
+                    continue
+                if (p["id"], "repair") in outcomes:
+                    p["ocr_text"], p["question"] = p["question"], outcomes[(p["id"], "repair")]["value"]
+                if (p["id"], "caption") in outcomes:
+                    p["caption"] = outcomes[(p["id"], "caption")]["value"]
+                    p["caption_by"] = self.cfg.model
+                kept.append(p)
+            # Diagrams are kept by content: one file, and one unit, for a diagram several problems share.
+            keys = {path: content_key(path.read_bytes()) for p in kept for path in p["paths"]}
+            units = {key: Unit(key, (path,), str(path)) for path, key in keys.items()}
+            done, _ = run_units(ledger, list(units.values()), self._diagram, SerialExecutor(),
+                                desc="build seephys: diagrams")
+            by_key = dict(zip(units, done))
+            for p in kept:
+                p["diagrams"] = [by_key[keys[path]] for path in p["paths"]]
+            ready = [p for p in kept if all("error" not in d for d in p["diagrams"])]
+            for p in kept:
+                if p not in ready:
+                    codes[p["id"]] = "image_missing"
+                    rejected.append({"stage": "input", "reason": "image_missing", "id": p["id"], "line": p["line"],
+                                     "detail": "; ".join(d["error"] for d in p["diagrams"] if "error" in d)})
+            settings = {"seed": self.cfg.seed, "max_side": self.cfg.max_side}
+            composites, _ = run_units(
+                ledger, [Unit(content_key(p["question"].encode("utf-8"),
+                                          {**settings, "id": p["id"], "diagrams": [d["sha256"] for d in p["diagrams"]]}),
+                              (p["id"], p["question"], [d["path"] for d in p["diagrams"]]), f"{p['id']} composite")
+                         for p in ready],
+                self._composite, SerialExecutor(), desc="build seephys: VO composites", progress=self.cfg.progress)
+        items = []
+        for p, comp in zip(ready, composites):
+            item, flags = self._item(p, comp)
+            items.append(item)
+            flagged.extend(flags)
+            codes[p["id"]] = "ITEM"
+        return self._finish(items, rejected, flagged, trace, codes)
+
+    def _item(self, p: dict, comp: dict) -> tuple[dict, list[dict]]:
+        flags = []
+        derived = sig_figs_of(p["answer"])
+        given = p.get("sig_figs_given")
+        if given is not None and derived is not None and given != derived:
+            flags.append({"id": p["id"], "flag": "sig_figs_mismatch",
+                          "detail": f"sig_figs {given} given, the answer {p['answer']!r} is written with {derived}"})
+        sig = given if given is not None else derived
+        item = {"id": p["id"], "question": p["question"], "answer": p["answer"], "language": p["language"],
+                "images": [d["path"] for d in p["diagrams"]], "sig_figs": str(sig) if sig is not None else "",
+                **{k: p[k] for k in ("subject", "level", "img_category", "vision_relevance", "caption", "source")
+                   if k in p}}
+        meta: dict[str, Any] = {"line": p["line"], "sig_figs_from": "given" if given is not None else
+                                ("answer" if derived is not None else None)}
+        if "error" in comp:
+            flags.append({"id": p["id"], "flag": "no_composite", "detail": comp["error"]})
+        else:
+            item["composite_image"] = comp["path"]
+            meta["composite"] = {k: comp[k] for k in ("sha256", "size", "layout")}
+        if "caption" not in p:
+            flags.append({"id": p["id"], "flag": "no_caption", "detail": "no caption given or made: not in TC"})
+        for key in ("ocr_text", "caption_by", "solution"):
+            if key in p:
+                meta[key] = p[key]
+        item["meta"] = meta
+        return item, flags
+
+    def _finish(self, items, rejected, flagged, trace, codes) -> SeePhysResult:
+        engine = next(iter(self.roles.values())).engine if self.roles else None
+        settings = asdict(self.cfg)
+        del settings["progress"]
+        run = {"benchmark": "seephys", "source": str(self.source), "settings": settings,
+               "prompts": self.prompts.record(),
+               "counts": {"problems": len(codes), "items": len(items), "rejected": len(rejected),
+                          "flagged": len(flagged), "errors": len(self.errors),
+                          "composites": sum(1 for i in items if "composite_image" in i),
+                          "captions": sum(1 for i in items if "caption" in i)},
+               "problems": code_counts(codes.values(), CODES),
+               "flags": dict(sorted(Counter(f["flag"] for f in flagged).items())),
+               "calls": engine.accounting.summary() if engine is not None else None}
+        write_jsonl(self.out / "flagged.jsonl", flagged)
+        write_outputs(self.out, items, rejected, trace, self.errors, run)
+        return SeePhysResult(self.out, run, len(items), len(rejected), list(self.errors))
+
+
+def build(problems, out_dir, cfg: SeePhysConfig, roles: dict[str, Role] | None = None,
+          prompts=None) -> SeePhysResult:
+    """Build SeePhys items from a problems JSONL; see the module docstring."""
+    return SeePhysBuilder(problems, out_dir, cfg, roles, prompts).run()
+
+
+__all__ = ["SeePhysConfig", "SeePhysResult", "build", "compose", "numbers_in", "read_problem", "sentences_of",
+           "sig_figs_of", "states_answer"]

@@ -1,0 +1,209 @@
+"""benchmint generate seephys: answer rules and sig_figs worked out by hand, the VO composites rendered and
+checked (bound, diagram pixels, text, determinism), the model stages against the scripted chat server (a repair
+that alters a number, a caption that states the answer, malformed JSON, a rerun that asks nothing), and the built
+items through eval in all four settings and grade."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image, ImageDraw
+
+from benchmint.cli import main
+from benchmint.generate.seephys import compose, numbers_in, png_bytes, sentences_of, sig_figs_of, states_answer
+
+from chat_server import ChatServer, Reply, prompt_of
+
+
+def rows(path) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text().splitlines()]
+
+
+def diagram(w: int, h: int, seed: int = 0) -> Image.Image:
+    """A diagram whose every pixel is known: coloured stripes and a frame."""
+    rng = np.random.default_rng(seed)
+    arr = np.full((h, w, 3), 255, np.uint8)
+    arr[::7] = rng.integers(0, 255, (len(range(0, h, 7)), w, 3), dtype=np.uint8)
+    img = Image.fromarray(arr)
+    ImageDraw.Draw(img).rectangle([2, 2, w - 3, h - 3], outline=(0, 0, 200), width=3)
+    return img
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Answer rules, by hand
+
+
+@pytest.mark.parametrize("answer, expected", [
+    (r"$1.5 \times 10^{-7} \mathrm{C}$", 2),  # the mantissa counts, not the exponent
+    ("10.1", 3),  # the paper's own example
+    ("6.0", 2),  # a trailing zero after the point counts
+    ("0.0250 m", 3),  # leading zeros do not
+    (r"\(v_{1} = 2.50\ \mathrm{m/s^2}\)", 3),  # subscripts and the unit's power are not the answer's numbers
+    ("1.2e-3 J", 2),
+    ("120 N", None),  # an integer does not say its precision
+    (r"$$\theta=2 k \pi \mp \frac{\pi}{2}$$", None),  # a formula
+    ("Ray E", None),
+    ("1.5 m and 2.5 m", None),  # two numbers
+])
+def test_sig_figs_from_the_reference_answer(answer, expected):
+    assert sig_figs_of(answer) == expected
+
+
+def test_sentences_are_not_ended_by_decimals_math_or_abbreviations():
+    assert sentences_of("2.5 m/s") == 1
+    assert sentences_of(r"It is $v = 2.5$. It rises, e.g. by 1.5 m. Then it stops.") == 3
+    assert sentences_of("One. Two! Three? Four.") == 4
+    assert sentences_of("向上。速度不变。加速度为零。方向向下。") == 4
+
+
+def test_caption_answer_leak_and_number_check():
+    assert states_answer("A block on a 30° incline; the acceleration is 4.9 m/s^2.", "4.9 m/s^2") is not None
+    assert states_answer("A block of mass $m$ on an incline of angle $30^\\circ$.", r"$4.9\ \mathrm{m/s^2}$") is None
+    assert states_answer("Rays A to E leave the lens; Ray E is dashed.", "Ray E") is not None
+    assert numbers_in("$m_1 = 2.0$ kg, 10^{-3} s") == ["1", "2.0", "10", "3"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# VO composites
+
+QUESTION = (r"A block of mass $m = 2.0\ \mathrm{kg}$ rests on an incline of angle $\theta = 30^\circ$. "
+            r"Find its acceleration $a = g \sin\theta$ when released, with $g = 9.8\ \mathrm{m/s^2}$.")
+
+
+def test_composite_keeps_the_diagram_pixels_and_is_deterministic():
+    d = diagram(500, 300)
+    img, layout = compose(QUESTION, [d], seed=1, fid="p1")
+    x0, y0, x1, y1 = layout["diagram_boxes"][0]
+    assert layout["diagram_scale"] == 1.0
+    assert np.array_equal(np.asarray(img.crop((x0, y0, x1, y1))), np.asarray(d))
+    again, _ = compose(QUESTION, [diagram(500, 300)], seed=1, fid="p1")
+    assert png_bytes(img) == png_bytes(again)
+    # Text is drawn in the text box (dark pixels), and nowhere between the text and the diagram.
+    tx0, ty0, tx1, ty1 = layout["text_box"]
+    text = np.asarray(img.convert("L").crop((tx0, ty0, tx1, ty1)))
+    assert (text < 100).sum() > 500
+    assert (np.asarray(img.convert("L").crop((0, ty1, img.width, y0))) == 255).all()
+    # Other seeds draw the text in other styles; the diagram stays as it is.
+    styles = {(lay["font"], lay["math_font"], lay["font_size"])
+              for lay in (compose(QUESTION, [d], seed=s, fid="p1")[1] for s in range(6))}
+    assert len(styles) > 1
+
+
+def test_the_text_is_the_question_rendered():
+    # The same question over another diagram of the same width: the same text pixels; another question: others.
+    a, la = compose(QUESTION, [diagram(500, 300)], seed=2, fid="p")
+    b, lb = compose(QUESTION, [diagram(500, 200, seed=5)], seed=2, fid="p")
+    c, lc = compose(QUESTION.replace("2.0", "3.0"), [diagram(500, 300)], seed=2, fid="p")
+    assert la["text_box"] == lb["text_box"] == lc["text_box"]
+    box = la["text_box"]
+    assert np.array_equal(np.asarray(a.crop(box)), np.asarray(b.crop(box)))
+    assert not np.array_equal(np.asarray(a.crop(box)), np.asarray(c.crop(box)))
+
+
+def test_composite_bound_spacing_and_several_diagrams():
+    big = diagram(5000, 3000)
+    img, layout = compose(QUESTION, [big, diagram(800, 2500)], seed=0, fid="big", max_side=4096)
+    assert img.width <= 4096 and img.height <= 4096
+    assert layout["diagram_scale"] < 1.0 and len(layout["diagram_boxes"]) == 2
+    small, small_layout = compose(QUESTION, [diagram(300, 200)], seed=0, fid="big")
+    # Spacing and the font follow the diagram's size.
+    assert layout["gap"] > small_layout["gap"] and layout["font_size"] > small_layout["font_size"]
+    # A text that cannot fit is an error, not an unreadable image.
+    with pytest.raises(ValueError, match="do not fit"):
+        compose(" ".join(["word"] * 4000), [diagram(200, 200)], seed=0, fid="x", max_side=300)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The build, through eval and grade
+
+
+def problems(tmp_path: Path, extra: list[dict] | None = None) -> Path:
+    folder = tmp_path / "raw"
+    folder.mkdir(exist_ok=True)
+    diagram(400, 300, 1).save(folder / "incline.png")
+    diagram(300, 300, 2).save(folder / "circuit.png")
+    diagram(200, 100, 3).save(folder / "scale.png")
+    (folder / "broken.png").write_bytes(b"not a png")
+    recs = [
+        {"id": "incline", "question": QUESTION, "answer": r"$4.9\ \mathrm{m/s^2}$", "images": ["incline.png"],
+         "subject": "CM", "level": "High", "vision_relevance": "optional", "img_category": "static_force_analysis",
+         "caption": "A block on an incline of angle $30^\\circ$."},
+        {"id": "circuit", "question": "Two resistors of $2\\,\\Omega$ and $3\\,\\Omega$ are in series with a "
+                                      "$10\\,\\mathrm{V}$ battery as shown. Find the current.",
+         "answer": "2.00 A", "images": ["circuit.png", "scale.png"], "subject": "EM", "level": 2, "sig_figs": "2"},
+        {"id": "long", "question": "Explain the motion shown.", "images": ["incline.png"],
+         "answer": "It slides. It speeds up. Friction slows it. It stops at the bottom."},
+        {"id": "noimage", "question": "Find x.", "answer": "1.0", "images": ["missing.png"]},
+        {"id": "badlevel", "question": "Find x.", "answer": "1.0", "images": ["incline.png"], "level": "Expert"},
+        {"id": "notpng", "question": "Find y.", "answer": "1.0", "images": ["broken.png"]},
+        *(extra or []),
+    ]
+    path = folder / "problems.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs) + "{not json\n")
+    return path
+
+
+def test_build_without_a_model_then_eval_in_four_settings_and_grade(tmp_path):
+    src = problems(tmp_path)
+    out = tmp_path / "built"
+    assert main(["generate", "seephys", str(src), "--out", str(out), "--seed", "4"]) == 0
+    items = rows(out / "items.jsonl")
+    assert [i["id"] for i in items] == ["incline", "circuit"]
+    incline, circuit = items
+    assert incline["sig_figs"] == "2" and incline["level"] == 2 and incline["vision_relevance"] == "optional"
+    assert circuit["sig_figs"] == "2" and len(circuit["images"]) == 2  # the given 2 kept over the answer's 3
+    assert all((out / i["composite_image"]).is_file() and (out / p).is_file() for i in items for p in i["images"])
+    with Image.open(out / circuit["composite_image"]) as im:
+        assert max(im.size) <= 4096
+        boxes = circuit["meta"]["composite"]["layout"]["diagram_boxes"]
+        assert np.array_equal(np.asarray(im.crop(boxes[1])), np.asarray(diagram(200, 100, 3)))
+    rejected = {r["id"]: r for r in rows(out / "rejected.jsonl")}
+    assert {k: r["reason"] for k, r in rejected.items()} == {
+        "long": "long_answer", "noimage": "image_missing", "badlevel": "bad_record", "notpng": "image_missing",
+        "line7": "bad_record"}
+    assert "4 sentences" in rejected["long"]["detail"] and "Expert" in rejected["badlevel"]["detail"]
+    assert "problems.jsonl:7" in rejected["line7"]["detail"]
+    flags = {(f["id"], f["flag"]) for f in rows(out / "flagged.jsonl")}
+    assert flags == {("circuit", "sig_figs_mismatch"), ("circuit", "no_caption")}
+    run = json.loads((out / "run.json").read_text())
+    assert run["problems"]["codes"]["ITEM"]["count"] == 2 and run["problems"]["total"] == 7
+
+    # The same seed writes the same bytes; a rerun renders nothing again.
+    again = tmp_path / "again"
+    assert main(["generate", "seephys", str(src), "--out", str(again), "--seed", "4"]) == 0
+    assert (out / "items.jsonl").read_bytes() == (again / "items.jsonl").read_bytes()
+    assert (out / incline["composite_image"]).read_bytes() == (again / incline["composite_image"]).read_bytes()
+
+    gold = {"incline": r"$4.9\ \mathrm{m/s^2}$", "circuit": "2.00 A"}
+    seen: dict[str, list] = {}
+
+    def answer(body):
+        prompt = prompt_of(body)
+        images = [p for m in body["messages"] for p in (m["content"] if isinstance(m["content"], list) else [])
+                  if p.get("type") == "image_url"]
+        key = "circuit" if ("resistors" in prompt or len(images) == 2) else "incline"
+        seen.setdefault(key, []).append((prompt, len(images)))
+        return f"<think>ok</think><answer>{gold[key] if key == 'incline' else '3.0 A'}</answer>"
+
+    with ChatServer() as server:
+        server.default = Reply(text=answer)
+        for setting in ("TV", "TO", "VO"):
+            assert main(["eval", str(out / "items.jsonl"), "--benchmark", "seephys", "--setting", setting,
+                         "--model", "m", "--base-url", server.url, "--out", str(tmp_path / setting),
+                         "--retry-delay", "0"]) == 0
+        # TC needs a caption: the circuit has none and is named as such.
+        assert main(["eval", str(out / "items.jsonl"), "--benchmark", "seephys", "--setting", "TC", "--model",
+                     "m", "--base-url", server.url, "--out", str(tmp_path / "TC"), "--retry-delay", "0"]) == 1
+    vo = [p for p in seen["incline"] if p[1] == 1 and "block" not in p[0]]
+    assert vo, "VO sends the composite and no question text"
+    assert len(rows(tmp_path / "TC" / "predictions.jsonl")) == 1
+    with ChatServer() as judge:
+        judge.default = Reply(text="0")
+        assert main(["grade", str(tmp_path / "TV" / "predictions.jsonl"), "--gold", str(out / "items.jsonl"),
+                     "--benchmark", "seephys", "--out", str(tmp_path / "grade"), "--judge-model", "j",
+                     "--judge-base-url", judge.url, "--retry-delay", "0", "--workers", "1", "--quiet"]) == 0
+    grades = {g["id"]: g["score"] for g in rows(tmp_path / "grade" / "grades.jsonl")}
+    assert grades == {"incline": 1.0, "circuit": 0.0}  # 3.0 A, not 2.00 A: the judge says 0
