@@ -15,7 +15,7 @@ from PIL import Image, ImageDraw
 from benchmint.cli import main
 from benchmint.generate.seephys import compose, numbers_in, png_bytes, sentences_of, sig_figs_of, states_answer
 
-from chat_server import ChatServer, Reply, prompt_of
+from chat_server import ChatServer, Malformed, Reply, prompt_of
 
 
 def rows(path) -> list[dict]:
@@ -162,7 +162,7 @@ def test_build_without_a_model_then_eval_in_four_settings_and_grade(tmp_path):
         assert np.array_equal(np.asarray(im.crop(boxes[1])), np.asarray(diagram(200, 100, 3)))
     rejected = {r["id"]: r for r in rows(out / "rejected.jsonl")}
     assert {k: r["reason"] for k, r in rejected.items()} == {
-        "long": "long_answer", "noimage": "image_missing", "badlevel": "bad_record", "notpng": "image_missing",
+        "long": "long_answer", "noimage": "image_missing", "badlevel": "bad_record", "notpng": "image_unreadable",
         "line7": "bad_record"}
     assert "4 sentences" in rejected["long"]["detail"] and "Expert" in rejected["badlevel"]["detail"]
     assert "problems.jsonl:7" in rejected["line7"]["detail"]
@@ -207,3 +207,115 @@ def test_build_without_a_model_then_eval_in_four_settings_and_grade(tmp_path):
                      "--judge-base-url", judge.url, "--retry-delay", "0", "--workers", "1", "--quiet"]) == 0
     grades = {g["id"]: g["score"] for g in rows(tmp_path / "grade" / "grades.jsonl")}
     assert grades == {"incline": 1.0, "circuit": 0.0}  # 3.0 A, not 2.00 A: the judge says 0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Model stages against the scripted server
+
+CIRCUIT_CAPTION = "Two resistors, $R_1$ and $R_2$, in series with a battery $\\varepsilon$; the current $I$ flows clockwise."
+
+
+def text_of(prompt: str) -> str:
+    return prompt.split("Text:\n", 1)[1].split("\n\nReply with JSON", 1)[0]
+
+
+def scripted(calls: dict):
+    """OCR repairs and captions: the incline's first repair changes 2.0 to 2.5, the refusal problem is refused
+    in words, the circuit's first caption states the answer."""
+    def model(body):
+        prompt = prompt_of(body)
+        stage = "repair" if "clean up the physics problem text" in prompt else "caption"
+        text = text_of(prompt) if stage == "repair" else prompt
+        key = (stage, "incline" if "block" in text else "circuit" if "resistors" in text else "refuse")
+        calls[key] = calls.get(key, 0) + 1
+        if key[1] == "refuse":
+            return "I cannot help with that."
+        if stage == "repair":
+            fixed = text.replace("rests on", "rests upon")
+            if key[1] == "incline" and calls[key] == 1:
+                fixed = fixed.replace("2.0", "2.5")
+            return json.dumps({"text": fixed})
+        if calls[key] == 1:
+            return json.dumps({"caption": CIRCUIT_CAPTION + " The current is 2.00 A."})
+        return json.dumps({"caption": CIRCUIT_CAPTION})
+    return model
+
+
+def model_args(src, out, server, *more):
+    return ["generate", "seephys", str(src), "--out", str(out), "--model", "m", "--base-url", server.url,
+            "--retry-delay", "0", "--answer-attempts", "2", *more]
+
+
+def test_repairs_that_change_numbers_and_captions_that_leak_are_asked_again(tmp_path):
+    refuse = {"id": "refuse", "question": "A lens of focal length 5.0 cm.", "answer": "10 cm",
+              "images": ["scale.png"], "caption": "A lens."}
+    src = problems(tmp_path, [refuse])
+    out = tmp_path / "built"
+    calls: dict = {}
+    with ChatServer() as server:
+        server.default = Reply(text=scripted(calls))
+        assert main(model_args(src, out, server)) == 0
+        items = {i["id"]: i for i in rows(out / "items.jsonl")}
+        assert sorted(items) == ["circuit", "incline"]
+        # The incline: the repair that made 2.0 into 2.5 was refused and asked again with the reason.
+        assert items["incline"]["question"] == QUESTION.replace("rests on", "rests upon")
+        assert items["incline"]["meta"]["ocr_text"] == QUESTION
+        again = [prompt_of(b) for b in server.bodies if "An earlier reply was refused" in prompt_of(b)]
+        assert any("changed the numbers" in p and "2.5" in p for p in again)
+        # The circuit: its first caption stated the answer's 2.00; the second is kept and eval's TC reads it.
+        assert items["circuit"]["caption"] == CIRCUIT_CAPTION and items["circuit"]["meta"]["caption_by"] == "m"
+        assert any("the caption contains the answer '2.00 A'" in p for p in again)
+        # The refusal: unusable through its answer attempts, rejected with the model's words.
+        rejected = {r["id"]: r for r in rows(out / "rejected.jsonl")}
+        assert rejected["refuse"]["reason"] == "repair_failed"
+        assert rejected["refuse"]["words"] == "I cannot help with that."
+        trace = rows(out / "trace.jsonl")
+        assert [len(t["steps"]) for t in trace if t["id"] == "incline"] == [2]
+        # incline: repair 2 (one refused); circuit: repair 1, caption 2 (one refused); refuse: repair 2 (attempts)
+        assert calls == {("repair", "incline"): 2, ("repair", "circuit"): 1, ("caption", "circuit"): 2,
+                         ("repair", "refuse"): 2}
+        asked = server.count
+        assert asked == 7
+        before = {p.name: p.read_bytes() for p in out.glob("*.jsonl")}
+        assert main(model_args(src, out, server)) == 0
+        assert server.count == asked  # a rerun asks nothing
+        assert {p.name: p.read_bytes() for p in out.glob("*.jsonl")} == before
+        assert main(["eval", str(out / "items.jsonl"), "--benchmark", "seephys", "--setting", "TC", "--model", "m",
+                     "--base-url", server.url, "--out", str(tmp_path / "TC"), "--retry-delay", "0"]) == 0
+
+
+def test_a_repair_that_always_changes_a_number_rejects_the_problem(tmp_path):
+    src = problems(tmp_path)
+    out = tmp_path / "built"
+    with ChatServer() as server:
+        def model(body):
+            prompt = prompt_of(body)
+            if "clean up the physics problem text" in prompt:
+                return json.dumps({"text": text_of(prompt).replace("2.0", "20")})
+            return json.dumps({"caption": CIRCUIT_CAPTION})
+        server.default = Reply(text=model)
+        assert main(model_args(src, out, server, "--max-attempts", "2")) == 0
+    rejected = {r["id"]: r for r in rows(out / "rejected.jsonl")}
+    assert rejected["incline"]["reason"] == "repair_changed_number"
+    assert "['2.0', '30', '9.8', '2'] to ['20', '30', '9.8', '2']" in rejected["incline"]["detail"]
+    assert [i["id"] for i in rows(out / "items.jsonl")] == ["circuit"]
+
+
+def test_a_failed_call_is_an_error_and_the_next_run_asks_only_it(tmp_path):
+    src = problems(tmp_path)
+    out = tmp_path / "built"
+    calls: dict = {}
+    with ChatServer() as server:
+        server.when_contains["resistors"] = Malformed()
+        server.default = Reply(text=scripted(calls))
+        assert main(model_args(src, out, server, "--retries", "1")) == 1
+        errors = rows(out / "errors.jsonl")
+        assert {(e["id"], e["kind"]) for e in errors} == {("circuit", "model_call")}
+        assert [i["id"] for i in rows(out / "items.jsonl")] == ["incline"]
+        asked = server.count
+        del server.when_contains["resistors"]
+        assert main(model_args(src, out, server)) == 0
+        # Only the circuit's stages are asked: its repair, and its caption twice (the first states the answer).
+        assert server.count == asked + 3
+        assert [i["id"] for i in rows(out / "items.jsonl")] == ["incline", "circuit"]
+        assert rows(out / "errors.jsonl") == []

@@ -198,7 +198,7 @@ SUBJECTS = ("CM", "EM", "ACG", "OPT", "AMONP", "QMIT", "TSM")
 LEVELS = ("Mid", "High", "BO", "AO", "UG", "SUG", "MA", "PhD")  # written as 1..8, the order of the paper
 RELEVANCE = {"essential": "essential", "vision-essential": "essential", "ve": "essential",
              "optional": "optional", "vision-optional": "optional", "vo": "optional"}
-CODES = ("ITEM", "long_answer", "bad_record", "image_missing", "duplicate_id", "repair_changed_number",
+CODES = ("ITEM", "long_answer", "bad_record", "image_missing", "image_unreadable", "duplicate_id", "repair_changed_number",
          "repair_failed", "caption_states_answer", "caption_failed", "call_failed")
 
 _MATH = re.compile(r"\$\$.+?\$\$|\$[^$]+\$|\\\(.+?\\\)|\\\[.+?\\\]", re.S)
@@ -279,6 +279,16 @@ def _language(row: dict) -> str:
     if found is None:
         raise ValueError(f"language must be English or Chinese, got {given!r}")
     return found
+
+
+def _unreadable(path: Path) -> str | None:
+    """Why a diagram file cannot be decoded, or None."""
+    try:
+        with Image.open(path) as im:
+            im.verify()
+    except Exception as exc:  # noqa: BLE001 - any decoder error names the file
+        return f"{path}: not a readable image ({exc})"
+    return None
 
 
 def read_problem(row, base: Path) -> dict:
@@ -424,6 +434,12 @@ class SeePhysBuilder:
                 rejected.append({"stage": "input", "reason": "image_missing", "id": got["id"], "line": line,
                                  "detail": f"{self.source}:{line}: no such diagram file: {', '.join(missing)}"})
                 continue
+            unreadable = [m for m in map(_unreadable, got["paths"]) if m]
+            if unreadable:
+                codes[got["id"]] = "image_unreadable"
+                rejected.append({"stage": "input", "reason": "image_unreadable", "id": got["id"], "line": line,
+                                 "detail": f"{self.source}:{line}: {'; '.join(unreadable)}"})
+                continue
             seen.add(got["id"])
             n = sentences_of(got["answer"])
             if n > 3:
@@ -506,11 +522,6 @@ class SeePhysBuilder:
     def _diagram(self, path: Path) -> dict:
         data = path.read_bytes()
         sha = hashlib.sha256(data).hexdigest()
-        try:
-            with Image.open(io.BytesIO(data)) as im:
-                im.verify()
-        except Exception as exc:  # noqa: BLE001 - any decoder error names the file
-            raise ValueError(f"{path}: not an image ({exc})") from None
         ext = path.suffix.lower() if path.suffix.lower() in (".png", ".jpg", ".jpeg", ".gif", ".webp") else ".png"
         target = self.out / "images" / f"{sha[:16]}{ext}"
         if not target.is_file():
