@@ -319,3 +319,63 @@ def test_a_failed_call_is_an_error_and_the_next_run_asks_only_it(tmp_path):
         assert server.count == asked + 3
         assert [i["id"] for i in rows(out / "items.jsonl")] == ["incline", "circuit"]
         assert rows(out / "errors.jsonl") == []
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Multi-part and multiple-choice problems
+
+PARTS = {"id": "spring", "question": "A mass of $0.50\\,\\mathrm{kg}$ hangs from a spring of constant "
+                                     "$k = 200\\,\\mathrm{N/m}$, as shown.",
+         "parts": [{"question": "(1) Find the extension.", "answer": "2.5 cm"},
+                   {"question": "(2) Find the period of small oscillations.", "answer": "0.31 s", "sig_figs": 2}],
+         "images": ["incline.png"], "caption": "A mass on a vertical spring."}
+MCQ = {"id": "lens", "question": "A lens of focal length 10 cm forms an image of an object 15 cm away. "
+                                 "Which of the following is the image distance?",
+       "choices": ["20 cm", "30 cm", "6 cm", "25 cm"], "answer": "B", "images": ["scale.png"],
+       "caption": "A converging lens and an arrow."}
+
+
+def test_parts_become_self_contained_items_and_mcq_needs_a_model(tmp_path):
+    src = problems(tmp_path, [PARTS, MCQ, {**PARTS, "id": "badpart", "parts": [PARTS["parts"][0]]}])
+    out = tmp_path / "built"
+    assert main(["generate", "seephys", str(src), "--out", str(out)]) == 0
+    items = {i["id"]: i for i in rows(out / "items.jsonl")}
+    one, two = items["spring-1"], items["spring-2"]
+    assert one["question"] == PARTS["question"] + "\n\n(1) Find the extension."
+    assert two["question"].startswith(PARTS["question"]) and two["question"].endswith("period of small oscillations.")
+    assert (one["answer"], one["sig_figs"], two["answer"], two["sig_figs"]) == ("2.5 cm", "2", "0.31 s", "2")
+    assert one["images"] == two["images"] and one["caption"] == two["caption"]
+    assert one["composite_image"] != two["composite_image"]  # each renders its own sub-question
+    assert one["meta"]["problem"] == "spring" and two["meta"]["part"] == 2
+    rejected = {r["id"]: r for r in rows(out / "rejected.jsonl")}
+    assert rejected["lens"]["reason"] == "mcq_not_rewritten"
+    assert rejected["badpart"]["reason"] == "bad_record" and "two sub-questions" in rejected["badpart"]["detail"]
+
+
+def test_mcq_rewritten_as_an_open_question_whose_answer_is_the_option(tmp_path):
+    src = problems(tmp_path, [MCQ])
+    out = tmp_path / "built"
+    calls: list[str] = []
+    open_q = "A lens of focal length 10 cm forms an image of an object 15 cm away. Find the image distance."
+    with ChatServer() as server:
+        def model(body):
+            prompt = prompt_of(body)
+            if "Rewrite it as an open question" in prompt:
+                calls.append(prompt)
+                if len(calls) == 1:  # still lettered, and the 15 cm dropped
+                    return json.dumps({"question": "A lens of focal length 10 cm. Choose (B) 30 cm or another."})
+                if len(calls) == 2:
+                    return json.dumps({"question": "A lens of focal length 10 cm forms an image of an object "
+                                                   "15 cm away; the image is 30 cm from the lens. Confirm."})
+                return json.dumps({"question": open_q})
+            if "clean up the physics problem text" in prompt:
+                return json.dumps({"text": text_of(prompt)})
+            return json.dumps({"caption": CIRCUIT_CAPTION})
+        server.default = Reply(text=model)
+        assert main(model_args(src, out, server)) == 0
+    items = {i["id"]: i for i in rows(out / "items.jsonl")}
+    assert (items["lens"]["question"], items["lens"]["answer"]) == (open_q, "30 cm")
+    assert items["lens"]["meta"]["mcq"]["letter"] == "B"
+    assert "(A) 20 cm" in calls[0] and "Correct option: (B) 30 cm" in calls[0]
+    assert "drops the stem's numbers ['15']" in calls[1]
+    assert "states option(s) B" in calls[2]

@@ -257,6 +257,25 @@ def states_answer(caption: str, answer: str) -> str | None:
     return None
 
 
+_OPTION_MARK = re.compile(r"(?:^|\s)\(?[A-H]\)\s|\b(?:which|choose|select)\b[^.?]*\b(?:following|options?|"
+                          r"choices?)\b", re.I)
+
+
+def open_rewrite_problem(stem: str, question: str, choices: dict[str, str]) -> str | None:
+    """Why an open rewrite of a multiple-choice stem is refused, or None: it must keep every number of the stem,
+    and neither list nor name the options."""
+    missing = Counter(numbers_in(stem)) - Counter(numbers_in(question))
+    if missing:
+        return f"the rewrite drops the stem's numbers {sorted(missing.elements())}"
+    if _OPTION_MARK.search(question):
+        return "the rewrite still refers to lettered options"
+    text = question.lower()
+    named = [k for k, v in choices.items() if len(v) >= 3 and v.lower() in text]
+    if named:
+        return f"the rewrite states option(s) {', '.join(named)}"
+    return None
+
+
 def _level(value) -> int:
     if isinstance(value, bool):
         raise ValueError(f"level must be one of {list(LEVELS)} or 1..8, got {value!r}")
@@ -281,6 +300,29 @@ def _language(row: dict) -> str:
     return found
 
 
+def _choices(value, answer: str) -> dict:
+    """A multiple-choice record's options by letter and the correct letter (the answer: a letter or an option's
+    text)."""
+    if isinstance(value, list):
+        value = {chr(ord("A") + k): v for k, v in enumerate(value)}
+    if not isinstance(value, dict) or len(value) < 2 or not all(
+            isinstance(k, str) and isinstance(v, (str, int, float)) and str(v).strip() for k, v in value.items()):
+        raise ValueError('field "choices" must hold two options or more: a list, or letters to texts')
+    choices = {k.strip().upper(): str(v).strip() for k, v in value.items()}
+    letter = answer.strip().strip("()").upper()
+    if letter not in choices:
+        letter = next((k for k, v in choices.items() if v == answer.strip()), "")
+    if not letter:
+        raise ValueError(f"the answer {answer!r} is neither an option's letter ({', '.join(choices)}) nor its text")
+    return {"choices": choices, "letter": letter}
+
+
+def _part_sig_figs(part: dict) -> int | None:
+    from benchmint.benchmarks.seephys import parse_sig_figs
+
+    return parse_sig_figs(part.get("sig_figs"))
+
+
 def _unreadable(path: Path) -> str | None:
     """Why a diagram file cannot be decoded, or None."""
     try:
@@ -297,15 +339,51 @@ def read_problem(row, base: Path) -> dict:
         raise ValueError("a problem record must be a JSON object")
     if not isinstance(row.get("question"), str) or not row["question"].strip():
         raise ValueError('missing field "question" (the problem text)')
-    answer = row.get("answer")
+    parts = _parts(row)
+    answer = "; ".join(str(part["answer"]) for part in parts) if parts is not None else row.get("answer")
     if isinstance(answer, bool) or not isinstance(answer, (str, int, float)) or not str(answer).strip():
         raise ValueError('missing field "answer" (the reference answer, text)')
+    mcq = None
+    if "choices" in row:
+        mcq = _choices(row["choices"], str(answer))
+        answer = mcq["choices"][mcq["letter"]]
     images = row.get("images", row.get("image"))
     images = [images] if isinstance(images, str) else images
     if not isinstance(images, list) or not images or not all(isinstance(i, str) and i for i in images):
         raise ValueError('field "images" must name the diagram file(s), relative to the problems file')
     out = {"question": row["question"], "answer": str(answer), "images": images,
            "paths": [base / i for i in images], "language": _language(row)}
+    if mcq is not None:
+        out["mcq"] = mcq
+    if parts is not None:
+        out["parts"] = [{"question": part["question"], "answer": str(part["answer"]),
+                         "sig_figs": part.get("sig_figs")} for part in parts]
+    _labels(row, out)
+    if row.get("id") not in (None, ""):
+        if isinstance(row["id"], bool) or not isinstance(row["id"], (str, int)):
+            raise ValueError(f'field "id" must be text or an integer, got {row["id"]!r}')
+        out["id"] = str(row["id"])
+    return out
+
+
+def _parts(row: dict) -> list[dict] | None:
+    parts = row.get("parts")
+    if parts is None:
+        return None
+    if not isinstance(parts, list) or len(parts) < 2:
+        raise ValueError('field "parts" must list two sub-questions or more, each {question, answer}')
+    for k, part in enumerate(parts, 1):
+        if not (isinstance(part, dict) and isinstance(part.get("question"), str) and part["question"].strip()
+                and isinstance(part.get("answer"), (str, int, float)) and not isinstance(part["answer"], bool)
+                and str(part["answer"]).strip()):
+            raise ValueError(f"part {k} needs a question and an answer (text)")
+        _part_sig_figs(part)  # a bad value names its field here, not in the middle of the run
+    if "choices" in row:
+        raise ValueError('a record has "parts" or "choices", not both')
+    return parts
+
+
+def _labels(row: dict, out: dict) -> None:
     if row.get("subject") not in (None, ""):
         if row["subject"] not in SUBJECTS:
             raise ValueError(f"subject must be one of {list(SUBJECTS)}, got {row['subject']!r}")
@@ -324,11 +402,6 @@ def read_problem(row, base: Path) -> dict:
         from benchmint.benchmarks.seephys import parse_sig_figs
 
         out["sig_figs_given"] = parse_sig_figs(row["sig_figs"])
-    if "id" in row and not isinstance(row["id"], (str, int)) or isinstance(row.get("id"), bool):
-        raise ValueError(f'field "id" must be text or an integer, got {row["id"]!r}')
-    if row.get("id") not in (None, ""):
-        out["id"] = str(row["id"])
-    return out
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -376,7 +449,8 @@ def _schema(key: str) -> dict:
             "properties": {key: {"type": "string", "minLength": 1}}}
 
 
-STAGE_KEY = {"repair": "text", "caption": "caption"}
+STAGE_KEY = {"repair": "text", "caption": "caption", "mcq": "question"}
+REFUSED = {"repair": "repair_changed_number", "caption": "caption_states_answer", "mcq": "mcq_rewrite_refused"}
 
 
 class SeePhysBuilder:
@@ -395,6 +469,8 @@ class SeePhysBuilder:
             if cfg.repair:
                 self.t_repair = self.prompts.template("repair.txt", {"TEXT", "FEEDBACK"}, images=False)
                 self.roles["repair"] = Role(engine, "repair", json_reply(_schema("text")))
+            self.t_mcq = self.prompts.template("mcq.txt", {"STEM", "OPTIONS", "ANSWER", "FEEDBACK"}, images=False)
+            self.roles["mcq"] = Role(engine, "mcq", json_reply(_schema("question")))
             if cfg.caption:
                 self.t_caption = self.prompts.template("caption.txt", {"QUESTION", "FEEDBACK"})
                 self.roles["caption"] = Role(engine, "caption", json_reply(_schema("caption")))
@@ -441,11 +517,17 @@ class SeePhysBuilder:
                                  "detail": f"{self.source}:{line}: {'; '.join(unreadable)}"})
                 continue
             seen.add(got["id"])
-            n = sentences_of(got["answer"])
+            answers = [part["answer"] for part in got.get("parts", [])] or [got["answer"]]
+            n = max(sentences_of(a) for a in answers)
             if n > 3:
                 codes[got["id"]] = "long_answer"
                 rejected.append({"stage": "answer", "reason": "long_answer", "id": got["id"], "line": line,
                                  "detail": f"the answer has {n} sentences; answers longer than three are dropped"})
+                continue
+            if "mcq" in got and "mcq" not in self.roles:
+                codes[got["id"]] = "mcq_not_rewritten"
+                rejected.append({"stage": "mcq", "reason": "mcq_not_rewritten", "id": got["id"], "line": line,
+                                 "detail": "a multiple-choice stem becomes an open question only with --model"})
                 continue
             problems.append(got)
         return problems
@@ -459,6 +541,11 @@ class SeePhysBuilder:
         if stage == "repair":
             parts = self.t_repair.render({"TEXT": p["question"], "FEEDBACK": feedback})
             content: Any = "".join(x.text for x in parts if isinstance(x, TextPart))
+        elif stage == "mcq":
+            options = "\n".join(f"({k}) {v}" for k, v in p["mcq"]["choices"].items())
+            parts = self.t_mcq.render({"STEM": p["question"], "OPTIONS": options, "FEEDBACK": feedback,
+                                       "ANSWER": f"({p['mcq']['letter']}) {p['answer']}"})
+            content = "".join(x.text for x in parts if isinstance(x, TextPart))
         else:
             images = []
             for path in p["paths"]:
@@ -483,7 +570,10 @@ class SeePhysBuilder:
             if before != after:
                 return f"the repair changed the numbers {before} to {after}"
             return None
-        return states_answer(result["value"]["caption"], p["answer"])
+        if result["stage"] == "mcq":
+            return open_rewrite_problem(p["question"], result["value"]["question"], p["mcq"]["choices"])
+        answers = [part["answer"] for part in p.get("parts", [])] or [p["answer"]]
+        return next((r for a in answers if (r := states_answer(result["value"]["caption"], a))), None)
 
     def _next(self, result: dict) -> list[Unit]:
         if "value" not in result:
@@ -513,7 +603,7 @@ class SeePhysBuilder:
             return {"code": f"{stage}_failed", "detail": last.get("error"), "words": last.get("words")}, chain
         reason = self._verdict(last)
         if reason is not None:
-            code = "repair_changed_number" if stage == "repair" else "caption_states_answer"
+            code = REFUSED[stage]
             return {"code": code, "detail": f"{reason} ({self.cfg.max_attempts} replies refused, --max-attempts)",
                     "words": last["value"][STAGE_KEY[stage]]}, chain
         return {"code": "ok", "value": last["value"][STAGE_KEY[stage]], "attempts": len(chain)}, chain
@@ -550,6 +640,47 @@ class SeePhysBuilder:
                 "layout": layout}
 
     # ---- the whole run
+    def _stage_batch(self, ledger: Ledger, problems: list[dict], stages: dict[str, Any], trace: list[dict]
+                     ) -> dict[tuple[str, str], dict]:
+        """Run the given stages (name -> which problems take it) as unit chains; each chain's outcome by (id, stage)."""
+        firsts = [self._unit(p, stage, 0, []) for p in problems for stage, takes in stages.items()
+                  if stage in self.roles and takes(p)]
+        if not firsts:
+            return {}
+        run_units(ledger, firsts, lambda outcome, ctx: call_result(outcome, **ctx), RoleExecutor(self.roles),
+                  desc="build seephys: " + ", ".join(stages), progress=self.cfg.progress,
+                  then=lambda unit, result: self._next(result))
+        outcomes = {}
+        for first in firsts:
+            ctx = first.args[2]
+            outcome, chain = self._outcome(ledger, first)
+            outcomes[(ctx["id"], ctx["stage"])] = outcome
+            trace.append({"id": ctx["id"], "stage": ctx["stage"], "outcome": outcome["code"],
+                          "steps": [{k: v for k, v in r.items() if k != "cached"} for r in chain]})
+        return outcomes
+
+    def _settle(self, problems: list[dict], outcomes: dict, rejected: list[dict], codes: dict[str, str]
+                ) -> list[dict]:
+        """The problems whose stages all succeeded; a failed call is an error (asked again by the next run), any
+        other failure a rejection with its reason."""
+        kept = []
+        for p in problems:
+            failed = [o | {"stage": s} for s in ("repair", "mcq", "caption")
+                      if (o := outcomes.get((p["id"], s))) is not None and o["code"] != "ok"]
+            calls = [o for o in failed if o["code"] == "call_failed"]
+            if calls:
+                codes[p["id"]] = "call_failed"
+                self.errors.extend({"kind": "model_call", "stage": o["stage"], "id": p["id"],
+                                    "cause": o.get("cause"), "message": o["detail"]} for o in calls)
+            elif failed:
+                codes[p["id"]] = failed[0]["code"]
+                rejected.extend({"stage": o["stage"], "reason": o["code"], "id": p["id"], "line": p["line"],
+                                 **{k: v for k, v in o.items() if k not in ("code", "stage")}} for o in failed)
+            else:
+                kept.append(p)
+        return kept
+
+    # ---- the whole run
     def run(self) -> SeePhysResult:
         self.out.mkdir(parents=True, exist_ok=True)
         rejected: list[dict] = []
@@ -558,73 +689,64 @@ class SeePhysBuilder:
         codes: dict[str, str] = {}
         problems = self._read(rejected, codes)
         self._problems = {p["id"]: p for p in problems}
-        outcomes: dict[tuple[str, str], dict] = {}
         with Ledger(self.out / LEDGER_NAME, "build-seephys") as ledger:
-            firsts = []
-            for p in problems:
-                if "repair" in self.roles:
-                    firsts.append(self._unit(p, "repair", 0, []))
-                if "caption" in self.roles and "caption" not in p:
-                    firsts.append(self._unit(p, "caption", 0, []))
-            if firsts:
-                run_units(ledger, firsts, lambda outcome, ctx: call_result(outcome, **ctx),
-                          RoleExecutor(self.roles), desc="build seephys: model stages", progress=self.cfg.progress,
-                          then=lambda unit, result: self._next(result))
-                for first in firsts:
-                    ctx = first.args[2]
-                    outcome, chain = self._outcome(ledger, first)
-                    outcomes[(ctx["id"], ctx["stage"])] = outcome
-                    trace.append({"id": ctx["id"], "stage": ctx["stage"], "outcome": outcome["code"],
-                                  "steps": [{k: v for k, v in r.items() if k != "cached"} for r in chain]})
-            kept = []
-            for p in problems:
-                failed = [o | {"stage": s} for s in ("repair", "caption")
-                          if (o := outcomes.get((p["id"], s))) is not None and o["code"] != "ok"]
-                calls = [o for o in failed if o["code"] == "call_failed"]
-                if calls:
-                    codes[p["id"]] = "call_failed"
-                    self.errors.extend({"kind": "model_call", "stage": o["stage"], "id": p["id"],
-                                        "cause": o.get("cause"), "message": o["detail"]} for o in calls)
-                    continue
-                if failed:
-                    codes[p["id"]] = failed[0]["code"]
-                    rejected.extend({"stage": o["stage"], "reason": o["code"], "id": p["id"], "line": p["line"],
-                                     **{k: v for k, v in o.items() if k not in ("code", "stage")}} for o in failed)
-                    continue
+            # The OCR repair and the caption first (the caption is checked against the answer, known already);
+            # a multiple-choice stem is rewritten from its repaired text.
+            outcomes = self._stage_batch(ledger, problems, {"repair": lambda p: True,
+                                                            "caption": lambda p: "caption" not in p}, trace)
+            kept = self._settle(problems, outcomes, rejected, codes)
+            for p in kept:
                 if (p["id"], "repair") in outcomes:
                     p["ocr_text"], p["question"] = p["question"], outcomes[(p["id"], "repair")]["value"]
                 if (p["id"], "caption") in outcomes:
                     p["caption"] = outcomes[(p["id"], "caption")]["value"]
                     p["caption_by"] = self.cfg.model
-                kept.append(p)
+            rewrites = self._stage_batch(ledger, kept, {"mcq": lambda p: "mcq" in p}, trace)
+            kept = self._settle(kept, rewrites, rejected, codes)
+            for p in kept:
+                if (p["id"], "mcq") in rewrites:
+                    p["mcq_stem"], p["question"] = p["question"], rewrites[(p["id"], "mcq")]["value"]
             # Diagrams are kept by content: one file, and one unit, for a diagram several problems share.
             keys = {path: content_key(path.read_bytes()) for p in kept for path in p["paths"]}
             units = {key: Unit(key, (path,), str(path)) for path, key in keys.items()}
             done, _ = run_units(ledger, list(units.values()), self._diagram, SerialExecutor(),
                                 desc="build seephys: diagrams")
             by_key = dict(zip(units, done))
+            ready = []
             for p in kept:
                 p["diagrams"] = [by_key[keys[path]] for path in p["paths"]]
-            ready = [p for p in kept if all("error" not in d for d in p["diagrams"])]
-            for p in kept:
-                if p not in ready:
-                    codes[p["id"]] = "image_missing"
-                    rejected.append({"stage": "input", "reason": "image_missing", "id": p["id"], "line": p["line"],
+                if any("error" in d for d in p["diagrams"]):
+                    codes[p["id"]] = "image_unreadable"
+                    rejected.append({"stage": "input", "reason": "image_unreadable", "id": p["id"], "line": p["line"],
                                      "detail": "; ".join(d["error"] for d in p["diagrams"] if "error" in d)})
+                else:
+                    ready.extend(self._split(p))
             settings = {"seed": self.cfg.seed, "max_side": self.cfg.max_side}
             composites, _ = run_units(
-                ledger, [Unit(content_key(p["question"].encode("utf-8"),
-                                          {**settings, "id": p["id"], "diagrams": [d["sha256"] for d in p["diagrams"]]}),
-                              (p["id"], p["question"], [d["path"] for d in p["diagrams"]]), f"{p['id']} composite")
-                         for p in ready],
+                ledger, [Unit(content_key(q["question"].encode("utf-8"),
+                                          {**settings, "id": q["id"], "diagrams": [d["sha256"] for d in q["diagrams"]]}),
+                              (q["id"], q["question"], [d["path"] for d in q["diagrams"]]), f"{q['id']} composite")
+                         for q in ready],
                 self._composite, SerialExecutor(), desc="build seephys: VO composites", progress=self.cfg.progress)
         items = []
-        for p, comp in zip(ready, composites):
-            item, flags = self._item(p, comp)
+        for q, comp in zip(ready, composites):
+            item, flags = self._item(q, comp)
             items.append(item)
             flagged.extend(flags)
-            codes[p["id"]] = "ITEM"
+            codes[q["problem"]] = "ITEM"
         return self._finish(items, rejected, flagged, trace, codes)
+
+    @staticmethod
+    def _split(p: dict) -> list[dict]:
+        """A problem's items: itself, or one per sub-question, each with the shared text and the diagrams."""
+        if "parts" not in p:
+            return [{**p, "problem": p["id"]}]
+        out = []
+        for k, part in enumerate(p["parts"], 1):
+            out.append({**p, "problem": p["id"], "id": f"{p['id']}-{k}", "part": k, "context": p["question"],
+                        "question": f"{p['question'].rstrip()}\n\n{part['question'].strip()}",
+                        "answer": part["answer"], "sig_figs_given": _part_sig_figs(part)})
+        return out
 
     def _item(self, p: dict, comp: dict) -> tuple[dict, list[dict]]:
         flags = []
@@ -647,6 +769,10 @@ class SeePhysBuilder:
             meta["composite"] = {k: comp[k] for k in ("sha256", "size", "layout")}
         if "caption" not in p:
             flags.append({"id": p["id"], "flag": "no_caption", "detail": "no caption given or made: not in TC"})
+        if "part" in p:
+            meta["problem"], meta["part"] = p["problem"], p["part"]
+        if "mcq" in p:
+            meta["mcq"] = {"stem": p["mcq_stem"], **p["mcq"]}
         for key in ("ocr_text", "caption_by", "solution"):
             if key in p:
                 meta[key] = p[key]
