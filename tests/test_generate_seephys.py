@@ -379,3 +379,15 @@ def test_mcq_rewritten_as_an_open_question_whose_answer_is_the_option(tmp_path):
     assert "(A) 20 cm" in calls[0] and "Correct option: (B) 30 cm" in calls[0]
     assert "drops the stem's numbers ['15']" in calls[1]
     assert "states option(s) B" in calls[2]
+
+
+def test_a_chinese_question_without_a_cjk_font_is_flagged_not_drawn_as_boxes(tmp_path):
+    zh = {"id": "zh", "question": "如图所示，质量为 $m$ 的物块静止在斜面上。求摩擦力。", "answer": "$mg\\sin\\theta$",
+          "images": ["incline.png"], "caption": "斜面上的物块。"}
+    src = problems(tmp_path, [zh])
+    out = tmp_path / "built"
+    assert main(["generate", "seephys", str(src), "--out", str(out)]) == 0
+    item = next(i for i in rows(out / "items.jsonl") if i["id"] == "zh")
+    assert item["language"] == "Chinese" and "composite_image" not in item
+    flags = [f for f in rows(out / "flagged.jsonl") if f["id"] == "zh"]
+    assert [f["flag"] for f in flags] == ["no_composite"] and "CJK" in flags[0]["detail"]
