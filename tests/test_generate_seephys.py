@@ -391,3 +391,43 @@ def test_a_chinese_question_without_a_cjk_font_is_flagged_not_drawn_as_boxes(tmp
     assert item["language"] == "Chinese" and "composite_image" not in item
     flags = [f for f in rows(out / "flagged.jsonl") if f["id"] == "zh"]
     assert [f["flag"] for f in flags] == ["no_composite"] and "CJK" in flags[0]["detail"]
+
+
+def test_a_killed_run_resumes_without_asking_again(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    many = [{"id": f"q{k}", "question": f"A ball is thrown at {k + 2}.0 m/s from the edge shown. Find its range.",
+             "answer": f"{k + 1}.5 m", "images": ["incline.png"], "caption": "A ball at a cliff's edge."}
+            for k in range(6)]
+    src = problems(tmp_path, many)
+
+    def repair(body):
+        return json.dumps({"text": text_of(prompt_of(body)).replace("thrown", "launched")})
+
+    with ChatServer() as server:
+        server.default = Reply(text=repair, delay=0.15)
+        out = tmp_path / "killed"
+        args = [sys.executable, "-m", "benchmint.cli", *model_args(src, out, server, "--concurrency", "1",
+                                                                   "--no-caption")]
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while server.count < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.kill(proc.pid, signal.SIGKILL)
+        assert proc.wait(10) == -signal.SIGKILL
+        assert 3 <= server.count < 8
+        subprocess.run(args, check=True, timeout=120, capture_output=True)
+        # Eight repairs (the six problems, incline and circuit); only the one in flight at the kill is asked twice.
+        assert len(server.by_prompt) == 8 and server.count <= 9
+        server.reset()
+        server.default = Reply(text=repair)
+        whole = tmp_path / "whole"
+        assert main(model_args(src, whole, server, "--no-caption")) == 0
+        assert server.count == 8
+    for name in ("items.jsonl", "rejected.jsonl", "trace.jsonl", "errors.jsonl", "flagged.jsonl"):
+        assert (out / name).read_text() == (whole / name).read_text(), name
+    assert [i["question"].split(" at ")[0] for i in rows(out / "items.jsonl")][2:] == ["A ball is launched"] * 6
