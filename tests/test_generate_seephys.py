@@ -208,6 +208,22 @@ def test_build_without_a_model_then_eval_in_four_settings_and_grade(tmp_path):
     grades = {g["id"]: g["score"] for g in rows(tmp_path / "grade" / "grades.jsonl")}
     assert grades == {"incline": 1.0, "circuit": 0.0}  # 3.0 A, not 2.00 A: the judge says 0
 
+    # The leak check: the TO answers graded, given back; what was solved without the diagram is flagged, kept.
+    with ChatServer() as judge:
+        judge.default = Reply(text="0")
+        assert main(["grade", str(tmp_path / "TO" / "predictions.jsonl"), "--gold", str(out / "items.jsonl"),
+                     "--benchmark", "seephys", "--out", str(tmp_path / "leak"), "--judge-model", "j",
+                     "--judge-base-url", judge.url, "--retry-delay", "0", "--workers", "1", "--quiet"]) == 0
+    leak = tmp_path / "leak" / "grades.jsonl"
+    assert main(["generate", "seephys", str(src), "--out", str(out), "--seed", "4", "--leak-grades", str(leak)]) == 0
+    flags = {(f["id"], f["flag"]) for f in rows(out / "flagged.jsonl")}
+    assert ("incline", "solved_without_diagram") in flags and ("circuit", "solved_without_diagram") not in flags
+    assert [i["id"] for i in rows(out / "items.jsonl")] == ["incline", "circuit"]
+    assert rows(out / "items.jsonl")[0]["meta"]["leak"]["solved"] is True
+    # Grades of answers that saw the diagram are no leak check.
+    tv = tmp_path / "grade" / "grades.jsonl"
+    assert main(["generate", "seephys", str(src), "--out", str(out), "--leak-grades", str(tv)]) == 2
+
 
 # ---------------------------------------------------------------------------------------------------------------
 # Model stages against the scripted server

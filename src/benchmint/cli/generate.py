@@ -298,7 +298,7 @@ def run_seephys(args: argparse.Namespace) -> int:
                             max_tokens=args.reply_tokens, seed=args.seed, limit=args.limit, progress=True)
         if args.model:
             roles = _engines(args, Path(args.out) / "requests.sqlite", {"gen": args.model})
-        result = build(args.problems, args.out, cfg, roles, prompts=args.prompts)
+        result = build(args.problems, args.out, cfg, roles, prompts=args.prompts, leak_grades=args.leak_grades)
     except (InputError, PromptError, ValueError, OSError) as exc:
         print(f"benchmint generate seephys: error: {exc}", file=sys.stderr)
         return 2
@@ -351,6 +351,9 @@ def _add_seephys(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="the composites' fonts and sizes, sent with calls (default 0)")
     p.add_argument("--limit", type=_positive_int, help="the first N problem records only (default: all)")
     p.add_argument("--prompts", metavar="DIR", help="files replacing the package's (seephys/<file>; default: the package's)")
+    p.add_argument("--leak-grades", metavar="JSONL",
+                   help="grades.jsonl of a leak check (eval --setting TO by a search-enabled model, then grade): items "
+                        "it solved are flagged solved_without_diagram, not dropped (default: no leak check)")
     add_arguments(p)
     p.set_defaults(func=run_seephys)
 

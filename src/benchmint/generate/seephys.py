@@ -15,8 +15,12 @@ Deterministic steps:
 
 Model stages (``--model``, optional): OCR repair with the Fig. 9 instruction (``repair.txt``), refused when it
 changes the numbers of the text; the TC caption with the Fig. 10 instruction (``caption.txt``) for problems that
-have none, refused when it states the answer. A refused reply is asked again with the reason, ``max_attempts``
-replies at most.
+have none, refused when it states the answer; a multiple-choice stem rewritten as an open question
+(``mcq.txt``). A refused reply is asked again with the reason, ``max_attempts`` replies at most.
+
+The leak check (§3.2) runs on the built items as any evaluation does: ``eval --setting TO`` with a model that
+may search, then ``grade``; its ``grades.jsonl`` given back (``leak_grades``) flags the items answered right
+without the diagram (``solved_without_diagram``), which stay in the set.
 
 The composite: the seed picks the text font, the math font set and the font size; the size and the margins grow with the largest
 diagram side, so a large diagram does not dwarf its question. Diagrams are pasted unscaled when they fit (their
@@ -455,8 +459,11 @@ REFUSED = {"repair": "repair_changed_number", "caption": "caption_states_answer"
 
 class SeePhysBuilder:
     def __init__(self, problems: str | os.PathLike, out_dir: str | os.PathLike, cfg: SeePhysConfig,
-                 roles: dict[str, Role] | None = None, prompts: str | os.PathLike | None = None) -> None:
+                 roles: dict[str, Role] | None = None, prompts: str | os.PathLike | None = None,
+                 leak_grades: str | os.PathLike | None = None) -> None:
         self.source = Path(problems)
+        self.leaks = read_leak_grades(leak_grades) if leak_grades is not None else None
+        self.leak_grades = str(leak_grades) if leak_grades is not None else None
         self.out = Path(out_dir)
         self.cfg = cfg
         self.prompts = PromptSet("seephys", prompts)
@@ -767,6 +774,12 @@ class SeePhysBuilder:
         else:
             item["composite_image"] = comp["path"]
             meta["composite"] = {k: comp[k] for k in ("sha256", "size", "layout")}
+        if self.leaks is not None and p["id"] in self.leaks:
+            meta["leak"] = self.leaks[p["id"]]
+            if self.leaks[p["id"]]["solved"]:
+                flags.append({"id": p["id"], "flag": "solved_without_diagram",
+                              "detail": f"{self.leaks[p['id']]['model']} answered it right in "
+                                        f"{self.leaks[p['id']]['setting']} ({self.leak_grades})"})
         if "caption" not in p:
             flags.append({"id": p["id"], "flag": "no_caption", "detail": "no caption given or made: not in TC"})
         if "part" in p:
@@ -784,6 +797,7 @@ class SeePhysBuilder:
         settings = asdict(self.cfg)
         del settings["progress"]
         run = {"benchmark": "seephys", "source": str(self.source), "settings": settings,
+               "leak_grades": self.leak_grades,
                "prompts": self.prompts.record(),
                "counts": {"problems": len(codes), "items": len(items), "rejected": len(rejected),
                           "flagged": len(flagged), "errors": len(self.errors),
@@ -797,10 +811,33 @@ class SeePhysBuilder:
         return SeePhysResult(self.out, run, len(items), len(rejected), list(self.errors))
 
 
+def read_leak_grades(path: str | os.PathLike) -> dict[str, dict]:
+    """A leak check's verdicts by item id: the ``grades.jsonl`` of ``benchmint grade`` over an eval of the built
+    items without their diagrams (setting TO, by a model that may search). An item any row scores 1 is solved."""
+    found: dict[str, dict] = {}
+    for line, row, problem in iter_jsonl(path, "leak-check grades"):
+        if problem is None and not (isinstance(row, dict) and isinstance(row.get("id"), (str, int))
+                                    and isinstance(row.get("score"), (int, float))):
+            problem = 'a grade row needs "id" and a numeric "score"'
+        if problem is not None:
+            raise InputError(f"{path}:{line}: {problem}")
+        setting = row.get("setting")
+        if setting not in (None, "TO"):
+            raise InputError(f"{path}:{line}: a leak check grades answers given without the diagram (setting TO), "
+                             f"not {setting}")
+        rid = str(row["id"])
+        seen = found.get(rid, {"solved": False, "model": row.get("model"), "setting": "TO", "scores": []})
+        seen["scores"].append(row["score"])
+        if row["score"] >= 1:
+            seen["solved"], seen["model"] = True, row.get("model")
+        found[rid] = seen
+    return found
+
+
 def build(problems, out_dir, cfg: SeePhysConfig, roles: dict[str, Role] | None = None,
-          prompts=None) -> SeePhysResult:
+          prompts=None, leak_grades=None) -> SeePhysResult:
     """Build SeePhys items from a problems JSONL; see the module docstring."""
-    return SeePhysBuilder(problems, out_dir, cfg, roles, prompts).run()
+    return SeePhysBuilder(problems, out_dir, cfg, roles, prompts, leak_grades).run()
 
 
 __all__ = ["SeePhysConfig", "SeePhysResult", "build", "compose", "numbers_in", "read_problem", "sentences_of",
