@@ -447,3 +447,14 @@ def test_a_killed_run_resumes_without_asking_again(tmp_path):
     for name in ("items.jsonl", "rejected.jsonl", "trace.jsonl", "errors.jsonl", "flagged.jsonl"):
         assert (out / name).read_text() == (whole / name).read_text(), name
     assert [i["question"].split(" at ")[0] for i in rows(out / "items.jsonl")][2:] == ["A ball is launched"] * 6
+
+
+def test_composites_of_other_seeds_in_one_folder_do_not_overwrite_each_other(tmp_path):
+    src = problems(tmp_path)
+    out, fresh = tmp_path / "built", tmp_path / "fresh"
+    for seed in ("0", "1", "0"):
+        assert main(["generate", "seephys", str(src), "--out", str(out), "--seed", seed]) == 0
+    assert main(["generate", "seephys", str(src), "--out", str(fresh), "--seed", "0"]) == 0
+    for item in rows(fresh / "items.jsonl"):
+        again = next(i for i in rows(out / "items.jsonl") if i["id"] == item["id"])
+        assert (out / again["composite_image"]).read_bytes() == (fresh / item["composite_image"]).read_bytes()

@@ -638,13 +638,16 @@ class SeePhysBuilder:
         except CompositeError as exc:
             return {"error": str(exc), "reason": "composite_failed"}
         data = png_bytes(image)
-        path = self.out / "vo" / f"{hashlib.sha256(pid.encode()).hexdigest()[:16]}.png"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-        return {"path": f"vo/{path.name}", "sha256": hashlib.sha256(data).hexdigest(), "size": list(image.size),
-                "layout": layout}
+        sha = hashlib.sha256(data).hexdigest()
+        # Named by content: a render of another seed or text in the same folder is another file, so a result the
+        # ledger kept always points at its own pixels.
+        path = self.out / "vo" / f"{sha[:16]}.png"
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+        return {"path": f"vo/{path.name}", "sha256": sha, "size": list(image.size), "layout": layout}
 
     # ---- the whole run
     def _stage_batch(self, ledger: Ledger, problems: list[dict], stages: dict[str, Any], trace: list[dict]
