@@ -108,6 +108,11 @@ def test_composite_bound_spacing_and_several_diagrams():
     img, layout = compose(QUESTION, [big, diagram(800, 2500)], seed=0, fid="big", max_side=4096)
     assert img.width <= 4096 and img.height <= 4096
     assert layout["diagram_scale"] < 1.0 and len(layout["diagram_boxes"]) == 2
+    # A diagram wider than the bound is scaled to fit the width, never cut off.
+    wide, wide_layout = compose(QUESTION, [diagram(5000, 300)], seed=0, fid="wide")
+    x0, y0, x1, y1 = wide_layout["diagram_boxes"][0]
+    assert wide.width <= 4096 and 0 <= x0 and x1 <= wide.width and wide_layout["diagram_scale"] < 1.0
+    assert x1 - x0 == round(5000 * wide_layout["diagram_scale"])
     small, small_layout = compose(QUESTION, [diagram(300, 200)], seed=0, fid="big")
     # Spacing and the font follow the diagram's size.
     assert layout["gap"] > small_layout["gap"] and layout["font_size"] > small_layout["font_size"]

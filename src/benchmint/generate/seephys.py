@@ -158,7 +158,11 @@ def compose(text: str, diagrams: list[Image.Image], seed: int, fid: str, max_sid
         size = round(min(40.0, max(12.0, side / 36)) * style["scale"], 1)
         margin = max(16, round(side * 0.04))
         gap = max(12, round(side * 0.05))
-        width = min(max_side, max(max(d.width for d in shown) + 2 * margin, 720))
+        widest = max(d.width for d in shown)
+        if widest + 2 * margin > max_side:  # scaled to the width first: a diagram is never cut off
+            scale *= (max_side - 2 * margin) / widest
+            continue
+        width = max(widest + 2 * margin, min(720, max_side))
         text_img, lines = render_text(text, width - 2 * margin, size, style["family"], style["mathtext"])
         height = margin + text_img.height + sum(gap + d.height for d in shown) + margin
         if height <= max_side:
