@@ -463,3 +463,43 @@ def test_composites_of_other_seeds_in_one_folder_do_not_overwrite_each_other(tmp
     for item in rows(fresh / "items.jsonl"):
         again = next(i for i in rows(out / "items.jsonl") if i["id"] == item["id"])
         assert (out / again["composite_image"]).read_bytes() == (fresh / item["composite_image"]).read_bytes()
+
+
+MULTI = {"id": "cart", "multi_part": True, "images": ["incline.png"], "caption": "A cart on a track.",
+         "question": "A cart of mass 4.0 kg starts from rest and is pushed by a force of 10 N for 2.0 s, as shown. "
+                     "(1) Find its acceleration. (2) Find its speed at 2.0 s.",
+         "answer": "(1) 2.5 m/s^2 (2) 5.0 m/s"}
+
+
+def test_a_multi_part_problem_split_by_the_model_with_its_numbers_checked(tmp_path):
+    src = problems(tmp_path, [MULTI])
+    assert main(["generate", "seephys", str(src), "--out", str(tmp_path / "plain")]) == 0
+    assert {r["id"]: r["reason"] for r in rows(tmp_path / "plain" / "rejected.jsonl")}["cart"] == "split_not_done"
+    context = "A cart of mass 4.0 kg starts from rest and is pushed by a force of 10 N for 2.0 s, as shown."
+    good = {"context": context, "parts": [{"question": "Find its acceleration.", "answer": "2.5 m/s^2"},
+                                          {"question": "Find its speed at 2.0 s.", "answer": "5.0 m/s"}]}
+    asked: list[str] = []
+    with ChatServer() as server:
+        def model(body):
+            prompt = prompt_of(body)
+            if "Split it:" in prompt:
+                asked.append(prompt)
+                if len(asked) == 1:  # the 10 N left out of the shared text
+                    return json.dumps({**good, "context": context.replace(" by a force of 10 N", "")})
+                return json.dumps(good)
+            if "clean up the physics problem text" in prompt:
+                return json.dumps({"text": text_of(prompt)})
+            return json.dumps({"caption": CIRCUIT_CAPTION})
+        server.default = Reply(text=model)
+        out = tmp_path / "built"
+        assert main(model_args(src, out, server)) == 0
+        # A rerun asks nothing: the refused split's follow-up is found in the ledger from the words kept there.
+        asked_before, files = server.count, {p.name: p.read_bytes() for p in out.glob("*.jsonl")}
+        assert main(model_args(src, out, server)) == 0
+        assert server.count == asked_before and {p.name: p.read_bytes() for p in out.glob("*.jsonl")} == files
+    items = {i["id"]: i for i in rows(out / "items.jsonl")}
+    assert items["cart-1"]["question"] == context + "\n\nFind its acceleration."
+    assert (items["cart-1"]["answer"], items["cart-2"]["answer"]) == ("2.5 m/s^2", "5.0 m/s")
+    assert (items["cart-1"]["sig_figs"], items["cart-2"]["sig_figs"]) == ("2", "2")
+    assert items["cart-2"]["meta"]["unsplit"] == MULTI["question"]
+    assert len(asked) == 2 and "drop the problem's numbers ['10']" in asked[1]

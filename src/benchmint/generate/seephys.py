@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import random
 import re
@@ -206,8 +207,9 @@ SUBJECTS = ("CM", "EM", "ACG", "OPT", "AMONP", "QMIT", "TSM")
 LEVELS = ("Mid", "High", "BO", "AO", "UG", "SUG", "MA", "PhD")  # written as 1..8, the order of the paper
 RELEVANCE = {"essential": "essential", "vision-essential": "essential", "ve": "essential",
              "optional": "optional", "vision-optional": "optional", "vo": "optional"}
-CODES = ("ITEM", "long_answer", "bad_record", "image_missing", "image_unreadable", "duplicate_id", "repair_changed_number",
-         "repair_failed", "caption_states_answer", "caption_failed", "call_failed")
+CODES = ("ITEM", "long_answer", "bad_record", "image_missing", "image_unreadable", "duplicate_id",
+         "mcq_not_rewritten", "mcq_failed", "mcq_rewrite_refused", "split_not_done", "split_failed", "split_refused",
+         "repair_changed_number", "repair_failed", "caption_states_answer", "caption_failed", "call_failed")
 
 _MATH = re.compile(r"\$\$.+?\$\$|\$[^$]+\$|\\\(.+?\\\)|\\\[.+?\\\]", re.S)
 _WRAPPERS = re.compile(r"\$|\\\(|\\\)|\\\[|\\\]")
@@ -284,6 +286,29 @@ def open_rewrite_problem(stem: str, question: str, choices: dict[str, str]) -> s
     return None
 
 
+# Sub-question labels, "(1)", "(b)", "(iii)", "2)": not numbers of the problem
+_PART_MARK = re.compile(r"\(\s*(?:\d{1,2}|[a-zA-Z]|[ivxIVX]+)\s*\)|(?<![\w.(])\d{1,2}\)")
+
+
+def split_problem(question: str, answer: str, value: dict) -> str | None:
+    """Why a model's split of a multi-part problem is refused, or None: the shared text and the sub-questions
+    together keep every number of the problem, and the parts' answers hold the reference answer's numbers, no
+    more and none left out."""
+    def counted(*texts: str) -> Counter:
+        return Counter(n for t in texts for n in numbers_in(_PART_MARK.sub(" ", t)))
+
+    missing = counted(question) - counted(value["context"], *(part["question"] for part in value["parts"]))
+    if missing:
+        return f"the parts drop the problem's numbers {sorted(missing.elements())}"
+    reference = counted(answer)
+    given = counted(*(part["answer"] for part in value["parts"]))
+    if given - reference:
+        return f"the parts' answers add numbers {sorted((given - reference).elements())} the reference lacks"
+    if reference - given:
+        return f"the parts' answers leave out the reference's numbers {sorted((reference - given).elements())}"
+    return None
+
+
 def _level(value) -> int:
     if isinstance(value, bool):
         raise ValueError(f"level must be one of {list(LEVELS)} or 1..8, got {value!r}")
@@ -351,6 +376,11 @@ def read_problem(row, base: Path) -> dict:
     answer = "; ".join(str(part["answer"]) for part in parts) if parts is not None else row.get("answer")
     if isinstance(answer, bool) or not isinstance(answer, (str, int, float)) or not str(answer).strip():
         raise ValueError('missing field "answer" (the reference answer, text)')
+    split = row.get("multi_part", False)
+    if not isinstance(split, bool):
+        raise ValueError(f'field "multi_part" must be true or false, got {split!r}')
+    if split and ("parts" in row or "choices" in row):
+        raise ValueError('"multi_part" asks the model to find the parts: give it without "parts" and "choices"')
     mcq = None
     if "choices" in row:
         mcq = _choices(row["choices"], str(answer))
@@ -363,6 +393,8 @@ def read_problem(row, base: Path) -> dict:
            "paths": [base / i for i in images], "language": _language(row)}
     if mcq is not None:
         out["mcq"] = mcq
+    if split:
+        out["split"] = True
     if parts is not None:
         out["parts"] = [{"question": part["question"], "answer": str(part["answer"]),
                          "sig_figs": part.get("sig_figs")} for part in parts]
@@ -457,8 +489,23 @@ def _schema(key: str) -> dict:
             "properties": {key: {"type": "string", "minLength": 1}}}
 
 
-STAGE_KEY = {"repair": "text", "caption": "caption", "mcq": "question"}
-REFUSED = {"repair": "repair_changed_number", "caption": "caption_states_answer", "mcq": "mcq_rewrite_refused"}
+STAGE_KEY = {"repair": "text", "caption": "caption", "mcq": "question", "split": "parts"}
+REFUSED = {"repair": "repair_changed_number", "caption": "caption_states_answer", "mcq": "mcq_rewrite_refused",
+           "split": "split_refused"}
+SPLIT_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["context", "parts"],
+                "properties": {"context": {"type": "string"},
+                               "parts": {"type": "array", "minItems": 2,
+                                         "items": {"type": "object", "additionalProperties": False,
+                                                   "required": ["question", "answer"],
+                                                   "properties": {"question": {"type": "string", "minLength": 1},
+                                                                  "answer": {"type": "string", "minLength": 1}}}}}}
+
+
+def _words(stage: str, value: dict) -> str:
+    """A reply's words for a refusal's feedback and the rejection."""
+    got = value[STAGE_KEY[stage]] if stage != "split" else value
+    # sorted keys: the words (and the follow-up request that quotes them) are the same read back from the ledger
+    return got if isinstance(got, str) else json.dumps(got, ensure_ascii=False, sort_keys=True)
 
 
 class SeePhysBuilder:
@@ -482,6 +529,8 @@ class SeePhysBuilder:
                 self.roles["repair"] = Role(engine, "repair", json_reply(_schema("text")))
             self.t_mcq = self.prompts.template("mcq.txt", {"STEM", "OPTIONS", "ANSWER", "FEEDBACK"}, images=False)
             self.roles["mcq"] = Role(engine, "mcq", json_reply(_schema("question")))
+            self.t_split = self.prompts.template("split.txt", {"QUESTION", "ANSWER", "FEEDBACK"}, images=False)
+            self.roles["split"] = Role(engine, "split", json_reply(SPLIT_SCHEMA))
             if cfg.caption:
                 self.t_caption = self.prompts.template("caption.txt", {"QUESTION", "FEEDBACK"})
                 self.roles["caption"] = Role(engine, "caption", json_reply(_schema("caption")))
@@ -528,20 +577,29 @@ class SeePhysBuilder:
                                  "detail": f"{self.source}:{line}: {'; '.join(unreadable)}"})
                 continue
             seen.add(got["id"])
-            answers = [part["answer"] for part in got.get("parts", [])] or [got["answer"]]
-            n = max(sentences_of(a) for a in answers)
-            if n > 3:
-                codes[got["id"]] = "long_answer"
-                rejected.append({"stage": "answer", "reason": "long_answer", "id": got["id"], "line": line,
-                                 "detail": f"the answer has {n} sentences; answers longer than three are dropped"})
-                continue
-            if "mcq" in got and "mcq" not in self.roles:
-                codes[got["id"]] = "mcq_not_rewritten"
-                rejected.append({"stage": "mcq", "reason": "mcq_not_rewritten", "id": got["id"], "line": line,
-                                 "detail": "a multiple-choice stem becomes an open question only with --model"})
-                continue
-            problems.append(got)
+            if not got.get("split") and self._long(got, rejected, codes):
+                continue  # a problem the model splits has each part's answer checked after the split
+            for stage, code, what in (("mcq", "mcq_not_rewritten", "a multiple-choice stem becomes an open question"),
+                                      ("split", "split_not_done", "a multi_part problem is split into parts")):
+                if stage in got and stage not in self.roles:
+                    codes[got["id"]] = code
+                    rejected.append({"stage": stage, "reason": code, "id": got["id"], "line": line,
+                                     "detail": f"{what} only with --model"})
+                    break
+            else:
+                problems.append(got)
         return problems
+
+    @staticmethod
+    def _long(p: dict, rejected: list[dict], codes: dict[str, str]) -> bool:
+        """Whether an answer (or a part's) explains in more than three sentences: the problem is then rejected."""
+        answers = [part["answer"] for part in p.get("parts", [])] or [p["answer"]]
+        n = max(sentences_of(a) for a in answers)
+        if n > 3:
+            codes[p["id"]] = "long_answer"
+            rejected.append({"stage": "answer", "reason": "long_answer", "id": p["id"], "line": p["line"],
+                             "detail": f"the answer has {n} sentences; answers longer than three are dropped"})
+        return n > 3
 
     # ---- model stages: a chain of units per problem and stage, a refused reply asked again with the reason
     def _unit(self, p: dict, stage: str, attempt: int, refused: list[dict]) -> Unit:
@@ -552,6 +610,9 @@ class SeePhysBuilder:
         if stage == "repair":
             parts = self.t_repair.render({"TEXT": p["question"], "FEEDBACK": feedback})
             content: Any = "".join(x.text for x in parts if isinstance(x, TextPart))
+        elif stage == "split":
+            parts = self.t_split.render({"QUESTION": p["question"], "ANSWER": p["answer"], "FEEDBACK": feedback})
+            content = "".join(x.text for x in parts if isinstance(x, TextPart))
         elif stage == "mcq":
             options = "\n".join(f"({k}) {v}" for k, v in p["mcq"]["choices"].items())
             parts = self.t_mcq.render({"STEM": p["question"], "OPTIONS": options, "FEEDBACK": feedback,
@@ -581,6 +642,8 @@ class SeePhysBuilder:
             if before != after:
                 return f"the repair changed the numbers {before} to {after}"
             return None
+        if result["stage"] == "split":
+            return split_problem(p["question"], p["answer"], result["value"])
         if result["stage"] == "mcq":
             return open_rewrite_problem(p["question"], result["value"]["question"], p["mcq"]["choices"])
         answers = [part["answer"] for part in p.get("parts", [])] or [p["answer"]]
@@ -592,7 +655,7 @@ class SeePhysBuilder:
         reason = self._verdict(result)
         if reason is None or result["attempt"] + 1 >= self.cfg.max_attempts:
             return []
-        refused = [*result["refused"], {"reason": reason, "text": result["value"][STAGE_KEY[result["stage"]]]}]
+        refused = [*result["refused"], {"reason": reason, "text": _words(result["stage"], result["value"])}]
         return [self._unit(self._problems[result["id"]], result["stage"], result["attempt"] + 1, refused)]
 
     def _outcome(self, ledger: Ledger, first: Unit) -> tuple[dict, list[dict]]:
@@ -616,8 +679,9 @@ class SeePhysBuilder:
         if reason is not None:
             code = REFUSED[stage]
             return {"code": code, "detail": f"{reason} ({self.cfg.max_attempts} replies refused, --max-attempts)",
-                    "words": last["value"][STAGE_KEY[stage]]}, chain
-        return {"code": "ok", "value": last["value"][STAGE_KEY[stage]], "attempts": len(chain)}, chain
+                    "words": _words(stage, last["value"])}, chain
+        value = last["value"] if stage == "split" else last["value"][STAGE_KEY[stage]]
+        return {"code": "ok", "value": value, "attempts": len(chain)}, chain
 
     # ---- files
     def _diagram(self, path: Path) -> dict:
@@ -679,7 +743,7 @@ class SeePhysBuilder:
         other failure a rejection with its reason."""
         kept = []
         for p in problems:
-            failed = [o | {"stage": s} for s in ("repair", "mcq", "caption")
+            failed = [o | {"stage": s} for s in ("repair", "split", "mcq", "caption")
                       if (o := outcomes.get((p["id"], s))) is not None and o["code"] != "ok"]
             calls = [o for o in failed if o["code"] == "call_failed"]
             if calls:
@@ -715,11 +779,17 @@ class SeePhysBuilder:
                 if (p["id"], "caption") in outcomes:
                     p["caption"] = outcomes[(p["id"], "caption")]["value"]
                     p["caption_by"] = self.cfg.model
-            rewrites = self._stage_batch(ledger, kept, {"mcq": lambda p: "mcq" in p}, trace)
+            rewrites = self._stage_batch(ledger, kept, {"mcq": lambda p: "mcq" in p, "split": lambda p: "split" in p},
+                                         trace)
             kept = self._settle(kept, rewrites, rejected, codes)
             for p in kept:
                 if (p["id"], "mcq") in rewrites:
                     p["mcq_stem"], p["question"] = p["question"], rewrites[(p["id"], "mcq")]["value"]
+                if (p["id"], "split") in rewrites:
+                    split = rewrites[(p["id"], "split")]["value"]
+                    p["unsplit"], p["question"] = p["question"], split["context"]
+                    p["parts"] = [{**part, "sig_figs": None} for part in split["parts"]]
+            kept = [p for p in kept if "unsplit" not in p or not self._long(p, rejected, codes)]
             # Diagrams are kept by content: one file, and one unit, for a diagram several problems share.
             keys = {path: content_key(path.read_bytes()) for p in kept for path in p["paths"]}
             units = {key: Unit(key, (path,), str(path)) for path, key in keys.items()}
@@ -793,6 +863,8 @@ class SeePhysBuilder:
             meta["problem"], meta["part"] = p["problem"], p["part"]
         if "mcq" in p:
             meta["mcq"] = {"stem": p["mcq_stem"], **p["mcq"]}
+        if "unsplit" in p:
+            meta["unsplit"] = p["unsplit"]
         for key in ("ocr_text", "caption_by", "solution"):
             if key in p:
                 meta[key] = p[key]
