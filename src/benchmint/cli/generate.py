@@ -331,8 +331,10 @@ def _add_seephys(sub) -> None:
                                    "than three sentences dropped, sig_figs from decimal answers, a VO composite of "
                                    "text and diagrams per problem; with --model, the OCR text repaired (a repair "
                                    "that changes a number is refused) and captions written for problems without "
-                                   "one (a caption that states the answer is refused). Resumable. Exit status: 0 "
-                                   "clean, 1 some calls failed (errors.jsonl), 2 the run could not start.")
+                                   "one (a caption that states the answer is refused), multiple-choice stems "
+                                   "rewritten as open questions and multi_part problems split into sub-questions, "
+                                   "each checked. Resumable. Exit status: 0 clean, 1 some calls failed "
+                                   "(errors.jsonl), 2 the run could not start.")
     p.add_argument("problems", help="a JSONL of problems {question, answer, images, optional id, language, subject, "
                                     "level, img_category, vision_relevance, caption, sig_figs}")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory; rerunning into it resumes the run")
