@@ -18,7 +18,8 @@ changes the numbers of the text; the TC caption with the Fig. 10 instruction (``
 have none, refused when it states the answer; a multiple-choice stem rewritten as an open question
 (``mcq.txt``), refused when it drops a number or names an option; a ``multi_part`` problem split into
 self-contained sub-questions (``split.txt``), refused when the numbers of the problem or of its answer do not
-add up. Parts given in the record (``parts``) are split without a model. A refused reply is asked again with the reason, ``max_attempts`` replies at most.
+add up. Parts given in the record (``parts``) are split without a model. A refused reply is asked again with
+the reason, ``max_attempts`` replies at most.
 
 The leak check (§3.2) runs on the built items as any evaluation does: ``eval --setting TO`` with a model that
 may search, then ``grade``; its ``grades.jsonl`` given back (``leak_grades``) flags the items answered right
