@@ -297,6 +297,10 @@ def test_repairs_that_change_numbers_and_captions_that_leak_are_asked_again(tmp_
                          ("repair", "refuse"): 2}
         asked = server.count
         assert asked == 7
+        # Every call is accounted under its stage in run.json.
+        by_stage = {row["stage"]: row["requests"] for row in json.loads((out / "run.json").read_text())["calls"]
+                    ["by_stage_model"]}
+        assert by_stage == {"repair": 5, "caption": 2}
         before = {p.name: p.read_bytes() for p in out.glob("*.jsonl")}
         assert main(model_args(src, out, server)) == 0
         assert server.count == asked  # a rerun asks nothing
@@ -503,3 +507,14 @@ def test_a_multi_part_problem_split_by_the_model_with_its_numbers_checked(tmp_pa
     assert (items["cart-1"]["sig_figs"], items["cart-2"]["sig_figs"]) == ("2", "2")
     assert items["cart-2"]["meta"]["unsplit"] == MULTI["question"]
     assert len(asked) == 2 and "drop the problem's numbers ['10']" in asked[1]
+
+
+def test_a_diagram_type_outside_the_release_is_flagged_and_kept(tmp_path):
+    odd = {"id": "odd", "question": "Find the tension.", "answer": "12 N", "images": ["incline.png"],
+           "img_category": "Free Body Diagram", "caption": "A hanging mass."}
+    src = problems(tmp_path, [odd])
+    out = tmp_path / "built"
+    assert main(["generate", "seephys", str(src), "--out", str(out)]) == 0
+    assert "odd" in {i["id"] for i in rows(out / "items.jsonl")}
+    flags = {(f["id"], f["flag"]) for f in rows(out / "flagged.jsonl")}
+    assert ("odd", "unknown_img_category") in flags and ("incline", "unknown_img_category") not in flags

@@ -208,6 +208,13 @@ def png_bytes(image: Image.Image) -> bytes:
 
 SUBJECTS = ("CM", "EM", "ACG", "OPT", "AMONP", "QMIT", "TSM")
 LEVELS = ("Mid", "High", "BO", "AO", "UG", "SUG", "MA", "PhD")  # written as 1..8, the order of the paper
+# The diagram types as the release writes them (snake_case; the paper names 21 in Title Case)
+IMG_CATEGORIES = frozenset((
+    "circuit_diagram", "static_force_analysis", "electromagnetic_field", "optical_path", "coordinate_system",
+    "circular_motion", "thermodynamics", "charge_distribution", "spring_force", "linear_motion",
+    "capacitance_resistance", "relativity_gravity", "atomic_physics", "projectile_motion", "simple_harmonic_motion",
+    "photoelectric_effect", "wave_motion", "quantum_mechanics", "astrophysics", "feynman_diagram", "acoustics",
+    "magnetic_circuit"))
 RELEVANCE = {"essential": "essential", "vision-essential": "essential", "ve": "essential",
              "optional": "optional", "vision-optional": "optional", "vo": "optional"}
 CODES = ("ITEM", "long_answer", "bad_record", "image_missing", "image_unreadable", "duplicate_id",
@@ -860,6 +867,9 @@ class SeePhysBuilder:
                 flags.append({"id": p["id"], "flag": "solved_without_diagram",
                               "detail": f"{self.leaks[p['id']]['model']} answered it right in "
                                         f"{self.leaks[p['id']]['setting']} ({self.leak_grades})"})
+        if "img_category" in p and p["img_category"] not in IMG_CATEGORIES:
+            flags.append({"id": p["id"], "flag": "unknown_img_category",
+                          "detail": f"img_category {p['img_category']!r} is none of the release's diagram types"})
         if "caption" not in p:
             flags.append({"id": p["id"], "flag": "no_caption", "detail": "no caption given or made: not in TC"})
         if "part" in p:
