@@ -38,6 +38,11 @@ def test_demo_runs_every_capability(tmp_path, capsys):
     assert named == []
     figures = (tmp_path / "harvest" / "figures.jsonl").read_text().splitlines()
     assert [json.loads(f)["label"] for f in figures] == ["1", "2"]
+    # the four sample figures with no model: one question, three rejections, each with its reason
+    made = tmp_path / "generate" / "csmbench"
+    assert [json.loads(i)["answer"] for i in (made / "items.jsonl").read_text().splitlines()] == ["B"]
+    reasons = sorted(json.loads(r)["reason"] for r in (made / "rejected.jsonl").read_text().splitlines())
+    assert reasons == ["no_scale", "no_scale", "too_few_perturbations"]
     assert {json.loads(f)["member"] for f in figures} == {"papers/sample_paper.pdf"}  # read out of the tar
     report = tmp_path / "report"  # the main job ends with a report of its own outputs
     assert "data:image/png;base64," in (report / "index.html").read_text()

@@ -105,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
 
     import json
 
+    status = max(status, _generate_csmbench(samples, out / "generate"))
+
     print("\n=== benchmint xrd build: CrystalXRD items from pymatgen's AFLOW prototype structures")
     status = max(status, _xrd(out / "xrd", args.workers))
 
@@ -128,6 +130,33 @@ def run(args: argparse.Namespace) -> int:
 
     print("\n=== benchmint report: the papers' figures and tables from everything above, in one offline page")
     status = max(status, _command(["report", str(out), "--out", str(out / "report")]))
+    return status
+
+
+def _generate_csmbench(samples, root) -> int:
+    """CSMBench questions made from the four sample figures with no model: each ends as an item or a rejection."""
+    import json
+    import shutil
+
+    print("\n=== benchmint generate csmbench-mcq: caption-matching questions made from the four sample figures with "
+          "no model (each distractor the true caption with one technique, composition or number changed, from "
+          "package tables); a caption that names no scale or offers fewer than three changes is rejected with that "
+          "reason")
+    root.mkdir(parents=True, exist_ok=True)
+    source = samples / "csmbench_open"
+    shutil.copyfile(source / "micrograph.png", root / "micrograph.png")
+    with open(root / "figures.jsonl", "w", encoding="utf-8") as fh:
+        for line in (source / "metadata.jsonl").read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            fh.write(json.dumps({"image": "micrograph.png", "caption": row["image_caption"],
+                                 "discussion": row["describe_paragraph"], "label": str(row["index"])}) + "\n")
+    status = _command(["generate", "csmbench-mcq", str(root / "figures.jsonl"), "--out", str(root / "csmbench")])
+    items = (root / "csmbench" / "items.jsonl").read_text(encoding="utf-8").splitlines()
+    if items:
+        item = json.loads(items[0])
+        print("  one generated question (answer " + item["answer"] + "):")
+        for option in item["options"]:
+            print(f"    ({option['label']}) {option['caption']}  [{item['meta']['option_kinds'][option['label']]}]")
     return status
 
 
