@@ -26,13 +26,21 @@ import hashlib
 import os
 import random
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from benchmint.benchmarks.base import TextPart
 from benchmint.generate.executor import Role, RoleExecutor
-from benchmint.generate.flow import HarvestPDFs, PromptSet, call_result, code_counts, json_reply, write_outputs
+from benchmint.generate.flow import (
+    GenerateResult,
+    HarvestPDFs,
+    PromptSet,
+    call_result,
+    code_counts,
+    json_reply,
+    write_outputs,
+)
 from benchmint.io import InputError, iter_jsonl, write_jsonl
 from benchmint.run import Ledger, SerialExecutor, Unit, content_key, run_units
 from benchmint.run.runner import LEDGER_NAME
@@ -352,17 +360,7 @@ class CSMConfig:
             raise ValueError(f"--limit must be at least 1, got {self.limit}")
 
 
-@dataclass
-class CSMResult:
-    out_dir: Path
-    run: dict = field(default_factory=dict)
-    items: int = 0
-    rejected: int = 0
-    errors: list[dict] = field(default_factory=list)
-
-    @property
-    def exit_code(self) -> int:
-        return 1 if self.errors else 0
+CSMResult = GenerateResult  # the flow's one result shape
 
 
 FIGURE_KINDS = ("micrograph", "photograph", "pattern_or_spectrum", "chart", "schematic", "flowchart")

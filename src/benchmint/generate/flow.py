@@ -15,6 +15,7 @@ import json
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,21 @@ class PromptSet:
     def record(self) -> list[dict]:
         """The files read, for run.json."""
         return [{"name": t.name, "sha256": t.sha256, "origin": t.origin} for _, t in sorted(self._read.items())]
+
+
+@dataclass
+class GenerateResult:
+    """What a generator's run gives its caller: the output folder, run.json's record, the counts and error rows."""
+
+    out_dir: Path
+    run: dict = field(default_factory=dict)
+    items: int = 0
+    rejected: int = 0
+    errors: list[dict] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.errors else 0
 
 
 class HarvestPDFs:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,7 @@ from benchmint.benchmarks.base import ImagePart as TemplateImage
 from benchmint.benchmarks.base import TextPart
 from benchmint.generate.executor import Role, RoleExecutor
 from benchmint.generate.flow import (
+    GenerateResult,
     HarvestPDFs,
     PromptSet,
     call_result,
@@ -125,17 +126,7 @@ def calls_bound(cfg: MatVQAConfig) -> int:
     return 3 + 2 * ((t + 1) + t + 2 * (t + k))
 
 
-@dataclass
-class MatVQAResult:
-    out_dir: Path
-    run: dict = field(default_factory=dict)
-    items: int = 0
-    rejected: int = 0
-    errors: list[dict] = field(default_factory=list)
-
-    @property
-    def exit_code(self) -> int:
-        return 1 if self.errors else 0
+MatVQAResult = GenerateResult  # the flow's one result shape
 
 
 def _date(value: str, where: str) -> date:

@@ -40,7 +40,7 @@ import os
 import random
 import re
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +48,7 @@ from PIL import Image
 
 from benchmint.benchmarks.base import TextPart
 from benchmint.generate.executor import Role, RoleExecutor
-from benchmint.generate.flow import PromptSet, call_result, code_counts, json_reply, write_outputs
+from benchmint.generate.flow import GenerateResult, PromptSet, call_result, code_counts, json_reply, write_outputs
 from benchmint.io import InputError, iter_jsonl, write_jsonl
 from benchmint.run import Ledger, SerialExecutor, Unit, content_key, run_units
 from benchmint.run.runner import LEDGER_NAME
@@ -481,17 +481,7 @@ class SeePhysConfig:
             raise ValueError(f"--limit must be at least 1, got {self.limit}")
 
 
-@dataclass
-class SeePhysResult:
-    out_dir: Path
-    run: dict = field(default_factory=dict)
-    items: int = 0
-    rejected: int = 0
-    errors: list[dict] = field(default_factory=list)
-
-    @property
-    def exit_code(self) -> int:
-        return 1 if self.errors else 0
+SeePhysResult = GenerateResult  # the flow's one result shape
 
 
 def _schema(key: str) -> dict:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from benchmint.benchmarks.base import ImagePart as TemplateImage
 from benchmint.benchmarks.base import TextPart
 from benchmint.generate.executor import Role, RoleExecutor
 from benchmint.generate.flow import (
+    GenerateResult,
     HarvestPDFs,
     PromptSet,
     call_result,
@@ -89,17 +90,7 @@ class SPMConfig:
             raise ValueError(f"--limit must be at least 1, got {self.limit}")
 
 
-@dataclass
-class SPMResult:
-    out_dir: Path
-    run: dict = field(default_factory=dict)
-    items: int = 0
-    rejected: int = 0
-    errors: list[dict] = field(default_factory=list)
-
-    @property
-    def exit_code(self) -> int:
-        return 1 if self.errors else 0
+SPMResult = GenerateResult  # the flow's one result shape
 
 
 # ---------------------------------------------------------------------------------------------------------------
