@@ -39,6 +39,7 @@ from benchmint.generate.flow import (
     call_result,
     code_counts,
     json_reply,
+    read_chain,
     write_outputs,
 )
 from benchmint.io import InputError, iter_jsonl, write_jsonl
@@ -556,18 +557,6 @@ class CSMGenerator:
         refused = [*result["refused"], {"reason": reason, "text": result["value"]["distractor"]}]
         return [self._unit(fid, slots, slot, attempt + 1, result["accepted"], refused)]
 
-    def _chain(self, ledger: Ledger, first: Unit) -> list[dict]:
-        chain: list[dict] = []
-        unit: Unit | None = first
-        while unit is not None:
-            got = ledger.get(unit.key)
-            if got is None:
-                break
-            chain.append(got[1])
-            nxt = self._next(got[1])
-            unit = nxt[0] if nxt else None
-        return chain
-
     def _model_outcome(self, chain: list[dict]) -> dict:
         """The figure's distractors from its chain, or why there are none."""
         last = chain[-1] if chain else None
@@ -680,7 +669,7 @@ class CSMGenerator:
                           RoleExecutor(self.roles), desc="generate csmbench: distractors",
                           progress=self.cfg.progress, then=lambda unit, result: self._next(result))
                 for (_fig, fid, *_rest), first in zip(kept, firsts):
-                    chain = self._chain(ledger, first)
+                    chain = read_chain(ledger, first, self._next)
                     chosen[fid] = self._model_outcome(chain)
                     trace.append({"id": fid, "outcome": chosen[fid]["code"],
                                   "steps": [{k: v for k, v in r.items() if k != "cached"} for r in chain]})

@@ -100,6 +100,21 @@ class GenerateResult:
         return 1 if self.errors else 0
 
 
+def read_chain(ledger, first, next_units: Callable[[dict], list]) -> list[dict]:
+    """A loop's results in order, read back from the ledger: ``first``'s, then each follow-up's that
+    ``next_units(result)`` names (the first of them), until a unit the ledger does not hold or none follows."""
+    chain: list[dict] = []
+    unit = first
+    while unit is not None:
+        got = ledger.get(unit.key)
+        if got is None:
+            break
+        chain.append(got[1])
+        nxt = next_units(got[1])
+        unit = nxt[0] if nxt else None
+    return chain
+
+
 class HarvestPDFs:
     """The PDFs that harvest records name, by the path the harvest was given (``pdf``): with a folder given
     (``--pdfs``), looked up under it only, by that path and then by file name; else where the record says, then

@@ -52,6 +52,7 @@ from benchmint.generate.flow import (
     call_result,
     code_counts,
     json_reply,
+    read_chain,
     save_crop,
     write_outputs,
 )
@@ -520,18 +521,6 @@ class MatVQAGenerator:
         return [self._rewrite({**result, "f": result["f"] + 1}, result["strategy"], refused)]
 
     # ---- reading a question's chain back
-    def _chain(self, ledger: Ledger, first: Unit) -> list[dict]:
-        chain: list[dict] = []
-        unit: Unit | None = first
-        while unit is not None:
-            got = ledger.get(unit.key)
-            if got is None:
-                break
-            chain.append(got[1])
-            nxt = self._next(got[1])
-            unit = nxt[0] if nxt else None
-        return chain
-
     def outcome(self, chain: list[dict]) -> dict:
         """The raw version and each stage's code and final version; ``complete`` when both stages ended."""
         out: dict[str, Any] = {"complete": False}
@@ -627,7 +616,7 @@ class MatVQAGenerator:
         for unit in firsts:
             qid = unit.args[2]["id"]
             ctx = self._context[qid]
-            chain = self._chain(ledger, unit)
+            chain = read_chain(ledger, unit, self._next)
             out = self.outcome(chain)
             trace.append({"id": qid, "figure": ctx["ref"], "outcome": {k: v for k, v in out.items()
                                                                       if k in ("code", "complete")},

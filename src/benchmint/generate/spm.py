@@ -39,6 +39,7 @@ from benchmint.generate.flow import (
     call_result,
     code_counts,
     json_reply,
+    read_chain,
     save_crop,
     write_outputs,
 )
@@ -427,19 +428,6 @@ class SPMGenerator:
         request = self._request(self.cfg.gen_model, self.t_revise, values, qid, "question")
         return [self._unit("gen", request, {"id": qid, "step": "revise", "round": rnd})]
 
-    def _chain(self, ledger: Ledger, first: Unit) -> list[dict]:
-        """A question's results in order, from its draft through the loop, read back from the ledger."""
-        chain: list[dict] = []
-        unit: Unit | None = first
-        while unit is not None:
-            got = ledger.get(unit.key)
-            if got is None:
-                break
-            chain.append(got[1])
-            nxt = self._next(got[1])
-            unit = nxt[0] if nxt else None
-        return chain
-
     def _outcome(self, chain: list[dict]) -> tuple[str, dict | None, int]:
         """(code, the passed version or None, audits made)."""
         audits = [r for r in chain if r["step"] == "advise" and "value" in r]
@@ -547,7 +535,7 @@ class SPMGenerator:
                  rejected: list[dict]) -> tuple[list[dict], list[dict], list[str]]:
         items, trace, codes = [], [], []
         for unit, (qid, figs) in zip(drafts, questions.items()):
-            chain = self._chain(ledger, unit)
+            chain = read_chain(ledger, unit, self._next)
             code, passed, audits = self._outcome(chain)
             codes.append(code)
             refs = [{k: f[k] for k in ("pdf", "page", "label")} for f in figs]
