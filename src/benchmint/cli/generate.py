@@ -31,6 +31,19 @@ def _engines(args: argparse.Namespace, cache: Path, models: dict | None = None) 
     return roles
 
 
+def _close(roles: dict) -> None:
+    """Close each engine once: roles on one server share it."""
+    for engine in {id(r.engine): r.engine for r in roles.values()}.values():
+        engine.close()
+
+
+def _listed_errors(result) -> int:
+    """The first error rows under the summary; the generator's exit status."""
+    for e in result.errors[:10]:
+        print(f"  error: {e.get('id') or e.get('line')}: {e.get('cause') or e['kind']}: {e.get('message', '')}")
+    return result.exit_code
+
+
 def run_spm(args: argparse.Namespace) -> int:
     from benchmint.benchmarks.base import PromptError
     from benchmint.generate.spm import CODES, SPMConfig, generate
@@ -53,8 +66,7 @@ def run_spm(args: argparse.Namespace) -> int:
         print(f"benchmint generate spm: error: {exc}", file=sys.stderr)
         return 2
     finally:
-        for engine in {id(r.engine): r.engine for r in roles.values()}.values():
-            engine.close()
+        _close(roles)
     run = result.run
     c = run["counts"]
     print(f"spm: {c['figures']} figures -> {c['items']} items, {c['rejected']} rejected, {c['errors']} errors "
@@ -139,8 +151,7 @@ def run_csmbench(args: argparse.Namespace) -> int:
         print(f"benchmint generate csmbench-mcq: error: {exc}", file=sys.stderr)
         return 2
     finally:
-        for engine in {id(r.engine): r.engine for r in roles.values()}.values():
-            engine.close()
+        _close(roles)
     run = result.run
     c = run["counts"]
     print(f"csmbench-mcq: {c['figures']} figures -> {c['items']} items ({c['open_items']} open), {c['rejected']} "
@@ -148,9 +159,7 @@ def run_csmbench(args: argparse.Namespace) -> int:
     print("  figures: " + ", ".join(f"{k} {v['count']}" for k, v in run["figures"]["codes"].items() if v["count"]))
     print("  answer letters: " + ", ".join(f"{k} {v}" for k, v in run["answer_letters"].items()))
     print("  scales: " + ", ".join(f"{k} {v}" for k, v in run["scales"].items()))
-    for e in result.errors[:10]:
-        print(f"  error: {e.get('id') or e.get('line')}: {e.get('cause') or e['kind']}: {e.get('message', '')}")
-    return result.exit_code
+    return _listed_errors(result)
 
 
 def _add_csmbench(sub) -> None:
@@ -211,8 +220,7 @@ def run_matvqa(args: argparse.Namespace) -> int:
         print(f"benchmint generate matvqa: error: {exc}", file=sys.stderr)
         return 2
     finally:
-        for engine in {id(r.engine): r.engine for r in roles.values()}.values():
-            engine.close()
+        _close(roles)
     run = result.run
     c = run["counts"]
     print(f"matvqa: {c['figures']} figures -> {c['items']} questions, {c['rejected']} rejected, {c['errors']} "
@@ -231,9 +239,7 @@ def run_matvqa(args: argparse.Namespace) -> int:
                   f"{row['failed']} failed")
         if calls["stop_reason"]:
             print(f"  stopped by the budget ({calls['stop_reason']})")
-    for e in result.errors[:10]:
-        print(f"  error: {e.get('id') or e.get('line')}: {e.get('cause') or e['kind']}: {e.get('message', '')}")
-    return result.exit_code
+    return _listed_errors(result)
 
 
 def _add_matvqa(sub) -> None:
@@ -303,8 +309,7 @@ def run_seephys(args: argparse.Namespace) -> int:
         print(f"benchmint generate seephys: error: {exc}", file=sys.stderr)
         return 2
     finally:
-        for engine in {id(r.engine): r.engine for r in roles.values()}.values():
-            engine.close()
+        _close(roles)
     run = result.run
     c = run["counts"]
     print(f"seephys: {c['problems']} problems -> {c['items']} items ({c['composites']} with a VO composite, "
