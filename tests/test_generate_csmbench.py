@@ -17,9 +17,12 @@ from benchmint.cli import main
 from benchmint.generate.csmbench import (
     Tables,
     answer_letters,
+    balance,
     check_distractor,
+    compose,
     curate,
     local_candidates,
+    majority_vote,
     plan_slots,
     scale_of,
 )
@@ -511,3 +514,65 @@ def test_a_repeated_record_is_one_item_and_a_named_rejection(tmp_path):
     assert rejected[0]["detail"] == "line 2 repeats an earlier record"
     codes = json.loads((out / "run.json").read_text())["figures"]["codes"]
     assert (codes["ITEM"]["count"], codes["duplicate_figure"]["count"]) == (1, 1)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The shortcut of one-axis distractors, and the balanced design that removes it
+
+def test_a_majority_vote_finds_the_paper_designs_answer_and_not_the_balanced_one(tables):
+    one_axis = [AL2O3, AL2O3.replace("TEM", "SEM"), AL2O3.replace("Al2O3", "Ga2O3"),
+                AL2O3.replace("200–400", "300–500")]
+    # Truth: 2 agreeing options on each of 3 axes = 6; each distractor: its own axis 0 + 2 + 2 = 4.
+    assert majority_vote(tables, one_axis) == [0]
+    # A shortfall (two number changes) still leaves the truth alone: 6 against 5, 5 and 4.
+    assert majority_vote(tables, [AL2O3, AL2O3.replace("200–400", "300–500"),
+                                  AL2O3.replace("200–400", "100–300"), AL2O3.replace("TEM", "SEM")]) == [0]
+    joined, why = balance(tables, AL2O3, [("method", one_axis[1]), ("composition", one_axis[2]),
+                                          ("number", one_axis[3])])
+    assert why == ""
+    assert joined == [("method+composition", AL2O3.replace("TEM", "SEM").replace("Al2O3", "Ga2O3")),
+                      ("method+number", AL2O3.replace("TEM", "SEM").replace("200–400", "300–500")),
+                      ("composition+number", AL2O3.replace("Al2O3", "Ga2O3").replace("200–400", "300–500"))]
+    # Every option agrees with one other per axis: 3 each, a four-way tie.
+    assert majority_vote(tables, [AL2O3, *(t for _, t in joined)]) == [0, 1, 2, 3]
+
+
+def test_joining_changes_that_touch_the_same_characters_is_refused(tables):
+    assert compose("TEM at 200 °C", "SEM at 200 °C", "HRTEM at 200 °C") is None
+    assert compose("TEM at 200 °C", "SEM at 200 °C", "TEM at 300 °C") == "SEM at 300 °C"
+    # Two changes of one axis are not a balanced set.
+    _, why = balance(tables, AL2O3, [("number", AL2O3.replace("200–400", "300–500")),
+                                     ("number", AL2O3.replace("200–400", "100–300")),
+                                     ("method", AL2O3.replace("TEM", "SEM"))])
+    assert why == "the caption does not offer one change along each of the three axes"
+
+
+def test_run_json_measures_the_shortcut_and_the_balanced_design_removes_it(figures, tmp_path, tables):
+    paper, balanced = tmp_path / "paper", tmp_path / "balanced"
+    assert main(["generate", "csmbench-mcq", str(figures), "--out", str(paper), "--seed", "3"]) == 0
+    assert main(["generate", "csmbench-mcq", str(figures), "--out", str(balanced), "--seed", "3",
+                 "--distractor-design", "balanced"]) == 0
+    vote = json.loads((paper / "run.json").read_text())["shortcut"]["majority_vote"]
+    assert vote == {"items": 8, "answer_alone": 8, "expected_accuracy": 1.0}
+    run = json.loads((balanced / "run.json").read_text())
+    items = rows(balanced / "items.jsonl")
+    joined = [i for i in items if i["meta"]["design"] == "balanced"]
+    kept = [i for i in items if i["meta"]["design"] == "paper"]
+    assert run["designs"] == {"paper": len(kept), "balanced": len(joined)} and len(joined) >= 3
+    for item in joined:
+        options = [o["caption"] for o in item["options"]]
+        truth = options["ABCD".index(item["answer"])]
+        assert sorted(item["meta"]["option_kinds"].values()) == ["composition+number", "method+composition",
+                                                                  "method+number", "truth"]
+        assert majority_vote(tables, options) == [0, 1, 2, 3]
+        for letter, kind in item["meta"]["option_kinds"].items():
+            if kind != "truth":  # each changed axis differs from the truth, the third is the truth's
+                text = options["ABCD".index(letter)]
+                for axis in ("method", "composition", "number"):
+                    same = tables.signature(text, axis) == tables.signature(truth, axis)
+                    assert same == (axis not in kind.split("+"))
+    # Captions short of an axis keep the paper's design with the reason; only they leave the answer alone.
+    assert all(i["meta"]["design_fallback"] for i in kept)
+    vote = run["shortcut"]["majority_vote"]
+    assert vote["answer_alone"] == len(kept)
+    assert vote["expected_accuracy"] == round((len(kept) + 0.25 * len(joined)) / len(items), 4)

@@ -142,7 +142,7 @@ def run_csmbench(args: argparse.Namespace) -> int:
     try:
         cfg = CSMConfig(gen_model=args.gen_model, vlm_model=args.vlm_model, max_attempts=args.max_attempts,
                         temperature=args.temperature, max_tokens=args.reply_tokens, seed=args.seed or 0,
-                        limit=args.limit, progress=True)
+                        limit=args.limit, design=args.distractor_design, progress=True)
         if args.gen_model or args.vlm_model:
             args.advisor_model = None
             roles = _engines(args, Path(args.out) / "requests.sqlite")
@@ -159,6 +159,11 @@ def run_csmbench(args: argparse.Namespace) -> int:
     print("  figures: " + ", ".join(f"{k} {v['count']}" for k, v in run["figures"]["codes"].items() if v["count"]))
     print("  answer letters: " + ", ".join(f"{k} {v}" for k, v in run["answer_letters"].items()))
     print("  scales: " + ", ".join(f"{k} {v}" for k, v in run["scales"].items()))
+    vote = run["shortcut"]["majority_vote"]
+    if vote["items"]:
+        print(f"  without the figure, a per-axis majority vote over the options leaves the answer alone in "
+              f"{vote['answer_alone']} of {vote['items']} items (expected accuracy {vote['expected_accuracy']:.2f}; "
+              f"chance 0.25{'; --distractor-design balanced removes it' if args.distractor_design == 'paper' else ''})")
     return _listed_errors(result)
 
 
@@ -189,6 +194,10 @@ def _add_csmbench(sub) -> None:
     p.add_argument("--reply-tokens", type=_positive_int, default=1024, metavar="N", help="max tokens per reply (default 1024)")
     p.add_argument("--seed", type=int, default=0, help="the shuffles' and local choices' seed, sent with calls (default 0)")
     p.add_argument("--limit", type=_positive_int, help="the first N figure records only (default: all)")
+    p.add_argument("--distractor-design", choices=("paper", "balanced"), default="paper",
+                   help="paper: each distractor changes one axis, as CSMBench does (a per-axis majority vote then "
+                        "finds the answer without the figure); balanced: each changes two of the three axes, so "
+                        "every axis splits the options two against two (default paper)")
     p.add_argument("--prompts", metavar="DIR", help="files replacing the package's (csmbench/<file>; default: the package's)")
     add_arguments(p)
     p.set_defaults(func=run_csmbench, advisor_model=None, advisor_base_url=None)

@@ -18,11 +18,19 @@ and ``caption``):
 3. **items**: the four captions shuffled by the seed, the answer letters balanced over blocks of four items
    (run.json ``answer_letters``), the axis of every option in ``meta``; ``open.jsonl`` holds the open item of each
    figure with a discussion paragraph (the reference answer).
+
+The paper's design leaves a shortcut: along every axis the truth agrees with two of the three distractors, so a
+reader who votes per axis over the options finds it without the figure (``majority_vote``; run.json
+``shortcut`` measures it on the items made). ``design="balanced"`` closes it: from one change per axis, each
+distractor joins two of them (``balance``), so every axis splits the four options two against two and all four
+score alike; a figure whose changes cannot be joined keeps the paper's design (``meta.design_fallback``).
 """
 
 from __future__ import annotations
 
+import difflib
 import hashlib
+import itertools
 import os
 import random
 import re
@@ -58,6 +66,7 @@ KIND_RULES = {
               "to a plausible different value; keep the unit and the way it is written.",
 }
 LETTERS = "ABCD"
+DESIGNS = ("paper", "balanced")
 SCALES = ("AtomScale", "Microscale", "Mesoscale", "Macroscale")
 # Upper bounds (metres) of a scale bar's or named length's scale: below 10 nm lattice fringes and atoms show.
 SCALE_BINS = ((1e-8, "AtomScale"), (1e-6, "Microscale"), (1e-3, "Mesoscale"))
@@ -286,6 +295,58 @@ def pick_local(tables: Tables, caption: str, rng: random.Random) -> tuple[list[t
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# What a reader without the figure can find
+
+
+def majority_vote(tables: Tables, options: list[str]) -> list[int]:
+    """The options a reader who never sees the figure is left with after voting along each axis: every option
+    scores, per axis, the other options that agree with it there; those with the best score remain.
+
+    With the paper's design (each distractor the truth changed along one axis) the truth agrees with every
+    distractor on two axes and scores 6, each distractor at most 5: the vote leaves the truth alone."""
+    sigs = [[tables.signature(o, k) for k in KINDS] for o in options]
+    scores = [sum(sigs[j][a] == sigs[i][a] for j in range(len(options)) if j != i for a in range(len(KINDS)))
+              for i in range(len(options))]
+    return [i for i, score in enumerate(scores) if score == max(scores)]
+
+
+def compose(truth: str, first: str, second: str) -> str | None:
+    """``truth`` with both the edits that made ``first`` from it and those that made ``second``, or None where
+    the two touch the same characters (character-level diff, so a model's rewording composes too)."""
+    edits = []
+    for source, text in enumerate((first, second)):
+        matcher = difflib.SequenceMatcher(None, truth, text, autojunk=False)
+        edits += [(i1, i2, source, text[j1:j2]) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal"]
+    edits.sort()
+    out, at, last = [], 0, None
+    for i1, i2, source, new in edits:
+        if i1 < at or (i1 == at and last is not None and last != source):
+            return None
+        out += [truth[at:i1], new]
+        at, last = i2, source
+    return "".join(out) + truth[at:]
+
+
+def balance(tables: Tables, truth: str, distractors: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], str]:
+    """The balanced design from three one-axis distractors (one per axis): each new distractor joins two of their
+    changes, so along every axis two options hold the true value and two the changed one, and no axis votes for
+    the truth. Returns (distractors, "") or ([], the reason it cannot be built)."""
+    by_kind = dict(distractors)
+    if sorted(by_kind) != sorted(KINDS) or len(distractors) != len(KINDS):
+        return [], "the caption does not offer one change along each of the three axes"
+    out: list[tuple[str, str]] = []
+    for a, b in itertools.combinations(KINDS, 2):
+        text = compose(truth, by_kind[a], by_kind[b])
+        want = {k: tables.signature(by_kind[k] if k in (a, b) else truth, k) for k in KINDS}
+        if text is None or any(tables.signature(text, k) != want[k] for k in KINDS):
+            return [], f"the {KIND_NAMES[a]} and {KIND_NAMES[b]} changes do not join cleanly"
+        if any(_norm(text) == _norm(t) for t in [truth, *(t for _, t in out)]):
+            return [], "two joined changes give the same caption"
+        out.append((f"{a}+{b}", text))
+    return out, ""
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # Curation
 
 
@@ -352,9 +413,12 @@ class CSMConfig:
     max_tokens: int | None = 1024
     seed: int = 0
     limit: int | None = None
+    design: str = "paper"  # "balanced": each distractor changes two axes, so no axis votes for the answer
     progress: bool = False
 
     def __post_init__(self) -> None:
+        if self.design not in DESIGNS:
+            raise ValueError(f"--distractor-design must be one of {list(DESIGNS)}, got {self.design!r}")
         if self.max_attempts < 1:
             raise ValueError("--max-attempts must be at least 1")
         if self.limit is not None and self.limit < 1:
@@ -608,7 +672,9 @@ class CSMGenerator:
                 "shortfall": {k: 1 for k in KINDS if not offered[k]}, "offered": offered,
                 "scale_source": verdict["scale_source"], "scale_evidence": verdict["scale_evidence"],
                 "source": _ref(fig), "curated_by": verdict["curated_by"], "figure_kind": verdict.get("figure_kind"),
-                "distractors_by": self.cfg.gen_model or "local"}
+                "distractors_by": self.cfg.gen_model or "local", "design": outcome.get("design", "paper")}
+        if "design_fallback" in outcome:
+            meta["design_fallback"] = outcome["design_fallback"]
         if "vlm_error" in verdict:
             meta["vlm_error"] = verdict["vlm_error"]
         if "attempts" in outcome:
@@ -675,6 +741,7 @@ class CSMGenerator:
                                   "steps": [{k: v for k, v in r.items() if k != "cached"} for r in chain]})
         items: list[dict] = []
         opens: list[dict] = []
+        self._balance(kept, chosen)
         good = [k for k in kept if chosen[k[1]]["code"] == "ok"]
         dupes = {k[1] for k in good
                  if len({_norm(t) for t in [k[0]["caption"], *(d for _, d in chosen[k[1]]["distractors"])]}) < 4}
@@ -717,6 +784,24 @@ class CSMGenerator:
         pdf = self._pdf(fig["pdf"])
         return ["crop", fig["pdf"], pdf.stat().st_size if pdf.is_file() else None, fig["page"], fig["body_box"]]
 
+    def _balance(self, kept: list, chosen: dict[str, Any]) -> None:
+        """With the balanced design, join each kept figure's one-axis distractors, or say why it keeps the paper's."""
+        for fig, fid, *_rest in kept:
+            if self.cfg.design == "balanced" and chosen[fid]["code"] == "ok":
+                joined, why = balance(self.tables, fig["caption"], chosen[fid]["distractors"])
+                chosen[fid] = ({**chosen[fid], "distractors": joined, "design": "balanced"} if joined else
+                               {**chosen[fid], "design": "paper", "design_fallback": why})
+
+    def _shortcut(self, items: list[dict]) -> dict:
+        """What a per-axis majority vote over the options finds without the figure: the answers it leaves alone,
+        and its expected accuracy when it guesses among the options it leaves (chance is 0.25)."""
+        left = [majority_vote(self.tables, [o["caption"] for o in i["options"]]) for i in items]
+        hits = [LETTERS.index(i["answer"]) in best for i, best in zip(items, left)]
+        expected = sum(1 / len(best) for best, hit in zip(left, hits) if hit)
+        return {"majority_vote": {"items": len(items),
+                                  "answer_alone": sum(1 for best, hit in zip(left, hits) if hit and len(best) == 1),
+                                  "expected_accuracy": round(expected / len(items), 4) if items else None}}
+
     def _finish(self, figures, figure_codes, items, opens, rejected, trace) -> CSMResult:
         engine = next(iter(self.roles.values())).engine if self.roles else None
         settings = asdict(self.cfg)
@@ -728,8 +813,10 @@ class CSMGenerator:
                           "rejected": len(rejected), "errors": len(self.errors)},
                "figures": code_counts(figure_codes, FIGURE_CODES), "answer_letters": letters,
                "scales": {s: sum(1 for i in items if i["scale"] == s) for s in SCALES},
-               "option_kinds": {k: sum(1 for i in items for v in i["meta"]["option_kinds"].values() if v == k)
-                                for k in KINDS},
+               "option_kinds": {k: sum(1 for i in items for v in i["meta"]["option_kinds"].values()
+                                       if k in v.split("+")) for k in KINDS},
+               "designs": {d: sum(1 for i in items if i["meta"]["design"] == d) for d in DESIGNS},
+               "shortcut": self._shortcut(items),
                "calls": engine.accounting.summary() if engine is not None else None}
         write_jsonl(self.out / "open.jsonl", opens)
         write_outputs(self.out, items, rejected, trace, self.errors, run)
