@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -44,6 +45,16 @@ def add_engine_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ray-address", metavar="auto|ray://HOST:PORT|ADDRESS",
                         help="with --engine ray: the cluster to use, 'auto' for the one this machine belongs to "
                              "(default: start a local Ray instance on 127.0.0.1 with this machine's CPUs for the run)")
+
+
+def engine_session(args: argparse.Namespace):
+    """The context the command's units run in: nothing for the local engine, a Ray connection for ``--engine ray``
+    (``--ray-address``, or a local instance started and stopped around the run)."""
+    if getattr(args, "engine", "local") != "ray":
+        return contextlib.nullcontext()
+    from benchmint.run.ray_engine import ray_session
+
+    return ray_session(args.ray_address)
 
 
 def engine_unavailable(args: argparse.Namespace, command: str) -> bool:

@@ -52,9 +52,12 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None, temp
     """Ray, connected for the body of the ``with``; yields the ``ray`` module.
 
     ``address`` is "auto" (the cluster this machine belongs to), "ray://host:port" (Ray Client) or a cluster's
-    address; None starts a local instance for this run alone: bound to 127.0.0.1, ``num_cpus`` (default: the
-    machine's), no dashboard, its files under ``temp_dir`` (default: a fresh folder, removed afterwards).
+    address; None starts a local instance for this run alone: ``num_cpus`` (default: the machine's), no
+    dashboard, its files under ``temp_dir`` (default: a fresh folder, removed afterwards). Ray on Linux gives
+    its node the machine's address even when told 127.0.0.1, and its servers listen on every interface: run it
+    where the network is trusted, or with Ray's token authentication on.
     Only what this call started or connected is shut down; inside an existing connection it is reused as is.
+    ValueError when there is no cluster to connect to.
     """
     ray = require_ray()
     if ray.is_initialized():  # the caller's own connection: neither ours to change nor to shut down
@@ -63,13 +66,19 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None, temp
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no reports to Ray's servers, no prompt about them
     quiet = {"logging_level": logging.ERROR, "log_to_driver": False, "runtime_env": runtime_env}
     own_dir = None
-    if address:
-        ray.init(address=address, **quiet)
-    else:
-        if temp_dir is None:  # short: Ray's socket paths under it must stay within the system's limit
-            temp_dir = own_dir = tempfile.mkdtemp(prefix="benchmint-ray-")
-        ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False, _node_ip_address="127.0.0.1",
-                 _temp_dir=os.path.abspath(temp_dir), **quiet)
+    try:
+        if address:
+            ray.init(address=address, **quiet)
+        else:
+            if temp_dir is None:  # short: Ray's socket paths under it must stay within the system's limit
+                temp_dir = own_dir = tempfile.mkdtemp(prefix="benchmint-ray-")
+            ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False,
+                     _temp_dir=os.path.abspath(temp_dir), **quiet)
+    except (ConnectionError, RuntimeError, ValueError) as exc:  # no cluster there, or a wrong address
+        if own_dir is not None:
+            shutil.rmtree(own_dir, ignore_errors=True)
+        where = f"the Ray cluster at {address}" if address else "a local Ray instance"
+        raise ValueError(f"cannot connect to {where}: {exc}") from exc
     try:
         yield ray
     finally:

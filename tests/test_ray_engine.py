@@ -1,0 +1,286 @@
+"""--engine ray: the runner's units as Ray tasks, with the same files as the local engine, resumable, and a killed
+Ray worker costing only its unit. One local Ray cluster (2 CPUs, 127.0.0.1) serves the module."""
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from importlib.resources import files
+from pathlib import Path
+
+import pytest
+
+from benchmint.run import Ledger, ProcessExecutor, Unit, run_units, stage
+
+SAMPLE = files("benchmint") / "samples" / "sample_paper.pdf"
+
+
+def _ray_or_skip():
+    try:
+        import ray
+    except ImportError:
+        pytest.skip("ray is not installed (pip install 'benchmint[ray]')")
+    return ray
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """The ray module, connected to a local 2-CPU cluster on 127.0.0.1 under this module's temp folder."""
+    ray = _ray_or_skip()
+    from benchmint.run.ray_engine import ray_session
+
+    # The unit functions of this file travel by value: the Ray workers cannot import the tests folder.
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    with ray_session(num_cpus=2, temp_dir=str(tmp_path_factory.mktemp("ray"))) as connected:
+        yield connected
+    assert not ray.is_initialized()
+
+
+def _engine(ray_executor: bool, **limits):
+    from benchmint.run.ray_engine import RayExecutor
+
+    return RayExecutor(**limits) if ray_executor else ProcessExecutor(1, **limits)
+
+
+def same_tree(a: Path, b: Path, names: list[str]) -> None:
+    for name in names:
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+# --- the executor on its own ---------------------------------------------------------------------------------------
+
+
+def square_or_fail(x):
+    stage(f"square {x}")
+    if x == 3:
+        raise ValueError("three is refused")
+    if x == 5:
+        time.sleep(60)  # stuck: the stage limit ends it
+    return {"x": x, "square": x * x}
+
+
+def test_results_errors_and_time_limits_are_those_of_the_local_executor(cluster, tmp_path):
+    units = [Unit(f"k{x}", (x,), f"unit {x}") for x in range(8)]
+    got = {}
+    for name in ("local", "ray"):
+        with Ledger(tmp_path / f"{name}.sqlite", "t") as ledger:
+            got[name] = run_units(ledger, units, square_or_fail, _engine(name == "ray", stage_seconds=2.0))[0]
+    assert got["ray"] == got["local"]
+    assert got["ray"][3] == {"error": "ValueError: three is refused"}
+    assert got["ray"][5] == {"error": "UnitTimeout: 'square 5' ran past the stage time limit of 2 s; its worker was "
+                                      "stopped", "time_limit": {"limit": "stage", "seconds": 2.0, "stage": "square 5"}}
+    assert got["ray"][7] == {"x": 7, "square": 49}
+
+
+def test_the_window_of_tasks_in_flight_is_bounded(cluster):
+    from benchmint.run.ray_engine import RayExecutor
+
+    ex = RayExecutor(in_flight=3)
+    seen = []
+    args = [(x,) for x in range(40) if x not in (3, 5)]
+    for i, result in ex.map_unordered(square_or_fail, args):
+        seen.append(i)
+        assert len(ex._live) <= 3
+    ex.close()
+    assert sorted(seen) == list(range(len(args)))
+
+
+def sleep_once(marker: str, seconds: float):
+    """The first call records its worker's pid and sleeps (the test kills that worker); a later call returns."""
+    path = Path(marker)
+    if not path.exists():
+        path.write_text(str(os.getpid()))
+        time.sleep(seconds)
+    return {"pid": os.getpid()}
+
+
+def _kill_when_written(marker: Path) -> int:
+    deadline = time.monotonic() + 60
+    while not (marker.exists() and marker.read_text()):
+        assert time.monotonic() < deadline, "the unit never started"
+        time.sleep(0.05)
+    pid = int(marker.read_text())
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+def test_a_killed_worker_costs_its_unit_a_retry_and_the_run_completes(cluster, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from benchmint.run.ray_engine import RayExecutor
+
+    marker = tmp_path / "pid"
+    units = [Unit("stuck", (str(marker), 120.0), "stuck")] + [
+        Unit(f"k{x}", (x,), f"unit {x}") for x in (1, 2, 4)]
+    with Ledger(tmp_path / "l.sqlite", "t") as ledger, ThreadPoolExecutor(1) as pool:
+        killer = pool.submit(_kill_when_written, marker)
+        results, _ = run_units(ledger, units, _either, RayExecutor(retries=1))
+        killed = killer.result()
+        assert results[0]["pid"] != killed  # run again on another worker, once
+        assert [r["square"] for r in results[1:]] == [1, 4, 16]
+        assert ledger.done("stuck")
+
+
+def test_a_worker_killed_past_the_retries_is_an_error_the_next_run_tries_again(cluster, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from benchmint.run.ray_engine import RayExecutor
+
+    marker = tmp_path / "pid"
+    units = [Unit("stuck", (str(marker), 120.0), "stuck"), Unit("k2", (2,), "unit 2")]
+    with Ledger(tmp_path / "l.sqlite", "t") as ledger, ThreadPoolExecutor(1) as pool:
+        killer = pool.submit(_kill_when_written, marker)
+        results, _ = run_units(ledger, units, _either, RayExecutor(retries=0))
+        killer.result()
+        assert results == [{"error": "WorkerDied: the worker process died while running this unit"},
+                           {"x": 2, "square": 4}]
+        assert not ledger.done("stuck") and ledger.done("k2")  # not final: the next run runs it again
+        again, skipped = run_units(ledger, units, _either, RayExecutor(retries=0))
+        assert skipped == 1 and "pid" in again[0]
+
+
+def _either(*args):
+    return sleep_once(*args) if len(args) == 2 else square_or_fail(*args)
+
+
+# --- harvest --------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pdfs(tmp_path_factory):
+    """The sample article, copies of it, a long document of several page ranges, and files that cannot be read."""
+    import pymupdf
+
+    from benchmint.pdf.harvest import CHUNK_PAGES
+
+    root = tmp_path_factory.mktemp("pdfs")
+    for i in range(4):
+        (root / f"a{i}.pdf").write_bytes(SAMPLE.read_bytes() + f"%{i}\n".encode())
+    doc = pymupdf.open()
+    for k in range(CHUNK_PAGES + 3):
+        page = doc.new_page()
+        page.insert_textbox(pymupdf.Rect(72, 72, 540, 700), f"Page {k + 1}: see Fig. 1 for the film. " * 8)
+    doc.insert_pdf(pymupdf.open(SAMPLE))
+    doc.save(root / "b_long.pdf")
+    (root / "c_corrupt.pdf").write_bytes(b"%PDF-1.7\n1 0 obj << /Type /Catalog >> garbage")
+    return root
+
+
+HARVEST_FILES = ["pages.jsonl", "figures.jsonl", "errors.jsonl", "documents.jsonl", "dropped.jsonl"]
+
+
+def _thumbs(out: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((out / "thumbs").iterdir())}
+
+
+def test_harvest_on_ray_writes_the_local_engines_files_and_resumes(cluster, pdfs, tmp_path):
+    from benchmint.pdf.harvest import harvest
+
+    local = harvest([pdfs], tmp_path / "local", workers=2)
+    on_ray = harvest([pdfs], tmp_path / "ray", engine="ray")
+    same_tree(tmp_path / "local", tmp_path / "ray", HARVEST_FILES)
+    assert _thumbs(tmp_path / "ray") == _thumbs(tmp_path / "local")
+    assert (on_ray.pdfs, on_ray.figures, len(on_ray.errors)) == (local.pdfs, local.figures, len(local.errors)) \
+        == (6, 10, 1)
+    # A run that stopped after some files, resumed on Ray: what it finished is not run again.
+    part = tmp_path / "part"
+    harvest(sorted(pdfs.glob("a[01].pdf")), part, engine="ray")
+    with Ledger(part / "ledger.sqlite", "harvest") as ledger:
+        before = {k: recorded for k, recorded in ledger._db.execute("SELECT key, recorded FROM units")}
+    resumed = harvest([pdfs], part, engine="ray")
+    assert resumed.skipped == 2
+    with Ledger(part / "ledger.sqlite", "harvest") as ledger:
+        after = dict(ledger._db.execute("SELECT key, recorded FROM units"))
+    assert {k: after[k] for k in before} == before  # the finished units were not recorded again
+    same_tree(part, tmp_path / "local", HARVEST_FILES)
+
+
+def test_a_killed_ray_driver_resumes_to_the_local_files(cluster, tmp_path):
+    """The command on Ray, killed once some documents are recorded, then run again: the rerun skips what was
+    recorded and writes what one uninterrupted local run writes."""
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    for i in range(40):
+        (dump / f"paper{i:02d}.pdf").write_bytes(SAMPLE.read_bytes() + f"%{i}\n".encode())
+    address = cluster.get_runtime_context().gcs_address
+    run = [sys.executable, "-m", "benchmint.cli", "harvest", str(dump), "--out"]
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen([*run, str(killed), "--engine", "ray", "--ray-address", address],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    ledger_file = killed / "ledger.sqlite"
+    recorded = 0
+    deadline = time.time() + 90
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            with sqlite3.connect(f"file:{ledger_file}?mode=ro", uri=True) as db:
+                recorded = db.execute("SELECT COUNT(*) FROM units").fetchone()[0]
+        except sqlite3.Error:  # not created yet
+            pass
+        if recorded >= 3:
+            break
+        time.sleep(0.02)
+    assert proc.poll() is None, proc.stderr.read().decode()
+    proc.kill()
+    proc.wait()
+    proc.stderr.close()
+    with Ledger(ledger_file, "harvest") as ledger:
+        recorded = len(ledger)
+    assert 3 <= recorded < 40
+    done = subprocess.run([*run, str(killed), "--engine", "ray", "--ray-address", address], capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+    assert f"40 PDFs ({recorded} already done)" in done.stdout
+    clean = tmp_path / "clean"
+    assert subprocess.run([*run, str(clean), "--workers", "2"], capture_output=True).returncode == 0
+    same_tree(killed, clean, HARVEST_FILES)
+    assert _thumbs(killed) == _thumbs(clean)
+
+
+# --- xrd build ------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cifs(tmp_path_factory):
+    from pymatgen.analysis.prototypes import AFLOW_PROTOTYPE_LIBRARY
+    from pymatgen.io.cif import CifWriter
+
+    root = tmp_path_factory.mktemp("cifs")
+    for i, entry in enumerate(AFLOW_PROTOTYPE_LIBRARY[:10]):
+        db = root / ("dbA", "dbB")[i % 2]
+        db.mkdir(exist_ok=True)
+        CifWriter(entry["snl"].structure).write_file(db / f"p{i:02d}.cif")
+    (root / "dbA" / "garbage.cif").write_text("this is not a CIF at all\n")
+    return root
+
+
+def test_xrd_build_on_ray_writes_the_local_engines_files_and_resumes(cluster, cifs, tmp_path):
+    from benchmint.xrd.build import BuildConfig, build
+
+    cfg = BuildConfig(per_db=2, db_from_dirname=True)
+    build([cifs], tmp_path / "local", cfg, workers=2)
+    on_ray = build([cifs], tmp_path / "ray", cfg, engine="ray")
+    names = ["items.jsonl", "selection.jsonl", "errors.jsonl"]
+    same_tree(tmp_path / "local", tmp_path / "ray", names)
+    images = sorted(p.relative_to(tmp_path / "local") for p in (tmp_path / "local").rglob("*.png"))
+    assert len(images) == 10
+    same_tree(tmp_path / "local", tmp_path / "ray", [str(p) for p in images])
+    assert (on_ray.cifs, on_ray.items, len(on_ray.errors)) == (11, 10, 1)
+    part = tmp_path / "part"
+    build([cifs / "dbB"], part, cfg, engine="ray")  # a run that stopped after one folder
+    assert build([cifs], part, cfg, engine="ray").skipped == 5
+    same_tree(part, tmp_path / "local", names)
+
+
+# --- the command line -----------------------------------------------------------------------------------------------
+
+
+def test_the_engine_ray_without_ray_says_how_to_install_it(tmp_path):
+    code = ("import sys; sys.modules['ray'] = None; from benchmint.cli import main; "
+            f"sys.exit(main(['xrd', 'build', {str(tmp_path)!r}, '--out', {str(tmp_path / 'o')!r}, '--engine', 'ray']))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr == "benchmint xrd build: error: Ray is not installed: pip install 'benchmint[ray]'\n"
+    assert not (tmp_path / "o").exists()
+
