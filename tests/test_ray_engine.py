@@ -82,6 +82,7 @@ def test_the_window_of_tasks_in_flight_is_bounded(cluster):
     args = [(x,) for x in range(40) if x not in (3, 5)]
     for i, result in ex.map_unordered(square_or_fail, args):
         seen.append(i)
+        assert result == {"x": args[i][0], "square": args[i][0] ** 2}
         assert len(ex._live) <= 3
     ex.close()
     assert sorted(seen) == list(range(len(args)))
