@@ -1,6 +1,7 @@
 """--engine ray: the runner's units as Ray tasks, with the same files as the local engine, resumable, and a killed
 Ray worker costing only its unit. One local Ray cluster (2 CPUs, 127.0.0.1) serves the module."""
 
+import json
 import os
 import signal
 import sqlite3
@@ -285,3 +286,71 @@ def test_the_engine_ray_without_ray_says_how_to_install_it(tmp_path):
     assert done.stderr == "benchmint xrd build: error: Ray is not installed: pip install 'benchmint[ray]'\n"
     assert not (tmp_path / "o").exists()
 
+
+
+# --- score ----------------------------------------------------------------------------------------------------------
+
+AWKWARD_GOLD = [
+    '{"id": "a", "answer": ["A"], "meta": {"domain": "STM"}}',
+    '{"id": "b\\u00e9", "answer": ["b", "C"], "meta": {"domain": {"nested": true}}}',
+    '{"id": "c", "answer": ["A"], "meta": null}',
+    '  ',
+    '{"id": "a", "answer": ["B"]}',
+    '{"id": "d", "answer": ["A"], "meta": {"domain": 3}}',
+    '[1, 2]',
+]
+AWKWARD_PRED = [
+    '{"id": "a", "output": "Answer: A", "confidence": 0.5, "tokens": 12}',
+    '{"id": "b\\u00e9", "answer": ["C", "b", "c"], "model": "m\\t1"}',
+    '{"id": "c", "answer": ["A"], "confidence": 1.5}',
+    '{"id": "c", "answer": ["A"], "confidence": true, "model": "m\\t1"}',
+    '{"id": "d", "answer": null}',
+    '{"id": "d", "output": 5}',
+    '{"id": "zz", "answer": ["A"]}',
+    '{"id": "a", "answer": ["A"]}',
+    '',
+    '{"id": "d", "answer": ["A"], "tokens": 123456789012345678901234567890}',
+]
+
+
+def _score_inputs(tmp_path: Path) -> tuple[list[str], str]:
+    """The bundled multi-select sample with every gold item of it, and a file of awkward lines, shuffled in with
+    repeated and unknown ids, in two prediction files."""
+    import random
+
+    samples = files("benchmint") / "samples"
+    gold = tmp_path / "gold.jsonl"
+    gold.write_bytes((samples / "mcq_gold.jsonl").read_bytes() + ("\n".join(AWKWARD_GOLD) + "\n").encode())
+    lines = (samples / "mcq_pred.jsonl").read_text(encoding="utf-8").splitlines()
+    rng = random.Random(7)
+    rng.shuffle(lines)
+    lines[100:100] = lines[5:25]  # answered twice
+    first, second = tmp_path / "p1.jsonl", tmp_path / "p2.jsonl"
+    first.write_text("\n".join(lines[:700]) + "\n", encoding="utf-8")
+    second.write_bytes(("\n".join(lines[700:] + AWKWARD_PRED) + "\n").encode() + b"\xff\xfe{}\n")
+    return [str(first), str(second)], str(gold)
+
+
+def test_score_on_ray_writes_the_local_engines_files(cluster, tmp_path, monkeypatch):
+    from benchmint.cli import main
+    from benchmint.metrics import pipeline_shards
+
+    monkeypatch.setattr(pipeline_shards, "SHARD_BYTES", 4096)  # dozens of shards, finishing out of order
+    preds, gold = _score_inputs(tmp_path)
+    common = [*preds, "--gold", gold, "--task", "mcq", "--by", "domain", "--quiet"]
+    assert main(["score", *common, "--out", str(tmp_path / "local")]) == 1  # awkward lines: errors listed
+    assert main(["score", *common, "--out", str(tmp_path / "ray"), "--engine", "ray"]) == 1
+    same_tree(tmp_path / "local", tmp_path / "ray", ["scores.jsonl", "summary.json", "errors.jsonl"])
+    kinds = {json.loads(line)["kind"] for line in (tmp_path / "ray" / "errors.jsonl").read_text().splitlines()}
+    assert {"duplicate_id", "unknown_id", "malformed_json", "missing_prediction", "wrong_kind"} <= kinds
+
+
+def test_shards_cut_at_line_ends_and_number_their_lines(tmp_path):
+    from benchmint.metrics.pipeline_shards import shards_of
+
+    path = tmp_path / "p.jsonl"
+    path.write_bytes(b"aaaa\nbb\n\ncccccc\nd")
+    # A cut at byte 3 ends the shard with line 1; at 8 (the blank line 3's newline) after line 3; at 12 after 4.
+    assert list(shards_of(str(path), 3)) == [(str(path), 0, 5, 1), (str(path), 5, 9, 2), (str(path), 9, 16, 4),
+                                             (str(path), 16, 17, 5)]
+    assert list(shards_of(str(path), 100)) == [(str(path), 0, 17, 1)]

@@ -104,11 +104,30 @@ class _Reporter:
         sent.wait(_REPORT_WAIT_SECONDS)
 
 
+# Values the driver put once (``RayExecutor.put``), kept by each worker process for the units after the first.
+_FETCHED: dict[str, Any] = {}
+_FETCHED_KEEP = 2
+
+
+def _fetched(ref) -> Any:
+    import ray
+
+    key = ref.hex()
+    if key not in _FETCHED:
+        while len(_FETCHED) >= _FETCHED_KEEP:
+            _FETCHED.pop(next(iter(_FETCHED)))
+        _FETCHED[key] = ray.get(ref)
+    return _FETCHED[key]
+
+
 def _unit_task(fn: Callable[..., Any], args: tuple, preload: tuple[str, ...]) -> Iterator[tuple]:
     """The body of one unit's Ray task: yields ("start", pid), ("stage", label, seconds)..., ("done", result)."""
+    import ray
+
     # Imported once per Ray worker process (later units find them in sys.modules): ProcessExecutor's preload.
     executors._import_all(preload)
     yield ("start", os.getpid())
+    args = tuple(_fetched(a) if isinstance(a, ray.ObjectRef) else a for a in args)
     q: queue.Queue = queue.Queue()
 
     def body() -> None:
@@ -194,6 +213,11 @@ class RayExecutor:
         self._remote = self._ray.remote(num_cpus=1, max_retries=0, num_returns="streaming")(_unit_task)
         self._live: dict[Any, _Task] = {}  # generator -> its unit, for close()
         self._warmers: list = []
+
+    def put(self, value: Any) -> Any:
+        """``value`` stored once in the cluster; given among a unit's arguments, the unit receives ``value`` (each
+        worker process fetches it once): for what every unit reads, like the gold answers of a scoring run."""
+        return self._ray.put(value)
 
     def start(self) -> None:
         """Have the cluster's workers import the preload modules now (the driver does not wait for them)."""
