@@ -199,6 +199,26 @@ def test_harvest_on_ray_writes_the_local_engines_files_and_resumes(cluster, pdfs
     same_tree(part, tmp_path / "local", HARVEST_FILES)
 
 
+def test_a_page_past_the_page_time_limit_stops_its_ray_task_and_is_skipped_as_on_the_local_engine(cluster, tmp_path):
+    """MuPDF stuck rendering one page: its stage report reached the driver, which stopped the task at the page
+    limit; the range ran again without the page, as the local engine runs it."""
+    import pymupdf
+    from pdf_factory import append_slow_page
+
+    from benchmint.pdf.harvest import HarvestConfig, harvest
+
+    doc = pymupdf.open(SAMPLE)
+    append_slow_page(doc)  # page 3: ~10 s to render
+    (tmp_path / "in").mkdir()
+    doc.save(tmp_path / "in" / "slow.pdf")
+    cfg = HarvestConfig(page_seconds=2.0)
+    for engine in ("local", "ray"):
+        harvest([tmp_path / "in"], tmp_path / engine, cfg, workers=1, engine=engine)
+    same_tree(tmp_path / "local", tmp_path / "ray", HARVEST_FILES)
+    error = json.loads((tmp_path / "ray" / "errors.jsonl").read_text())
+    assert error["page"] == 3 and error["error"].endswith("ran past the page time limit (2 s)")
+
+
 def test_a_killed_ray_driver_resumes_to_the_local_files(cluster, tmp_path):
     """The command on Ray, killed once some documents are recorded, then run again: the rerun skips what was
     recorded and writes what one uninterrupted local run writes."""
