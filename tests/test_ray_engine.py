@@ -203,9 +203,10 @@ def test_a_page_past_the_page_time_limit_stops_its_ray_task_and_is_skipped_as_on
     """MuPDF stuck rendering one page: its stage report reached the driver, which stopped the task at the page
     limit; the range ran again without the page, as the local engine runs it."""
     import pymupdf
-    from pdf_factory import append_slow_page
 
     from benchmint.pdf.harvest import HarvestConfig, harvest
+
+    from pdf_factory import append_slow_page
 
     doc = pymupdf.open(SAMPLE)
     append_slow_page(doc)  # page 3: ~10 s to render
