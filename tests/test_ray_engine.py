@@ -225,7 +225,7 @@ def test_a_killed_ray_driver_resumes_to_the_local_files(cluster, tmp_path):
     recorded and writes what one uninterrupted local run writes."""
     dump = tmp_path / "dump"
     dump.mkdir()
-    for i in range(40):
+    for i in range(24):
         (dump / f"paper{i:02d}.pdf").write_bytes(SAMPLE.read_bytes() + f"%{i}\n".encode())
     address = cluster.get_runtime_context().gcs_address
     run = [sys.executable, "-m", "benchmint.cli", "harvest", str(dump), "--out"]
@@ -250,11 +250,11 @@ def test_a_killed_ray_driver_resumes_to_the_local_files(cluster, tmp_path):
     proc.stderr.close()
     with Ledger(ledger_file, "harvest") as ledger:
         recorded = len(ledger)
-    assert 3 <= recorded < 40
+    assert 3 <= recorded < 24
     done = subprocess.run([*run, str(killed), "--engine", "ray", "--ray-address", address], capture_output=True,
                           text=True)
     assert done.returncode == 0, done.stderr
-    assert f"40 PDFs ({recorded} already done)" in done.stdout
+    assert f"24 PDFs ({recorded} already done)" in done.stdout
     clean = tmp_path / "clean"
     assert subprocess.run([*run, str(clean), "--workers", "2"], capture_output=True).returncode == 0
     same_tree(killed, clean, HARVEST_FILES)
@@ -375,3 +375,15 @@ def test_shards_cut_at_line_ends_and_number_their_lines(tmp_path):
     assert list(shards_of(str(path), 3)) == [(str(path), 0, 5, 1), (str(path), 5, 9, 2), (str(path), 9, 16, 4),
                                              (str(path), 16, 17, 5)]
     assert list(shards_of(str(path), 100)) == [(str(path), 0, 17, 1)]
+
+
+def test_score_of_miller_indices_on_ray_writes_the_local_engines_files(cluster, tmp_path, monkeypatch):
+    from benchmint.metrics import pipeline_shards
+    from benchmint.metrics.pipeline import ScoreConfig, score_files
+
+    monkeypatch.setattr(pipeline_shards, "SHARD_BYTES", 8192)
+    samples = files("benchmint") / "samples"
+    pred, gold = str(samples / "hkl_pred.jsonl"), str(samples / "hkl_gold.jsonl")
+    for engine in ("local", "ray"):
+        score_files([pred], gold, tmp_path / engine, ScoreConfig(task="hkl", by=("db",), engine=engine))
+    same_tree(tmp_path / "local", tmp_path / "ray", ["scores.jsonl", "summary.json", "errors.jsonl"])
