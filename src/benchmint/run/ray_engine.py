@@ -187,9 +187,10 @@ class RayExecutor:
     """Each unit a Ray task on the connected cluster (``ray_session``), one CPU each.
 
     ``unit_seconds``, ``stage_seconds`` and ``preload`` mean what they mean to ``ProcessExecutor``; the
-    preload modules are imported by each Ray worker process once (``start()`` has the idle workers import them
-    while the driver prepares). ``retries``: how often a unit whose worker died is run again before it is
-    reported as ``WorkerDied``. ``in_flight``: tasks submitted at once (default: twice the cluster's CPUs).
+    preload modules (and the compiled module) are imported by each Ray worker process once (``start()`` has
+    the idle workers import them while the driver prepares). ``retries``: how often a unit whose worker died
+    is run again before it is reported as ``WorkerDied``. ``in_flight``: tasks submitted at once (default:
+    twice the cluster's CPUs).
     """
 
     def __init__(self, *, unit_seconds: float | None = None, stage_seconds: float | None = None,
@@ -205,7 +206,8 @@ class RayExecutor:
         if not self._ray.is_initialized():
             raise RuntimeError("RayExecutor needs a Ray connection: run it inside ray_session()")
         self._unit_s, self._stage_s = unit_seconds, stage_seconds
-        self._preload = tuple(preload)
+        # The compiled module first: every flow's units use it, and a Ray worker process serves many units.
+        self._preload = tuple(dict.fromkeys(("benchmint._core", *preload)))
         self._retries = retries
         cpus = int(self._ray.cluster_resources().get("CPU", 1)) or 1
         self._window = in_flight or 2 * cpus
