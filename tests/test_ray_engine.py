@@ -89,6 +89,20 @@ def test_the_window_of_tasks_in_flight_is_bounded(cluster):
     assert sorted(seen) == list(range(len(args)))
 
 
+def loaded(name: str) -> dict:
+    return {"loaded": name in sys.modules, "core": "benchmint._core" in sys.modules}
+
+
+def test_each_ray_worker_imports_the_preload_and_the_compiled_module_before_its_unit(cluster):
+    from benchmint.run.ray_engine import RayExecutor
+
+    ex = RayExecutor(preload=("tabnanny",))  # imported by nothing else here
+    ex.start()
+    got = [r for _, r in ex.map_unordered(loaded, [("tabnanny",)] * 4)]
+    ex.close()
+    assert got == [{"loaded": True, "core": True}] * 4
+
+
 def sleep_once(marker: str, seconds: float):
     """The first call records its worker's pid and sleeps (the test kills that worker); a later call returns."""
     path = Path(marker)
