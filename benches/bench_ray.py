@@ -119,3 +119,33 @@ def test_xrd_build(benchmark, cluster, tmp_path_factory, engine):
           lambda out: build([cifs], out, workers=CPUS, engine=engine),
           ["items.jsonl", "selection.jsonl", "errors.jsonl"])
     benchmark.extra_info["cifs"] = sum(1 for _ in cifs.rglob("*.cif"))
+
+
+N_MODELS = 400
+
+
+@pytest.fixture(scope="module")
+def score_inputs(tmp_path_factory):
+    """The bundled multi-select sample's 300 gold items answered by 400 models (its 4 models' lines renamed)."""
+    import json
+    from importlib.resources import files
+
+    samples = files("benchmint") / "samples"
+    root = tmp_path_factory.mktemp("score")
+    lines = [json.loads(line) for line in (samples / "mcq_pred.jsonl").read_text(encoding="utf-8").splitlines()]
+    with open(root / "pred.jsonl", "w", encoding="utf-8") as fh:
+        for copy in range(N_MODELS // 4):
+            for rec in lines:
+                fh.write(json.dumps({**rec, "model": f"{rec['model']}-{copy:03d}"}) + "\n")
+    return str(root / "pred.jsonl"), str(samples / "mcq_gold.jsonl")
+
+
+@pytest.mark.parametrize("engine", ["local", "ray"])
+def test_score(benchmark, cluster, tmp_path_factory, score_inputs, engine):
+    from benchmint.metrics.pipeline import ScoreConfig, score_files
+
+    pred, gold = score_inputs
+    cfg = ScoreConfig(task="mcq", by=("domain",), workers=CPUS, engine=engine)
+    _flow(benchmark, tmp_path_factory.getbasetemp(), "score", engine,
+          lambda out: score_files([pred], gold, out, cfg), ["scores.jsonl", "summary.json", "errors.jsonl"])
+    benchmark.extra_info["rows"] = 300 * N_MODELS

@@ -1,9 +1,9 @@
 """The streaming stage of ``benchmint.metrics.pipeline`` as shards of prediction lines on an executor (``score
 --engine ray``), merged by the driver into the rows, errors and columns of the local stream, byte for byte.
 
-A shard is a byte range of one predictions file cut at line ends. Its unit reads, extracts and scores every line
-with the reference rules (``pipeline.read_answer``, ``batch_ref.metrics_from_counts``) against the gold answers,
-and sends back per line its problems and its formatted row. What depends on the lines before it (which model a
+A shard is a byte range of one predictions file cut at line ends. Its unit reads, extracts (the compiled extractor
+where it decides) and scores every line (``pipeline.read_answer``, ``batch_ref.metrics_from_counts``) against the
+gold answers, and sends back per line its problems and its formatted row. What depends on the lines before it (which model a
 row belongs to, whether the id is in the gold file, whether the model answered that id already) is decided by
 the driver, which takes the shards in file order and writes each kept row: so the output equals the local
 stream's whatever order the shards finished in.
@@ -48,7 +48,7 @@ def score_shard(path: str, start: int, end: int, first_line: int, gold: tuple, t
     not in the gold file, its scores.jsonl line, tp, n_pred, n_gold, status, confidence, difficulty, tokens).
     """
     index, answers, fold_data = gold
-    kind = tasks.get(task)
+    kind = _CompiledExtract(tasks.get(task))
     with open(path, "rb") as fh:
         fh.seek(start)
         data = fh.read(end - start)
@@ -83,6 +83,20 @@ def score_shard(path: str, start: int, end: int, first_line: int, gold: tuple, t
         out.append((line, problems, (p.rid, p.model, gi, text, tp, len(compared), len(g), p.status, p.confidence,
                                      p.difficulty, p.tokens)))
     return out
+
+
+class _CompiledExtract:
+    """An answer kind whose outputs are read by the compiled extractor where it decides (``tasks.extract``): the
+    answers of the local compiled stream, at its pace rather than the reference's."""
+
+    def __init__(self, kind: tasks.AnswerKind) -> None:
+        from benchmint.tasks.extract import extractor
+
+        self._kind = kind
+        self.extract = extractor(kind)
+
+    def __getattr__(self, name: str):
+        return getattr(self._kind, name)
 
 
 def stream(pred_paths, gold: Gold, cfg: ScoreConfig, out, errors: list[dict], progress, executor,
