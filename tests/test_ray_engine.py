@@ -401,3 +401,11 @@ def test_score_of_miller_indices_on_ray_writes_the_local_engines_files(cluster, 
     for engine in ("local", "ray"):
         score_files([pred], gold, tmp_path / engine, ScoreConfig(task="hkl", by=("db",), engine=engine))
     same_tree(tmp_path / "local", tmp_path / "ray", ["scores.jsonl", "summary.json", "errors.jsonl"])
+
+
+def test_a_ray_address_without_the_ray_engine_is_a_usage_error(tmp_path, capsys):
+    from benchmint.cli import main
+
+    assert main(["score", str(tmp_path / "p.jsonl"), "--gold", str(tmp_path / "g.jsonl"), "--task", "mcq",
+                 "--out", str(tmp_path / "o"), "--ray-address", "auto"]) == 2
+    assert capsys.readouterr().err == "benchmint score: error: --ray-address needs --engine ray\n"

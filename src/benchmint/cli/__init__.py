@@ -58,8 +58,12 @@ def engine_session(args: argparse.Namespace):
 
 
 def engine_unavailable(args: argparse.Namespace, command: str) -> bool:
-    """True (after one line on stderr saying how to install it) when ``--engine ray`` is asked without Ray."""
+    """True (after one line on stderr saying why) when ``--engine ray`` is asked without Ray installed, or
+    ``--ray-address`` without ``--engine ray`` (it would be ignored)."""
     if getattr(args, "engine", "local") != "ray":
+        if getattr(args, "ray_address", None):
+            print(f"benchmint {command}: error: --ray-address needs --engine ray", file=sys.stderr)
+            return True
         return False
     from benchmint.run.ray_engine import RayMissing, require_ray
 
