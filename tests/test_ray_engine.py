@@ -62,16 +62,17 @@ def square_or_fail(x):
     return {"x": x, "square": x * x}
 
 
-def test_results_errors_and_time_limits_are_those_of_the_local_executor(cluster, tmp_path):
+@pytest.mark.parametrize("limit", ["stage", "unit"])
+def test_results_errors_and_time_limits_are_those_of_the_local_executor(cluster, tmp_path, limit):
     units = [Unit(f"k{x}", (x,), f"unit {x}") for x in range(8)]
     got = {}
     for name in ("local", "ray"):
         with Ledger(tmp_path / f"{name}.sqlite", "t") as ledger:
-            got[name] = run_units(ledger, units, square_or_fail, _engine(name == "ray", stage_seconds=2.0))[0]
+            got[name] = run_units(ledger, units, square_or_fail, _engine(name == "ray", **{f"{limit}_seconds": 2.0}))[0]
     assert got["ray"] == got["local"]
     assert got["ray"][3] == {"error": "ValueError: three is refused"}
-    assert got["ray"][5] == {"error": "UnitTimeout: 'square 5' ran past the stage time limit of 2 s; its worker was "
-                                      "stopped", "time_limit": {"limit": "stage", "seconds": 2.0, "stage": "square 5"}}
+    assert got["ray"][5] == {"error": f"UnitTimeout: 'square 5' ran past the {limit} time limit of 2 s; its worker "
+                                      "was stopped", "time_limit": {"limit": limit, "seconds": 2.0, "stage": "square 5"}}
     assert got["ray"][7] == {"x": 7, "square": 49}
 
 
