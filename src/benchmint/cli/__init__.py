@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -34,6 +35,44 @@ def add_strata_option(parser: argparse.ArgumentParser, help: str) -> None:
     """``--by`` as score and grade take it: repeatable, or comma-separated. It takes exactly one value each time,
     so ``--by domain PRED.jsonl`` leaves the file to the positional arguments."""
     parser.add_argument("--by", type=_fields, action="extend", metavar="FIELD[,FIELD...]", help=help)
+
+
+def add_engine_option(parser: argparse.ArgumentParser) -> None:
+    """``--engine`` and ``--ray-address``, as every command that runs units takes them."""
+    parser.add_argument("--engine", choices=("local", "ray"), default="local",
+                        help="where the units run: local (this machine's processes and threads; default) or ray "
+                             "(a Ray cluster, same outputs; needs pip install 'benchmint[ray]')")
+    parser.add_argument("--ray-address", metavar="auto|ray://HOST:PORT|ADDRESS",
+                        help="with --engine ray: the cluster to use, 'auto' for the one this machine belongs to "
+                             "(default: start a local Ray instance on 127.0.0.1 with this machine's CPUs for the run)")
+
+
+def engine_session(args: argparse.Namespace):
+    """The context the command's units run in: nothing for the local engine, a Ray connection for ``--engine ray``
+    (``--ray-address``, or a local instance started and stopped around the run)."""
+    if getattr(args, "engine", "local") != "ray":
+        return contextlib.nullcontext()
+    from benchmint.run.ray_engine import ray_session
+
+    return ray_session(args.ray_address)
+
+
+def engine_unavailable(args: argparse.Namespace, command: str) -> bool:
+    """True (after one line on stderr saying why) when ``--engine ray`` is asked without Ray installed, or
+    ``--ray-address`` without ``--engine ray`` (it would be ignored)."""
+    if getattr(args, "engine", "local") != "ray":
+        if getattr(args, "ray_address", None):
+            print(f"benchmint {command}: error: --ray-address needs --engine ray", file=sys.stderr)
+            return True
+        return False
+    from benchmint.run.ray_engine import RayMissing, require_ray
+
+    try:
+        require_ray()
+    except RayMissing as exc:
+        print(f"benchmint {command}: error: {exc}", file=sys.stderr)
+        return True
+    return False
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
