@@ -47,8 +47,7 @@ PHYSICS_SAMPLES = ["revtex4-1/sample/aps/apssamp.pdf", "revtex4-1/sample/aip/aip
                    "revtex/sample/aapm/aapmsamp.pdf", "revtex/sample/sor/sorsamp.pdf", "jpsj/injpsj2.pdf",
                    "ptptex/manptp.pdf", "quantumarticle/quantum-template.pdf", "elsarticle/elstest-3pd.pdf",
                    "jacow/JACoW_LaTeX_A4.pdf", "confproc/example/papers/p_001.pdf",
-                   "confproc/example/papers/p_003.pdf", "confproc/example/papers/p_005.pdf",
-                   "confproc/example/papers/p_007.pdf", "prtec/PRTEC19-template.pdf", "aiaa/template_advanced.pdf",
+                   "confproc/example/papers/p_003.pdf", "prtec/PRTEC19-template.pdf", "aiaa/template_advanced.pdf",
                    "spie/article.pdf", "mnras/mnras_guide.pdf", "afparticle/afpsample.pdf"]
 
 # What the manifest is built from: (name, kind, registry, package, version, archive, include, exclude, why).
