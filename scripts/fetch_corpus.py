@@ -147,10 +147,10 @@ SOURCES = [
       "./usr/share/doc/abinit/html/theory/MGGA/report_MGGA.pdf"], [],
      "ABINIT's theory reports: electronic-structure physics with plots of densities and curves, a few per page"),
     ("pymupdf-articles", "pdf-arxivstyle", "pypi", "pymupdf", "2.0", "pymupdf-2.0.tar.gz",
-     [f"pymupdf-2.0/tests/resources/{n}.pdf" for n in ("test_2553", "test_2634", "test_3780", "test_4026",
+     [f"pymupdf-2.0/tests/resources/{n}.pdf" for n in ("test_2553", "test_3780", "test_4026",
                                                        "test_4435", "test_open2")], [],
      "articles among PyMuPDF's test files: Nature-like pages with lettered multi-panel figures, a two-column "
-     "conference paper with raster charts, a two-column engineering paper with vector drawings, a report"),
+     "conference paper with raster charts, a two-column engineering paper with vector drawings"),
 ]
 
 
