@@ -48,7 +48,8 @@ PHYSICS_SAMPLES = ["revtex4-1/sample/aps/apssamp.pdf", "revtex4-1/sample/aip/aip
                    "ptptex/manptp.pdf", "quantumarticle/quantum-template.pdf", "elsarticle/elstest-3pd.pdf",
                    "jacow/JACoW_LaTeX_A4.pdf", "confproc/example/papers/p_001.pdf",
                    "confproc/example/papers/p_003.pdf", "prtec/PRTEC19-template.pdf", "aiaa/template_advanced.pdf",
-                   "spie/article.pdf", "mnras/mnras_guide.pdf", "afparticle/afpsample.pdf"]
+                   "spie/article.pdf", "mnras/mnras_guide.pdf", "afparticle/afpsample.pdf", "cmpj/template.pdf",
+                   "asmejour/asmejour-template.pdf", "opteng/OptEngInstruct.pdf", "aguplus/aguplus.pdf"]
 
 # What the manifest is built from: (name, kind, registry, package, version, archive, include, exclude, why).
 SOURCES = [
@@ -139,7 +140,8 @@ SOURCES = [
      "texlive-publishers-doc_2022.20230122-4_all.deb",
      [f"./usr/share/doc/texlive-doc/latex/{p}" for p in PHYSICS_SAMPLES], [],
      "physics journals' and conferences' sample papers: REVTeX 4.1 (APS, AIP) and 4.2 (AAPM, SOR), JPSJ, PTP, "
-     "Quantum, Elsevier two-column, JACoW, confproc, SPIE, AIAA, MNRAS, PRTEC; placeholder frames and real plots"),
+     "Quantum, Condensed Matter Physics, Optical Engineering, AGU, ASME two-column, Elsevier two-column, JACoW, "
+     "confproc, SPIE, AIAA, MNRAS, PRTEC; placeholder frames and real plots"),
     ("abinit-reports", "pdf-arxivstyle", "debian", "abinit-doc", "9.6.2-1", "abinit-doc_9.6.2-1_all.deb",
      ["./usr/share/doc/abinit/html/theory/KDEN/test_report_kden.pdf",
       "./usr/share/doc/abinit/html/theory/ELF/wf_elecden_kinden_elf.pdf",
