@@ -142,6 +142,11 @@ SOURCES = [
      "physics journals' and conferences' sample papers: REVTeX 4.1 (APS, AIP) and 4.2 (AAPM, SOR), JPSJ, PTP, "
      "Quantum, Condensed Matter Physics, Optical Engineering, AGU, ASME two-column, Elsevier two-column, JACoW, "
      "confproc, SPIE, AIAA, MNRAS, PRTEC; placeholder frames and real plots"),
+    ("physics-thesis", "pdf-arxivstyle", "debian", "texlive-science-doc", "2022.20230122-4",
+     "texlive-science-doc_2022.20230122-4_all.deb",
+     ["./usr/share/doc/texlive-doc/latex/hepthesis/example/example.pdf"], [],
+     "hepthesis' example thesis: an LHCb detector drawing with a rotated caption, lettered subfigures continued "
+     "on the next page"),
     ("abinit-reports", "pdf-arxivstyle", "debian", "abinit-doc", "9.6.2-1", "abinit-doc_9.6.2-1_all.deb",
      ["./usr/share/doc/abinit/html/theory/KDEN/test_report_kden.pdf",
       "./usr/share/doc/abinit/html/theory/ELF/wf_elecden_kinden_elf.pdf",
