@@ -7,6 +7,8 @@
     .venv/bin/python scripts/eval_figures.py --labels corpus/figure_labels_heldout.jsonl     # held out
     .venv/bin/python scripts/eval_figures.py --labels corpus/figure_labels_heldout2.jsonl \
         --pdfs corpus/files/pdf-heldout                      # the second held-out set, on other packages
+    .venv/bin/python scripts/eval_figures.py --labels corpus/figure_labels_arxivstyle.jsonl \
+        --pdfs corpus/files/pdf-arxivstyle                   # physics preprints' layouts (its held-out file waits)
 
 corpus/figure_labels.jsonl holds the labels: one figure per line, its page counted from 0, its body box in page
 points (the visible ink of the figure without its caption), its panel count. They were made by looking at
