@@ -406,16 +406,105 @@ def test_mcq_rewritten_as_an_open_question_whose_answer_is_the_option(tmp_path):
     assert "states option(s) B" in calls[2]
 
 
-def test_a_chinese_question_without_a_cjk_font_is_flagged_not_drawn_as_boxes(tmp_path):
-    zh = {"id": "zh", "question": "如图所示，质量为 $m$ 的物块静止在斜面上。求摩擦力。", "answer": "$mg\\sin\\theta$",
-          "images": ["incline.png"], "caption": "斜面上的物块。"}
-    src = problems(tmp_path, [zh])
+ZH = {"id": "zh", "question": "如图所示，质量为 $m$ 的物块静止在斜面上。求摩擦力。", "answer": "$mg\\sin\\theta$",
+      "images": ["incline.png"], "caption": "斜面上的物块。"}
+
+
+def _ink(image: Image.Image) -> np.ndarray:
+    return 255.0 - np.asarray(image.convert("L"), dtype=float)
+
+
+def glyph(font: str, char: str, px: float) -> np.ndarray:
+    """One character drawn by Pillow's FreeType binding (not matplotlib's), cropped to its ink."""
+    from PIL import ImageFont
+
+    im = Image.new("L", (4 * int(px), 2 * int(px)), 0)
+    ImageDraw.Draw(im).text((int(px), int(px) // 2), char, fill=255, font=ImageFont.truetype(font, size=px))
+    a = np.asarray(im, dtype=float)
+    ys, xs = np.nonzero(a)
+    return a[ys.min():ys.max() + 1, xs.min():xs.max() + 1]
+
+
+def best_match(region: np.ndarray, template: np.ndarray) -> float:
+    """The highest normalised cross-correlation of ``template`` over ``region`` (1: the same pixels)."""
+    windows = np.lib.stride_tricks.sliding_window_view(region, template.shape)
+    w = windows - windows.mean(axis=(-1, -2), keepdims=True)
+    t = template - template.mean()
+    score = (w * t).sum(axis=(-1, -2)) / (np.sqrt((w ** 2).sum(axis=(-1, -2)) * (t ** 2).sum()) + 1e-9)
+    return float(score.max())
+
+
+def test_a_chinese_question_is_drawn_with_a_cjk_font(tmp_path):
+    from benchmint.generate.seephys import find_cjk_font
+
+    font = find_cjk_font()
+    assert font is not None, "no CJK font installed: scripts/setup.sh installs fonts-wqy-microhei"
+    src = problems(tmp_path, [ZH])
     out = tmp_path / "built"
     assert main(["generate", "seephys", str(src), "--out", str(out)]) == 0
     item = next(i for i in rows(out / "items.jsonl") if i["id"] == "zh")
+    assert item["language"] == "Chinese" and "zh" not in {f["id"] for f in rows(out / "flagged.jsonl")
+                                                          if f["flag"] == "no_composite"}
+    layout = item["meta"]["composite"]["layout"]
+    assert layout["cjk_font"]["file"] == Path(font).name
+    with Image.open(out / item["composite_image"]) as im:
+        text = _ink(im.crop(layout["text_box"]))
+    # Render and compare: each character of the question, drawn on its own by another renderer at the
+    # composite's size, is found in the text box; characters the question lacks are not (a box drawn in place
+    # of every glyph would match none of them, or all alike).
+    px = layout["font_size"] * 100 / 72
+    present = {c: best_match(text, glyph(font, c, px)) for c in "斜摩物块"}
+    absent = {c: best_match(text, glyph(font, c, px)) for c in "电磁波"}
+    assert min(present.values()) > 0.7 and max(absent.values()) < 0.6, (present, absent)
+
+
+def test_chinese_lines_break_between_characters_and_keep_math_whole():
+    from benchmint.generate.seephys import find_cjk_font, render_text
+
+    font = find_cjk_font()
+    assert font is not None, "no CJK font installed: scripts/setup.sh installs fonts-wqy-microhei"
+    question = "一个质量为 $m = 2.0\\,\\mathrm{kg}$ 的小球从高处落下，求它落地时的速度大小。" * 3
+    image, lines = render_text(question, 300, 14, "DejaVu Sans", "dejavusans", font)
+    assert len(lines) > 3 and image.width == 300
+    assert "".join(lines).replace(" ", "") == question.replace(" ", "")
+    assert all(line.count("$") % 2 == 0 for line in lines)  # a math segment is never cut
+    assert not any(line.startswith(("，", "。")) for line in lines)  # nor does a line open with a closing mark
+
+
+def test_a_chinese_question_without_a_cjk_font_is_flagged_then_drawn_once_one_is_there(tmp_path, monkeypatch):
+    from benchmint.generate import seephys
+
+    src = problems(tmp_path, [ZH])
+    out = tmp_path / "built"
+    with monkeypatch.context() as m:
+        m.setattr(seephys, "_font_candidates", lambda: [])  # a machine with no CJK font
+        assert main(["generate", "seephys", str(src), "--out", str(out)]) == 0
+    item = next(i for i in rows(out / "items.jsonl") if i["id"] == "zh")
     assert item["language"] == "Chinese" and "composite_image" not in item
     flags = [f for f in rows(out / "flagged.jsonl") if f["id"] == "zh"]
-    assert [f["flag"] for f in flags] == ["no_composite"] and "CJK" in flags[0]["detail"]
+    assert [f["flag"] for f in flags] == ["no_composite"] and "no CJK font was found" in flags[0]["detail"]
+    assert json.loads((out / "run.json").read_text())["cjk_font"] == "none found"
+    # With the font there the rerun draws it: the composite's key holds the font it was drawn with.
+    assert main(["generate", "seephys", str(src), "--out", str(out)]) == 0
+    item = next(i for i in rows(out / "items.jsonl") if i["id"] == "zh")
+    assert (out / item["composite_image"]).is_file()
+    assert "zh" not in {f["id"] for f in rows(out / "flagged.jsonl")}
+
+
+def test_a_font_is_checked_before_the_run(tmp_path, capsys):
+    from matplotlib import font_manager
+
+    from benchmint.generate.seephys import CompositeError, compose, find_cjk_font
+
+    src = problems(tmp_path, [ZH])
+    for font, message in ((tmp_path / "none.ttf", "no such font file"), (src, "not a font file"),
+                          (font_manager.findfont("DejaVu Sans"), "has no CJK glyphs")):
+        assert main(["generate", "seephys", str(src), "--out", str(tmp_path / "o"), "--font", str(font)]) == 2
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+    # A character neither font has is named, not drawn as a box.
+    with pytest.raises(CompositeError, match="no glyph for"):
+        compose("质量为\U000f0000的物块", [diagram(100, 100)], seed=0, fid="x", cjk_font=find_cjk_font())
 
 
 def test_a_killed_run_resumes_without_asking_again(tmp_path):

@@ -301,7 +301,8 @@ def run_seephys(args: argparse.Namespace) -> int:
     try:
         cfg = SeePhysConfig(model=args.model, repair=not args.no_repair, caption=not args.no_caption,
                             max_attempts=args.max_attempts, max_side=args.max_side, temperature=args.temperature,
-                            max_tokens=args.reply_tokens, seed=args.seed, limit=args.limit, progress=True)
+                            max_tokens=args.reply_tokens, seed=args.seed, limit=args.limit, font=args.font,
+                            progress=True)
         if args.model:
             roles = _engines(args, Path(args.out) / "requests.sqlite", {"gen": args.model})
         result = build(args.problems, args.out, cfg, roles, prompts=args.prompts, leak_grades=args.leak_grades)
@@ -356,6 +357,10 @@ def _add_seephys(sub) -> None:
     p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature of every call (default 0)")
     p.add_argument("--reply-tokens", type=_positive_int, default=2048, metavar="N", help="max tokens per reply (default 2048)")
     p.add_argument("--seed", type=int, default=0, help="the composites' fonts and sizes, sent with calls (default 0)")
+    p.add_argument("--font", metavar="FILE",
+                   help="a TTF, OTF or TTC font with CJK glyphs for Chinese text in the composites (default: the "
+                        "first such font installed, e.g. WenQuanYi Micro Hei from fonts-wqy-microhei; none: "
+                        "Chinese questions get no composite and are flagged no_composite)")
     p.add_argument("--limit", type=_positive_int, help="the first N problem records only (default: all)")
     p.add_argument("--prompts", metavar="DIR", help="files replacing the package's (seephys/<file>; default: the package's)")
     p.add_argument("--leak-grades", metavar="JSONL",

@@ -29,10 +29,13 @@ The composite: the seed picks the text font, the math font set and the font size
 diagram side, so a large diagram does not dwarf its question. Diagrams are pasted unscaled when they fit (their
 pixels are the input's), stacked under the text and centred; when the whole would pass the bound they are scaled
 down together, and the text's size with them. The same question, diagrams and seed give the same PNG bytes.
+Chinese text is drawn with a CJK font file (``--font``, else the first installed font with CJK glyphs), whose
+hash is part of the composite's key; without one the item is flagged ``no_composite`` with that reason.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -58,10 +61,72 @@ MATH_FONTS = ("dejavusans", "dejavuserif", "stix", "cm")
 _CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uff00-\uffef]")
 # Math segments are kept whole when lines are broken: $$...$$, $...$, \(...\), \[...\]
 _TOKEN = re.compile(r"\$\$.+?\$\$|\$[^$]+\$|\\\(.+?\\\)|\\\[.+?\\\]|\S+", re.S)
+# A run of CJK text breaks between any two characters; these never start a line (they stay with the one before)
+_CJK_CLOSING = "，。、；：？！）」』】》〉…．,.;:?!)"
+# Characters every CJK font has: a font that lacks one is no CJK font
+CJK_PROBE = "的中力电"
+NO_CJK_FONT = ("the text has CJK characters and no CJK font was found (scripts/setup.sh installs "
+               "fonts-wqy-microhei; --font FILE names any TTF/OTF/TTC with CJK glyphs)")
 
 
 class CompositeError(ValueError):
     """A problem that cannot be made into a composite (its text does not fit, a glyph is missing)."""
+
+
+def _charmap(path: str) -> dict | None:
+    from matplotlib.ft2font import FT2Font
+
+    try:
+        return FT2Font(path).get_charmap()
+    except (OSError, RuntimeError, ValueError):
+        return None
+
+
+def _font_candidates() -> list[str]:
+    """The system's font files, in a fixed order (matplotlib lists them, through fontconfig where there is one)."""
+    from matplotlib import font_manager
+
+    return sorted(font_manager.findSystemFonts())
+
+
+def find_cjk_font(path: str | os.PathLike | None = None) -> str | None:
+    """The font file Chinese text is drawn with: ``path`` when given (checked: a font with CJK glyphs, else
+    ValueError), else the first system font that has them, else None."""
+    if path is not None:
+        if not Path(path).is_file():
+            raise ValueError(f"--font {path}: no such font file")
+        cmap = _charmap(str(path))
+        if cmap is None:
+            raise ValueError(f"--font {path}: not a font file FreeType reads (TTF, OTF or TTC)")
+        lacking = [c for c in CJK_PROBE if ord(c) not in cmap]
+        if lacking:
+            raise ValueError(f"--font {path}: has no CJK glyphs (none for {''.join(lacking)})")
+        return str(path)
+    for found in _font_candidates():
+        cmap = _charmap(found)
+        if cmap is not None and all(ord(c) in cmap for c in CJK_PROBE):
+            return found
+    return None
+
+
+@functools.cache
+def _font_family(path: str) -> tuple[str, frozenset[int]]:
+    """A font file made known to matplotlib (its cached font list predates fonts installed since): its family
+    name, which text properties name, and the characters it has."""
+    from matplotlib import font_manager
+    from matplotlib.ft2font import FT2Font
+
+    font_manager.fontManager.addfont(path)
+    font = FT2Font(path)
+    return font.family_name, frozenset(font.get_charmap())
+
+
+@functools.cache
+def font_id(path: str) -> dict:
+    """What identifies a font for a composite's key and layout: its family and its file's SHA-256 (another
+    version of the font is another rendering)."""
+    return {"family": _font_family(path)[0], "file": Path(path).name,
+            "sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest()}
 
 
 def _style(seed: int, fid: str) -> dict:
@@ -77,25 +142,54 @@ def _as_mathtext(token: str) -> str:
     return token if token.count("$") % 2 == 0 else token.replace("$", r"\$")
 
 
-def _lines(tokens: list[str], width: float, measure) -> list[str]:
-    lines: list[str] = []
-    line = ""
+def _lines(tokens: list[tuple[str, bool]], width: float, measure) -> list[list[tuple[str, bool]]]:
+    """Tokens (text, whether a space precedes it) filled into lines ``measure`` finds no wider than ``width``."""
+    lines: list[list[tuple[str, bool]]] = []
+    line: list[tuple[str, bool]] = []
     for token in tokens:
-        candidate = f"{line} {token}" if line else token
-        if line and measure(candidate) > width:
+        # A closing mark written right after the last token (a comma after a math segment) never starts a line
+        glued = not token[1] and token[0][:1] in _CJK_CLOSING
+        if line and not glued and measure([*line, token]) > width:
             lines.append(line)
-            line = token
+            line = [token]
         else:
-            line = candidate
+            line.append(token)
     if line:
         lines.append(line)
     return lines
 
 
-def render_text(text: str, width: int, size: float, family: str, mathtext: str) -> tuple[Image.Image, list[str]]:
+def _pieces(word: str) -> list[str]:
+    """A word cut where a line may break: between CJK characters (closing punctuation kept with the character
+    before it); a word with no CJK character stays whole."""
+    if not _CJK.search(word):
+        return [word]
+    pieces: list[str] = []
+    latin = ""
+    for ch in word:
+        if _CJK.match(ch) and ch not in _CJK_CLOSING:
+            if latin and all(c in _CJK_CLOSING for c in latin):
+                pieces.append(latin + ch)  # a closing mark that opens the word stays with what follows it
+            else:
+                pieces.extend([latin, ch] if latin else [ch])
+            latin = ""
+        elif pieces and not latin and ch in _CJK_CLOSING:
+            pieces[-1] += ch
+        else:
+            latin += ch
+    if latin:
+        pieces.append(latin)
+    return pieces
+
+
+def render_text(text: str, width: int, size: float, family: str, mathtext: str, cjk_font: str | None = None
+                ) -> tuple[Image.Image, list[str]]:
     """The text wrapped to ``width`` pixels (a math segment is never split), black on white; and its lines.
 
-    A math segment mathtext cannot parse is drawn as its source, escaped, so the question stays readable.
+    A math segment mathtext cannot parse, or one holding CJK characters (math fonts have none), is drawn as its
+    source, escaped, so the question stays readable. CJK characters are drawn with ``cjk_font`` (a font file),
+    matplotlib falling back to it glyph by glyph from ``family``; a text with CJK characters and no such font,
+    or with a character neither font has, is a CompositeError (rather than boxes in place of glyphs).
     """
     import matplotlib
 
@@ -103,51 +197,120 @@ def render_text(text: str, width: int, size: float, family: str, mathtext: str) 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.font_manager import FontProperties
-    from matplotlib.mathtext import MathTextParser
 
-    if _CJK.search(text):
-        raise CompositeError("the text has CJK characters and no CJK font is configured")
-    parser = MathTextParser("path")
-    prop = FontProperties(family=family, size=size, math_fontfamily=mathtext)
-    tokens = []
-    for paragraph in text.split("\n"):
-        words = []
-        for raw in _TOKEN.findall(paragraph):
-            token = _as_mathtext(raw)
-            if token.count("$") - token.count(r"\$") >= 2:
-                try:
-                    parser.parse(token, 72, prop)
-                except ValueError:
-                    token = token.replace("$", r"\$")
-            words.append(token)
-        tokens.append(words)
+    families = _families(text, family, cjk_font)
+    prop = FontProperties(family=families, size=size, math_fontfamily=mathtext)
+    tokens = [_paragraph_tokens(paragraph, prop) for paragraph in text.split("\n")]
     fig = Figure(dpi=100)
     canvas = FigureCanvasAgg(fig)
     renderer = canvas.get_renderer()
+    widths: dict[str, float] = {}
 
     def measure(s: str) -> float:
-        t = fig.text(0, 0, s, fontproperties=prop)
-        w = t.get_window_extent(renderer).width
-        t.remove()
-        return w
+        if s not in widths:
+            t = fig.text(0, 0, s, fontproperties=prop)
+            widths[s] = t.get_window_extent(renderer).width
+            t.remove()
+        return widths[s]
 
-    lines = [line for words in tokens for line in (_lines(words, width, measure) or [""])]
+    if len(families) == 1:
+        # One string per line: mathtext lays out the words and the math together.
+        def line_width(pieces: list[tuple[str, bool]]) -> float:
+            return measure(_joined(pieces))
+    else:
+        # Mathtext draws the text between math segments in its own font, with no fallback to the CJK font: each
+        # line is drawn as runs, a math segment alone, the text between in one string (glyph fallback there).
+        space = measure("a a") - measure("aa")
+        thin = size * 100 / 72 * 0.15  # between a run of text and a math segment written without a space
+
+        def line_width(pieces: list[tuple[str, bool]]) -> float:
+            runs = _runs(pieces)
+            return sum(measure(r) for r, _ in runs) + sum(space if spaced else thin for _, spaced in runs[1:])
+
+    lines = [line for words in tokens for line in (_lines(words, width, line_width) or [[]])]
     step = size * 100 / 72 * 1.6  # line height in pixels
     height = int(step * len(lines) + size * 100 / 72 * 0.6) + 1
     fig.set_size_inches(width / 100, height / 100)
     fig.patch.set_facecolor("white")
     for i, line in enumerate(lines):
-        fig.text(0, 1 - (i + 1) * step / height + 0.3 * step / height, line, fontproperties=prop, color="black",
-                 va="baseline")
+        y = 1 - (i + 1) * step / height + 0.3 * step / height
+        if len(families) == 1:
+            fig.text(0, y, _joined(line), fontproperties=prop, color="black", va="baseline")
+            continue
+        x = 0.0
+        for k, (run, spaced) in enumerate(_runs(line)):
+            x += 0.0 if k == 0 else space if spaced else thin
+            fig.text(x / width, y, run, fontproperties=prop, color="black", va="baseline")
+            x += measure(run)
     canvas.draw()
     image = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
-    return image.convert("RGB"), lines
+    return image.convert("RGB"), [_joined(line) for line in lines]
 
 
-def compose(text: str, diagrams: list[Image.Image], seed: int, fid: str, max_side: int = 4096
-            ) -> tuple[Image.Image, dict]:
+def _families(text: str, family: str, cjk_font: str | None) -> list[str]:
+    """The font families a text is drawn with: ``family``, then the CJK font's when the text has CJK, every
+    character checked to be in one of them."""
+    from matplotlib.font_manager import FontProperties, findfont
+
+    if not _CJK.search(text):
+        return [family]
+    if cjk_font is None:
+        raise CompositeError(NO_CJK_FONT)
+    cjk_family, cjk_chars = _font_family(cjk_font)
+    own = _charmap(findfont(FontProperties(family=family))) or {}
+    lacking = sorted({c for c in text if not c.isspace() and ord(c) not in own and ord(c) not in cjk_chars})
+    if lacking:
+        raise CompositeError(f"no glyph for {''.join(lacking)!r} in {family} or {cjk_family} "
+                             f"({Path(cjk_font).name})")
+    return [family, cjk_family]
+
+
+def _paragraph_tokens(paragraph: str, prop) -> list[tuple[str, bool]]:
+    """A paragraph's pieces where a line may break, each with whether a space precedes it in the text; math as
+    mathtext reads it, or escaped when mathtext cannot draw it."""
+    from matplotlib.mathtext import MathTextParser
+
+    parser = MathTextParser("path")
+    words: list[tuple[str, bool]] = []
+    for match in _TOKEN.finditer(paragraph):
+        token = _as_mathtext(match.group())
+        spaced = match.start() == 0 or paragraph[match.start() - 1].isspace()
+        if _is_math(token):
+            try:
+                if _CJK.search(token):
+                    raise ValueError("CJK in math")
+                parser.parse(token, 72, prop)
+            except ValueError:
+                token = token.replace("$", r"\$")
+        words.extend((piece, k == 0 and spaced) for k, piece in enumerate(_pieces(token)))
+    return words
+
+
+def _joined(pieces: list[tuple[str, bool]]) -> str:
+    return "".join((" " if spaced and k else "") + piece for k, (piece, spaced) in enumerate(pieces))
+
+
+def _is_math(token: str) -> bool:
+    return token.count("$") - token.count(r"\$") >= 2
+
+
+def _runs(pieces: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    """A line's pieces as runs to draw one by one: each math segment alone, the text between joined; each run
+    with whether a space precedes it."""
+    runs: list[tuple[str, bool]] = []
+    for k, (piece, spaced) in enumerate(pieces):
+        if runs and not _is_math(piece) and not _is_math(pieces[k - 1][0]):
+            runs[-1] = (runs[-1][0] + (" " if spaced else "") + piece, runs[-1][1])
+        else:
+            runs.append((piece, spaced))
+    return runs
+
+
+def compose(text: str, diagrams: list[Image.Image], seed: int, fid: str, max_side: int = 4096,
+            cjk_font: str | None = None) -> tuple[Image.Image, dict]:
     """The composite of ``text`` over ``diagrams`` and its layout: {font, math font, size, margin, gap, text box,
-    diagram boxes [x0, y0, x1, y1], scale applied to the diagrams}."""
+    diagram boxes [x0, y0, x1, y1], scale applied to the diagrams; the CJK font when the text has CJK}.
+    ``cjk_font``: the font file CJK characters are drawn with (``find_cjk_font``)."""
     if not diagrams:
         raise CompositeError("a composite needs at least one diagram")
     style = _style(seed, fid)
@@ -167,7 +330,8 @@ def compose(text: str, diagrams: list[Image.Image], seed: int, fid: str, max_sid
             scale *= (max_side - 2 * margin) / widest
             continue
         width = max(widest + 2 * margin, min(720, max_side))
-        text_img, lines = render_text(text, width - 2 * margin, size, style["family"], style["mathtext"])
+        text_img, lines = render_text(text, width - 2 * margin, size, style["family"], style["mathtext"],
+                                      cjk_font)
         height = margin + text_img.height + sum(gap + d.height for d in shown) + margin
         if height <= max_side:
             break
@@ -193,6 +357,8 @@ def compose(text: str, diagrams: list[Image.Image], seed: int, fid: str, max_sid
               "gap": gap, "text_box": [margin, margin, margin + text_img.width, margin + text_img.height],
               "lines": len(lines), "diagram_boxes": boxes, "diagram_scale": round(scale, 4),
               "largest_diagram_side": largest}
+    if _CJK.search(text) and cjk_font is not None:
+        layout["cjk_font"] = font_id(cjk_font)
     return canvas, layout
 
 
@@ -470,6 +636,7 @@ class SeePhysConfig:
     max_tokens: int | None = 2048
     seed: int = 0
     limit: int | None = None
+    font: str | None = None  # the font file CJK text is drawn with; None: the first the system has
     progress: bool = False
 
     def __post_init__(self) -> None:
@@ -536,6 +703,10 @@ class SeePhysBuilder:
                 self.roles["caption"] = Role(engine, "caption", json_reply(_schema("caption")))
         self.errors: list[dict] = []
         self._problems: dict[str, dict] = {}
+        # An explicit --font is checked before anything runs; the system's fonts are searched only when a
+        # question has CJK text.
+        self.cjk_font = find_cjk_font(cfg.font) if cfg.font is not None else None
+        self._font_searched = cfg.font is not None
 
     # ---- inputs
     def _read(self, rejected: list[dict], codes: dict[str, str]) -> list[dict]:
@@ -696,13 +867,22 @@ class SeePhysBuilder:
             os.replace(tmp, target)
         return {"path": f"images/{target.name}", "sha256": sha}
 
+    def _font_for(self, question: str) -> dict:
+        """The CJK font a question is drawn with, as the composite's key holds it (none for a text without CJK)."""
+        if not _CJK.search(question):
+            return {}
+        if not self._font_searched:
+            self.cjk_font, self._font_searched = find_cjk_font(), True
+        return {"cjk_font": font_id(self.cjk_font)["sha256"] if self.cjk_font is not None else None}
+
     def _composite(self, pid: str, question: str, diagrams: list[str]) -> dict:
         images = []
         for rel in diagrams:
             with Image.open(self.out / rel) as im:
                 images.append(im.convert("RGB"))
         try:
-            image, layout = compose(question, images, self.cfg.seed, pid, self.cfg.max_side)
+            image, layout = compose(question, images, self.cfg.seed, pid, self.cfg.max_side,
+                                    self.cjk_font if _CJK.search(question) else None)
         except CompositeError as exc:
             return {"error": str(exc), "reason": "composite_failed"}
         data = png_bytes(image)
@@ -808,7 +988,8 @@ class SeePhysBuilder:
             settings = {"seed": self.cfg.seed, "max_side": self.cfg.max_side}
             composites, _ = run_units(
                 ledger, [Unit(content_key(q["question"].encode("utf-8"),
-                                          {**settings, "id": q["id"], "diagrams": [d["sha256"] for d in q["diagrams"]]}),
+                                          {**settings, "id": q["id"], "diagrams": [d["sha256"] for d in q["diagrams"]],
+                                           **self._font_for(q["question"])}),
                               (q["id"], q["question"], [d["path"] for d in q["diagrams"]]), f"{q['id']} composite")
                          for q in ready],
                 self._composite, SerialExecutor(), desc="build seephys: VO composites", progress=self.cfg.progress)
@@ -887,6 +1068,8 @@ class SeePhysBuilder:
                           "captions": sum(1 for i in items if "caption" in i)},
                "problems": code_counts(codes.values(), CODES),
                "flags": dict(sorted(Counter(f["flag"] for f in flagged).items())),
+               "cjk_font": ({"path": self.cjk_font, **font_id(self.cjk_font)} if self.cjk_font is not None
+                            else "none found" if self._font_searched else "not needed"),
                "calls": engine.accounting.summary() if engine is not None else None}
         write_jsonl(self.out / "flagged.jsonl", flagged)
         write_outputs(self.out, items, rejected, trace, self.errors, run)
