@@ -176,9 +176,9 @@ def test_build_without_a_model_then_eval_in_four_settings_and_grade(tmp_path):
     run = json.loads((out / "run.json").read_text())
     assert run["problems"]["codes"]["ITEM"]["count"] == 2 and run["problems"]["total"] == 7
 
-    # The same seed writes the same bytes; a rerun renders nothing again.
+    # The same seed writes the same bytes, under either name of the command; a rerun renders nothing again.
     again = tmp_path / "again"
-    assert main(["generate", "seephys", str(src), "--out", str(again), "--seed", "4"]) == 0
+    assert main(["build", "seephys", str(src), "--out", str(again), "--seed", "4"]) == 0
     assert (out / "items.jsonl").read_bytes() == (again / "items.jsonl").read_bytes()
     assert (out / incline["composite_image"]).read_bytes() == (again / incline["composite_image"]).read_bytes()
 

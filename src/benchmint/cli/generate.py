@@ -307,7 +307,7 @@ def run_seephys(args: argparse.Namespace) -> int:
             roles = _engines(args, Path(args.out) / "requests.sqlite", {"gen": args.model})
         result = build(args.problems, args.out, cfg, roles, prompts=args.prompts, leak_grades=args.leak_grades)
     except (InputError, PromptError, ValueError, OSError) as exc:
-        print(f"benchmint generate seephys: error: {exc}", file=sys.stderr)
+        print(f"benchmint {args.command} seephys: error: {exc}", file=sys.stderr)
         return 2
     finally:
         _close(roles)
@@ -339,7 +339,8 @@ def _add_seephys(sub) -> None:
                                    "that changes a number is refused) and captions written for problems without "
                                    "one (a caption that states the answer is refused), multiple-choice stems "
                                    "rewritten as open questions and multi_part problems split into sub-questions, "
-                                   "each checked. Resumable. Exit status: 0 clean, 1 some calls failed "
+                                   "each checked. Resumable. benchmint build seephys and benchmint generate "
+                                   "seephys are the same command. Exit status: 0 clean, 1 some calls failed "
                                    "(errors.jsonl), 2 the run could not start.")
     p.add_argument("problems", help="a JSONL of problems {question, answer, images, optional id, language, subject, "
                                     "level, img_category, vision_relevance, caption, sig_figs}")
