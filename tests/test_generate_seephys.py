@@ -596,6 +596,9 @@ def test_a_multi_part_problem_split_by_the_model_with_its_numbers_checked(tmp_pa
     assert (items["cart-1"]["sig_figs"], items["cart-2"]["sig_figs"]) == ("2", "2")
     assert items["cart-2"]["meta"]["unsplit"] == MULTI["question"]
     assert len(asked) == 2 and "drop the problem's numbers ['10']" in asked[1]
+    # The split was asked for in the shape its check wants (parts a list of {question, answer}), not as text.
+    sent = [b["response_format"]["json_schema"]["schema"] for b in server.bodies if "Split it:" in prompt_of(b)]
+    assert sent and all(s["properties"]["parts"]["type"] == "array" for s in sent)
 
 
 def test_a_diagram_type_outside_the_release_is_flagged_and_kept(tmp_path):

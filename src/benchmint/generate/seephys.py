@@ -798,9 +798,11 @@ class SeePhysBuilder:
             content = tuple(x.text if isinstance(x, TextPart) else ImagePart(x.data, self.cfg.image_max_side)
                             for x in parts)
         assert self.cfg.model is not None
+        # The schema the reply is checked against travels with the request (a server that enforces it, such as
+        # llama.cpp's grammar, then shapes the reply to it).
+        schema = SPLIT_SCHEMA if stage == "split" else _schema(STAGE_KEY[stage])
         request = ChatRequest(self.cfg.model, (Message("user", content),), self.cfg.temperature,
-                              max_tokens=self.cfg.max_tokens, seed=self.cfg.seed, schema=_schema(STAGE_KEY[stage]),
-                              schema_name=stage)
+                              max_tokens=self.cfg.max_tokens, seed=self.cfg.seed, schema=schema, schema_name=stage)
         ctx = {"id": p["id"], "stage": stage, "attempt": attempt, "refused": refused}
         key = content_key(self.roles[stage].engine.key(request).encode("ascii"),
                           {"id": p["id"], "stage": stage, "attempt": attempt})
