@@ -262,9 +262,10 @@ def scripted(calls: dict):
     return model
 
 
-def model_args(src, out, server, *more):
+def model_args(src, out, server, *more, labels=False):
+    """The build with the scripted model; the label stage (tested on its own) left out unless ``labels``."""
     return ["generate", "seephys", str(src), "--out", str(out), "--model", "m", "--base-url", server.url,
-            "--retry-delay", "0", "--answer-attempts", "2", *more]
+            "--retry-delay", "0", "--answer-attempts", "2", *([] if labels else ["--no-labels"]), *more]
 
 
 def test_repairs_that_change_numbers_and_captions_that_leak_are_asked_again(tmp_path):
@@ -610,3 +611,109 @@ def test_a_diagram_type_outside_the_release_is_flagged_and_kept(tmp_path):
     assert "odd" in {i["id"] for i in rows(out / "items.jsonl")}
     flags = {(f["id"], f["flag"]) for f in rows(out / "flagged.jsonl")}
     assert ("odd", "unknown_img_category") in flags and ("incline", "unknown_img_category") not in flags
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Labels written by the model
+
+LABELLED = [
+    {"id": "lens2", "question": "A thin lens forms the image shown of an arrow 12 cm in front of it. Find its focal "
+                                "length.", "answer": "8.0 cm", "images": ["scale.png"], "caption": "A lens."},
+    {"id": "odd", "question": "Rank the blocks shown by the tension in the string above each.", "answer": "A, B, C",
+     "images": ["incline.png"], "caption": "Blocks."},
+    {"id": "zh", "question": "如图所示，求小球在最高点的速度。", "answer": "$\\sqrt{gR}$", "images": ["incline.png"],
+     "caption": "竖直圆轨道。"},
+    {"id": "garbled", "question": "The gas shown expands at constant pressure. Find the work done.",
+     "answer": "$p\\Delta V$", "images": ["incline.png"], "caption": "A piston."},
+    {"id": "given", "question": "Find the charge on the capacitor shown.", "answer": "12 \\mu C",
+     "images": ["circuit.png"], "caption": "An RC circuit.", "subject": "EM", "level": "Mid", "language": "English",
+     "img_category": "capacitance_resistance", "vision_relevance": "essential"},
+]
+LABEL_REPLIES = {
+    "thin lens": {"subject": "OPT", "level": "UG", "img_category": "Optical Path", "vision_relevance": "essential",
+                  "language": "English"},
+    "Rank the blocks": {"subject": "Mechanics", "level": 9, "img_category": "free body diagram",
+                        "vision_relevance": "Vision-Optional", "language": "French"},
+    "小球": {"subject": "CM", "level": "High", "img_category": "circular_motion", "vision_relevance": "essential",
+           "language": "English"},
+    "resistors": {"img_category": "circuit_diagram"},  # vision_relevance and language not given
+    "block of mass": {"language": "English"},
+}
+
+
+def test_labels_a_problem_lacks_are_written_by_the_model_and_checked_against_the_taxonomies(tmp_path):
+    src = problems(tmp_path, LABELLED)
+    out = tmp_path / "built"
+    asked: list[dict] = []
+    with ChatServer() as server:
+        def model(body):
+            prompt = prompt_of(body)
+            asked.append(body)
+            if "gas shown expands" in prompt:
+                return "subject: TSM, level: UG"  # never JSON: the labels stay empty, the problem is kept
+            return json.dumps(next(v for k, v in LABEL_REPLIES.items() if k in prompt))
+        server.default = Reply(text=model)
+        args = model_args(src, out, server, "--no-repair", "--no-caption", labels=True)
+        assert main(args) == 0
+        run = json.loads((out / "run.json").read_text())
+        # A rerun asks nothing and writes the same files.
+        count, files = server.count, {p.name: p.read_bytes() for p in out.glob("*.jsonl")}
+        assert main(args) == 0
+        assert server.count == count and {p.name: p.read_bytes() for p in out.glob("*.jsonl")} == files
+    items = {i["id"]: i for i in rows(out / "items.jsonl")}
+    flags = sorted((f["id"], f["flag"]) for f in rows(out / "flagged.jsonl") if f["flag"].startswith("label"))
+    # Valid labels, in the release's forms (the level by its number, the diagram type in snake_case)
+    assert {k: items["lens2"][k] for k in ("subject", "level", "img_category", "vision_relevance", "language")} == {
+        "subject": "OPT", "level": 5, "img_category": "optical_path", "vision_relevance": "essential",
+        "language": "English"}
+    assert items["lens2"]["meta"]["labelled"] == {"model": "m", "labels": ["subject", "level", "img_category",
+                                                                          "vision_relevance", "language"]}
+    # Outside the taxonomies: each such label left empty and flagged, the one that fits kept, the item kept
+    odd = items["odd"]
+    assert odd["vision_relevance"] == "optional"
+    assert not {"subject", "level", "img_category", "language"} & set(odd)
+    detail = {f["detail"] for f in rows(out / "flagged.jsonl") if f["id"] == "odd"}
+    assert "the model's subject 'Mechanics' is none of ['CM', 'EM', 'ACG', 'OPT', 'AMONP', 'QMIT', 'TSM']; left " \
+           "empty" in detail
+    # A language the text's script contradicts is left empty too; the other labels are kept
+    assert "language" not in items["zh"] and items["zh"]["subject"] == "CM" and items["zh"]["level"] == 2
+    # Labels not given by the model are flagged; given ones are never asked
+    assert items["circuit"]["img_category"] == "circuit_diagram" and items["circuit"]["subject"] == "EM"
+    assert items["incline"]["language"] == "English"
+    assert flags == [("circuit", "label_not_given"), ("circuit", "label_not_given"),
+                     ("garbled", "labels_failed"),
+                     ("odd", "label_off_taxonomy"), ("odd", "label_off_taxonomy"), ("odd", "label_off_taxonomy"),
+                     ("odd", "label_off_taxonomy"), ("zh", "label_contradicts_text")]
+    garbled = next(f for f in rows(out / "flagged.jsonl") if f["flag"] == "labels_failed")
+    assert garbled["words"] == "subject: TSM, level: UG" and "left empty: subject, level" in garbled["detail"]
+    assert "garbled" in items and "subject" not in items["garbled"] and "language" not in items["garbled"]
+    assert not any("capacitor" in prompt_of(b) for b in asked)  # every label given: no call
+    # Each request asks only the labels the problem lacks, listing their values, with a schema of those values
+    circuit = next(b for b in asked if "resistors" in prompt_of(b))
+    schema = circuit["response_format"]["json_schema"]["schema"]
+    assert schema["required"] == ["img_category", "vision_relevance", "language"]
+    assert schema["properties"]["language"]["enum"] == ["English", "Chinese"]
+    assert "- subject:" not in prompt_of(circuit) and "- vision_relevance: essential, optional" in prompt_of(circuit)
+    by_stage = {row["stage"]: row["requests"] for row in run["calls"]["by_stage_model"]}
+    # six problems lack labels; the garbled one is asked twice (--answer-attempts 2)
+    assert by_stage == {"label": 7}
+    assert any(p["name"] == "seephys/label.txt" for p in run["prompts"])
+
+
+def test_labels_of_a_text_only_model_and_a_failed_call(tmp_path):
+    src = problems(tmp_path, LABELLED[:1])
+    out = tmp_path / "built"
+    with ChatServer() as server:
+        server.when_contains["thin lens"] = Malformed()
+        server.default = Reply(text=lambda body: json.dumps(next(v for k, v in LABEL_REPLIES.items()
+                                                                 if k in prompt_of(body))))
+        args = model_args(src, out, server, "--no-repair", "--no-caption", "--text-only", "--retries", "1",
+                          labels=True)
+        assert main(args) == 1  # the call that failed is an error; the problem waits for the next run
+        assert [e["id"] for e in rows(out / "errors.jsonl")] == ["lens2"]
+        assert "lens2" not in {i["id"] for i in rows(out / "items.jsonl")}
+        assert all(isinstance(b["messages"][-1]["content"], str) for b in server.bodies)  # no image sent
+        del server.when_contains["thin lens"]
+        assert main(args) == 0
+        assert next(i for i in rows(out / "items.jsonl") if i["id"] == "lens2")["subject"] == "OPT"
+    assert main(model_args(src, tmp_path / "o", server, "--text-only", labels=True)) == 2  # captions need images

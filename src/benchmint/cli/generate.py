@@ -300,6 +300,7 @@ def run_seephys(args: argparse.Namespace) -> int:
     roles: dict = {}
     try:
         cfg = SeePhysConfig(model=args.model, repair=not args.no_repair, caption=not args.no_caption,
+                            labels=not args.no_labels, text_only=args.text_only,
                             max_attempts=args.max_attempts, max_side=args.max_side, temperature=args.temperature,
                             max_tokens=args.reply_tokens, seed=args.seed, limit=args.limit, font=args.font,
                             progress=True)
@@ -318,6 +319,8 @@ def run_seephys(args: argparse.Namespace) -> int:
           f"-> {args.out}/items.jsonl, vo/, rejected.jsonl, flagged.jsonl, trace.jsonl, run.json")
     q = run["problems"]
     print("  problems: " + ", ".join(f"{k} {q['codes'][k]['count']}" for k in CODES if q["codes"][k]["count"]))
+    if run["flags"]:
+        print("  flagged: " + ", ".join(f"{k} {v}" for k, v in run["flags"].items()))
     calls = run["calls"]
     if calls:
         for row in calls["by_stage_model"]:
@@ -345,12 +348,19 @@ def _add_seephys(sub) -> None:
     p.add_argument("problems", help="a JSONL of problems {question, answer, images, optional id, language, subject, "
                                     "level, img_category, vision_relevance, caption, sig_figs}")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory; rerunning into it resumes the run")
-    p.add_argument("--model", metavar="NAME", help="the model that repairs OCR text and writes captions "
-                                                   "(default: none, no model stage)")
+    p.add_argument("--model", metavar="NAME", help="the model that repairs OCR text, rewrites and splits "
+                                                   "problems, writes captions and labels (default: none, no model "
+                                                   "stage)")
     p.add_argument("--gen-base-url", metavar="URL", help="its server (default: --base-url)")
     p.add_argument("--no-repair", action="store_true", help="skip the OCR repair (default: repaired with --model)")
     p.add_argument("--no-caption", action="store_true",
                    help="write no captions (default: written with --model for problems that have none)")
+    p.add_argument("--no-labels", action="store_true",
+                   help="ask no labels (default: with --model, the subject, level, diagram type, vision relevance "
+                        "and language a problem lacks are asked, each checked against its taxonomy)")
+    p.add_argument("--text-only", action="store_true",
+                   help="send the labelling model no diagram, only the text and any caption (text-only models; "
+                        "needs --no-caption; default: the diagrams are sent)")
     p.add_argument("--max-attempts", type=_positive_int, default=3,
                    help="replies per stage the checks may refuse before the problem is rejected (default 3)")
     p.add_argument("--max-side", type=_positive_int, default=4096, metavar="PX",

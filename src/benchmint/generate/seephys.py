@@ -19,7 +19,10 @@ have none, refused when it states the answer; a multiple-choice stem rewritten a
 (``mcq.txt``), refused when it drops a number or names an option; a ``multi_part`` problem split into
 self-contained sub-questions (``split.txt``), refused when the numbers of the problem or of its answer do not
 add up. Parts given in the record (``parts``) are split without a model. A refused reply is asked again with
-the reason, ``max_attempts`` replies at most.
+the reason, ``max_attempts`` replies at most. The labels a problem lacks (subject, level, diagram type, vision
+relevance, and the language when only the script told it) are asked in one call (``label.txt``); each value
+is checked against its taxonomy (the language against the script too), and one that fails is left empty and
+flagged, the problem kept.
 
 The leak check (§3.2) runs on the built items as any evaluation does: ``eval --setting TO`` with a model that
 may search, then ``grade``; its ``grades.jsonl`` given back (``leak_grades``) flags the items answered right
@@ -383,6 +386,11 @@ IMG_CATEGORIES = frozenset((
     "magnetic_circuit"))
 RELEVANCE = {"essential": "essential", "vision-essential": "essential", "ve": "essential",
              "optional": "optional", "vision-optional": "optional", "vo": "optional"}
+LANGUAGES = ("English", "Chinese")
+# The labels a model writes for a problem that lacks them, in the order they are asked
+LABELS = ("subject", "level", "img_category", "vision_relevance", "language")
+# Flags of the label stage: the problem is kept, the label it names left empty
+LABEL_FLAGS = ("label_off_taxonomy", "label_contradicts_text", "label_not_given", "labels_failed")
 CODES = ("ITEM", "long_answer", "bad_record", "image_missing", "image_unreadable", "duplicate_id",
          "mcq_not_rewritten", "mcq_failed", "mcq_rewrite_refused", "split_not_done", "split_failed", "split_refused",
          "repair_changed_number", "repair_failed", "caption_states_answer", "caption_failed", "call_failed")
@@ -485,6 +493,40 @@ def split_problem(question: str, answer: str, value: dict) -> str | None:
     return None
 
 
+def allowed_labels(label: str) -> list[str]:
+    """The values a label may take, as the prompt lists them."""
+    return {"subject": list(SUBJECTS), "level": list(LEVELS), "img_category": sorted(IMG_CATEGORIES),
+            "vision_relevance": ["essential", "optional"], "language": list(LANGUAGES)}[label]
+
+
+def label_value(label: str, value: Any, question: str) -> tuple[Any, str | None]:
+    """A model's label checked against its taxonomy: (the value as items carry it, None), or (None, the flag and
+    why) when it is outside the taxonomy or, for the language, contradicts the text's script."""
+    text = str(value).strip() if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
+    got: Any = None
+    if label == "subject":
+        got = text.upper() if text.upper() in SUBJECTS else None
+    elif label == "level":
+        try:
+            got = _level(value)
+        except ValueError:
+            got = None
+    elif label == "img_category":
+        snake = re.sub(r"[\s-]+", "_", text.lower())
+        got = snake if snake in IMG_CATEGORIES else None
+    elif label == "vision_relevance":
+        got = RELEVANCE.get(text.lower())
+    elif label == "language":
+        got = {"english": "English", "en": "English", "chinese": "Chinese", "zh": "Chinese"}.get(text.lower())
+        script = "Chinese" if _CJK.search(question) else "English"
+        if got is not None and got != script:
+            return None, (f"label_contradicts_text: the model's language {value!r}, the text is written in "
+                          f"{script} script")
+    if got is None:
+        return None, f"label_off_taxonomy: the model's {label} {value!r} is none of {allowed_labels(label)}"
+    return got, None
+
+
 def _level(value) -> int:
     if isinstance(value, bool):
         raise ValueError(f"level must be one of {list(LEVELS)} or 1..8, got {value!r}")
@@ -566,7 +608,8 @@ def read_problem(row, base: Path) -> dict:
     if not isinstance(images, list) or not images or not all(isinstance(i, str) and i for i in images):
         raise ValueError('field "images" must name the diagram file(s), relative to the problems file')
     out = {"question": row["question"], "answer": str(answer), "images": images,
-           "paths": [base / i for i in images], "language": _language(row)}
+           "paths": [base / i for i in images], "language": _language(row),
+           "language_from": "given" if row.get("language") not in (None, "") else "script"}
     if mcq is not None:
         out["mcq"] = mcq
     if split:
@@ -637,6 +680,8 @@ class SeePhysConfig:
     seed: int = 0
     limit: int | None = None
     font: str | None = None  # the font file CJK text is drawn with; None: the first the system has
+    labels: bool = True  # labels a problem lacks, written by the model
+    text_only: bool = False  # the labelling model is sent no image
     progress: bool = False
 
     def __post_init__(self) -> None:
@@ -646,6 +691,9 @@ class SeePhysConfig:
             raise ValueError(f"--max-side must be at least 256, got {self.max_side}")
         if self.limit is not None and self.limit < 1:
             raise ValueError(f"--limit must be at least 1, got {self.limit}")
+        if self.text_only and self.caption and self.model is not None:
+            raise ValueError("--text-only: a caption describes the diagram, which a text-only model does not see; "
+                             "add --no-caption")
 
 
 SeePhysResult = GenerateResult  # the flow's one result shape
@@ -656,7 +704,18 @@ def _schema(key: str) -> dict:
             "properties": {key: {"type": "string", "minLength": 1}}}
 
 
-STAGE_KEY = {"repair": "text", "caption": "caption", "mcq": "question", "split": "parts"}
+STAGE_KEY = {"repair": "text", "caption": "caption", "mcq": "question", "split": "parts", "label": "labels"}
+# A label reply is checked for its shape only (every value is text, or a number for the level); its values are
+# checked against the taxonomies afterwards, so a value outside them empties that label and keeps the problem.
+LABEL_SCHEMA = {"type": "object", "properties": {
+    label: {"type": ["string", "integer"] if label == "level" else "string", "minLength": 1} for label in LABELS}}
+
+
+def label_request_schema(wanted: list[str]) -> dict:
+    """The schema a label request is sent with: the wanted labels, each one of its values (a server that
+    enforces schemas then keeps the model inside the taxonomies)."""
+    return {"type": "object", "additionalProperties": False, "required": list(wanted),
+            "properties": {label: {"type": "string", "enum": allowed_labels(label)} for label in wanted}}
 REFUSED = {"repair": "repair_changed_number", "caption": "caption_states_answer", "mcq": "mcq_rewrite_refused",
            "split": "split_refused"}
 SPLIT_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["context", "parts"],
@@ -670,7 +729,7 @@ SPLIT_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["c
 
 def _words(stage: str, value: dict) -> str:
     """A reply's words for a refusal's feedback and the rejection."""
-    got = value[STAGE_KEY[stage]] if stage != "split" else value
+    got = value[STAGE_KEY[stage]] if stage not in ("split", "label") else value
     # sorted keys: the words (and the follow-up request that quotes them) are the same read back from the ledger
     return got if isinstance(got, str) else json.dumps(got, ensure_ascii=False, sort_keys=True)
 
@@ -701,6 +760,9 @@ class SeePhysBuilder:
             if cfg.caption:
                 self.t_caption = self.prompts.template("caption.txt", {"QUESTION", "FEEDBACK"})
                 self.roles["caption"] = Role(engine, "caption", json_reply(_schema("caption")))
+            if cfg.labels:
+                self.t_label = self.prompts.template("label.txt", {"QUESTION", "CAPTION", "LABELS", "EXAMPLE"})
+                self.roles["label"] = Role(engine, "label", json_reply(LABEL_SCHEMA))
         self.errors: list[dict] = []
         self._problems: dict[str, dict] = {}
         # An explicit --font is checked before anything runs; the system's fonts are searched only when a
@@ -791,16 +853,27 @@ class SeePhysBuilder:
             content = "".join(x.text for x in parts if isinstance(x, TextPart))
         else:
             images = []
-            for path in p["paths"]:
+            for path in p["paths"] if stage == "caption" or not self.cfg.text_only else []:
                 data = path.read_bytes()
                 images.append(TemplateImage(data, "image/png" if data.startswith(b"\x89PNG") else "image/jpeg"))
-            parts = self.t_caption.render({"QUESTION": p["question"], "FEEDBACK": feedback}, images)
+            if stage == "caption":
+                parts = self.t_caption.render({"QUESTION": p["question"], "FEEDBACK": feedback}, images)
+            else:
+                wanted = self._wanted(p)
+                parts = self.t_label.render({
+                    "QUESTION": p["question"],
+                    "CAPTION": f"Diagram caption: {p['caption']}" if "caption" in p else "",
+                    "LABELS": "\n".join(f"- {k}: {', '.join(allowed_labels(k))}" for k in wanted),
+                    "EXAMPLE": json.dumps(dict.fromkeys(wanted, "..."))}, images)
             content = tuple(x.text if isinstance(x, TextPart) else ImagePart(x.data, self.cfg.image_max_side)
                             for x in parts)
+            if not images:
+                content = "".join(content)
         assert self.cfg.model is not None
         # The schema the reply is checked against travels with the request (a server that enforces it, such as
         # llama.cpp's grammar, then shapes the reply to it).
-        schema = SPLIT_SCHEMA if stage == "split" else _schema(STAGE_KEY[stage])
+        schema = (SPLIT_SCHEMA if stage == "split" else label_request_schema(self._wanted(p)) if stage == "label"
+                  else _schema(STAGE_KEY[stage]))
         request = ChatRequest(self.cfg.model, (Message("user", content),), self.cfg.temperature,
                               max_tokens=self.cfg.max_tokens, seed=self.cfg.seed, schema=schema, schema_name=stage)
         ctx = {"id": p["id"], "stage": stage, "attempt": attempt, "refused": refused}
@@ -808,8 +881,15 @@ class SeePhysBuilder:
                           {"id": p["id"], "stage": stage, "attempt": attempt})
         return Unit(key, (stage, request, ctx), f"{p['id']} {stage} attempt {attempt}")
 
+    @staticmethod
+    def _wanted(p: dict) -> list[str]:
+        """The labels a problem lacks (its language counts as lacking when only its script told it)."""
+        return [k for k in LABELS if (p.get("language_from") == "script" if k == "language" else k not in p)]
+
     def _verdict(self, result: dict) -> str | None:
         p = self._problems[result["id"]]
+        if result["stage"] == "label":
+            return None  # a label is checked against its taxonomy when applied, one at a time
         if result["stage"] == "repair":
             before, after = numbers_in(p["question"]), numbers_in(result["value"]["text"])
             if before != after:
@@ -853,7 +933,7 @@ class SeePhysBuilder:
             code = REFUSED[stage]
             return {"code": code, "detail": f"{reason} ({self.cfg.max_attempts} replies refused, --max-attempts)",
                     "words": _words(stage, last["value"])}, chain
-        value = last["value"] if stage == "split" else last["value"][STAGE_KEY[stage]]
+        value = last["value"] if stage in ("split", "label") else last["value"][STAGE_KEY[stage]]
         return {"code": "ok", "value": value, "attempts": len(chain)}, chain
 
     # ---- files
@@ -925,8 +1005,11 @@ class SeePhysBuilder:
         other failure a rejection with its reason."""
         kept = []
         for p in problems:
-            failed = [o | {"stage": s} for s in ("repair", "split", "mcq", "caption")
-                      if (o := outcomes.get((p["id"], s))) is not None and o["code"] != "ok"]
+            # A label reply that is never usable leaves the labels empty (flagged when applied), never drops the
+            # problem; a failed call holds it back like any stage's
+            failed = [o | {"stage": s} for s in ("repair", "split", "mcq", "caption", "label")
+                      if (o := outcomes.get((p["id"], s))) is not None and o["code"] != "ok"
+                      and (s != "label" or o["code"] == "call_failed")]
             calls = [o for o in failed if o["code"] == "call_failed"]
             if calls:
                 codes[p["id"]] = "call_failed"
@@ -961,10 +1044,12 @@ class SeePhysBuilder:
                 if (p["id"], "caption") in outcomes:
                     p["caption"] = outcomes[(p["id"], "caption")]["value"]
                     p["caption_by"] = self.cfg.model
-            rewrites = self._stage_batch(ledger, kept, {"mcq": lambda p: "mcq" in p, "split": lambda p: "split" in p},
-                                         trace)
+            rewrites = self._stage_batch(ledger, kept, {"mcq": lambda p: "mcq" in p, "split": lambda p: "split" in p,
+                                                        "label": lambda p: bool(self._wanted(p))}, trace)
             kept = self._settle(kept, rewrites, rejected, codes)
             for p in kept:
+                if (p["id"], "label") in rewrites:
+                    self._apply_labels(p, rewrites[(p["id"], "label")])
                 if (p["id"], "mcq") in rewrites:
                     p["mcq_stem"], p["question"] = p["question"], rewrites[(p["id"], "mcq")]["value"]
                 if (p["id"], "split") in rewrites:
@@ -1003,6 +1088,33 @@ class SeePhysBuilder:
             codes[q["problem"]] = "ITEM"
         return self._finish(items, rejected, flagged, trace, codes)
 
+    def _apply_labels(self, p: dict, outcome: dict) -> None:
+        """The model's labels set where they are in their taxonomies; each one that is not is left empty, with a
+        flag saying why (the language guessed from the script included: the model's label replaces it)."""
+        wanted = self._wanted(p)
+        flags: list[dict] = []
+        written: list[str] = []
+        if outcome["code"] != "ok":
+            flags.append({"flag": "labels_failed", "detail": f"{outcome['detail']}; left empty: {', '.join(wanted)}",
+                          "words": outcome.get("words")})
+        else:
+            for label in wanted:
+                if label not in outcome["value"]:
+                    flags.append({"flag": "label_not_given", "detail": f"the model gave no {label}; left empty"})
+                    continue
+                got, why = label_value(label, outcome["value"][label], p["question"])
+                if why is None:
+                    p[label] = got
+                    written.append(label)
+                else:
+                    flag, detail = why.split(": ", 1)
+                    flags.append({"flag": flag, "detail": f"{detail}; left empty"})
+        if "language" in wanted and "language" not in written:
+            del p["language"]
+        if written:
+            p["labelled"] = {"model": self.cfg.model, "labels": written}
+        p["label_flags"] = flags
+
     @staticmethod
     def _split(p: dict) -> list[dict]:
         """A problem's items: itself, or one per sub-question, each with the shared text and the diagrams."""
@@ -1023,10 +1135,12 @@ class SeePhysBuilder:
             flags.append({"id": p["id"], "flag": "sig_figs_mismatch",
                           "detail": f"sig_figs {given} given, the answer {p['answer']!r} is written with {derived}"})
         sig = given if given is not None else derived
-        item = {"id": p["id"], "question": p["question"], "answer": p["answer"], "language": p["language"],
+        item = {"id": p["id"], "question": p["question"], "answer": p["answer"],
+                **({"language": p["language"]} if "language" in p else {}),
                 "images": [d["path"] for d in p["diagrams"]], "sig_figs": str(sig) if sig is not None else "",
-                **{k: p[k] for k in ("subject", "level", "img_category", "vision_relevance", "caption", "source")
-                   if k in p}}
+                **{k: p[k] for k in ("subject", "level", "img_category", "vision_relevance", "caption",
+                                     "source") if k in p}}
+        flags.extend({"id": p["id"], **f} for f in p.get("label_flags", ()))
         meta: dict[str, Any] = {"line": p["line"], "sig_figs_from": "given" if given is not None else
                                 ("answer" if derived is not None else None)}
         if "error" in comp:
@@ -1051,7 +1165,7 @@ class SeePhysBuilder:
             meta["mcq"] = {"stem": p["mcq_stem"], **p["mcq"]}
         if "unsplit" in p:
             meta["unsplit"] = p["unsplit"]
-        for key in ("ocr_text", "caption_by", "solution"):
+        for key in ("ocr_text", "caption_by", "labelled", "solution"):
             if key in p:
                 meta[key] = p[key]
         item["meta"] = meta
