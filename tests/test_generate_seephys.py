@@ -671,12 +671,14 @@ def test_labels_a_problem_lacks_are_written_by_the_model_and_checked_against_the
     # Outside the taxonomies: each such label left empty and flagged, the one that fits kept, the item kept
     odd = items["odd"]
     assert odd["vision_relevance"] == "optional"
-    assert not {"subject", "level", "img_category", "language"} & set(odd)
+    assert not {"subject", "level", "img_category"} & set(odd)
+    assert odd["language"] == "English"  # 'French' refused; eval needs a language, so the script's stays
     detail = {f["detail"] for f in rows(out / "flagged.jsonl") if f["id"] == "odd"}
     assert "the model's subject 'Mechanics' is none of ['CM', 'EM', 'ACG', 'OPT', 'AMONP', 'QMIT', 'TSM']; left " \
            "empty" in detail
-    # A language the text's script contradicts is left empty too; the other labels are kept
-    assert "language" not in items["zh"] and items["zh"]["subject"] == "CM" and items["zh"]["level"] == 2
+    # A language the text's script contradicts is refused (the script's kept); the other labels are set
+    assert items["zh"]["language"] == "Chinese" and items["zh"]["subject"] == "CM" and items["zh"]["level"] == 2
+    assert items["zh"]["meta"]["labelled"]["labels"] == ["subject", "level", "img_category", "vision_relevance"]
     # Labels not given by the model are flagged; given ones are never asked
     assert items["circuit"]["img_category"] == "circuit_diagram" and items["circuit"]["subject"] == "EM"
     assert items["incline"]["language"] == "English"
@@ -685,8 +687,10 @@ def test_labels_a_problem_lacks_are_written_by_the_model_and_checked_against_the
                      ("odd", "label_off_taxonomy"), ("odd", "label_off_taxonomy"), ("odd", "label_off_taxonomy"),
                      ("odd", "label_off_taxonomy"), ("zh", "label_contradicts_text")]
     garbled = next(f for f in rows(out / "flagged.jsonl") if f["flag"] == "labels_failed")
-    assert garbled["words"] == "subject: TSM, level: UG" and "left empty: subject, level" in garbled["detail"]
-    assert "garbled" in items and "subject" not in items["garbled"] and "language" not in items["garbled"]
+    assert garbled["words"] == "subject: TSM, level: UG"
+    assert "subject left empty, level left empty" in garbled["detail"]
+    assert "language the script's English kept" in garbled["detail"]
+    assert "subject" not in items["garbled"] and items["garbled"]["language"] == "English"
     assert not any("capacitor" in prompt_of(b) for b in asked)  # every label given: no call
     # Each request asks only the labels the problem lacks, listing their values, with a schema of those values
     circuit = next(b for b in asked if "resistors" in prompt_of(b))
@@ -698,6 +702,12 @@ def test_labels_a_problem_lacks_are_written_by_the_model_and_checked_against_the
     # six problems lack labels; the garbled one is asked twice (--answer-attempts 2)
     assert by_stage == {"label": 7}
     assert any(p["name"] == "seephys/label.txt" for p in run["prompts"])
+    # Every item, refused labels and all, runs in eval (which needs each item's language)
+    with ChatServer() as server:
+        server.default = Reply(text="<answer>1</answer>")
+        assert main(["eval", str(out / "items.jsonl"), "--benchmark", "seephys", "--setting", "TO", "--model", "m",
+                     "--base-url", server.url, "--out", str(tmp_path / "TO"), "--retry-delay", "0"]) == 0
+    assert len(rows(tmp_path / "TO" / "predictions.jsonl")) == len(items)
 
 
 def test_labels_of_a_text_only_model_and_a_failed_call(tmp_path):

@@ -21,8 +21,8 @@ self-contained sub-questions (``split.txt``), refused when the numbers of the pr
 add up. Parts given in the record (``parts``) are split without a model. A refused reply is asked again with
 the reason, ``max_attempts`` replies at most. The labels a problem lacks (subject, level, diagram type, vision
 relevance, and the language when only the script told it) are asked in one call (``label.txt``); each value
-is checked against its taxonomy (the language against the script too), and one that fails is left empty and
-flagged, the problem kept.
+is checked against its taxonomy (the language against the script too), and one that fails is left empty (the
+language: the script's kept, as eval needs one) and flagged, the problem kept.
 
 The leak check (§3.2) runs on the built items as any evaluation does: ``eval --setting TO`` with a model that
 may search, then ``grade``; its ``grades.jsonl`` given back (``leak_grades``) flags the items answered right
@@ -988,7 +988,7 @@ class SeePhysBuilder:
         if not firsts:
             return {}
         run_units(ledger, firsts, lambda outcome, ctx: call_result(outcome, **ctx), RoleExecutor(self.roles),
-                  desc="build seephys: " + ", ".join(stages), progress=self.cfg.progress,
+                  desc="build seephys: " + ", ".join(s for s in stages if s in self.roles), progress=self.cfg.progress,
                   then=lambda unit, result: self._next(result))
         outcomes = {}
         for first in firsts:
@@ -1090,17 +1090,21 @@ class SeePhysBuilder:
 
     def _apply_labels(self, p: dict, outcome: dict) -> None:
         """The model's labels set where they are in their taxonomies; each one that is not is left empty, with a
-        flag saying why (the language guessed from the script included: the model's label replaces it)."""
+        flag saying why. The language is the exception: eval needs one (it picks the prompt), so the script's
+        stays, flagged."""
         wanted = self._wanted(p)
         flags: list[dict] = []
         written: list[str] = []
+        def kept(label: str) -> str:
+            return f"the script's {p['language']} kept" if label == "language" else "left empty"
+
         if outcome["code"] != "ok":
-            flags.append({"flag": "labels_failed", "detail": f"{outcome['detail']}; left empty: {', '.join(wanted)}",
-                          "words": outcome.get("words")})
+            flags.append({"flag": "labels_failed", "words": outcome.get("words"),
+                          "detail": f"{outcome['detail']}; " + ", ".join(f"{k} {kept(k)}" for k in wanted)})
         else:
             for label in wanted:
                 if label not in outcome["value"]:
-                    flags.append({"flag": "label_not_given", "detail": f"the model gave no {label}; left empty"})
+                    flags.append({"flag": "label_not_given", "detail": f"the model gave no {label}; {kept(label)}"})
                     continue
                 got, why = label_value(label, outcome["value"][label], p["question"])
                 if why is None:
@@ -1108,9 +1112,7 @@ class SeePhysBuilder:
                     written.append(label)
                 else:
                     flag, detail = why.split(": ", 1)
-                    flags.append({"flag": flag, "detail": f"{detail}; left empty"})
-        if "language" in wanted and "language" not in written:
-            del p["language"]
+                    flags.append({"flag": flag, "detail": f"{detail}; {kept(label)}"})
         if written:
             p["labelled"] = {"model": self.cfg.model, "labels": written}
         p["label_flags"] = flags
