@@ -387,10 +387,9 @@ IMG_CATEGORIES = frozenset((
 RELEVANCE = {"essential": "essential", "vision-essential": "essential", "ve": "essential",
              "optional": "optional", "vision-optional": "optional", "vo": "optional"}
 LANGUAGES = ("English", "Chinese")
+_LANGUAGE_NAMES = {"english": "English", "en": "English", "chinese": "Chinese", "zh": "Chinese"}
 # The labels a model writes for a problem that lacks them, in the order they are asked
 LABELS = ("subject", "level", "img_category", "vision_relevance", "language")
-# Flags of the label stage: the problem is kept, the label it names left empty
-LABEL_FLAGS = ("label_off_taxonomy", "label_contradicts_text", "label_not_given", "labels_failed")
 CODES = ("ITEM", "long_answer", "bad_record", "image_missing", "image_unreadable", "duplicate_id",
          "mcq_not_rewritten", "mcq_failed", "mcq_rewrite_refused", "split_not_done", "split_failed", "split_refused",
          "repair_changed_number", "repair_failed", "caption_states_answer", "caption_failed", "call_failed")
@@ -517,8 +516,8 @@ def label_value(label: str, value: Any, question: str) -> tuple[Any, str | None]
     elif label == "vision_relevance":
         got = RELEVANCE.get(text.lower())
     elif label == "language":
-        got = {"english": "English", "en": "English", "chinese": "Chinese", "zh": "Chinese"}.get(text.lower())
-        script = "Chinese" if _CJK.search(question) else "English"
+        got = _LANGUAGE_NAMES.get(text.lower())
+        script = _script(question)
         if got is not None and got != script:
             return None, (f"label_contradicts_text: the model's language {value!r}, the text is written in "
                           f"{script} script")
@@ -541,14 +540,20 @@ def _level(value) -> int:
     raise ValueError(f"level must be one of {list(LEVELS)} or 1..8, got {value!r}")
 
 
-def _language(row: dict) -> str:
+def _script(text: str) -> str:
+    """The language a text's script says: Chinese when it has CJK characters."""
+    return "Chinese" if _CJK.search(text) else "English"
+
+
+def _language(row: dict) -> tuple[str, str]:
+    """A problem's language and where it came from ("given", or "script" when the record has none)."""
     given = row.get("language")
     if given is None or (isinstance(given, str) and not given.strip()):
-        return "Chinese" if _CJK.search(row["question"]) else "English"
-    found = {"english": "English", "en": "English", "chinese": "Chinese", "zh": "Chinese"}.get(str(given).lower())
+        return _script(row["question"]), "script"
+    found = _LANGUAGE_NAMES.get(str(given).strip().lower())
     if found is None:
         raise ValueError(f"language must be English or Chinese, got {given!r}")
-    return found
+    return found, "given"
 
 
 def _choices(value, answer: str) -> dict:
@@ -607,9 +612,9 @@ def read_problem(row, base: Path) -> dict:
     images = [images] if isinstance(images, str) else images
     if not isinstance(images, list) or not images or not all(isinstance(i, str) and i for i in images):
         raise ValueError('field "images" must name the diagram file(s), relative to the problems file')
+    language, language_from = _language(row)
     out = {"question": row["question"], "answer": str(answer), "images": images,
-           "paths": [base / i for i in images], "language": _language(row),
-           "language_from": "given" if row.get("language") not in (None, "") else "script"}
+           "paths": [base / i for i in images], "language": language, "language_from": language_from}
     if mcq is not None:
         out["mcq"] = mcq
     if split:
