@@ -103,6 +103,14 @@ def test_the_text_is_the_question_rendered():
     assert not np.array_equal(np.asarray(a.crop(box)), np.asarray(c.crop(box)))
 
 
+def test_words_are_spaced_as_the_text_spaces_them():
+    from benchmint.generate.seephys import render_text
+
+    # A comma or full stop written right after a math segment stays next to it (it was drawn after a space)
+    _, lines = render_text("Let $x = 2$, then find $y$.", 600, 14, "DejaVu Sans", "dejavusans")
+    assert lines == ["Let $x = 2$, then find $y$."]
+
+
 def test_composite_bound_spacing_and_several_diagrams():
     big = diagram(5000, 3000)
     img, layout = compose(QUESTION, [big, diagram(800, 2500)], seed=0, fid="big", max_side=4096)
