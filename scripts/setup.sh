@@ -34,8 +34,9 @@ else
 fi
 
 # chromium: one test opens the page of benchmint report in a headless browser (it skips without it).
+# fonts-wqy-microhei: a CJK font for Chinese text in SeePhys's composites (1.6 MB; fonts-noto-cjk is 57 MB).
 need_apt=()
-for pkg in g++ cmake libjpeg-dev zlib1g-dev chromium; do
+for pkg in g++ cmake libjpeg-dev zlib1g-dev chromium fonts-wqy-microhei; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -77,7 +77,7 @@ def test_bare_command_prints_the_help_as_a_usage_error():
     assert done.stderr.startswith("usage: benchmint")
     # the whole help, with every command listed, not argparse's one-line error
     assert "the following arguments are required" not in done.stderr
-    for command in ("score", "eval", "grade", "serve-local", "demo"):
+    for command in ("score", "eval", "grade", "generate", "build", "serve-local", "demo"):
         assert f"    {command}" in done.stderr
 
 

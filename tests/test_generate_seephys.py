@@ -103,6 +103,14 @@ def test_the_text_is_the_question_rendered():
     assert not np.array_equal(np.asarray(a.crop(box)), np.asarray(c.crop(box)))
 
 
+def test_words_are_spaced_as_the_text_spaces_them():
+    from benchmint.generate.seephys import render_text
+
+    # A comma or full stop written right after a math segment stays next to it (it was drawn after a space)
+    _, lines = render_text("Let $x = 2$, then find $y$.", 600, 14, "DejaVu Sans", "dejavusans")
+    assert lines == ["Let $x = 2$, then find $y$."]
+
+
 def test_composite_bound_spacing_and_several_diagrams():
     big = diagram(5000, 3000)
     img, layout = compose(QUESTION, [big, diagram(800, 2500)], seed=0, fid="big", max_side=4096)
@@ -176,9 +184,9 @@ def test_build_without_a_model_then_eval_in_four_settings_and_grade(tmp_path):
     run = json.loads((out / "run.json").read_text())
     assert run["problems"]["codes"]["ITEM"]["count"] == 2 and run["problems"]["total"] == 7
 
-    # The same seed writes the same bytes; a rerun renders nothing again.
+    # The same seed writes the same bytes, under either name of the command; a rerun renders nothing again.
     again = tmp_path / "again"
-    assert main(["generate", "seephys", str(src), "--out", str(again), "--seed", "4"]) == 0
+    assert main(["build", "seephys", str(src), "--out", str(again), "--seed", "4"]) == 0
     assert (out / "items.jsonl").read_bytes() == (again / "items.jsonl").read_bytes()
     assert (out / incline["composite_image"]).read_bytes() == (again / incline["composite_image"]).read_bytes()
 
@@ -262,9 +270,10 @@ def scripted(calls: dict):
     return model
 
 
-def model_args(src, out, server, *more):
+def model_args(src, out, server, *more, labels=False):
+    """The build with the scripted model; the label stage (tested on its own) left out unless ``labels``."""
     return ["generate", "seephys", str(src), "--out", str(out), "--model", "m", "--base-url", server.url,
-            "--retry-delay", "0", "--answer-attempts", "2", *more]
+            "--retry-delay", "0", "--answer-attempts", "2", *([] if labels else ["--no-labels"]), *more]
 
 
 def test_repairs_that_change_numbers_and_captions_that_leak_are_asked_again(tmp_path):
@@ -406,16 +415,105 @@ def test_mcq_rewritten_as_an_open_question_whose_answer_is_the_option(tmp_path):
     assert "states option(s) B" in calls[2]
 
 
-def test_a_chinese_question_without_a_cjk_font_is_flagged_not_drawn_as_boxes(tmp_path):
-    zh = {"id": "zh", "question": "如图所示，质量为 $m$ 的物块静止在斜面上。求摩擦力。", "answer": "$mg\\sin\\theta$",
-          "images": ["incline.png"], "caption": "斜面上的物块。"}
-    src = problems(tmp_path, [zh])
+ZH = {"id": "zh", "question": "如图所示，质量为 $m$ 的物块静止在斜面上。求摩擦力。", "answer": "$mg\\sin\\theta$",
+      "images": ["incline.png"], "caption": "斜面上的物块。"}
+
+
+def _ink(image: Image.Image) -> np.ndarray:
+    return 255.0 - np.asarray(image.convert("L"), dtype=float)
+
+
+def glyph(font: str, char: str, px: float) -> np.ndarray:
+    """One character drawn by Pillow's FreeType binding (not matplotlib's), cropped to its ink."""
+    from PIL import ImageFont
+
+    im = Image.new("L", (4 * int(px), 2 * int(px)), 0)
+    ImageDraw.Draw(im).text((int(px), int(px) // 2), char, fill=255, font=ImageFont.truetype(font, size=px))
+    a = np.asarray(im, dtype=float)
+    ys, xs = np.nonzero(a)
+    return a[ys.min():ys.max() + 1, xs.min():xs.max() + 1]
+
+
+def best_match(region: np.ndarray, template: np.ndarray) -> float:
+    """The highest normalised cross-correlation of ``template`` over ``region`` (1: the same pixels)."""
+    windows = np.lib.stride_tricks.sliding_window_view(region, template.shape)
+    w = windows - windows.mean(axis=(-1, -2), keepdims=True)
+    t = template - template.mean()
+    score = (w * t).sum(axis=(-1, -2)) / (np.sqrt((w ** 2).sum(axis=(-1, -2)) * (t ** 2).sum()) + 1e-9)
+    return float(score.max())
+
+
+def test_a_chinese_question_is_drawn_with_a_cjk_font(tmp_path):
+    from benchmint.generate.seephys import find_cjk_font
+
+    font = find_cjk_font()
+    assert font is not None, "no CJK font installed: scripts/setup.sh installs fonts-wqy-microhei"
+    src = problems(tmp_path, [ZH])
     out = tmp_path / "built"
     assert main(["generate", "seephys", str(src), "--out", str(out)]) == 0
     item = next(i for i in rows(out / "items.jsonl") if i["id"] == "zh")
+    assert item["language"] == "Chinese" and "zh" not in {f["id"] for f in rows(out / "flagged.jsonl")
+                                                          if f["flag"] == "no_composite"}
+    layout = item["meta"]["composite"]["layout"]
+    assert layout["cjk_font"]["file"] == Path(font).name
+    with Image.open(out / item["composite_image"]) as im:
+        text = _ink(im.crop(layout["text_box"]))
+    # Render and compare: each character of the question, drawn on its own by another renderer at the
+    # composite's size, is found in the text box; characters the question lacks are not (a box drawn in place
+    # of every glyph would match none of them, or all alike).
+    px = layout["font_size"] * 100 / 72
+    present = {c: best_match(text, glyph(font, c, px)) for c in "斜摩物块"}
+    absent = {c: best_match(text, glyph(font, c, px)) for c in "电磁波"}
+    assert min(present.values()) > 0.7 and max(absent.values()) < 0.6, (present, absent)
+
+
+def test_chinese_lines_break_between_characters_and_keep_math_whole():
+    from benchmint.generate.seephys import find_cjk_font, render_text
+
+    font = find_cjk_font()
+    assert font is not None, "no CJK font installed: scripts/setup.sh installs fonts-wqy-microhei"
+    question = "一个质量为 $m = 2.0\\,\\mathrm{kg}$ 的小球从高处落下，求它落地时的速度大小。" * 3
+    image, lines = render_text(question, 300, 14, "DejaVu Sans", "dejavusans", font)
+    assert len(lines) > 3 and image.width == 300
+    assert "".join(lines).replace(" ", "") == question.replace(" ", "")
+    assert all(line.count("$") % 2 == 0 for line in lines)  # a math segment is never cut
+    assert not any(line.startswith(("，", "。")) for line in lines)  # nor does a line open with a closing mark
+
+
+def test_a_chinese_question_without_a_cjk_font_is_flagged_then_drawn_once_one_is_there(tmp_path, monkeypatch):
+    from benchmint.generate import seephys
+
+    src = problems(tmp_path, [ZH])
+    out = tmp_path / "built"
+    with monkeypatch.context() as m:
+        m.setattr(seephys, "_font_candidates", lambda: [])  # a machine with no CJK font
+        assert main(["generate", "seephys", str(src), "--out", str(out)]) == 0
+    item = next(i for i in rows(out / "items.jsonl") if i["id"] == "zh")
     assert item["language"] == "Chinese" and "composite_image" not in item
     flags = [f for f in rows(out / "flagged.jsonl") if f["id"] == "zh"]
-    assert [f["flag"] for f in flags] == ["no_composite"] and "CJK" in flags[0]["detail"]
+    assert [f["flag"] for f in flags] == ["no_composite"] and "no CJK font was found" in flags[0]["detail"]
+    assert json.loads((out / "run.json").read_text())["cjk_font"] == "none found"
+    # With the font there the rerun draws it: the composite's key holds the font it was drawn with.
+    assert main(["generate", "seephys", str(src), "--out", str(out)]) == 0
+    item = next(i for i in rows(out / "items.jsonl") if i["id"] == "zh")
+    assert (out / item["composite_image"]).is_file()
+    assert "zh" not in {f["id"] for f in rows(out / "flagged.jsonl")}
+
+
+def test_a_font_is_checked_before_the_run(tmp_path, capsys):
+    from matplotlib import font_manager
+
+    from benchmint.generate.seephys import CompositeError, compose, find_cjk_font
+
+    src = problems(tmp_path, [ZH])
+    for font, message in ((tmp_path / "none.ttf", "no such font file"), (src, "not a font file"),
+                          (font_manager.findfont("DejaVu Sans"), "has no CJK glyphs")):
+        assert main(["generate", "seephys", str(src), "--out", str(tmp_path / "o"), "--font", str(font)]) == 2
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+    # A character neither font has is named, not drawn as a box.
+    with pytest.raises(CompositeError, match="no glyph for"):
+        compose("质量为\U000f0000的物块", [diagram(100, 100)], seed=0, fid="x", cjk_font=find_cjk_font())
 
 
 def test_a_killed_run_resumes_without_asking_again(tmp_path):
@@ -507,6 +605,9 @@ def test_a_multi_part_problem_split_by_the_model_with_its_numbers_checked(tmp_pa
     assert (items["cart-1"]["sig_figs"], items["cart-2"]["sig_figs"]) == ("2", "2")
     assert items["cart-2"]["meta"]["unsplit"] == MULTI["question"]
     assert len(asked) == 2 and "drop the problem's numbers ['10']" in asked[1]
+    # The split was asked for in the shape its check wants (parts a list of {question, answer}), not as text.
+    sent = [b["response_format"]["json_schema"]["schema"] for b in server.bodies if "Split it:" in prompt_of(b)]
+    assert sent and all(s["properties"]["parts"]["type"] == "array" for s in sent)
 
 
 def test_a_diagram_type_outside_the_release_is_flagged_and_kept(tmp_path):
@@ -518,3 +619,119 @@ def test_a_diagram_type_outside_the_release_is_flagged_and_kept(tmp_path):
     assert "odd" in {i["id"] for i in rows(out / "items.jsonl")}
     flags = {(f["id"], f["flag"]) for f in rows(out / "flagged.jsonl")}
     assert ("odd", "unknown_img_category") in flags and ("incline", "unknown_img_category") not in flags
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Labels written by the model
+
+LABELLED = [
+    {"id": "lens2", "question": "A thin lens forms the image shown of an arrow 12 cm in front of it. Find its focal "
+                                "length.", "answer": "8.0 cm", "images": ["scale.png"], "caption": "A lens."},
+    {"id": "odd", "question": "Rank the blocks shown by the tension in the string above each.", "answer": "A, B, C",
+     "images": ["incline.png"], "caption": "Blocks."},
+    {"id": "zh", "question": "如图所示，求小球在最高点的速度。", "answer": "$\\sqrt{gR}$", "images": ["incline.png"],
+     "caption": "竖直圆轨道。"},
+    {"id": "garbled", "question": "The gas shown expands at constant pressure. Find the work done.",
+     "answer": "$p\\Delta V$", "images": ["incline.png"], "caption": "A piston."},
+    {"id": "given", "question": "Find the charge on the capacitor shown.", "answer": "12 \\mu C",
+     "images": ["circuit.png"], "caption": "An RC circuit.", "subject": "EM", "level": "Mid", "language": "English",
+     "img_category": "capacitance_resistance", "vision_relevance": "essential"},
+]
+LABEL_REPLIES = {
+    "thin lens": {"subject": "OPT", "level": "UG", "img_category": "Optical Path", "vision_relevance": "essential",
+                  "language": "English"},
+    "Rank the blocks": {"subject": "Mechanics", "level": 9, "img_category": "free body diagram",
+                        "vision_relevance": "Vision-Optional", "language": "French"},
+    "小球": {"subject": "CM", "level": "High", "img_category": "circular_motion", "vision_relevance": "essential",
+           "language": "English"},
+    "resistors": {"img_category": "circuit_diagram"},  # vision_relevance and language not given
+    "block of mass": {"language": "English"},
+}
+
+
+def test_labels_a_problem_lacks_are_written_by_the_model_and_checked_against_the_taxonomies(tmp_path):
+    src = problems(tmp_path, LABELLED)
+    out = tmp_path / "built"
+    asked: list[dict] = []
+    with ChatServer() as server:
+        def model(body):
+            prompt = prompt_of(body)
+            asked.append(body)
+            if "gas shown expands" in prompt:
+                return "subject: TSM, level: UG"  # never JSON: the labels stay empty, the problem is kept
+            return json.dumps(next(v for k, v in LABEL_REPLIES.items() if k in prompt))
+        server.default = Reply(text=model)
+        args = model_args(src, out, server, "--no-repair", "--no-caption", labels=True)
+        assert main(args) == 0
+        run = json.loads((out / "run.json").read_text())
+        # A rerun asks nothing and writes the same files.
+        count, files = server.count, {p.name: p.read_bytes() for p in out.glob("*.jsonl")}
+        assert main(args) == 0
+        assert server.count == count and {p.name: p.read_bytes() for p in out.glob("*.jsonl")} == files
+    items = {i["id"]: i for i in rows(out / "items.jsonl")}
+    flags = sorted((f["id"], f["flag"]) for f in rows(out / "flagged.jsonl") if f["flag"].startswith("label"))
+    # Valid labels, in the release's forms (the level by its number, the diagram type in snake_case)
+    assert {k: items["lens2"][k] for k in ("subject", "level", "img_category", "vision_relevance", "language")} == {
+        "subject": "OPT", "level": 5, "img_category": "optical_path", "vision_relevance": "essential",
+        "language": "English"}
+    assert items["lens2"]["meta"]["labelled"] == {"model": "m", "labels": ["subject", "level", "img_category",
+                                                                          "vision_relevance", "language"]}
+    # Outside the taxonomies: each such label left empty and flagged, the one that fits kept, the item kept
+    odd = items["odd"]
+    assert odd["vision_relevance"] == "optional"
+    assert not {"subject", "level", "img_category"} & set(odd)
+    assert odd["language"] == "English"  # 'French' refused; eval needs a language, so the script's stays
+    detail = {f["detail"] for f in rows(out / "flagged.jsonl") if f["id"] == "odd"}
+    assert "the model's subject 'Mechanics' is none of ['CM', 'EM', 'ACG', 'OPT', 'AMONP', 'QMIT', 'TSM']; left " \
+           "empty" in detail
+    # A language the text's script contradicts is refused (the script's kept); the other labels are set
+    assert items["zh"]["language"] == "Chinese" and items["zh"]["subject"] == "CM" and items["zh"]["level"] == 2
+    assert items["zh"]["meta"]["labelled"]["labels"] == ["subject", "level", "img_category", "vision_relevance"]
+    # Labels not given by the model are flagged; given ones are never asked
+    assert items["circuit"]["img_category"] == "circuit_diagram" and items["circuit"]["subject"] == "EM"
+    assert items["incline"]["language"] == "English"
+    assert flags == [("circuit", "label_not_given"), ("circuit", "label_not_given"),
+                     ("garbled", "labels_failed"),
+                     ("odd", "label_off_taxonomy"), ("odd", "label_off_taxonomy"), ("odd", "label_off_taxonomy"),
+                     ("odd", "label_off_taxonomy"), ("zh", "label_contradicts_text")]
+    garbled = next(f for f in rows(out / "flagged.jsonl") if f["flag"] == "labels_failed")
+    assert garbled["words"] == "subject: TSM, level: UG"
+    assert "subject left empty, level left empty" in garbled["detail"]
+    assert "language the script's English kept" in garbled["detail"]
+    assert "subject" not in items["garbled"] and items["garbled"]["language"] == "English"
+    assert not any("capacitor" in prompt_of(b) for b in asked)  # every label given: no call
+    # Each request asks only the labels the problem lacks, listing their values, with a schema of those values
+    circuit = next(b for b in asked if "resistors" in prompt_of(b))
+    schema = circuit["response_format"]["json_schema"]["schema"]
+    assert schema["required"] == ["img_category", "vision_relevance", "language"]
+    assert schema["properties"]["language"]["enum"] == ["English", "Chinese"]
+    assert "- subject:" not in prompt_of(circuit) and "- vision_relevance: essential, optional" in prompt_of(circuit)
+    by_stage = {row["stage"]: row["requests"] for row in run["calls"]["by_stage_model"]}
+    # six problems lack labels; the garbled one is asked twice (--answer-attempts 2)
+    assert by_stage == {"label": 7}
+    assert any(p["name"] == "seephys/label.txt" for p in run["prompts"])
+    # Every item, refused labels and all, runs in eval (which needs each item's language)
+    with ChatServer() as server:
+        server.default = Reply(text="<answer>1</answer>")
+        assert main(["eval", str(out / "items.jsonl"), "--benchmark", "seephys", "--setting", "TO", "--model", "m",
+                     "--base-url", server.url, "--out", str(tmp_path / "TO"), "--retry-delay", "0"]) == 0
+    assert len(rows(tmp_path / "TO" / "predictions.jsonl")) == len(items)
+
+
+def test_labels_of_a_text_only_model_and_a_failed_call(tmp_path):
+    src = problems(tmp_path, LABELLED[:1])
+    out = tmp_path / "built"
+    with ChatServer() as server:
+        server.when_contains["thin lens"] = Malformed()
+        server.default = Reply(text=lambda body: json.dumps(next(v for k, v in LABEL_REPLIES.items()
+                                                                 if k in prompt_of(body))))
+        args = model_args(src, out, server, "--no-repair", "--no-caption", "--text-only", "--retries", "1",
+                          labels=True)
+        assert main(args) == 1  # the call that failed is an error; the problem waits for the next run
+        assert [e["id"] for e in rows(out / "errors.jsonl")] == ["lens2"]
+        assert "lens2" not in {i["id"] for i in rows(out / "items.jsonl")}
+        assert all(isinstance(b["messages"][-1]["content"], str) for b in server.bodies)  # no image sent
+        del server.when_contains["thin lens"]
+        assert main(args) == 0
+        assert next(i for i in rows(out / "items.jsonl") if i["id"] == "lens2")["subject"] == "OPT"
+    assert main(model_args(src, tmp_path / "o", server, "--text-only", labels=True)) == 2  # captions need images

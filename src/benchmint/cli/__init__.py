@@ -22,7 +22,7 @@ if "pymupdf" not in sys.modules:
 
 # Subcommand -> its module in this package (the module's add_parser registers it, its run does the work).
 COMMANDS = {"score": "score", "eval": "eval", "grade": "grade", "harvest": "harvest", "xrd": "xrd",
-            "crop": "crop", "generate": "generate", "serve-local": "serve_local", "report": "report",
+            "crop": "crop", "generate": "generate", "build": "build", "serve-local": "serve_local", "report": "report",
             "score-table": "score_table", "demo": "demo"}
 
 

@@ -309,13 +309,15 @@ def run_seephys(args: argparse.Namespace) -> int:
     roles: dict = {}
     try:
         cfg = SeePhysConfig(model=args.model, repair=not args.no_repair, caption=not args.no_caption,
+                            labels=not args.no_labels, text_only=args.text_only,
                             max_attempts=args.max_attempts, max_side=args.max_side, temperature=args.temperature,
-                            max_tokens=args.reply_tokens, seed=args.seed, limit=args.limit, progress=True)
+                            max_tokens=args.reply_tokens, seed=args.seed, limit=args.limit, font=args.font,
+                            progress=True)
         if args.model:
             roles = _engines(args, Path(args.out) / "requests.sqlite", {"gen": args.model})
         result = build(args.problems, args.out, cfg, roles, prompts=args.prompts, leak_grades=args.leak_grades)
     except (InputError, PromptError, ValueError, OSError) as exc:
-        print(f"benchmint generate seephys: error: {exc}", file=sys.stderr)
+        print(f"benchmint {args.command} seephys: error: {exc}", file=sys.stderr)
         return 2
     finally:
         _close(roles)
@@ -326,6 +328,8 @@ def run_seephys(args: argparse.Namespace) -> int:
           f"-> {args.out}/items.jsonl, vo/, rejected.jsonl, flagged.jsonl, trace.jsonl, run.json")
     q = run["problems"]
     print("  problems: " + ", ".join(f"{k} {q['codes'][k]['count']}" for k in CODES if q["codes"][k]["count"]))
+    if run["flags"]:
+        print("  flagged: " + ", ".join(f"{k} {v}" for k, v in run["flags"].items()))
     calls = run["calls"]
     if calls:
         for row in calls["by_stage_model"]:
@@ -347,17 +351,25 @@ def _add_seephys(sub) -> None:
                                    "that changes a number is refused) and captions written for problems without "
                                    "one (a caption that states the answer is refused), multiple-choice stems "
                                    "rewritten as open questions and multi_part problems split into sub-questions, "
-                                   "each checked. Resumable. Exit status: 0 clean, 1 some calls failed "
+                                   "each checked. Resumable. benchmint build seephys and benchmint generate "
+                                   "seephys are the same command. Exit status: 0 clean, 1 some calls failed "
                                    "(errors.jsonl), 2 the run could not start.")
     p.add_argument("problems", help="a JSONL of problems {question, answer, images, optional id, language, subject, "
                                     "level, img_category, vision_relevance, caption, sig_figs}")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory; rerunning into it resumes the run")
-    p.add_argument("--model", metavar="NAME", help="the model that repairs OCR text and writes captions "
-                                                   "(default: none, no model stage)")
+    p.add_argument("--model", metavar="NAME", help="the model that repairs OCR text, rewrites and splits "
+                                                   "problems, writes captions and labels (default: none, no model "
+                                                   "stage)")
     p.add_argument("--gen-base-url", metavar="URL", help="its server (default: --base-url)")
     p.add_argument("--no-repair", action="store_true", help="skip the OCR repair (default: repaired with --model)")
     p.add_argument("--no-caption", action="store_true",
                    help="write no captions (default: written with --model for problems that have none)")
+    p.add_argument("--no-labels", action="store_true",
+                   help="ask no labels (default: with --model, the subject, level, diagram type, vision relevance "
+                        "and language a problem lacks are asked, each checked against its taxonomy)")
+    p.add_argument("--text-only", action="store_true",
+                   help="send the labelling model no diagram, only the text and any caption (text-only models; "
+                        "needs --no-caption; default: the diagrams are sent)")
     p.add_argument("--max-attempts", type=_positive_int, default=3,
                    help="replies per stage the checks may refuse before the problem is rejected (default 3)")
     p.add_argument("--max-side", type=_positive_int, default=4096, metavar="PX",
@@ -365,6 +377,10 @@ def _add_seephys(sub) -> None:
     p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature of every call (default 0)")
     p.add_argument("--reply-tokens", type=_positive_int, default=2048, metavar="N", help="max tokens per reply (default 2048)")
     p.add_argument("--seed", type=int, default=0, help="the composites' fonts and sizes, sent with calls (default 0)")
+    p.add_argument("--font", metavar="FILE",
+                   help="a TTF, OTF or TTC font with CJK glyphs for Chinese text in the composites (default: the "
+                        "first such font installed, e.g. WenQuanYi Micro Hei from fonts-wqy-microhei; none: "
+                        "Chinese questions get no composite and are flagged no_composite)")
     p.add_argument("--limit", type=_positive_int, help="the first N problem records only (default: all)")
     p.add_argument("--prompts", metavar="DIR", help="files replacing the package's (seephys/<file>; default: the package's)")
     p.add_argument("--leak-grades", metavar="JSONL",

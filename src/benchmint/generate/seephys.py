@@ -19,7 +19,10 @@ have none, refused when it states the answer; a multiple-choice stem rewritten a
 (``mcq.txt``), refused when it drops a number or names an option; a ``multi_part`` problem split into
 self-contained sub-questions (``split.txt``), refused when the numbers of the problem or of its answer do not
 add up. Parts given in the record (``parts``) are split without a model. A refused reply is asked again with
-the reason, ``max_attempts`` replies at most.
+the reason, ``max_attempts`` replies at most. The labels a problem lacks (subject, level, diagram type, vision
+relevance, and the language when only the script told it) are asked in one call (``label.txt``); each value
+is checked against its taxonomy (the language against the script too), and one that fails is left empty (the
+language: the script's kept, as eval needs one) and flagged, the problem kept.
 
 The leak check (§3.2) runs on the built items as any evaluation does: ``eval --setting TO`` with a model that
 may search, then ``grade``; its ``grades.jsonl`` given back (``leak_grades``) flags the items answered right
@@ -29,10 +32,13 @@ The composite: the seed picks the text font, the math font set and the font size
 diagram side, so a large diagram does not dwarf its question. Diagrams are pasted unscaled when they fit (their
 pixels are the input's), stacked under the text and centred; when the whole would pass the bound they are scaled
 down together, and the text's size with them. The same question, diagrams and seed give the same PNG bytes.
+Chinese text is drawn with a CJK font file (``--font``, else the first installed font with CJK glyphs), whose
+hash is part of the composite's key; without one the item is flagged ``no_composite`` with that reason.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -58,10 +64,72 @@ MATH_FONTS = ("dejavusans", "dejavuserif", "stix", "cm")
 _CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uff00-\uffef]")
 # Math segments are kept whole when lines are broken: $$...$$, $...$, \(...\), \[...\]
 _TOKEN = re.compile(r"\$\$.+?\$\$|\$[^$]+\$|\\\(.+?\\\)|\\\[.+?\\\]|\S+", re.S)
+# A run of CJK text breaks between any two characters; these never start a line (they stay with the one before)
+_CJK_CLOSING = "，。、；：？！）」』】》〉…．,.;:?!)"
+# Characters every CJK font has: a font that lacks one is no CJK font
+CJK_PROBE = "的中力电"
+NO_CJK_FONT = ("the text has CJK characters and no CJK font was found (scripts/setup.sh installs "
+               "fonts-wqy-microhei; --font FILE names any TTF/OTF/TTC with CJK glyphs)")
 
 
 class CompositeError(ValueError):
     """A problem that cannot be made into a composite (its text does not fit, a glyph is missing)."""
+
+
+def _charmap(path: str) -> dict | None:
+    from matplotlib.ft2font import FT2Font
+
+    try:
+        return FT2Font(path).get_charmap()
+    except (OSError, RuntimeError, ValueError):
+        return None
+
+
+def _font_candidates() -> list[str]:
+    """The system's font files, in a fixed order (matplotlib lists them, through fontconfig where there is one)."""
+    from matplotlib import font_manager
+
+    return sorted(font_manager.findSystemFonts())
+
+
+def find_cjk_font(path: str | os.PathLike | None = None) -> str | None:
+    """The font file Chinese text is drawn with: ``path`` when given (checked: a font with CJK glyphs, else
+    ValueError), else the first system font that has them, else None."""
+    if path is not None:
+        if not Path(path).is_file():
+            raise ValueError(f"--font {path}: no such font file")
+        cmap = _charmap(str(path))
+        if cmap is None:
+            raise ValueError(f"--font {path}: not a font file FreeType reads (TTF, OTF or TTC)")
+        lacking = [c for c in CJK_PROBE if ord(c) not in cmap]
+        if lacking:
+            raise ValueError(f"--font {path}: has no CJK glyphs (none for {''.join(lacking)})")
+        return str(path)
+    for found in _font_candidates():
+        cmap = _charmap(found)
+        if cmap is not None and all(ord(c) in cmap for c in CJK_PROBE):
+            return found
+    return None
+
+
+@functools.cache
+def _font_family(path: str) -> tuple[str, frozenset[int]]:
+    """A font file made known to matplotlib (its cached font list predates fonts installed since): its family
+    name, which text properties name, and the characters it has."""
+    from matplotlib import font_manager
+    from matplotlib.ft2font import FT2Font
+
+    font_manager.fontManager.addfont(path)
+    font = FT2Font(path)
+    return font.family_name, frozenset(font.get_charmap())
+
+
+@functools.cache
+def font_id(path: str) -> dict:
+    """What identifies a font for a composite's key and layout: its family and its file's SHA-256 (another
+    version of the font is another rendering)."""
+    return {"family": _font_family(path)[0], "file": Path(path).name,
+            "sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest()}
 
 
 def _style(seed: int, fid: str) -> dict:
@@ -77,25 +145,54 @@ def _as_mathtext(token: str) -> str:
     return token if token.count("$") % 2 == 0 else token.replace("$", r"\$")
 
 
-def _lines(tokens: list[str], width: float, measure) -> list[str]:
-    lines: list[str] = []
-    line = ""
+def _lines(tokens: list[tuple[str, bool]], width: float, measure) -> list[list[tuple[str, bool]]]:
+    """Tokens (text, whether a space precedes it) filled into lines ``measure`` finds no wider than ``width``."""
+    lines: list[list[tuple[str, bool]]] = []
+    line: list[tuple[str, bool]] = []
     for token in tokens:
-        candidate = f"{line} {token}" if line else token
-        if line and measure(candidate) > width:
+        # A closing mark written right after the last token (a comma after a math segment) never starts a line
+        glued = not token[1] and token[0][:1] in _CJK_CLOSING
+        if line and not glued and measure([*line, token]) > width:
             lines.append(line)
-            line = token
+            line = [token]
         else:
-            line = candidate
+            line.append(token)
     if line:
         lines.append(line)
     return lines
 
 
-def render_text(text: str, width: int, size: float, family: str, mathtext: str) -> tuple[Image.Image, list[str]]:
+def _pieces(word: str) -> list[str]:
+    """A word cut where a line may break: between CJK characters (closing punctuation kept with the character
+    before it); a word with no CJK character stays whole."""
+    if not _CJK.search(word):
+        return [word]
+    pieces: list[str] = []
+    latin = ""
+    for ch in word:
+        if _CJK.match(ch) and ch not in _CJK_CLOSING:
+            if latin and all(c in _CJK_CLOSING for c in latin):
+                pieces.append(latin + ch)  # a closing mark that opens the word stays with what follows it
+            else:
+                pieces.extend([latin, ch] if latin else [ch])
+            latin = ""
+        elif pieces and not latin and ch in _CJK_CLOSING:
+            pieces[-1] += ch
+        else:
+            latin += ch
+    if latin:
+        pieces.append(latin)
+    return pieces
+
+
+def render_text(text: str, width: int, size: float, family: str, mathtext: str, cjk_font: str | None = None
+                ) -> tuple[Image.Image, list[str]]:
     """The text wrapped to ``width`` pixels (a math segment is never split), black on white; and its lines.
 
-    A math segment mathtext cannot parse is drawn as its source, escaped, so the question stays readable.
+    A math segment mathtext cannot parse, or one holding CJK characters (math fonts have none), is drawn as its
+    source, escaped, so the question stays readable. CJK characters are drawn with ``cjk_font`` (a font file),
+    matplotlib falling back to it glyph by glyph from ``family``; a text with CJK characters and no such font,
+    or with a character neither font has, is a CompositeError (rather than boxes in place of glyphs).
     """
     import matplotlib
 
@@ -103,51 +200,120 @@ def render_text(text: str, width: int, size: float, family: str, mathtext: str) 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.font_manager import FontProperties
-    from matplotlib.mathtext import MathTextParser
 
-    if _CJK.search(text):
-        raise CompositeError("the text has CJK characters and no CJK font is configured")
-    parser = MathTextParser("path")
-    prop = FontProperties(family=family, size=size, math_fontfamily=mathtext)
-    tokens = []
-    for paragraph in text.split("\n"):
-        words = []
-        for raw in _TOKEN.findall(paragraph):
-            token = _as_mathtext(raw)
-            if token.count("$") - token.count(r"\$") >= 2:
-                try:
-                    parser.parse(token, 72, prop)
-                except ValueError:
-                    token = token.replace("$", r"\$")
-            words.append(token)
-        tokens.append(words)
+    families = _families(text, family, cjk_font)
+    prop = FontProperties(family=families, size=size, math_fontfamily=mathtext)
+    tokens = [_paragraph_tokens(paragraph, prop) for paragraph in text.split("\n")]
     fig = Figure(dpi=100)
     canvas = FigureCanvasAgg(fig)
     renderer = canvas.get_renderer()
+    widths: dict[str, float] = {}
 
     def measure(s: str) -> float:
-        t = fig.text(0, 0, s, fontproperties=prop)
-        w = t.get_window_extent(renderer).width
-        t.remove()
-        return w
+        if s not in widths:
+            t = fig.text(0, 0, s, fontproperties=prop)
+            widths[s] = t.get_window_extent(renderer).width
+            t.remove()
+        return widths[s]
 
-    lines = [line for words in tokens for line in (_lines(words, width, measure) or [""])]
+    if len(families) == 1:
+        # One string per line: mathtext lays out the words and the math together.
+        def line_width(pieces: list[tuple[str, bool]]) -> float:
+            return measure(_joined(pieces))
+    else:
+        # Mathtext draws the text between math segments in its own font, with no fallback to the CJK font: each
+        # line is drawn as runs, a math segment alone, the text between in one string (glyph fallback there).
+        space = measure("a a") - measure("aa")
+        thin = size * 100 / 72 * 0.15  # between a run of text and a math segment written without a space
+
+        def line_width(pieces: list[tuple[str, bool]]) -> float:
+            runs = _runs(pieces)
+            return sum(measure(r) for r, _ in runs) + sum(space if spaced else thin for _, spaced in runs[1:])
+
+    lines = [line for words in tokens for line in (_lines(words, width, line_width) or [[]])]
     step = size * 100 / 72 * 1.6  # line height in pixels
     height = int(step * len(lines) + size * 100 / 72 * 0.6) + 1
     fig.set_size_inches(width / 100, height / 100)
     fig.patch.set_facecolor("white")
     for i, line in enumerate(lines):
-        fig.text(0, 1 - (i + 1) * step / height + 0.3 * step / height, line, fontproperties=prop, color="black",
-                 va="baseline")
+        y = 1 - (i + 1) * step / height + 0.3 * step / height
+        if len(families) == 1:
+            fig.text(0, y, _joined(line), fontproperties=prop, color="black", va="baseline")
+            continue
+        x = 0.0
+        for k, (run, spaced) in enumerate(_runs(line)):
+            x += 0.0 if k == 0 else space if spaced else thin
+            fig.text(x / width, y, run, fontproperties=prop, color="black", va="baseline")
+            x += measure(run)
     canvas.draw()
     image = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
-    return image.convert("RGB"), lines
+    return image.convert("RGB"), [_joined(line) for line in lines]
 
 
-def compose(text: str, diagrams: list[Image.Image], seed: int, fid: str, max_side: int = 4096
-            ) -> tuple[Image.Image, dict]:
+def _families(text: str, family: str, cjk_font: str | None) -> list[str]:
+    """The font families a text is drawn with: ``family``, then the CJK font's when the text has CJK, every
+    character checked to be in one of them."""
+    from matplotlib.font_manager import FontProperties, findfont
+
+    if not _CJK.search(text):
+        return [family]
+    if cjk_font is None:
+        raise CompositeError(NO_CJK_FONT)
+    cjk_family, cjk_chars = _font_family(cjk_font)
+    own = _charmap(findfont(FontProperties(family=family))) or {}
+    lacking = sorted({c for c in text if not c.isspace() and ord(c) not in own and ord(c) not in cjk_chars})
+    if lacking:
+        raise CompositeError(f"no glyph for {''.join(lacking)!r} in {family} or {cjk_family} "
+                             f"({Path(cjk_font).name})")
+    return [family, cjk_family]
+
+
+def _paragraph_tokens(paragraph: str, prop) -> list[tuple[str, bool]]:
+    """A paragraph's pieces where a line may break, each with whether a space precedes it in the text; math as
+    mathtext reads it, or escaped when mathtext cannot draw it."""
+    from matplotlib.mathtext import MathTextParser
+
+    parser = MathTextParser("path")
+    words: list[tuple[str, bool]] = []
+    for match in _TOKEN.finditer(paragraph):
+        token = _as_mathtext(match.group())
+        spaced = match.start() == 0 or paragraph[match.start() - 1].isspace()
+        if _is_math(token):
+            try:
+                if _CJK.search(token):
+                    raise ValueError("CJK in math")
+                parser.parse(token, 72, prop)
+            except ValueError:
+                token = token.replace("$", r"\$")
+        words.extend((piece, k == 0 and spaced) for k, piece in enumerate(_pieces(token)))
+    return words
+
+
+def _joined(pieces: list[tuple[str, bool]]) -> str:
+    return "".join((" " if spaced and k else "") + piece for k, (piece, spaced) in enumerate(pieces))
+
+
+def _is_math(token: str) -> bool:
+    return token.count("$") - token.count(r"\$") >= 2
+
+
+def _runs(pieces: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    """A line's pieces as runs to draw one by one: each math segment alone, the text between joined; each run
+    with whether a space precedes it."""
+    runs: list[tuple[str, bool]] = []
+    for k, (piece, spaced) in enumerate(pieces):
+        if runs and not _is_math(piece) and not _is_math(pieces[k - 1][0]):
+            runs[-1] = (runs[-1][0] + (" " if spaced else "") + piece, runs[-1][1])
+        else:
+            runs.append((piece, spaced))
+    return runs
+
+
+def compose(text: str, diagrams: list[Image.Image], seed: int, fid: str, max_side: int = 4096,
+            cjk_font: str | None = None) -> tuple[Image.Image, dict]:
     """The composite of ``text`` over ``diagrams`` and its layout: {font, math font, size, margin, gap, text box,
-    diagram boxes [x0, y0, x1, y1], scale applied to the diagrams}."""
+    diagram boxes [x0, y0, x1, y1], scale applied to the diagrams; the CJK font when the text has CJK}.
+    ``cjk_font``: the font file CJK characters are drawn with (``find_cjk_font``)."""
     if not diagrams:
         raise CompositeError("a composite needs at least one diagram")
     style = _style(seed, fid)
@@ -167,7 +333,8 @@ def compose(text: str, diagrams: list[Image.Image], seed: int, fid: str, max_sid
             scale *= (max_side - 2 * margin) / widest
             continue
         width = max(widest + 2 * margin, min(720, max_side))
-        text_img, lines = render_text(text, width - 2 * margin, size, style["family"], style["mathtext"])
+        text_img, lines = render_text(text, width - 2 * margin, size, style["family"], style["mathtext"],
+                                      cjk_font)
         height = margin + text_img.height + sum(gap + d.height for d in shown) + margin
         if height <= max_side:
             break
@@ -193,6 +360,8 @@ def compose(text: str, diagrams: list[Image.Image], seed: int, fid: str, max_sid
               "gap": gap, "text_box": [margin, margin, margin + text_img.width, margin + text_img.height],
               "lines": len(lines), "diagram_boxes": boxes, "diagram_scale": round(scale, 4),
               "largest_diagram_side": largest}
+    if _CJK.search(text) and cjk_font is not None:
+        layout["cjk_font"] = font_id(cjk_font)
     return canvas, layout
 
 
@@ -217,6 +386,10 @@ IMG_CATEGORIES = frozenset((
     "magnetic_circuit"))
 RELEVANCE = {"essential": "essential", "vision-essential": "essential", "ve": "essential",
              "optional": "optional", "vision-optional": "optional", "vo": "optional"}
+LANGUAGES = ("English", "Chinese")
+_LANGUAGE_NAMES = {"english": "English", "en": "English", "chinese": "Chinese", "zh": "Chinese"}
+# The labels a model writes for a problem that lacks them, in the order they are asked
+LABELS = ("subject", "level", "img_category", "vision_relevance", "language")
 CODES = ("ITEM", "long_answer", "bad_record", "image_missing", "image_unreadable", "duplicate_id",
          "mcq_not_rewritten", "mcq_failed", "mcq_rewrite_refused", "split_not_done", "split_failed", "split_refused",
          "repair_changed_number", "repair_failed", "caption_states_answer", "caption_failed", "call_failed")
@@ -319,6 +492,40 @@ def split_problem(question: str, answer: str, value: dict) -> str | None:
     return None
 
 
+def allowed_labels(label: str) -> list[str]:
+    """The values a label may take, as the prompt lists them."""
+    return {"subject": list(SUBJECTS), "level": list(LEVELS), "img_category": sorted(IMG_CATEGORIES),
+            "vision_relevance": ["essential", "optional"], "language": list(LANGUAGES)}[label]
+
+
+def label_value(label: str, value: Any, question: str) -> tuple[Any, str | None]:
+    """A model's label checked against its taxonomy: (the value as items carry it, None), or (None, the flag and
+    why) when it is outside the taxonomy or, for the language, contradicts the text's script."""
+    text = str(value).strip() if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
+    got: Any = None
+    if label == "subject":
+        got = text.upper() if text.upper() in SUBJECTS else None
+    elif label == "level":
+        try:
+            got = _level(value)
+        except ValueError:
+            got = None
+    elif label == "img_category":
+        snake = re.sub(r"[\s-]+", "_", text.lower())
+        got = snake if snake in IMG_CATEGORIES else None
+    elif label == "vision_relevance":
+        got = RELEVANCE.get(text.lower())
+    elif label == "language":
+        got = _LANGUAGE_NAMES.get(text.lower())
+        script = _script(question)
+        if got is not None and got != script:
+            return None, (f"label_contradicts_text: the model's language {value!r}, the text is written in "
+                          f"{script} script")
+    if got is None:
+        return None, f"label_off_taxonomy: the model's {label} {value!r} is none of {allowed_labels(label)}"
+    return got, None
+
+
 def _level(value) -> int:
     if isinstance(value, bool):
         raise ValueError(f"level must be one of {list(LEVELS)} or 1..8, got {value!r}")
@@ -333,14 +540,20 @@ def _level(value) -> int:
     raise ValueError(f"level must be one of {list(LEVELS)} or 1..8, got {value!r}")
 
 
-def _language(row: dict) -> str:
+def _script(text: str) -> str:
+    """The language a text's script says: Chinese when it has CJK characters."""
+    return "Chinese" if _CJK.search(text) else "English"
+
+
+def _language(row: dict) -> tuple[str, str]:
+    """A problem's language and where it came from ("given", or "script" when the record has none)."""
     given = row.get("language")
     if given is None or (isinstance(given, str) and not given.strip()):
-        return "Chinese" if _CJK.search(row["question"]) else "English"
-    found = {"english": "English", "en": "English", "chinese": "Chinese", "zh": "Chinese"}.get(str(given).lower())
+        return _script(row["question"]), "script"
+    found = _LANGUAGE_NAMES.get(str(given).strip().lower())
     if found is None:
         raise ValueError(f"language must be English or Chinese, got {given!r}")
-    return found
+    return found, "given"
 
 
 def _choices(value, answer: str) -> dict:
@@ -399,8 +612,9 @@ def read_problem(row, base: Path) -> dict:
     images = [images] if isinstance(images, str) else images
     if not isinstance(images, list) or not images or not all(isinstance(i, str) and i for i in images):
         raise ValueError('field "images" must name the diagram file(s), relative to the problems file')
+    language, language_from = _language(row)
     out = {"question": row["question"], "answer": str(answer), "images": images,
-           "paths": [base / i for i in images], "language": _language(row)}
+           "paths": [base / i for i in images], "language": language, "language_from": language_from}
     if mcq is not None:
         out["mcq"] = mcq
     if split:
@@ -470,6 +684,9 @@ class SeePhysConfig:
     max_tokens: int | None = 2048
     seed: int = 0
     limit: int | None = None
+    font: str | None = None  # the font file CJK text is drawn with; None: the first the system has
+    labels: bool = True  # labels a problem lacks, written by the model
+    text_only: bool = False  # the labelling model is sent no image
     progress: bool = False
 
     def __post_init__(self) -> None:
@@ -479,6 +696,9 @@ class SeePhysConfig:
             raise ValueError(f"--max-side must be at least 256, got {self.max_side}")
         if self.limit is not None and self.limit < 1:
             raise ValueError(f"--limit must be at least 1, got {self.limit}")
+        if self.text_only and self.caption and self.model is not None:
+            raise ValueError("--text-only: a caption describes the diagram, which a text-only model does not see; "
+                             "add --no-caption")
 
 
 SeePhysResult = GenerateResult  # the flow's one result shape
@@ -489,7 +709,18 @@ def _schema(key: str) -> dict:
             "properties": {key: {"type": "string", "minLength": 1}}}
 
 
-STAGE_KEY = {"repair": "text", "caption": "caption", "mcq": "question", "split": "parts"}
+STAGE_KEY = {"repair": "text", "caption": "caption", "mcq": "question", "split": "parts", "label": "labels"}
+# A label reply is checked for its shape only (every value is text, or a number for the level); its values are
+# checked against the taxonomies afterwards, so a value outside them empties that label and keeps the problem.
+LABEL_SCHEMA = {"type": "object", "properties": {
+    label: {"type": ["string", "integer"] if label == "level" else "string", "minLength": 1} for label in LABELS}}
+
+
+def label_request_schema(wanted: list[str]) -> dict:
+    """The schema a label request is sent with: the wanted labels, each one of its values (a server that
+    enforces schemas then keeps the model inside the taxonomies)."""
+    return {"type": "object", "additionalProperties": False, "required": list(wanted),
+            "properties": {label: {"type": "string", "enum": allowed_labels(label)} for label in wanted}}
 REFUSED = {"repair": "repair_changed_number", "caption": "caption_states_answer", "mcq": "mcq_rewrite_refused",
            "split": "split_refused"}
 SPLIT_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["context", "parts"],
@@ -503,7 +734,7 @@ SPLIT_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["c
 
 def _words(stage: str, value: dict) -> str:
     """A reply's words for a refusal's feedback and the rejection."""
-    got = value[STAGE_KEY[stage]] if stage != "split" else value
+    got = value[STAGE_KEY[stage]] if stage not in ("split", "label") else value
     # sorted keys: the words (and the follow-up request that quotes them) are the same read back from the ledger
     return got if isinstance(got, str) else json.dumps(got, ensure_ascii=False, sort_keys=True)
 
@@ -534,8 +765,15 @@ class SeePhysBuilder:
             if cfg.caption:
                 self.t_caption = self.prompts.template("caption.txt", {"QUESTION", "FEEDBACK"})
                 self.roles["caption"] = Role(engine, "caption", json_reply(_schema("caption")))
+            if cfg.labels:
+                self.t_label = self.prompts.template("label.txt", {"QUESTION", "CAPTION", "LABELS", "EXAMPLE"})
+                self.roles["label"] = Role(engine, "label", json_reply(LABEL_SCHEMA))
         self.errors: list[dict] = []
         self._problems: dict[str, dict] = {}
+        # An explicit --font is checked before anything runs; the system's fonts are searched only when a
+        # question has CJK text.
+        self.cjk_font = find_cjk_font(cfg.font) if cfg.font is not None else None
+        self._font_searched = cfg.font is not None
 
     # ---- inputs
     def _read(self, rejected: list[dict], codes: dict[str, str]) -> list[dict]:
@@ -620,23 +858,43 @@ class SeePhysBuilder:
             content = "".join(x.text for x in parts if isinstance(x, TextPart))
         else:
             images = []
-            for path in p["paths"]:
+            for path in p["paths"] if stage == "caption" or not self.cfg.text_only else []:
                 data = path.read_bytes()
                 images.append(TemplateImage(data, "image/png" if data.startswith(b"\x89PNG") else "image/jpeg"))
-            parts = self.t_caption.render({"QUESTION": p["question"], "FEEDBACK": feedback}, images)
+            if stage == "caption":
+                parts = self.t_caption.render({"QUESTION": p["question"], "FEEDBACK": feedback}, images)
+            else:
+                wanted = self._wanted(p)
+                parts = self.t_label.render({
+                    "QUESTION": p["question"],
+                    "CAPTION": f"Diagram caption: {p['caption']}" if "caption" in p else "",
+                    "LABELS": "\n".join(f"- {k}: {', '.join(allowed_labels(k))}" for k in wanted),
+                    "EXAMPLE": json.dumps(dict.fromkeys(wanted, "..."))}, images)
             content = tuple(x.text if isinstance(x, TextPart) else ImagePart(x.data, self.cfg.image_max_side)
                             for x in parts)
+            if not images:
+                content = "".join(content)
         assert self.cfg.model is not None
+        # The schema the reply is checked against travels with the request (a server that enforces it, such as
+        # llama.cpp's grammar, then shapes the reply to it).
+        schema = (SPLIT_SCHEMA if stage == "split" else label_request_schema(self._wanted(p)) if stage == "label"
+                  else _schema(STAGE_KEY[stage]))
         request = ChatRequest(self.cfg.model, (Message("user", content),), self.cfg.temperature,
-                              max_tokens=self.cfg.max_tokens, seed=self.cfg.seed, schema=_schema(STAGE_KEY[stage]),
-                              schema_name=stage)
+                              max_tokens=self.cfg.max_tokens, seed=self.cfg.seed, schema=schema, schema_name=stage)
         ctx = {"id": p["id"], "stage": stage, "attempt": attempt, "refused": refused}
         key = content_key(self.roles[stage].engine.key(request).encode("ascii"),
                           {"id": p["id"], "stage": stage, "attempt": attempt})
         return Unit(key, (stage, request, ctx), f"{p['id']} {stage} attempt {attempt}")
 
+    @staticmethod
+    def _wanted(p: dict) -> list[str]:
+        """The labels a problem lacks (its language counts as lacking when only its script told it)."""
+        return [k for k in LABELS if (p.get("language_from") == "script" if k == "language" else k not in p)]
+
     def _verdict(self, result: dict) -> str | None:
         p = self._problems[result["id"]]
+        if result["stage"] == "label":
+            return None  # a label is checked against its taxonomy when applied, one at a time
         if result["stage"] == "repair":
             before, after = numbers_in(p["question"]), numbers_in(result["value"]["text"])
             if before != after:
@@ -680,7 +938,7 @@ class SeePhysBuilder:
             code = REFUSED[stage]
             return {"code": code, "detail": f"{reason} ({self.cfg.max_attempts} replies refused, --max-attempts)",
                     "words": _words(stage, last["value"])}, chain
-        value = last["value"] if stage == "split" else last["value"][STAGE_KEY[stage]]
+        value = last["value"] if stage in ("split", "label") else last["value"][STAGE_KEY[stage]]
         return {"code": "ok", "value": value, "attempts": len(chain)}, chain
 
     # ---- files
@@ -696,13 +954,22 @@ class SeePhysBuilder:
             os.replace(tmp, target)
         return {"path": f"images/{target.name}", "sha256": sha}
 
+    def _font_for(self, question: str) -> dict:
+        """The CJK font a question is drawn with, as the composite's key holds it (none for a text without CJK)."""
+        if not _CJK.search(question):
+            return {}
+        if not self._font_searched:
+            self.cjk_font, self._font_searched = find_cjk_font(), True
+        return {"cjk_font": font_id(self.cjk_font)["sha256"] if self.cjk_font is not None else None}
+
     def _composite(self, pid: str, question: str, diagrams: list[str]) -> dict:
         images = []
         for rel in diagrams:
             with Image.open(self.out / rel) as im:
                 images.append(im.convert("RGB"))
         try:
-            image, layout = compose(question, images, self.cfg.seed, pid, self.cfg.max_side)
+            image, layout = compose(question, images, self.cfg.seed, pid, self.cfg.max_side,
+                                    self.cjk_font if _CJK.search(question) else None)
         except CompositeError as exc:
             return {"error": str(exc), "reason": "composite_failed"}
         data = png_bytes(image)
@@ -726,7 +993,7 @@ class SeePhysBuilder:
         if not firsts:
             return {}
         run_units(ledger, firsts, lambda outcome, ctx: call_result(outcome, **ctx), RoleExecutor(self.roles),
-                  desc="build seephys: " + ", ".join(stages), progress=self.cfg.progress,
+                  desc="build seephys: " + ", ".join(s for s in stages if s in self.roles), progress=self.cfg.progress,
                   then=lambda unit, result: self._next(result))
         outcomes = {}
         for first in firsts:
@@ -743,8 +1010,11 @@ class SeePhysBuilder:
         other failure a rejection with its reason."""
         kept = []
         for p in problems:
-            failed = [o | {"stage": s} for s in ("repair", "split", "mcq", "caption")
-                      if (o := outcomes.get((p["id"], s))) is not None and o["code"] != "ok"]
+            # A label reply that is never usable leaves the labels empty (flagged when applied), never drops the
+            # problem; a failed call holds it back like any stage's
+            failed = [o | {"stage": s} for s in ("repair", "split", "mcq", "caption", "label")
+                      if (o := outcomes.get((p["id"], s))) is not None and o["code"] != "ok"
+                      and (s != "label" or o["code"] == "call_failed")]
             calls = [o for o in failed if o["code"] == "call_failed"]
             if calls:
                 codes[p["id"]] = "call_failed"
@@ -779,10 +1049,12 @@ class SeePhysBuilder:
                 if (p["id"], "caption") in outcomes:
                     p["caption"] = outcomes[(p["id"], "caption")]["value"]
                     p["caption_by"] = self.cfg.model
-            rewrites = self._stage_batch(ledger, kept, {"mcq": lambda p: "mcq" in p, "split": lambda p: "split" in p},
-                                         trace)
+            rewrites = self._stage_batch(ledger, kept, {"mcq": lambda p: "mcq" in p, "split": lambda p: "split" in p,
+                                                        "label": lambda p: bool(self._wanted(p))}, trace)
             kept = self._settle(kept, rewrites, rejected, codes)
             for p in kept:
+                if (p["id"], "label") in rewrites:
+                    self._apply_labels(p, rewrites[(p["id"], "label")])
                 if (p["id"], "mcq") in rewrites:
                     p["mcq_stem"], p["question"] = p["question"], rewrites[(p["id"], "mcq")]["value"]
                 if (p["id"], "split") in rewrites:
@@ -808,7 +1080,8 @@ class SeePhysBuilder:
             settings = {"seed": self.cfg.seed, "max_side": self.cfg.max_side}
             composites, _ = run_units(
                 ledger, [Unit(content_key(q["question"].encode("utf-8"),
-                                          {**settings, "id": q["id"], "diagrams": [d["sha256"] for d in q["diagrams"]]}),
+                                          {**settings, "id": q["id"], "diagrams": [d["sha256"] for d in q["diagrams"]],
+                                           **self._font_for(q["question"])}),
                               (q["id"], q["question"], [d["path"] for d in q["diagrams"]]), f"{q['id']} composite")
                          for q in ready],
                 self._composite, SerialExecutor(), desc="build seephys: VO composites", progress=self.cfg.progress)
@@ -819,6 +1092,35 @@ class SeePhysBuilder:
             flagged.extend(flags)
             codes[q["problem"]] = "ITEM"
         return self._finish(items, rejected, flagged, trace, codes)
+
+    def _apply_labels(self, p: dict, outcome: dict) -> None:
+        """The model's labels set where they are in their taxonomies; each one that is not is left empty, with a
+        flag saying why. The language is the exception: eval needs one (it picks the prompt), so the script's
+        stays, flagged."""
+        wanted = self._wanted(p)
+        flags: list[dict] = []
+        written: list[str] = []
+        def kept(label: str) -> str:
+            return f"the script's {p['language']} kept" if label == "language" else "left empty"
+
+        if outcome["code"] != "ok":
+            flags.append({"flag": "labels_failed", "words": outcome.get("words"),
+                          "detail": f"{outcome['detail']}; " + ", ".join(f"{k} {kept(k)}" for k in wanted)})
+        else:
+            for label in wanted:
+                if label not in outcome["value"]:
+                    flags.append({"flag": "label_not_given", "detail": f"the model gave no {label}; {kept(label)}"})
+                    continue
+                got, why = label_value(label, outcome["value"][label], p["question"])
+                if why is None:
+                    p[label] = got
+                    written.append(label)
+                else:
+                    flag, detail = why.split(": ", 1)
+                    flags.append({"flag": flag, "detail": f"{detail}; {kept(label)}"})
+        if written:
+            p["labelled"] = {"model": self.cfg.model, "labels": written}
+        p["label_flags"] = flags
 
     @staticmethod
     def _split(p: dict) -> list[dict]:
@@ -840,10 +1142,12 @@ class SeePhysBuilder:
             flags.append({"id": p["id"], "flag": "sig_figs_mismatch",
                           "detail": f"sig_figs {given} given, the answer {p['answer']!r} is written with {derived}"})
         sig = given if given is not None else derived
-        item = {"id": p["id"], "question": p["question"], "answer": p["answer"], "language": p["language"],
+        item = {"id": p["id"], "question": p["question"], "answer": p["answer"],
+                **({"language": p["language"]} if "language" in p else {}),
                 "images": [d["path"] for d in p["diagrams"]], "sig_figs": str(sig) if sig is not None else "",
-                **{k: p[k] for k in ("subject", "level", "img_category", "vision_relevance", "caption", "source")
-                   if k in p}}
+                **{k: p[k] for k in ("subject", "level", "img_category", "vision_relevance", "caption",
+                                     "source") if k in p}}
+        flags.extend({"id": p["id"], **f} for f in p.get("label_flags", ()))
         meta: dict[str, Any] = {"line": p["line"], "sig_figs_from": "given" if given is not None else
                                 ("answer" if derived is not None else None)}
         if "error" in comp:
@@ -868,7 +1172,7 @@ class SeePhysBuilder:
             meta["mcq"] = {"stem": p["mcq_stem"], **p["mcq"]}
         if "unsplit" in p:
             meta["unsplit"] = p["unsplit"]
-        for key in ("ocr_text", "caption_by", "solution"):
+        for key in ("ocr_text", "caption_by", "labelled", "solution"):
             if key in p:
                 meta[key] = p[key]
         item["meta"] = meta
@@ -887,6 +1191,8 @@ class SeePhysBuilder:
                           "captions": sum(1 for i in items if "caption" in i)},
                "problems": code_counts(codes.values(), CODES),
                "flags": dict(sorted(Counter(f["flag"] for f in flagged).items())),
+               "cjk_font": ({"path": self.cjk_font, **font_id(self.cjk_font)} if self.cjk_font is not None
+                            else "none found" if self._font_searched else "not needed"),
                "calls": engine.accounting.summary() if engine is not None else None}
         write_jsonl(self.out / "flagged.jsonl", flagged)
         write_outputs(self.out, items, rejected, trace, self.errors, run)
