@@ -655,3 +655,17 @@ def test_context_tokens_and_reply_tokens_per_role_reach_the_requests(harvest, se
     settings = json.loads((out / "run.json").read_text())["settings"]
     assert (settings["context_tokens"], settings["vlm_max_tokens"], settings["gen_max_tokens"],
             settings["advisor_max_tokens"], settings["max_repairs"]) == (50, 100, 300, 200, 2)
+
+
+def test_pass_score_sets_the_advisors_bar(harvest, server, tmp_path):
+    model = Model(harvest)
+    three = critique("pass", 3)  # verdict pass, every dimension 3 of 5: below critique.json's 4
+    server.default = Reply(text=lambda b: three if stage_of(b) == "advise" else model(b))
+    out = tmp_path / "gen"
+    assert main(gen_args(harvest, out, server, "--max-rounds", "1")) == 0
+    assert not rows(out / "items.jsonl") and rows(out / "rejected.jsonl")[-1]["reason"] == "rejected_at_bound"
+    lowered = tmp_path / "lowered"
+    assert main(gen_args(harvest, lowered, server, "--max-rounds", "1", "--pass-score", "3")) == 0
+    assert rows(lowered / "items.jsonl")[0]["meta"]["outcome"] == "PASSED_FIRST"
+    assert json.loads((lowered / "run.json").read_text())["settings"]["pass_score"] == 3
+    assert main(gen_args(harvest, tmp_path / "x", server, "--pass-score", "6")) == 2

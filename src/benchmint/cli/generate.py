@@ -60,6 +60,7 @@ def run_spm(args: argparse.Namespace) -> int:
                         temperature=args.temperature, max_tokens=args.reply_tokens,
                         vlm_max_tokens=args.vlm_reply_tokens, gen_max_tokens=args.gen_reply_tokens,
                         advisor_max_tokens=args.advisor_reply_tokens, context_tokens=args.context_tokens,
+                        pass_score=args.pass_score,
                         crop_max_side=args.crop_max_side, text_only=args.text_only, seed=args.seed,
                         limit=args.limit, progress=True)
         roles = _engines(args, Path(args.out) / "requests.sqlite")
@@ -121,6 +122,9 @@ def _add_spm(sub) -> None:
     p.add_argument("--min-iou", type=float, default=0.5,
                    help="flag a VLM box whose IoU with the harvest's figure body is below this (default 0.5)")
     p.add_argument("--max-rounds", type=_positive_int, default=3, help="advisor audits per question at most (default 3)")
+    p.add_argument("--pass-score", type=int, metavar="N",
+                   help="the advisor passes a question when its verdict is pass and every dimension scores at least "
+                        "N (default: critique.json's pass_score, 4 of 5); run.json records it")
     p.add_argument("--max-repairs", type=int, default=2, metavar="N",
                    help="a question refused by the checks (two options the same, a letter given twice) is asked "
                         "again with the reason, N times at most (default 2)")

@@ -94,6 +94,7 @@ class SPMConfig:
     gen_max_tokens: int | None = None
     advisor_max_tokens: int | None = None
     context_tokens: int | None = None  # None: the discussion whole
+    pass_score: int | None = None  # None: critique.json's
     crop_max_side: int = 2048  # the crop's longest side as the generator and advisor see it
     text_only: bool = False  # the generator and advisor get no image (a text-only model): caption and discussion
     seed: int | None = None
@@ -287,6 +288,9 @@ class SPMGenerator:
         self.s_qa = qa_schema(self.tax)
         self.s_crit = critique_schema(self.crit)
         self.dimensions = [d["name"] for d in self.crit["dimensions"]]
+        low, high = self.crit["scale"]
+        if cfg.pass_score is not None and not low <= cfg.pass_score <= high:
+            raise ValueError(f"--pass-score must lie on critique.json's scale {low}-{high}, got {cfg.pass_score}")
         self.roles = self._with_parsers(roles)
         # One budget and one account for the run, whichever servers its roles call.
         accounting = next(iter(self.roles.values())).engine.accounting if self.roles else None
@@ -467,7 +471,8 @@ class SPMGenerator:
         return Unit(key, (role, request, ctx), label)
 
     def passes(self, critique: dict) -> bool:
-        return critique["verdict"] == "pass" and min(critique["scores"].values()) >= self.crit["pass_score"]
+        bar = self.cfg.pass_score if self.cfg.pass_score is not None else self.crit["pass_score"]
+        return critique["verdict"] == "pass" and min(critique["scores"].values()) >= bar
 
     def _next(self, result: dict) -> list[Unit]:
         """The unit a round's result calls for: the repair of a refused question, the audit of a draft, the
