@@ -297,6 +297,7 @@ class SPMGenerator:
         for role in self.roles.values():
             role.engine.accounting = accounting
         self.errors: list[dict] = []
+        self.repairs = {"questions": 0, "requests": 0, "fixed": 0}  # for run.json
         self._context: dict[str, dict] = {}  # question id -> what its prompts need
 
     def _with_parsers(self, roles: dict[str, Role]) -> dict[str, Role]:
@@ -615,7 +616,6 @@ class SPMGenerator:
     def _collect(self, ledger: Ledger, drafts: list[Unit], questions: dict[str, list[dict]],
                  rejected: list[dict]) -> tuple[list[dict], list[dict], list[str]]:
         items, trace, codes = [], [], []
-        self.repairs = {"questions": 0, "requests": 0, "fixed": 0}
         for unit, (qid, figs) in zip(drafts, questions.items()):
             chain = read_chain(ledger, unit, self._next)
             code, passed, audits = self._outcome(chain)
