@@ -496,3 +496,176 @@ def test_an_unusable_vlm_reply_falls_back_to_the_harvest_box(harvest, server, tm
     assert fig["box_source"] == "harvest" and fig["note"] == "the VLM's reply was unusable"
     assert "no JSON object in the reply" in fig["vlm_error"] and fig["vlm_words"].startswith('{"figures"')
     assert fig["page_box"] == rows(harvest / "figures.jsonl")[0]["body_box"]
+
+
+# ---- questions the checks refuse, repaired with the reason
+
+TWIN = json.dumps({**QUESTION, "step3_options": [*QUESTION["step3_options"][:2], " the period is about 1.2  NM. ",
+                                                 *QUESTION["step3_options"][3:]]})
+
+
+def is_repair(body) -> bool:
+    return prompt_of(body).startswith("You wrote the multiple-select question below about the figure shown above, "
+                                      "and it cannot be used")
+
+
+def test_a_question_with_two_same_options_is_repaired_with_the_reason(harvest, server, tmp_path):
+    model = Model(harvest)
+    # The draft's option C repeats A (case and spaces aside); the repair request is answered with a good question.
+    server.default = Reply(text=lambda b: model(b) if stage_of(b) != "qa" or is_repair(b) else TWIN)
+    out = tmp_path / "gen"
+    assert main(gen_args(harvest, out, server, "--seed", "7")) == 0
+    qa = [b for b in server.bodies if stage_of(b) == "qa"]
+    assert [is_repair(b) for b in qa] == [False, True]  # asked once as it was, never again the same way
+    repair = prompt_of(qa[1])
+    assert ("cannot be used as it is: options A and C are the same (\'the period is about 1.2  NM.\'); all six must "
+            "differ.") in repair
+    assert json.loads(repair.split("Your question, as JSON:\n", 1)[1].split("\n", 1)[0]) == json.loads(TWIN)
+    assert qa[0]["seed"] == 7 and qa[1]["seed"] == 8  # its own seed
+    item = rows(out / "items.jsonl")[0]
+    assert item["meta"]["outcome"] == "PASSED_FIRST" and item["meta"]["repairs"] == 1
+    assert item["options"] == QUESTION["step3_options"]
+    run = json.loads((out / "run.json").read_text())
+    assert run["repairs"] == {"questions": 1, "requests": 1, "fixed": 1}
+    assert {r["stage"]: r["requests"] for r in run["calls"]["by_stage_model"]} == {
+        "llbox": 2, "qa": 1, "repair": 1, "advise": 1}
+    steps = rows(out / "trace.jsonl")[0]["steps"]
+    assert [(s["step"], s.get("repair"), "refused" in s) for s in steps] == [
+        ("draft", None, True), ("repair", 1, False), ("advise", None, False)]
+    # The repair is a unit of the ledger like any round: a rerun asks nothing.
+    count = server.count
+    assert main(gen_args(harvest, out, server, "--seed", "7")) == 0
+    assert server.count == count
+
+
+def test_a_question_still_refused_after_the_repairs_is_rejected_with_the_reason(harvest, server, tmp_path):
+    model = Model(harvest)
+    twice = json.dumps({**QUESTION, "step4_answer": ["B", "A", "B"]})
+    server.default = Reply(text=lambda b: twice if stage_of(b) == "qa" else model(b))
+    out = tmp_path / "gen"
+    assert main(gen_args(harvest, out, server, "--max-repairs", "2")) == 0
+    qa = [b for b in server.bodies if stage_of(b) == "qa"]
+    assert [is_repair(b) for b in qa] == [False, True, True] and "advise" not in stages(server)
+    row = [r for r in rows(out / "rejected.jsonl") if r["stage"] == "qa"][0]
+    assert row["reason"] == "generator_failed" and json.loads(row["words"]) == json.loads(twice)
+    assert row["detail"] == ("the correct set names B more than once; name each correct letter once (still so after "
+                             "2 repairs, --max-repairs 2)")
+    run = json.loads((out / "run.json").read_text())
+    assert run["repairs"] == {"questions": 1, "requests": 2, "fixed": 0}
+    assert run["questions"]["codes"]["GENERATOR_FAILED"]["count"] == 1
+
+    # --max-repairs 0: refused at once, as a reply the checks refuse was before repairs existed.
+    server.reset()
+    server.default = Reply(text=lambda b: twice if stage_of(b) == "qa" else model(b))
+    out0 = tmp_path / "gen0"
+    assert main(gen_args(harvest, out0, server, "--max-repairs", "0")) == 0
+    assert stages(server).count("qa") == 1
+    assert "(still so after 0 repairs, --max-repairs 0)" in rows(out0 / "rejected.jsonl")[-1]["detail"]
+
+
+def test_a_revision_the_checks_refuse_is_repaired_before_its_audit(harvest, server, tmp_path):
+    model = Model(harvest, verdicts=["revise", "pass"])
+
+    def reply(body):
+        if stage_of(body) == "qa" and prompt_of(body).startswith("You wrote the multiple-select question below about "
+                                                                 "the figure shown above. An advisor"):
+            return TWIN
+        return model(body)
+
+    server.default = Reply(text=reply)
+    out = tmp_path / "gen"
+    assert main(gen_args(harvest, out, server)) == 0
+    steps = rows(out / "trace.jsonl")[0]["steps"]
+    assert [(s["step"], s["round"]) for s in steps] == [("draft", 0), ("advise", 1), ("revise", 1), ("repair", 1),
+                                                        ("advise", 2)]
+    item = rows(out / "items.jsonl")[0]
+    assert item["meta"]["outcome"] == "PASSED_REVISED" and item["meta"]["audits"] == 2 and item["meta"]["repairs"] == 1
+
+
+def test_the_schema_holds_every_rule_it_can_express(harvest, tmp_path):
+    """Six options, letters A-F, a non-empty correct set and every label from its list are the schema's, so a
+    server that enforces it by grammar cannot break them; the Bloom level and the advisor's scores are enums of
+    integers, which llama.cpp's grammar enforces (it writes a bounded integer as any integer)."""
+    from benchmint.generate.spm import SPMConfig, SPMGenerator
+
+    gen = SPMGenerator(harvest, tmp_path / "g", SPMConfig("gen", "adv"), {})
+    for change, message in (({"step3_options": QUESTION["step3_options"][:5]}, "5 items, at least 6"),
+                            ({"step4_answer": []}, "0 items, at least 1"), ({"step4_answer": ["G"]}, "'G' is not one"),
+                            ({"step6_labels": {**QUESTION["step6_labels"], "bloom_level": 6}}, "6 is not one of [1, 2, 3, 4, 5]"),
+                            ({"step6_labels": {**QUESTION["step6_labels"], "question_type": "XX"}}, "'XX' is not one")):
+        with pytest.raises(SchemaError, match=re.escape(message)):
+            validate({**QUESTION, **change}, gen.s_qa)
+    with pytest.raises(SchemaError, match=re.escape("$.scores.clarity: 0 is not one of [1, 2, 3, 4, 5]")):
+        validate({**json.loads(critique("pass", 5)), "scores": {**dict.fromkeys(DIMS, 5), "clarity": 0}}, gen.s_crit)
+    llama_grammar = pytest.importorskip("llama_cpp.llama_grammar", reason="benchmint[local] is not installed")
+    rules = dict(line.split(" ::= ", 1) for line in
+                 llama_grammar.json_schema_to_gbnf(json.dumps(gen.s_qa)).splitlines() if " ::= " in line)
+    bloom = next(v for k, v in rules.items() if k.endswith("bloom-level-kv"))
+    assert rules[bloom.rsplit(" ", 1)[1]] == '"1" | "2" | "3" | "4" | "5"'
+    crit = dict(line.split(" ::= ", 1) for line in
+                llama_grammar.json_schema_to_gbnf(json.dumps(gen.s_crit)).splitlines() if " ::= " in line)
+    assert '"1" | "2" | "3" | "4" | "5"' in crit.values()
+
+
+# ---- prompts and replies bounded for small models
+
+
+def test_bounded_discussion_by_hand():
+    from benchmint.generate.evidence import bounded_discussion
+
+    s1 = "The grain size grows with annealing."  # 7 tokens (words and punctuation)
+    s2 = "Grain boundaries pin the growth."  # 6
+    s3 = "As Fig. 3 shows, the oxide layer is thin."  # 12, cites the figure
+    s4 = "Fig. 4 shows the grain size."  # 8, cites another
+    text = " ".join([s1, s2, s3, s4, s1])  # a sentence repeated counts once when cut
+    assert bounded_discussion(text, "3", "Grain size after annealing.", 40) == (text, 40, 40)
+    # Ranked: s3 (cites figure 3), then by BM25 against the caption: s1 (grain, size, annealing), s4 (grain, size),
+    # s2 (grain). Budget 26: s3 (12) + s1 (7) = 19; s4 would make 27, skipped; s2 makes 25. In the text's order.
+    assert bounded_discussion(text, "3", "Grain size after annealing.", 26) == (" ".join([s1, s2, s3]), 25, 40)
+    assert bounded_discussion(text, "3", "Grain size after annealing.", 19) == (" ".join([s1, s3]), 19, 40)
+    assert bounded_discussion(text, "3", "Grain size after annealing.", 5) == ("", 0, 40)
+
+
+def test_context_tokens_and_reply_tokens_per_role_reach_the_requests(harvest, server, tmp_path):
+    model = Model(harvest, verdicts=["revise", "pass"])
+    first = [True]
+
+    def reply(body):  # the first draft has two options the same: one call of each role's
+        if stage_of(body) == "qa" and first[0]:
+            first[0] = False
+            return TWIN
+        return model(body)
+
+    server.default = Reply(text=reply)
+    out = tmp_path / "gen"
+    assert main(gen_args(harvest, out, server, "--context-tokens", "50", "--vlm-reply-tokens", "100",
+                         "--gen-reply-tokens", "300", "--advisor-reply-tokens", "200")) == 0
+    by_stage = {}
+    for b in server.bodies:
+        by_stage.setdefault("repair" if is_repair(b) else stage_of(b), set()).add(b["max_tokens"])
+    assert by_stage == {"llbox": {100}, "qa": {300}, "repair": {300}, "advise": {200}}
+    # Figure 1's discussion is one paragraph three times: "Scanning ... about 1.2 nm." (17 tokens) and "As seen in
+    # Fig. 1(b), ... hexagonal lattice." (40), 171 in all. Within 50 tokens the sentence citing the figure is kept.
+    for b in server.bodies:
+        if stage_of(b) != "llbox":
+            discussion = prompt_of(b).split("What the authors write about it:\n", 1)[1].split("\n", 1)[0]
+            assert discussion.startswith("As seen in Fig. 1(b)") and discussion.endswith("of a hexagonal lattice.")
+            assert "Scanning" not in discussion
+    assert rows(out / "trace.jsonl")[0]["discussion_cut"] == {"tokens": 40, "of": 171}
+    settings = json.loads((out / "run.json").read_text())["settings"]
+    assert (settings["context_tokens"], settings["vlm_max_tokens"], settings["gen_max_tokens"],
+            settings["advisor_max_tokens"], settings["max_repairs"]) == (50, 100, 300, 200, 2)
+
+
+def test_pass_score_sets_the_advisors_bar(harvest, server, tmp_path):
+    model = Model(harvest)
+    three = critique("pass", 3)  # verdict pass, every dimension 3 of 5: below critique.json's 4
+    server.default = Reply(text=lambda b: three if stage_of(b) == "advise" else model(b))
+    out = tmp_path / "gen"
+    assert main(gen_args(harvest, out, server, "--max-rounds", "1")) == 0
+    assert not rows(out / "items.jsonl") and rows(out / "rejected.jsonl")[-1]["reason"] == "rejected_at_bound"
+    lowered = tmp_path / "lowered"
+    assert main(gen_args(harvest, lowered, server, "--max-rounds", "1", "--pass-score", "3")) == 0
+    assert rows(lowered / "items.jsonl")[0]["meta"]["outcome"] == "PASSED_FIRST"
+    assert json.loads((lowered / "run.json").read_text())["settings"]["pass_score"] == 3
+    assert main(gen_args(harvest, tmp_path / "x", server, "--pass-score", "6")) == 2

@@ -100,3 +100,16 @@ def test_a_restarted_local_server_serves_from_the_cache(spm_items, tmp_path, mod
     assert [p["cached"] for p in b if p["id"] != "q4"] == [asked_again == 0] * 3  # q4's reply reads as no answer
     run = json.loads((tmp_path / "b" / "run.json").read_text(encoding="utf-8"))
     assert run["counts"]["predictions"] == 4
+
+
+def test_the_local_server_writes_replies_on_half_the_cores_and_reads_prompts_on_all(monkeypatch):
+    """A reply's tokens come one at a time and every thread meets at a barrier after each: on a machine whose
+    cores are busy elsewhere, 2 threads wrote 5-8x slower than 1 (benches/README.md). Prompts take every core."""
+    from benchmint.models.local import LocalServer
+
+    for cores, threads in ((1, 1), (2, 1), (8, 4)):
+        monkeypatch.setattr("os.cpu_count", lambda c=cores: c)
+        server = LocalServer(port=1)
+        assert (server.threads, server.batch_threads) == (threads, cores)
+    given = LocalServer(port=1, threads=3, batch_threads=5)
+    assert (given.threads, given.batch_threads) == (3, 5)

@@ -56,9 +56,12 @@ def run_spm(args: argparse.Namespace) -> int:
             raise ValueError("--gen-model is required (the model that writes the questions)")
         cfg = SPMConfig(gen_model=args.gen_model, advisor_model=args.advisor_model or args.gen_model,
                         vlm_model=args.vlm_model, box_format=args.box_format, min_panels=args.min_panels,
-                        min_iou=args.min_iou, max_rounds=args.max_rounds, temperature=args.temperature,
-                        max_tokens=args.reply_tokens, crop_max_side=args.crop_max_side, text_only=args.text_only,
-                        seed=args.seed,
+                        min_iou=args.min_iou, max_rounds=args.max_rounds, max_repairs=args.max_repairs,
+                        temperature=args.temperature, max_tokens=args.reply_tokens,
+                        vlm_max_tokens=args.vlm_reply_tokens, gen_max_tokens=args.gen_reply_tokens,
+                        advisor_max_tokens=args.advisor_reply_tokens, context_tokens=args.context_tokens,
+                        pass_score=args.pass_score,
+                        crop_max_side=args.crop_max_side, text_only=args.text_only, seed=args.seed,
                         limit=args.limit, progress=True)
         roles = _engines(args, Path(args.out) / "requests.sqlite")
         result = generate(args.harvest, args.out, cfg, roles, pdf_dir=args.pdfs, prompts=args.prompts)
@@ -119,8 +122,21 @@ def _add_spm(sub) -> None:
     p.add_argument("--min-iou", type=float, default=0.5,
                    help="flag a VLM box whose IoU with the harvest's figure body is below this (default 0.5)")
     p.add_argument("--max-rounds", type=_positive_int, default=3, help="advisor audits per question at most (default 3)")
+    p.add_argument("--pass-score", type=int, metavar="N",
+                   help="the advisor passes a question when its verdict is pass and every dimension scores at least "
+                        "N (default: critique.json's pass_score, 4 of 5); run.json records it")
+    p.add_argument("--max-repairs", type=int, default=2, metavar="N",
+                   help="a question refused by the checks (two options the same, a letter given twice) is asked "
+                        "again with the reason, N times at most (default 2)")
     p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature of every call (default 0)")
     p.add_argument("--reply-tokens", type=_positive_int, default=4096, metavar="N", help="max tokens per reply (default 4096)")
+    for role in ("vlm", "gen", "advisor"):
+        p.add_argument(f"--{role}-reply-tokens", type=_positive_int, metavar="N",
+                       help=f"max tokens per reply of the {role} model (default: --reply-tokens)")
+    p.add_argument("--context-tokens", type=_positive_int, metavar="N",
+                   help="cut the discussion each prompt carries to N tokens (words and punctuation, as harvest "
+                        "counts them), the sentences citing the figure and closest to its caption first; for small "
+                        "models with short contexts (default: the discussion whole)")
     p.add_argument("--crop-max-side", type=_positive_int, default=2048, metavar="PX",
                    help="longest side of the crop as the generator and advisor see it (default 2048)")
     p.add_argument("--text-only", action="store_true",

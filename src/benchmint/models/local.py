@@ -94,11 +94,18 @@ class LocalServer:
     """``with LocalServer() as srv: srv.base_url, srv.model`` — llama.cpp's server on 127.0.0.1 for the block."""
 
     def __init__(self, port: int | None = None, host: str = "127.0.0.1", ctx: int = 4096, threads: int | None = None,
-                 start_timeout_s: float = 120.0, log: str | os.PathLike | None = None) -> None:
+                 start_timeout_s: float = 120.0, log: str | os.PathLike | None = None,
+                 batch_threads: int | None = None) -> None:
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError(f"the local server listens on loopback only, not {host!r}")
         self.host, self.port = host, port or free_port(host)
-        self.ctx, self.threads = ctx, resolve_workers(threads if threads is not None else -1)
+        # Threads writing the reply, one token at a time: half the cores, llama-cpp-python's own default. All of
+        # them meet at a barrier after every token, so on a machine whose cores are busy with other work more
+        # threads wait for each other: 2 threads wrote 5-8x slower than 1 on the loaded 2-core machine
+        # (benches/README.md). Reading the prompt, a batch, takes every core.
+        self.threads = resolve_workers(threads) if threads is not None else max(1, resolve_workers(-1) // 2)
+        self.batch_threads = resolve_workers(batch_threads if batch_threads is not None else -1)
+        self.ctx = ctx
         self.start_timeout_s = start_timeout_s
         self.log = Path(log) if log is not None else None
         self.model = MODEL_NAME
@@ -113,7 +120,7 @@ class LocalServer:
         gguf = model_file()
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", MODEL_NAME,
                "--host", self.host, "--port", str(self.port), "--n_ctx", str(self.ctx),
-               "--n_threads", str(self.threads)]
+               "--n_threads", str(self.threads), "--n_threads_batch", str(self.batch_threads)]
         out = open(self.log, "ab") if self.log is not None else subprocess.DEVNULL  # noqa: SIM115 - kept open
         self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      start_new_session=True, preexec_fn=die_with_parent)
