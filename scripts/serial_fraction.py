@@ -7,7 +7,9 @@ Each run writes into a fresh folder (no ledger to resume from). The best of ``--
 speed-up S2 = T1 / T2 at two workers, Amdahl's law T(n) = T1 (s + (1 - s) / n) gives the serial fraction
 s = 2 / S2 - 1 and the speed-up 1 / (s + (1 - s) / n) at n workers. ``eval`` runs against the scripted chat
 server (tests/chat_server.py, each reply after ``--delay`` seconds, standing in for a model's latency) with
-``--concurrency`` 1 and 2 in place of workers.
+``--concurrency`` 1 and 2 in place of workers. Each run also reports the CPU seconds of the driver process
+and of its worker processes: on a machine other jobs keep busy, the driver's share of the CPU is a steadier
+estimate of the serial fraction than the wall times (the work done in the driver is the part no worker takes).
 """
 
 from __future__ import annotations
@@ -24,15 +26,29 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "benchmint.cli"]
+# The command run as ``python -m benchmint.cli`` runs it, then the CPU seconds of the driver process itself and of
+# its worker processes (reaped children) written to the file $SERIAL_FRACTION_RUSAGE.
+WRAP = """import json, os, resource, sys
+from benchmint.cli import main
+try:
+    code = main(sys.argv[1:])
+finally:
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    with open(os.environ["SERIAL_FRACTION_RUSAGE"], "w") as fh:
+        json.dump({"driver": me.ru_utime + me.ru_stime, "workers": kids.ru_utime + kids.ru_stime}, fh)
+sys.exit(code)
+"""
 
 
-def timed(cmd: list[str], env: dict | None = None) -> float:
+def timed(cmd: list[str], rusage: Path) -> tuple[float, dict]:
+    """(wall seconds, {"driver": CPU s, "workers": CPU s}) of one run of ``benchmint`` with ``cmd``'s arguments."""
     t0 = time.perf_counter()
-    done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    done = subprocess.run([sys.executable, "-c", WRAP, *cmd[len(CLI):]], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, env={**os.environ, "SERIAL_FRACTION_RUSAGE": str(rusage)})
     took = time.perf_counter() - t0
     if done.returncode not in (0, 1):  # 1: some records had problems, still a full run
         raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr.decode()[-2000:]}")
-    return took
+    return took, json.loads(rusage.read_text())
 
 
 def score_inputs(root: Path, n: int) -> tuple[Path, Path]:
@@ -98,19 +114,26 @@ def main() -> None:
                                            "--base-url", url, "--out", out, "--concurrency", str(w)]
         rows = {}
         for name, cmd_of in cmds.items():
-            best = {}
+            best, cpu = {}, {}
             for w in (1, 2):
-                times = []
+                runs = []
                 for r in range(args.repeats):
                     out = tmp / f"{name}-{w}-{r}"
-                    times.append(timed(cmd_of(w, str(out))))
+                    runs.append(timed(cmd_of(w, str(out)), tmp / "rusage.json"))
                     shutil.rmtree(out, ignore_errors=True)
-                best[w] = min(times)
+                best[w], cpu[w] = min(runs, key=lambda got: got[0])
             s2 = best[1] / best[2]
             serial = min(1.0, max(0.0, 2 / s2 - 1))
+            # On a busy machine wall times swing; the driver's share of the CPU the run used at 2 workers bounds
+            # the serial fraction from CPU time alone (work in the driver process is not spread over workers).
+            # (Process flows only: score's threads and eval's waits are inside the driver process.)
+            driver_share = cpu[2]["driver"] / max(1e-9, cpu[2]["driver"] + cpu[2]["workers"])
             rows[name] = {"t1_s": round(best[1], 2), "t2_s": round(best[2], 2), "speedup_2": round(s2, 3),
                           "serial_fraction": round(serial, 3),
                           "speedup_16": round(1 / (serial + (1 - serial) / 16), 2),
+                          "cpu_driver_s": round(cpu[2]["driver"], 2), "cpu_workers_s": round(cpu[2]["workers"], 2),
+                          "driver_share": round(driver_share, 3),
+                          "speedup_16_by_driver_share": round(1 / (driver_share + (1 - driver_share) / 16), 2),
                           "command": " ".join(cmd_of("W", "OUT"))}
             print(json.dumps({name: rows[name]}), flush=True)
         print(f"load average at the end: {os.getloadavg()}", flush=True)
