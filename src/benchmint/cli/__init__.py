@@ -36,6 +36,30 @@ def add_strata_option(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument("--by", type=_fields, action="extend", metavar="FIELD[,FIELD...]", help=help)
 
 
+def add_engine_option(parser: argparse.ArgumentParser) -> None:
+    """``--engine`` and ``--ray-address``, as every command that runs units takes them."""
+    parser.add_argument("--engine", choices=("local", "ray"), default="local",
+                        help="where the units run: local (this machine's processes and threads; default) or ray "
+                             "(a Ray cluster, same outputs; needs pip install 'benchmint[ray]')")
+    parser.add_argument("--ray-address", metavar="auto|ray://HOST:PORT|ADDRESS",
+                        help="with --engine ray: the cluster to use, 'auto' for the one this machine belongs to "
+                             "(default: start a local Ray instance on 127.0.0.1 with this machine's CPUs for the run)")
+
+
+def engine_unavailable(args: argparse.Namespace, command: str) -> bool:
+    """True (after one line on stderr saying how to install it) when ``--engine ray`` is asked without Ray."""
+    if getattr(args, "engine", "local") != "ray":
+        return False
+    from benchmint.run.ray_engine import RayMissing, require_ray
+
+    try:
+        require_ray()
+    except RayMissing as exc:
+        print(f"benchmint {command}: error: {exc}", file=sys.stderr)
+        return True
+    return False
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The command line; with ``only``, just that subcommand (its module alone is imported: a faster start)."""
     from benchmint import __version__
