@@ -55,7 +55,9 @@ class RayCalls:
     def __init__(self, base_url: str, api_key: str, timeout_s: float, size: int) -> None:
         if not isinstance(size, int) or size < 1:
             raise ValueError(f"the actor pool's size must be an integer >= 1, got {size!r}")
-        self._ray = ray = _require_ray()
+        from benchmint.run.ray_engine import require_ray
+
+        self._ray = ray = require_ray()
         if not ray.is_initialized():
             raise RuntimeError("RayCalls needs a Ray connection: run it inside ray_session()")
         # No CPU reserved: an actor waits on the network. SPREAD puts the pool across the cluster's nodes.
@@ -148,10 +150,3 @@ def _wake(fut: asyncio.Future) -> None:
     if not fut.done():
         fut.set_result(None)
 
-
-def _require_ray():
-    try:
-        import ray
-    except ImportError as exc:
-        raise ImportError("Ray is not installed: pip install 'benchmint[ray]'") from exc
-    return ray
