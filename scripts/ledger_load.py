@@ -1,14 +1,17 @@
 """The driver's ledger under load: record N units as the runner does and report units/s and commit times.
 
-    python scripts/ledger_load.py --units 200000 --bytes 6000 [--rate 0] [--shards 1] [--cache] [--dir DIR]
+    python scripts/ledger_load.py --units 200000 --bytes 6000 [--rate 0] [--shards 1] [--batch 1] [--cache]
+        [--dir DIR]
 
 Each unit is one ``Ledger.record`` call (one transaction, WAL, synchronous=NORMAL), with a result of about
 ``--bytes`` bytes of JSON shaped like a harvest range's or an XRD item's (nested rows of numbers and short
 strings, so the JSON encoding costs what it costs in a run). ``--rate`` paces the records (units per second, 0:
 as fast as they go) to check that a given rate holds, with its p99. ``--shards K`` spreads the units over K
-ledger files by their key's first hex digits, as a driver with sharded ledgers would. ``--cache`` also puts a
-reply of ``--bytes`` into a request cache (``ReplyCache.put_many``, one transaction per reply) per unit, as a
-model stage's driver does. Prints one JSON line.
+ledger files by their key's first hex digits, as a driver with sharded ledgers would. ``--batch K`` commits K
+results per transaction, the remedy measured against one commit per result (not with ``--shards``: a
+transaction stays in one file). ``--cache`` also puts a reply of ``--bytes`` into a request cache
+(``ReplyCache.put_many``, one transaction per reply) per unit, as a model stage's driver does. Prints one JSON
+line.
 """
 
 from __future__ import annotations
@@ -42,9 +45,13 @@ def main() -> None:
     ap.add_argument("--bytes", type=int, default=6000, help="bytes of JSON per result")
     ap.add_argument("--rate", type=float, default=0.0, help="units per second to hold (0: as fast as possible)")
     ap.add_argument("--shards", type=int, default=1, help="ledger files, by the key's first hex digits")
+    ap.add_argument("--batch", type=int, default=1,
+                    help="results per transaction (1: one each, as the runner commits them)")
     ap.add_argument("--cache", action="store_true", help="also store a reply per unit in a request cache")
     ap.add_argument("--dir", help="folder for the files (default: a temporary one, removed after)")
     args = ap.parse_args()
+    if args.batch > 1 and args.shards > 1:
+        raise SystemExit("--batch and --shards are measured apart (a transaction stays in one file)")
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="ledger-load-"))
     root.mkdir(parents=True, exist_ok=True)
     ledgers = [Ledger(root / f"ledger-{s:02x}.sqlite", "load") for s in range(args.shards)]
@@ -65,7 +72,15 @@ def main() -> None:
             while (now := time.perf_counter()) < due:
                 time.sleep(min(due - now, 0.001))
         c0 = time.perf_counter()
-        ledgers[int(key[:4], 16) * args.shards >> 16].record(key, results[i % len(results)])
+        ledger = ledgers[int(key[:4], 16) * args.shards >> 16]
+        if args.batch > 1:  # several results in one transaction (BEGIN ... COMMIT around the records)
+            if i % args.batch == 0:
+                ledger._db.execute("BEGIN")
+            ledger.record(key, results[i % len(results)])
+            if i % args.batch == args.batch - 1 or i == len(keys) - 1:
+                ledger._db.execute("COMMIT")
+        else:
+            ledger.record(key, results[i % len(results)])
         if cache is not None:
             cache.put_many([(key, reply, 0.5)])
         commits.append(time.perf_counter() - c0)
@@ -78,6 +93,7 @@ def main() -> None:
     size = sum(f.stat().st_size for f in root.glob("*.sqlite*"))
     print(json.dumps({
         "units": args.units, "bytes": args.bytes, "rate_asked": args.rate, "shards": args.shards,
+        "batch": args.batch,
         "cache": args.cache, "units_per_s": round(args.units / took, 1),
         "commit_ms_p50": round(commits[len(commits) // 2] * 1e3, 3),
         "commit_ms_p99": round(commits[int(len(commits) * 0.99)] * 1e3, 3),

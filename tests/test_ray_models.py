@@ -67,8 +67,9 @@ def scripted_server(delay: float = 0.0) -> ChatServer:
 
 
 def eval_argv(items: Path, out: Path, server: ChatServer, *more: str) -> list[str]:
+    more = more if "--concurrency" in more else ("--concurrency", "2", *more)
     return ["eval", str(items), "--benchmark", "spm", "--model", "m", "--base-url", server.url, "--out", str(out),
-            "--retry-delay", "0", "--concurrency", "2", *more]
+            "--retry-delay", "0", *more]
 
 
 def files_of(out: Path) -> dict:
@@ -179,6 +180,20 @@ def test_generate_seephys_on_ray_writes_what_the_local_engine_writes(cluster, tm
                             for k, v in files_of(tmp_path / engine / "built").items()}
     assert_same_files(outs["ray"], outs["local"])
     assert {"items.jsonl", "rejected.jsonl", "trace.jsonl", "run.json"} <= set(outs["ray"])
+
+
+def test_the_rate_limit_holds_across_the_pool(cluster, tmp_path):
+    items = spm_items(tmp_path / "bench", 10)
+    with ChatServer() as server:
+        server.default = Reply(text=answer)
+        # 240 a minute: 4 a second after a burst of 4 (one second's worth), whichever actor sends them
+        assert main(eval_argv(items, tmp_path / "out", server, "--engine", "ray", "--concurrency", "4",
+                              "--rpm", "240")) == 0
+        times = server.times()
+    assert len(times) == 10
+    # Past the burst, one call each quarter second (granted in the driver; a fresh actor's first call arrives
+    # late, so the burst's own times say little). Unlimited, the ten fast replies would take some 50 ms.
+    assert times[9] - times[4] >= 5 / 4 - 0.1, [round(t - times[0], 3) for t in times]
 
 
 def test_a_killed_driver_resumes_without_paying_a_call_twice(cluster, tmp_path):
