@@ -196,6 +196,26 @@ def test_the_rate_limit_holds_across_the_pool(cluster, tmp_path):
     assert times[9] - times[4] >= 5 / 4 - 0.1, [round(t - times[0], 3) for t in times]
 
 
+def test_the_budget_holds_across_the_pool(cluster, tmp_path):
+    items = spm_items(tmp_path / "bench", 12)
+    (tmp_path / "protocol.json").write_text(json.dumps({"max_tokens": 1000}))
+    out = tmp_path / "out"
+    with ChatServer() as server:
+        server.default = Reply(text=answer, prompt_tokens=10, completion_tokens=1000, delay=0.2)  # the worst case
+        assert main(eval_argv(items, out, server, "--engine", "ray", "--concurrency", "4", "--protocol",
+                              str(tmp_path / "protocol.json"), "--max-tokens", "3500")) == 1
+        asked = server.count
+    # 4 actors could hold 4 calls at once; the one accountant reserved each call's worst case first, so the
+    # server saw no more than the budget: 3 replies of 1,010 tokens
+    assert 1 <= asked <= 3
+    preds = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
+    errors = [json.loads(x) for x in (out / "errors.jsonl").read_text().splitlines()]
+    assert len(preds) == asked and {e["cause"] for e in errors} == {"budget"}
+    assert sorted([p["id"] for p in preds] + [e["id"] for e in errors]) == [f"q{i:02d}" for i in range(12)]
+    run = json.loads((out / "run.json").read_text())
+    assert run["engine"]["stop_reason"] == "max_tokens" and run["engine"]["total"]["charged_tokens"] <= 3500
+
+
 def test_a_killed_driver_resumes_without_paying_a_call_twice(cluster, tmp_path):
     n = 30
     items = spm_items(tmp_path / "bench", n)

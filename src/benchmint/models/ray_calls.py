@@ -49,7 +49,9 @@ class _Sender:
 class RayCalls:
     """The engine's transport over ``size`` Ray actors; needs a Ray connection (``run.ray_engine.ray_session``).
 
-    The actors start at once, so they import the SDK while the driver prepares its run. ``close()`` ends them.
+    The pool is made ready (every actor started, its client made) before it is returned: the rate limits grant a
+    call just before it is sent, and a call granted while its actor was still starting would be sent late, in a
+    burst with the ones granted after it. ``close()`` ends the actors.
     """
 
     def __init__(self, base_url: str, api_key: str, timeout_s: float, size: int) -> None:
@@ -66,6 +68,7 @@ class RayCalls:
         self._args = (base_url, api_key, timeout_s)
         self._lock = threading.Lock()  # idle actors are given back from Ray's callback thread too
         self._all = [self._actor.remote(*self._args) for _ in range(size)]  # busy or idle, for close()
+        ray.get([a.pid.remote() for a in self._all])  # every actor up and its client made
         self._idle: collections.deque = collections.deque(self._all)
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = []
         self.size = size
@@ -86,7 +89,7 @@ class RayCalls:
             done = True
         except self._ray.exceptions.RayActorError as exc:
             done = True
-            actor = self._replace(actor)
+            actor = await self._replace(actor)
             raise CallProblem(Problem(CONNECTION, f"the Ray actor sending the call died: {type(exc).__name__}",
                                       maybe_billed=True)) from None
         except self._ray.exceptions.RayError as exc:
@@ -123,7 +126,7 @@ class RayCalls:
             if not loop.is_closed():
                 loop.call_soon_threadsafe(_wake, fut)
 
-    def _replace(self, dead):
+    async def _replace(self, dead):
         self.replaced += 1
         try:
             self._ray.kill(dead)
@@ -132,6 +135,7 @@ class RayCalls:
         fresh = self._actor.remote(*self._args)
         with self._lock:
             self._all = [a for a in self._all if a is not dead] + [fresh]
+        await fresh.pid.remote()  # up before the retry is granted and sent, as the pool's others are
         return fresh
 
     def close(self) -> None:
