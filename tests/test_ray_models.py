@@ -308,3 +308,9 @@ def test_a_killed_actor_loses_only_its_call(cluster, tmp_path, attempts):
                 engine.close()
             assert prompts_asked(server).count("Q1") == 2 and server.count == n + 1
             assert len((tmp_path / "out" / "predictions.jsonl").read_text().splitlines()) == n
+
+
+def test_a_pool_that_cannot_start_says_why(cluster, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ConnectionError, match="could not start.*api_key"):
+        RayCalls("http://127.0.0.1:9/v1", None, 5.0, 1)  # the SDK's client refuses to be made without a key

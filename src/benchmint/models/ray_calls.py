@@ -26,6 +26,10 @@ from benchmint.models.call import BAD_RESPONSE, CONNECTION
 from benchmint.models.retry import CallProblem, Problem, classify
 
 
+# How long the pool may take to start (Ray's workers are processes importing the SDK; a busy cluster is slow).
+READY_SECONDS = 600.0
+
+
 class _Sender:
     """One actor: an HTTP client of the endpoint, one call at a time (the SDK's own retries off, as the engine's)."""
 
@@ -49,7 +53,8 @@ class _Sender:
 class RayCalls:
     """The engine's transport over ``size`` Ray actors; needs a Ray connection (``run.ray_engine.ray_session``).
 
-    The pool is made ready (every actor started, its client made) before it is returned: the rate limits grant a
+    The pool is made ready (every actor started, its client made) before it is returned, or ConnectionError says
+    why it could not be: the rate limits grant a
     call just before it is sent, and a call granted while its actor was still starting would be sent late, in a
     burst with the ones granted after it. ``close()`` ends the actors.
     """
@@ -68,7 +73,14 @@ class RayCalls:
         self._args = (base_url, api_key, timeout_s)
         self._lock = threading.Lock()  # idle actors are given back from Ray's callback thread too
         self._all = [self._actor.remote(*self._args) for _ in range(size)]  # busy or idle, for close()
-        ray.get([a.pid.remote() for a in self._all])  # every actor up and its client made
+        try:  # every actor up and its client made
+            ray.get([a.pid.remote() for a in self._all], timeout=READY_SECONDS)
+        except (ray.exceptions.RayError, TimeoutError) as exc:
+            self.close()
+            # Ray's message ends with the actor's own traceback: its last line names the error
+            why = [line.strip() for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
+            raise ConnectionError(f"the Ray actors that send the model calls could not start: "
+                                  f"{why[-1][:300]}") from None
         self._idle: collections.deque = collections.deque(self._all)
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = []
         self.size = size
