@@ -25,7 +25,6 @@ from typing import Any
 from benchmint.models.call import BAD_RESPONSE, CONNECTION
 from benchmint.models.retry import CallProblem, Problem, classify
 
-
 # How long the pool may take to start (Ray's workers are processes importing the SDK; a busy cluster is slow).
 READY_SECONDS = 600.0
 
