@@ -47,9 +47,23 @@ def add_engine_option(parser: argparse.ArgumentParser) -> None:
                              "(default: start a local Ray instance on 127.0.0.1 with this machine's CPUs for the run)")
 
 
-def engine_unavailable(args: argparse.Namespace, command: str) -> bool:
-    """True (after one line on stderr saying how to install it) when ``--engine ray`` is asked without Ray."""
+def engine_session(args: argparse.Namespace):
+    """The context the command's units run in: nothing for the local engine, a Ray connection for ``--engine ray``
+    (``--ray-address``, or a local instance started and stopped around the run)."""
     if getattr(args, "engine", "local") != "ray":
+        return contextlib.nullcontext()
+    from benchmint.run.ray_engine import ray_session
+
+    return ray_session(args.ray_address)
+
+
+def engine_unavailable(args: argparse.Namespace, command: str) -> bool:
+    """True (after one line on stderr saying why) when ``--engine ray`` is asked without Ray installed, or
+    ``--ray-address`` without ``--engine ray`` (it would be ignored)."""
+    if getattr(args, "engine", "local") != "ray":
+        if getattr(args, "ray_address", None):
+            print(f"benchmint {command}: error: --ray-address needs --engine ray", file=sys.stderr)
+            return True
         return False
     from benchmint.run.ray_engine import RayMissing, require_ray
 
@@ -69,13 +83,9 @@ def run_on_engine(parser: argparse.ArgumentParser, run, command: str, **defaults
     def runner(args: argparse.Namespace) -> int:
         if engine_unavailable(args, command):
             return 2
-        if args.engine != "ray":
-            return run(args)
-        from benchmint.run.ray_engine import ray_session
-
         with contextlib.ExitStack() as stack:
             try:
-                stack.enter_context(ray_session(args.ray_address))
+                stack.enter_context(engine_session(args))
             except Exception as exc:  # noqa: BLE001 - a cluster not reachable, a bad address: the run cannot start
                 print(f"benchmint {command}: error: Ray could not be started or reached "
                       f"({args.ray_address or 'a local instance'}): {type(exc).__name__}: {exc}", file=sys.stderr)

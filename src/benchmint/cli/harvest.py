@@ -7,6 +7,10 @@ import sys
 
 
 def run(args: argparse.Namespace) -> int:
+    from benchmint.cli import engine_session, engine_unavailable
+
+    if engine_unavailable(args, "harvest"):
+        return 2
     from benchmint.arxiv import Filters
     from benchmint.io import InputError
     from benchmint.pdf.harvest import HarvestConfig, harvest
@@ -17,8 +21,9 @@ def run(args: argparse.Namespace) -> int:
                             document_seconds=args.document_seconds, range_seconds=args.range_seconds)
         filters = Filters(categories=tuple(c.strip() for c in (args.categories or "").split(",") if c.strip()),
                           date_from=args.date_from, date_to=args.date_to, latest_version=args.latest_version)
-        res = harvest(args.inputs, args.out, cfg, workers=args.workers, progress=True,
-                      metadata=args.metadata, filters=filters)
+        with engine_session(args):
+            res = harvest(args.inputs, args.out, cfg, workers=args.workers, progress=True,
+                          metadata=args.metadata, filters=filters, engine=args.engine)
     except (InputError, ValueError) as exc:
         print(f"benchmint harvest: error: {exc}", file=sys.stderr)
         return 2
@@ -37,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub) -> None:
+    from benchmint.cli import add_engine_option
+
     harvest = sub.add_parser("harvest", help="triage PDF pages and collect captioned figures",
                              description="Anchor-Gated Sieve over PDFs: per-page counts of placed images and painted "
                                          "paths plus figure-caption anchors (pages.jsonl); on candidate pages, caption-"
@@ -46,7 +53,9 @@ def add_parser(sub) -> None:
     harvest.add_argument("inputs", nargs="+", metavar="PDF_DIR_OR_ARCHIVE",
                          help="PDFs, folders searched for PDFs, and tar, tar.gz or zip archives read member by member")
     harvest.add_argument("--out", required=True, metavar="DIR", help="output directory")
-    harvest.add_argument("--workers", type=int, default=-1, help="processes: -1 all cores (default)")
+    harvest.add_argument("--workers", type=int, default=-1,
+                         help="processes of the local engine: -1 all cores (default)")
+    add_engine_option(harvest)
     harvest.add_argument("--min-paths", type=int, default=12, help="vector paths that make a page graphic (default 12)")
     harvest.add_argument("--min-panels", type=int, default=1, help="keep figures with at least this many panels (default 1)")
     harvest.add_argument("--max-pages", type=int, default=5000, help="refuse documents longer than this (default 5000)")

@@ -24,17 +24,21 @@ def _user_metrics(specs: list[str]) -> tuple:
 
 
 def run(args: argparse.Namespace) -> int:
+    from benchmint.cli import engine_session, engine_unavailable
     from benchmint.io import InputError
     from benchmint.metrics.pipeline import ScoreConfig, score_files
     from benchmint.metrics.report import render
 
+    if engine_unavailable(args, "score"):
+        return 2
     try:
         user_metrics = _user_metrics(getattr(args, "metric", None) or [])
         cfg = ScoreConfig(task=args.task, sip_lambda=args.sip_lambda, sip_gamma=args.sip_gamma, by=tuple(args.by or ()),
                           workers=args.workers, n_boot=args.bootstrap, seed=args.seed,
                           progress=not args.quiet, symmetry=args.symmetry,
-                          user_metrics=user_metrics)
-        result = score_files(args.pred, args.gold, args.out, cfg)
+                          user_metrics=user_metrics, engine=args.engine)
+        with engine_session(args):
+            result = score_files(args.pred, args.gold, args.out, cfg)
     except (InputError, ValueError) as exc:
         print(f"benchmint score: error: {exc}", file=sys.stderr)
         return 2
@@ -46,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
 
 def add_parser(sub) -> None:
     from benchmint import tasks
-    from benchmint.cli import add_strata_option
+    from benchmint.cli import add_engine_option, add_strata_option
 
     score = sub.add_parser("score", help="score model predictions against gold answers",
                            description="Score PRED JSONL files against GOLD; writes scores.jsonl, summary.json and "
@@ -63,7 +67,9 @@ def add_parser(sub) -> None:
                                   "gets its own block, so 'model' adds nothing)")
     score.add_argument("--sip-lambda", type=float, default=0.6, help="SIP-F1 cutoff λ in [0, 1] (default 0.6)")
     score.add_argument("--sip-gamma", type=float, default=6.0, help="SIP-F1 false-positive weight Γ >= 1 (default 6)")
-    score.add_argument("--workers", type=int, default=-1, help="threads: -1 all cores (default), 1 serial")
+    score.add_argument("--workers", type=int, default=-1,
+                       help="threads of the local engine: -1 all cores (default), 1 serial")
+    add_engine_option(score)
     score.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for 95%% CIs, >= 1000 (default 1000)")
     score.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     score.add_argument("--symmetry", action="store_true",

@@ -7,6 +7,10 @@ import sys
 
 
 def run(args: argparse.Namespace) -> int:
+    from benchmint.cli import engine_session, engine_unavailable
+
+    if engine_unavailable(args, "xrd build"):
+        return 2
     from benchmint.io import InputError
     from benchmint.xrd.build import BuildConfig, build
 
@@ -26,7 +30,8 @@ def run(args: argparse.Namespace) -> int:
                           noise_counts=args.noise_counts, seed=args.realism_seed)
         cfg = BuildConfig(per_db=args.per_db, db_from_dirname=args.db_from_dirname, profile=profile, realism=realism,
                           cif_seconds=args.cif_seconds)
-        res = build(args.inputs, args.out, cfg, workers=args.workers, progress=True)
+        with engine_session(args):
+            res = build(args.inputs, args.out, cfg, workers=args.workers, progress=True, engine=args.engine)
     except (InputError, ValueError) as exc:
         print(f"benchmint xrd build: error: {exc}", file=sys.stderr)
         return 2
@@ -41,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub) -> None:
+    from benchmint.cli import add_engine_option
+
     xrd = sub.add_parser("xrd", help="CrystalXRD-Bench: build XRD items from CIFs")
     xrd_sub = xrd.add_subparsers(dest="xrd_command", required=True)
     xbuild = xrd_sub.add_parser("build",
@@ -53,7 +60,9 @@ def add_parser(sub) -> None:
     xbuild.add_argument("--out", required=True, metavar="DIR", help="output directory")
     xbuild.add_argument("--db-from-dirname", action="store_true", help="source database = the CIF's parent folder name")
     xbuild.add_argument("--per-db", type=int, default=25, help="KMeans clusters (selected items) per database (default 25)")
-    xbuild.add_argument("--workers", type=int, default=-1, help="processes: -1 all cores (default)")
+    xbuild.add_argument("--workers", type=int, default=-1,
+                        help="processes of the local engine: -1 all cores (default)")
+    add_engine_option(xbuild)
     xbuild.add_argument("--fwhm", type=float, default=0.15, help="pseudo-Voigt FWHM in degrees 2θ (default 0.15)")
     xbuild.add_argument("--eta", type=float, default=0.4, help="Lorentzian fraction of the pseudo-Voigt (default 0.4)")
     xbuild.add_argument("--caglioti", type=float, nargs=3, metavar=("U", "V", "W"), default=None,

@@ -55,8 +55,12 @@ class ScoreConfig:
     personality_rules: PersonalityRules = field(default_factory=PersonalityRules)
     # benchmint.metrics.user.UserMetric objects: extra columns in scores.jsonl and extra means in the summary
     user_metrics: tuple = ()
+    # "ray": the predictions are read and scored in shards on the connected Ray cluster (pipeline_shards)
+    engine: str = "local"
 
     def __post_init__(self) -> None:
+        if self.engine not in ("local", "ray"):
+            raise ValueError(f"engine must be 'local' or 'ray', not {self.engine!r}")
         kind = tasks.get(self.task)
         if kind.scoring != "set":
             raise ValueError(f"answers of kind {kind.name!r} are graded, not scored as sets; "
@@ -517,7 +521,10 @@ def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult
     for p in pred_paths:
         if not Path(p).is_file():
             raise InputError(f"predictions file not found: {p}")
-    gold = load_gold(gold_path, cfg.kind, cfg.by, cfg.workers, symmetry=cfg.symmetry)
+    if cfg.engine == "ray":  # the shards' units read the reference form's index and answers
+        gold = pipeline_ref.load_gold(str(gold_path), cfg.kind, _strata_fields(cfg.by), cfg.symmetry)
+    else:
+        gold = load_gold(gold_path, cfg.kind, cfg.by, cfg.workers, symmetry=cfg.symmetry)
     out_dir = Path(out_dir)
     errors = list(gold.errors)
     if not gold.n_items:
@@ -527,7 +534,14 @@ def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult
     progress = _Progress(cfg.progress, pred_paths)
     try:
         with atomic_path(out_dir / "scores.jsonl") as tmp:
-            if gold.native is None:
+            if cfg.engine == "ray":
+                from benchmint.metrics import pipeline_shards
+                from benchmint.run.ray_engine import RayExecutor
+
+                with open(tmp, "w", encoding="utf-8", newline="\n") as out:
+                    cols, seen = pipeline_shards.stream(pred_paths, gold, cfg, out, errors, progress, RayExecutor())
+                    cols = pipeline_ref.append_missing(cols, seen, gold, cfg, out, errors)
+            elif gold.native is None:
                 with open(tmp, "w", encoding="utf-8", newline="\n") as out:
                     cols, seen = pipeline_ref.stream(pred_paths, gold, cfg, out, errors, progress)
                     cols = pipeline_ref.append_missing(cols, seen, gold, cfg, out, errors)

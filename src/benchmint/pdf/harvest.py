@@ -37,10 +37,11 @@ from pathlib import Path
 from benchmint.arxiv import Filters, MetadataIndex, joined, latest_versions, parse_id
 from benchmint.io import InputError, write_jsonl
 from benchmint.run import (
+    Executor,
     Ledger,
-    ProcessExecutor,
     Unit,
     content_key,
+    executor_for_files,
     find_files_into,
     hash_file,
     read_error,
@@ -315,10 +316,13 @@ _FIGURE_MODULES = ("benchmint.pdf.geometry", "benchmint.pdf.pairing", "benchmint
 
 
 def harvest(inputs, out_dir, cfg: HarvestConfig = HarvestConfig(), workers: int = 1, progress: bool = False,
-            metadata: str | os.PathLike | None = None, filters: Filters | None = None) -> HarvestResult:
+            metadata: str | os.PathLike | None = None, filters: Filters | None = None,
+            engine: str = "local") -> HarvestResult:
     """Harvest the PDFs in ``inputs`` (files, folders, archives) into ``out_dir``. ``metadata``: an arXiv
     metadata snapshot, indexed into ``out_dir/metadata.sqlite`` and joined into the records by the arXiv id of
-    each file's name; ``filters`` leave papers out before any of their bytes is read (dropped.jsonl)."""
+    each file's name; ``filters`` leave papers out before any of their bytes is read (dropped.jsonl).
+    ``engine`` "ray": the page ranges run as tasks on the connected Ray cluster (``run.ray_engine``;
+    ``workers`` is then the cluster's), with the same outputs."""
     filters = filters or Filters()
     if filters.need_metadata and metadata is None:
         raise ValueError("--categories, --from and --to need --metadata")
@@ -327,7 +331,7 @@ def harvest(inputs, out_dir, cfg: HarvestConfig = HarvestConfig(), workers: int 
     out = Path(out_dir)
     files = find_files_into(inputs, ".pdf", out)
     out.mkdir(parents=True, exist_ok=True)
-    first_pass = _executor(workers, cfg, _TRIAGE_MODULES + (() if cfg.triage_only else _FIGURE_MODULES))
+    first_pass = _executor(workers, cfg, _TRIAGE_MODULES + (() if cfg.triage_only else _FIGURE_MODULES), engine)
     first_pass.start()
     index = None
     try:
@@ -358,7 +362,7 @@ def harvest(inputs, out_dir, cfg: HarvestConfig = HarvestConfig(), workers: int 
         for d in docs:
             first.setdefault(d.digest, d)
         with Ledger(out / "ledger.sqlite", "harvest") as ledger:
-            run = _Run(ledger, out, cfg, workers, progress, first_pass)
+            run = _Run(ledger, out, cfg, workers, progress, first_pass, engine)
             run.page_ranges(list(first.values()))
             run.unread_text(list(first.values()))
         for d in docs:
@@ -409,24 +413,25 @@ def _select(files: list, index: MetadataIndex | None, filters: Filters) -> tuple
 
 
 
-def _executor(workers: int, cfg: HarvestConfig, preload: tuple[str, ...] = ()) -> ProcessExecutor:
-    return ProcessExecutor(workers, unit_seconds=cfg.document_seconds, stage_seconds=cfg.page_seconds,
-                           preload=preload)
+def _executor(workers: int, cfg: HarvestConfig, preload: tuple[str, ...] = (), engine: str = "local"):
+    return executor_for_files(engine, workers, unit_seconds=cfg.document_seconds, stage_seconds=cfg.page_seconds,
+                              preload=preload)
 
 
 class _Run:
     """The passes of one harvest over the ledger: page ranges (with the retries of stuck pages), then text."""
 
     def __init__(self, ledger: Ledger, out: Path, cfg: HarvestConfig, workers: int, progress: bool,
-                 started: ProcessExecutor | None = None) -> None:
+                 started: Executor | None = None, engine: str = "local") -> None:
         self.ledger, self.out, self.cfg, self.workers, self.progress = ledger, out, cfg, workers, progress
+        self.engine = engine
         self.owner: dict[str, tuple[_Doc, tuple[int, int]]] = {}  # unit key -> its document and range
         self.started = started  # workers started for the first pass
 
     def run(self, units: list[Unit], owners: list[_Doc], work, desc: str, then=None) -> list[dict]:
         for u, d in zip(units, owners):
             d.done_before &= self.ledger.done(u.key)
-        executor, self.started = self.started or _executor(self.workers, self.cfg), None
+        executor, self.started = self.started or _executor(self.workers, self.cfg, engine=self.engine), None
         return run_units(self.ledger, units, work, executor, desc, self.progress, then=then)[0]
 
     def range_unit(self, d: _Doc, first: int, last: int) -> Unit:

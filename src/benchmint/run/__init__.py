@@ -22,6 +22,7 @@ from benchmint.run.ledger import Ledger, content_key
 from benchmint.run.runner import (
     FoundFile,
     Unit,
+    executor_for_files,
     find_files,
     find_files_into,
     hash_file,
@@ -31,5 +32,5 @@ from benchmint.run.runner import (
 )
 
 __all__ = ["Executor", "FoundFile", "Ledger", "ProcessExecutor", "SerialExecutor", "ThreadExecutor", "Unit", "UnitTimeout",
-           "WorkerDied", "content_key", "executor_for", "find_files", "find_files_into", "hash_file", "read_error",
+           "WorkerDied", "content_key", "executor_for", "executor_for_files", "find_files", "find_files_into", "hash_file", "read_error",
            "run_files", "run_units", "stage"]

@@ -52,9 +52,12 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None, temp
     """Ray, connected for the body of the ``with``; yields the ``ray`` module.
 
     ``address`` is "auto" (the cluster this machine belongs to), "ray://host:port" (Ray Client) or a cluster's
-    address; None starts a local instance for this run alone: bound to 127.0.0.1, ``num_cpus`` (default: the
-    machine's), no dashboard, its files under ``temp_dir`` (default: a fresh folder, removed afterwards).
+    address; None starts a local instance for this run alone: ``num_cpus`` (default: the machine's), no
+    dashboard, its files under ``temp_dir`` (default: a fresh folder, removed afterwards). Ray on Linux gives
+    its node the machine's address even when told 127.0.0.1, and its servers listen on every interface: run it
+    where the network is trusted, or with Ray's token authentication on.
     Only what this call started or connected is shut down; inside an existing connection it is reused as is.
+    ValueError when there is no cluster to connect to.
     """
     ray = require_ray()
     if ray.is_initialized():  # the caller's own connection: neither ours to change nor to shut down
@@ -63,13 +66,19 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None, temp
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no reports to Ray's servers, no prompt about them
     quiet = {"logging_level": logging.ERROR, "log_to_driver": False, "runtime_env": runtime_env}
     own_dir = None
-    if address:
-        ray.init(address=address, **quiet)
-    else:
-        if temp_dir is None:  # short: Ray's socket paths under it must stay within the system's limit
-            temp_dir = own_dir = tempfile.mkdtemp(prefix="benchmint-ray-")
-        ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False, _node_ip_address="127.0.0.1",
-                 _temp_dir=os.path.abspath(temp_dir), **quiet)
+    try:
+        if address:
+            ray.init(address=address, **quiet)
+        else:
+            if temp_dir is None:  # short: Ray's socket paths under it must stay within the system's limit
+                temp_dir = own_dir = tempfile.mkdtemp(prefix="benchmint-ray-")
+            ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False,
+                     _temp_dir=os.path.abspath(temp_dir), **quiet)
+    except (ConnectionError, RuntimeError, ValueError) as exc:  # no cluster there, or a wrong address
+        if own_dir is not None:
+            shutil.rmtree(own_dir, ignore_errors=True)
+        where = f"the Ray cluster at {address}" if address else "a local Ray instance"
+        raise ValueError(f"cannot connect to {where}: {exc}") from exc
     try:
         yield ray
     finally:
@@ -95,11 +104,30 @@ class _Reporter:
         sent.wait(_REPORT_WAIT_SECONDS)
 
 
+# Values the driver put once (``RayExecutor.put``), kept by each worker process for the units after the first.
+_FETCHED: dict[str, Any] = {}
+_FETCHED_KEEP = 2
+
+
+def _fetched(ref) -> Any:
+    import ray
+
+    key = ref.hex()
+    if key not in _FETCHED:
+        while len(_FETCHED) >= _FETCHED_KEEP:
+            _FETCHED.pop(next(iter(_FETCHED)))
+        _FETCHED[key] = ray.get(ref)
+    return _FETCHED[key]
+
+
 def _unit_task(fn: Callable[..., Any], args: tuple, preload: tuple[str, ...]) -> Iterator[tuple]:
     """The body of one unit's Ray task: yields ("start", pid), ("stage", label, seconds)..., ("done", result)."""
+    import ray
+
     # Imported once per Ray worker process (later units find them in sys.modules): ProcessExecutor's preload.
     executors._import_all(preload)
     yield ("start", os.getpid())
+    args = tuple(_fetched(a) if isinstance(a, ray.ObjectRef) else a for a in args)
     q: queue.Queue = queue.Queue()
 
     def body() -> None:
@@ -159,9 +187,10 @@ class RayExecutor:
     """Each unit a Ray task on the connected cluster (``ray_session``), one CPU each.
 
     ``unit_seconds``, ``stage_seconds`` and ``preload`` mean what they mean to ``ProcessExecutor``; the
-    preload modules are imported by each Ray worker process once (``start()`` has the idle workers import them
-    while the driver prepares). ``retries``: how often a unit whose worker died is run again before it is
-    reported as ``WorkerDied``. ``in_flight``: tasks submitted at once (default: twice the cluster's CPUs).
+    preload modules (and the compiled module) are imported by each Ray worker process once (``start()`` has
+    the idle workers import them while the driver prepares). ``retries``: how often a unit whose worker died
+    is run again before it is reported as ``WorkerDied``. ``in_flight``: tasks submitted at once (default:
+    twice the cluster's CPUs).
     """
 
     def __init__(self, *, unit_seconds: float | None = None, stage_seconds: float | None = None,
@@ -177,7 +206,8 @@ class RayExecutor:
         if not self._ray.is_initialized():
             raise RuntimeError("RayExecutor needs a Ray connection: run it inside ray_session()")
         self._unit_s, self._stage_s = unit_seconds, stage_seconds
-        self._preload = tuple(preload)
+        # The compiled module first: every flow's units use it, and a Ray worker process serves many units.
+        self._preload = tuple(dict.fromkeys(("benchmint._core", *preload)))
         self._retries = retries
         cpus = int(self._ray.cluster_resources().get("CPU", 1)) or 1
         self._window = in_flight or 2 * cpus
@@ -185,6 +215,11 @@ class RayExecutor:
         self._remote = self._ray.remote(num_cpus=1, max_retries=0, num_returns="streaming")(_unit_task)
         self._live: dict[Any, _Task] = {}  # generator -> its unit, for close()
         self._warmers: list = []
+
+    def put(self, value: Any) -> Any:
+        """``value`` stored once in the cluster; given among a unit's arguments, the unit receives ``value`` (each
+        worker process fetches it once): for what every unit reads, like the gold answers of a scoring run."""
+        return self._ray.put(value)
 
     def start(self) -> None:
         """Have the cluster's workers import the preload modules now (the driver does not wait for them)."""

@@ -9,6 +9,7 @@ import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from benchmint.io import InputError
 from benchmint.parallel import resolve_workers
@@ -16,7 +17,27 @@ from benchmint.run.archives import Listings, Member, is_archive, list_members
 from benchmint.run.executors import Executor, ProcessExecutor, UnitTimeout, WorkerDied
 from benchmint.run.ledger import Ledger, extend_key
 
+if TYPE_CHECKING:
+    from benchmint.run.ray_engine import RayExecutor
+
 LEDGER_NAME = "ledger.sqlite"
+ENGINES = ("local", "ray")
+
+
+def executor_for_files(engine: str, workers: int, *, unit_seconds: float | None = None,
+                       stage_seconds: float | None = None, preload: Sequence[str] = (),
+                       share_preload: bool = False) -> ProcessExecutor | RayExecutor:
+    """The executor of a run over files: worker processes here ("local"), or tasks on the Ray cluster this
+    process is connected to ("ray", inside ``ray_engine.ray_session``; ``workers`` and ``share_preload`` are
+    the local engine's). Both take the time limits and the preload, and ``start()`` early."""
+    if engine == "local":
+        return ProcessExecutor(workers, unit_seconds=unit_seconds, stage_seconds=stage_seconds, preload=preload,
+                               share_preload=share_preload)
+    if engine == "ray":
+        from benchmint.run.ray_engine import RayExecutor
+
+        return RayExecutor(unit_seconds=unit_seconds, stage_seconds=stage_seconds, preload=preload)
+    raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,7 +277,8 @@ def run_files(inputs: Sequence[str | os.PathLike], suffix: str, out_dir: str | o
               work: Callable[..., dict], args_of: Callable[[Path], tuple], settings_of: Callable[[Path], dict],
               workers: int = 1, progress: bool = False, unit_seconds: float | None = None,
               stage_seconds: float | None = None, preload: Sequence[str] = (),
-              share_preload: bool = False) -> tuple[Path, list[tuple[FoundFile, str | None, dict]], int]:
+              share_preload: bool = False,
+              engine: str = "local") -> tuple[Path, list[tuple[FoundFile, str | None, dict]], int]:
     """A resumable run over the files in ``inputs``: ``work(source, key, out_dir, *args_of(path))`` per file.
 
     A file's key hashes its bytes with ``settings_of(path)``; ``source`` is its path, as a string. A member of
@@ -268,15 +290,16 @@ def run_files(inputs: Sequence[str | os.PathLike], suffix: str, out_dir: str | o
     key and an error result of its own (``FoundFile.error_row``); the run goes on.
     ``unit_seconds`` and ``stage_seconds`` are the ``ProcessExecutor`` time limits; the workers start
     before the files are hashed and import the ``preload`` modules meanwhile (``share_preload``: as
-    ``ProcessExecutor`` has it).
+    ``ProcessExecutor`` has it). ``engine``: "local", or "ray" for tasks on the connected Ray cluster
+    (``executor_for_files``); the outputs are the same.
     Returns (output folder, [(FoundFile, key or None, result)], files already done).
     """
     resolve_workers(workers)
     out = Path(out_dir)
     files = find_files_into(inputs, suffix, out)
     out.mkdir(parents=True, exist_ok=True)
-    executor = ProcessExecutor(workers, unit_seconds=unit_seconds, stage_seconds=stage_seconds, preload=preload,
-                               share_preload=share_preload)
+    executor = executor_for_files(engine, workers, unit_seconds=unit_seconds, stage_seconds=stage_seconds,
+                                  preload=preload, share_preload=share_preload)
     executor.start()
     try:
         units, rows = [], []

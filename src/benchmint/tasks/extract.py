@@ -8,7 +8,7 @@ reads that output (counted as a fallback).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from benchmint import _dispatch, tasks
 
@@ -27,6 +27,12 @@ def _compiled_extractor(kind: tasks.AnswerKind):
     if _dispatch.use_reference("extract", available=kind.compiled is not None):
         return None
     return _dispatch.core().extract.extract
+
+
+def extractor(kind: tasks.AnswerKind) -> Callable[[str], list | None]:
+    """``kind.extract`` by the compiled extractor where it decides, the reference otherwise: the same answers."""
+    compiled = _compiled_extractor(kind)
+    return lambda text: _extract(text, kind, compiled)
 
 
 def extract_answer(text: str, task: str) -> list | None:

@@ -450,7 +450,10 @@ _WORKER_MODULES = ("benchmint.xrd.cifread", "benchmint.xrd.sticks", "benchmint.x
                    "pymatgen.symmetry.analyzer", "matplotlib.figure", "matplotlib.backends.backend_agg")
 
 
-def build(inputs, out_dir, cfg: BuildConfig = BuildConfig(), workers: int = 1, progress: bool = False) -> BuildResult:
+def build(inputs, out_dir, cfg: BuildConfig = BuildConfig(), workers: int = 1, progress: bool = False,
+          engine: str = "local") -> BuildResult:
+    """Build the items of the CIFs in ``inputs`` into ``out_dir``; ``engine`` "ray": the CIFs run as tasks on the
+    connected Ray cluster (``run.run_files``), with the same outputs."""
     settings = cfg.key_settings()
     db_of = (lambda p: p.parent.name) if cfg.db_from_dirname else (lambda p: "default")
     selector = Selector()
@@ -458,7 +461,7 @@ def build(inputs, out_dir, cfg: BuildConfig = BuildConfig(), workers: int = 1, p
         out, results, skipped = run_files(inputs, ".cif", out_dir, "xrd-build", _build_one,
                                           lambda p: (db_of(p), cfg), lambda p: {**settings, "db": db_of(p)},
                                           workers, progress, unit_seconds=cfg.cif_seconds, preload=_WORKER_MODULES,
-                                          share_preload=True)
+                                          share_preload=True, engine=engine)
         return _finish(out, results, skipped, cfg, selector)
     finally:
         selector.close()
