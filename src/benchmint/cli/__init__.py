@@ -75,6 +75,26 @@ def engine_unavailable(args: argparse.Namespace, command: str) -> bool:
     return False
 
 
+def run_on_engine(parser: argparse.ArgumentParser, run, command: str, **defaults) -> None:
+    """``--engine`` and ``--ray-address`` on ``parser``, whose function becomes ``run`` held inside the Ray
+    connection ``--engine ray`` asks for (started or reached before ``run``, shut down after it if started)."""
+    add_engine_option(parser)
+
+    def runner(args: argparse.Namespace) -> int:
+        if engine_unavailable(args, command):
+            return 2
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(engine_session(args))
+            except Exception as exc:  # noqa: BLE001 - a cluster not reachable, a bad address: the run cannot start
+                print(f"benchmint {command}: error: Ray could not be started or reached "
+                      f"({args.ray_address or 'a local instance'}): {type(exc).__name__}: {exc}", file=sys.stderr)
+                return 2
+            return run(args)
+
+    parser.set_defaults(func=runner, **defaults)
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The command line; with ``only``, just that subcommand (its module alone is imported: a faster start)."""
     from benchmint import __version__

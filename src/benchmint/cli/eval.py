@@ -178,6 +178,7 @@ def _repeat_spread(scores: Path, model: str, repeats: int) -> None:
 
 def add_parser(sub) -> None:
     from benchmint import benchmarks
+    from benchmint.cli import run_on_engine
     from benchmint.cli.grade import add_judge_arguments
     from benchmint.models.options import add_arguments
 
@@ -229,4 +230,4 @@ def add_parser(sub) -> None:
                          "index.html in --out/report")
     add_judge_arguments(ev)
     add_arguments(ev)
-    ev.set_defaults(func=run)
+    run_on_engine(ev, run, "eval")

@@ -95,6 +95,7 @@ def run_spm(args: argparse.Namespace) -> int:
 
 
 def _add_spm(sub) -> None:
+    from benchmint.cli import run_on_engine
     from benchmint.generate.spm import BOX_FORMATS
     from benchmint.models.options import _positive_int, add_arguments
 
@@ -146,7 +147,7 @@ def _add_spm(sub) -> None:
     p.add_argument("--prompts", metavar="DIR", help="files replacing the package's (spm/<file>: prompts, term lists, "
                                                     "taxonomy.json, critique.json; default: the package's)")
     add_arguments(p)
-    p.set_defaults(func=run_spm)
+    run_on_engine(p, run_spm, "generate spm")
 
 
 def run_csmbench(args: argparse.Namespace) -> int:
@@ -184,6 +185,7 @@ def run_csmbench(args: argparse.Namespace) -> int:
 
 
 def _add_csmbench(sub) -> None:
+    from benchmint.cli import run_on_engine
     from benchmint.models.options import _positive_int, add_arguments
 
     p = sub.add_parser("csmbench-mcq", help="CSMBench caption-matching items (and open items) from figures",
@@ -216,7 +218,7 @@ def _add_csmbench(sub) -> None:
                         "every axis splits the options two against two (default paper)")
     p.add_argument("--prompts", metavar="DIR", help="files replacing the package's (csmbench/<file>; default: the package's)")
     add_arguments(p)
-    p.set_defaults(func=run_csmbench, advisor_model=None, advisor_base_url=None)
+    run_on_engine(p, run_csmbench, "generate csmbench-mcq", advisor_model=None, advisor_base_url=None)
 
 
 def run_matvqa(args: argparse.Namespace) -> int:
@@ -268,6 +270,7 @@ def run_matvqa(args: argparse.Namespace) -> int:
 
 
 def _add_matvqa(sub) -> None:
+    from benchmint.cli import run_on_engine
     from benchmint.models.options import _positive_int, add_arguments
 
     p = sub.add_parser("matvqa", help="MatVQA questions from a harvest (reasoning path, MCQ, shortcut removal)",
@@ -314,7 +317,7 @@ def _add_matvqa(sub) -> None:
     p.add_argument("--limit", type=_positive_int, help="the first N figure records only (default: all)")
     p.add_argument("--prompts", metavar="DIR", help="files replacing the package's (matvqa/<file>; default: the package's)")
     add_arguments(p)
-    p.set_defaults(func=run_matvqa)
+    run_on_engine(p, run_matvqa, "generate matvqa")
 
 
 def run_seephys(args: argparse.Namespace) -> int:
@@ -357,6 +360,7 @@ def run_seephys(args: argparse.Namespace) -> int:
 
 
 def _add_seephys(sub) -> None:
+    from benchmint.cli import run_on_engine
     from benchmint.models.options import _positive_int, add_arguments
 
     p = sub.add_parser("seephys", help="SeePhys items in all four settings from raw physics problems",
@@ -403,7 +407,7 @@ def _add_seephys(sub) -> None:
                    help="grades.jsonl of a leak check (eval --setting TO by a search-enabled model, then grade): items "
                         "it solved are flagged solved_without_diagram, not dropped (default: no leak check)")
     add_arguments(p)
-    p.set_defaults(func=run_seephys)
+    run_on_engine(p, run_seephys, "generate seephys")
 
 
 def run_review(args: argparse.Namespace) -> int:

@@ -163,7 +163,7 @@ def add_judge_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_parser(sub) -> None:
-    from benchmint.cli import add_strata_option
+    from benchmint.cli import add_strata_option, run_on_engine
     from benchmint.grade.flow import GRADED
     from benchmint.models.options import add_arguments
 
@@ -230,4 +230,4 @@ def add_parser(sub) -> None:
     p.add_argument("--quiet", action="store_true", help="no table")
     add_judge_arguments(p)
     add_arguments(p)
-    p.set_defaults(func=run)
+    run_on_engine(p, run, "grade")

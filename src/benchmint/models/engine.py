@@ -34,7 +34,7 @@ import os
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import openai
 from openai.types.chat import ChatCompletion
@@ -99,6 +99,16 @@ class Endpoint:
         return value
 
 
+class Transport(Protocol):
+    """Sends one chat-completions call: ``send(**kwargs)`` takes the SDK's arguments and returns its
+    ``ChatCompletion``, or raises what ``retry.classify`` reads (``retry.CallProblem`` for a problem classified
+    elsewhere). ``close()`` ends it (the engine's ``close`` calls it)."""
+
+    async def send(self, **kwargs: Any) -> Any: ...
+
+    def close(self) -> None: ...
+
+
 @dataclass(slots=True)
 class _Got:
     """One HTTP reply: text (maybe empty) and what the server reported."""
@@ -147,6 +157,9 @@ class Engine:
     again). ``refresh``: ignore cached replies (new ones are still stored). ``structured``: ``"auto"`` (fallback
     ladder) or a fixed form (see ``benchmint.models.structured``).
 
+    ``transport``: what sends the HTTP calls, in place of the engine's own client (``models.ray_calls.RayCalls``:
+    a pool of Ray actors); everything else (cache, budget, rate limits, retries, parsing) stays with the engine.
+
     One engine serves one thread (its runs may overlap on one event loop); give each thread its own engine,
     sharing the cache file if they like.
     """
@@ -155,7 +168,7 @@ class Engine:
                  limits: RateLimits | None = None, accounting: Accounting | None = None,
                  retry: RetryPolicy | None = None, answer_attempts: int = 3, refresh: bool = False,
                  structured: str = "auto", max_buffered: int = 1024,
-                 max_reply_bytes: int = MAX_REPLY_BYTES) -> None:
+                 max_reply_bytes: int = MAX_REPLY_BYTES, transport: Transport | None = None) -> None:
         if not isinstance(endpoint, Endpoint):
             raise ValueError("endpoint must be an Endpoint")
         if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
@@ -184,6 +197,7 @@ class Engine:
         self.max_reply_bytes = max_reply_bytes
         self._modes: dict[str, tuple[str, bool]] = {}
         self._checked: set[tuple[str, int | None]] = set()
+        self.transport = transport
 
     # ---- public
     def key(self, request: ChatRequest) -> str:
@@ -258,6 +272,8 @@ class Engine:
     def close(self) -> None:
         self.accounting.flush()
         self.cache.close()
+        if self.transport is not None:
+            self.transport.close()
 
     def __enter__(self) -> Engine:
         return self
@@ -341,7 +357,8 @@ class Engine:
         made = 0
         attempt = 0
         estimate = request.estimate_prompt_tokens()
-        client = run.http()  # made before any rate-limit wait, so that its set-up does not shift the first send
+        # made before any rate-limit wait, so that its set-up does not shift the first send
+        send = run.http().chat.completions.create if self.transport is None else self.transport.send
         while True:
             res = await run.reserve(request, estimate)
             if res is None:
@@ -361,7 +378,7 @@ class Engine:
             t0 = time.perf_counter()
             try:
                 async with asyncio.timeout(self.endpoint.timeout_s):
-                    completion = await client.chat.completions.create(**kwargs)
+                    completion = await send(**kwargs)
                 problem = None
             except asyncio.CancelledError:
                 self.limiter.settle(taken, max(taken, run.settle(res, None, None, True)[1]))

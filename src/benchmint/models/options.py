@@ -117,7 +117,12 @@ def engine_from_arguments(args: argparse.Namespace, default_cache: str | os.Path
     accounting = Accounting(prices, Budget(args.max_cost, args.max_tokens),
                             store=AccountStore(accounts) if accounts is not None else None,
                             budget_scope="invocation" if getattr(args, "budget_per_invocation", False) else "run")
-    return Engine(endpoint, cache=args.cache or default_cache, concurrency=args.concurrency,
+    transport = None
+    if getattr(args, "engine", "local") == "ray":  # the calls sent by Ray actors, as many as --concurrency
+        from benchmint.models.ray_calls import RayCalls
+
+        transport = RayCalls(endpoint.base_url, endpoint.api_key(), endpoint.timeout_s, args.concurrency)
+    return Engine(endpoint, cache=args.cache or default_cache, concurrency=args.concurrency, transport=transport,
                   limits=RateLimits(args.rpm, args.tpm), accounting=accounting,
                   retry=RetryPolicy(max_attempts=args.retries, base_delay_s=args.retry_delay,
                                     max_retry_after_s=getattr(args, "max_retry_after", 300.0), seed=seed),

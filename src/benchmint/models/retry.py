@@ -43,6 +43,15 @@ class Problem:
     maybe_billed: bool = False
 
 
+class CallProblem(Exception):
+    """A problem already classified where the call was made (a transport in another process, whose client's
+    exceptions do not travel): ``classify`` returns it as it is."""
+
+    def __init__(self, problem: Problem) -> None:
+        super().__init__(problem.detail)
+        self.problem = problem
+
+
 def parse_retry_after(headers) -> float | None:
     """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date); None if absent/bad."""
     if headers is None:
@@ -88,6 +97,8 @@ def _content_error(exc: openai.APIStatusError) -> bool:
 
 def classify(exc: BaseException) -> Problem | None:
     """The problem an exception raised by a chat-completions call stands for; None if it is none of them."""
+    if isinstance(exc, CallProblem):
+        return exc.problem
     if isinstance(exc, openai.APITimeoutError) or isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
         return Problem(TIMEOUT, "no reply within the call timeout", maybe_billed=True)
     if isinstance(exc, openai.APIConnectionError):
