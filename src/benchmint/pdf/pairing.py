@@ -9,9 +9,13 @@ takes every element of the caption's column it reaches across white space,
 never past another caption of that column. Running text stops it: its lines
 are no elements and no element is reached across them, and graphics lying
 inside a paragraph's lines (rules, fraction bars) are left out. So are the
-running head and the folio: the topmost (bottom-most) line of the page when
-it lies in the outer ``HEAD_SHARE`` of the page height, set apart by at least
-``HEAD_GAP`` points, with everything beyond it.
+running head and the folio: the first block of text rows (and rules under
+them) at the top (bottom) of the page that white space of at least
+``HEAD_GAP`` points sets apart from the rest, in the outer ``HEAD_SHARE`` of
+the page height, with everything beyond it. On a two-column page a figure
+whose caption sits in one column takes nothing that reaches over the gutter
+from text or rules (a title block, a page-wide heading, the rule under a
+running head), and text across the gutter stops its growth.
 
 Running text is told apart by its lines: a paragraph is a run of lines at
 line spacing, and it is running text when one of its lines is long (at least
@@ -33,6 +37,8 @@ Box = tuple[float, float, float, float]
 
 HEAD_SHARE = 0.12  # running heads and folios sit in the top and bottom bands of this share of the page height
 HEAD_GAP = 8.0  # points of white space that set a running head or folio apart from the page's content
+HEAD_ROWS_PT = 40.0  # a running head or foot is at most this tall (two or three rows of text and a rule)
+RULE_PT = 3.0  # a graphic at most this tall is a rule (under a running head, across a title block)
 BODY_LINE_SHARE = 0.6
 BODY_LINE_WORDS = 5
 PROSE_WORDS = 4  # two such lines at line spacing are prose or code, not labels of a plot
@@ -109,9 +115,14 @@ def _side_by_side(captions: list[Caption], width: float) -> bool:
 def _column(caption: Caption, width: float, split: bool) -> tuple[float, float]:
     x0, _, x1, _ = caption.bbox
     mid = width / 2
-    if not split or (x0 < mid - 0.02 * width and x1 > mid + 0.02 * width):
+    if not split or _across(caption.bbox, width):
         return 0.0, width
     return (0.0, mid) if (x0 + x1) / 2 < mid else (mid, width)
+
+
+def _across(box: Box, width: float) -> bool:
+    """``box`` reaches over the middle of the page into both halves (as ``_column`` reads a caption)."""
+    return box[0] < 0.48 * width and box[2] > 0.52 * width
 
 
 def _in_column(box: Box, column: tuple[float, float]) -> bool:
@@ -195,8 +206,19 @@ def pair(captions: list[Caption], graphics: list[Box], width: float, height: flo
         running = set(body_text)
         figure_text = [ln.box for ln in lines if ln.box not in running
                        and not any(_overlaps(ln.box, c) for c in caption_boxes)]
-        elements = [b for b in graphics + figure_text if _in_column(b, column) and not _inside_text(b, body_text)
-                    and b[1] >= top and b[3] <= bottom]
+        barriers = body_text
+        if column != (0.0, width):
+            # Text across the gutter (a title block, a page-wide heading) is no part of a column's figure and
+            # stops its growth; so is a rule across it (under a running head, above footnotes).
+            across = [ln.box for ln in lines if _across(ln.box, width)
+                      and not any(_overlaps(ln.box, c) for c in caption_boxes)]
+            figure_text = [b for b in figure_text if not _across(b, width)]
+            graphics_here = [b for b in graphics if not (_across(b, width) and b[3] - b[1] <= RULE_PT)]
+            barriers = body_text + across
+        else:
+            graphics_here = graphics
+        elements = [b for b in graphics_here + figure_text if _in_column(b, column)
+                    and not _inside_text(b, body_text) and b[1] >= top and b[3] <= bottom]
         # Captions that bound this one's body: those in its column and page-wide ones.
         peers = [c for c in captions if c is not cap and (_in_column(c.bbox, column) or
                                                           _column(c, width, split) == (0.0, width))]
@@ -204,8 +226,8 @@ def pair(captions: list[Caption], graphics: list[Box], width: float, height: flo
         below_limit = min([c.bbox[1] for c in peers if c.bbox[1] >= cap.bbox[3]], default=height)
         above = [b for b in elements if b[3] <= cap.bbox[1] + 2 and b[1] >= above_limit - 2]
         below = [b for b in elements if b[1] >= cap.bbox[3] - 2 and b[3] <= below_limit + 2]
-        body = (_body_on_side(cap.bbox, above, True, body_text, inked, height)
-                or _body_on_side(cap.bbox, below, False, body_text, inked, height))
+        body = (_body_on_side(cap.bbox, above, True, barriers, inked, height)
+                or _body_on_side(cap.bbox, below, False, barriers, inked, height))
         out.append(PairedFigure(cap, body))
     return out
 
@@ -223,20 +245,41 @@ def _body_on_side(caption: Box, group: list[Box], above: bool, body_text: list[B
     return region if any(b in inked and inside(b, region) for b in group) else None  # text alone is no figure
 
 
+def _margin_block(boxes: list[tuple[Box, bool]], height: float) -> float | None:
+    """How far a running head reaches down from the top of the page (boxes given as (box, is text), the page
+    turned over for the foot), or None when the page has none.
+
+    The head is the first block of the page set apart by ``HEAD_GAP`` points of white space across the whole
+    page: text rows and flat rules only (a rule under the head text belongs to it), at most ``HEAD_ROWS_PT``
+    tall, ending in the top ``HEAD_SHARE`` of the page. A graphic reaching across the gap (a plot's frame beside
+    its top tick label) puts what it reaches in the block, so a figure's own first row is no head. Graphics that
+    start above the first text line are not looked at.
+    """
+    first_text = min((b[1] for b, is_text in boxes if is_text), default=None)
+    if first_text is None:
+        return None
+    # Graphics starting above the first text line are beyond the head (clipped paths of a plot reaching up).
+    order = sorted((bt for bt in boxes if bt[0][1] >= first_text - 1), key=lambda bt: bt[0][1])
+    start, reach = order[0][0][1], order[0][0][3]
+    text = False
+    for i, (b, is_text) in enumerate(order):
+        if i and b[1] - reach >= HEAD_GAP:
+            return reach if text else None
+        if not is_text and b[3] - b[1] > RULE_PT:
+            return None  # a graphic that is no rule: the page's content has begun
+        text |= is_text
+        reach = max(reach, b[3])
+        if reach - start > HEAD_ROWS_PT or reach > HEAD_SHARE * height:
+            return None
+    return None  # nothing below it: a page of a few lines has no head
+
+
 def _content_band(lines: list[TextLine], graphics: list[Box], height: float) -> tuple[float, float]:
     """(top, bottom) of the page's content: below the running head and above the folio, where there are any."""
-    boxes = [ln.box for ln in lines] + graphics
-    top, bottom = 0.0, height
-    if lines:
-        head = min(lines, key=lambda ln: ln.box[1]).box
-        rest = [b for b in boxes if b[1] > head[3]]
-        if head[3] <= HEAD_SHARE * height and (not rest or min(b[1] for b in rest) - head[3] >= HEAD_GAP):
-            top = head[3] + 1
-        foot = max(lines, key=lambda ln: ln.box[3]).box
-        rest = [b for b in boxes if b[3] < foot[1]]
-        if foot[1] >= (1 - HEAD_SHARE) * height and (not rest or foot[1] - max(b[3] for b in rest) >= HEAD_GAP):
-            bottom = foot[1] - 1
-    return top, bottom
+    boxes = [(ln.box, True) for ln in lines] + [(b, False) for b in graphics]
+    head = _margin_block(boxes, height)
+    foot = _margin_block([((b[0], height - b[3], b[2], height - b[1]), t) for b, t in boxes], height)
+    return (0.0 if head is None else head + 1, height if foot is None else height - foot - 1)
 
 
 def _overlaps(a: Box, b: Box) -> bool:

@@ -1,0 +1,72 @@
+"""Figure bodies on pages laid out as arXiv papers are: REVTeX and conference pages, title pages, scanned pages.
+
+Each test draws a page whose figure box is known by construction (tests/page_layouts.py) and checks the body
+the harvest's page step finds for it: never into the running head, over the gutter, into the title block or
+another caption's figure.
+"""
+
+import pymupdf
+import pytest
+from page_layouts import LEFT, RIGHT, caption, centred, near, new_page, plot, prose
+
+from benchmint.pdf.captions import page_captions
+from benchmint.pdf.figures import find_figures
+
+
+def figures(page):
+    return {f.label: f for f in find_figures(page, page_captions(page))}
+
+
+@pytest.mark.parametrize("rule", [True, False])
+def test_a_plot_under_a_short_running_head_stays_in_its_column(rule):
+    """A head of a few words (no running text) with a rule under it: the plot below neither takes the rule and
+    grows over the gutter to the page's width, nor reaches up into the head."""
+    doc = pymupdf.open()
+    page = new_page(doc)
+    page.insert_text((54, 40), "A. Author et al.", fontsize=8)
+    page.insert_text((550, 40), "3", fontsize=8)
+    if rule:
+        page.draw_line((54, 45), (558, 45), color=(0, 0, 0), width=0.5)
+    want = plot(page, pymupdf.Rect(60, 58, 292, 218))
+    caption(page, pymupdf.Rect(LEFT.x0, 226, LEFT.x1, 262), "FIG. 1: Magnetization of the sample against "
+            "temperature for three fields along the c axis; lines are fits.")
+    prose(page, pymupdf.Rect(LEFT.x0, 270, LEFT.x1, 740))
+    prose(page, pymupdf.Rect(RIGHT.x0, 58, RIGHT.x1, 740))
+    body = figures(page)["1"].body
+    assert near(body, want, tol=1), (body, want)
+
+
+def test_a_plot_on_a_title_page_does_not_grow_into_the_title_block():
+    doc = pymupdf.open()
+    page = new_page(doc)
+    centred(page, 80, "Spin waves in a frustrated kagome magnet", 14)
+    centred(page, 104, "A. Author, B. Author, and C. Author", 10)
+    centred(page, 118, "Department of Physics, University of Somewhere, Sometown 12345, Country", 8)
+    centred(page, 130, "(Dated: January 5, 2026)", 8)
+    prose(page, pymupdf.Rect(LEFT.x0, 150, LEFT.x1, 740))
+    want = plot(page, pymupdf.Rect(321, 146, 553, 306))
+    caption(page, pymupdf.Rect(RIGHT.x0, 314, RIGHT.x1, 350), "FIG. 1: Dispersion of the lowest mode along the "
+            "high symmetry directions; lines are linear spin-wave theory.")
+    prose(page, pymupdf.Rect(RIGHT.x0, 358, RIGHT.x1, 740))
+    body = figures(page)["1"].body
+    assert near(body, want, tol=1), (body, want)
+
+
+def test_stacked_lettered_plots_at_the_top_of_a_page_are_two_panels():
+    """(a) over (b) in one column at the top of a page without a running head, beside another figure: the top
+    tick labels are no head (the plots' frames reach across the white below them), so the body holds both
+    plots, told apart by their axes (frames of four separate spines are no rectangles)."""
+    doc = pymupdf.open()
+    page = new_page(doc)
+    a = plot(page, pymupdf.Rect(60, 56, 292, 196), "(a)")
+    b = plot(page, pymupdf.Rect(60, 202, 292, 342), "(b)", seed=2)
+    caption(page, pymupdf.Rect(LEFT.x0, 350, LEFT.x1, 386), "FIG. 2: Susceptibility of the two samples against "
+            "temperature, measured in a field of 0.1 T.")
+    prose(page, pymupdf.Rect(LEFT.x0, 394, LEFT.x1, 740))
+    c = plot(page, pymupdf.Rect(321, 56, 553, 196), "(a)", seed=4)
+    caption(page, pymupdf.Rect(RIGHT.x0, 204, RIGHT.x1, 240), "FIG. 3: Specific heat of the first sample.")
+    prose(page, pymupdf.Rect(RIGHT.x0, 248, RIGHT.x1, 740))
+    found = figures(page)
+    assert near(found["2"].body, (min(a[0], b[0]), a[1], max(a[2], b[2]), b[3]), tol=1), (found["2"].body, a, b)
+    assert found["2"].panels == 2
+    assert near(found["3"].body, c, tol=1) and found["3"].panels == 1
