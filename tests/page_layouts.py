@@ -82,3 +82,27 @@ def plot(page: pymupdf.Page, rect: pymupdf.Rect, letter: str | None = None, seed
 
 def near(box, want, tol: float = 3.0) -> bool:
     return box is not None and all(abs(a - b) <= tol for a, b in zip(box, want))
+
+
+def scanned(page: pymupdf.Page, doc: pymupdf.Document, dpi: int = 150, seed: int = 0) -> pymupdf.Page:
+    """``page`` as a scanner and OCR leave it, as a new page of ``doc``: one grey-scale image of the whole page
+    (grey paper, specks of dust, a dark shadow along the binding edge) under invisible text at the words'
+    places."""
+    import numpy as np
+
+    pix = page.get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY, alpha=False)
+    words, rect = page.get_text("words"), page.rect  # read before a page is added: that drops ``page``
+    grey = np.frombuffer(pix.samples, dtype=np.uint8).reshape(pix.height, pix.stride)[:, : pix.width].astype(float)
+    rng = np.random.default_rng(seed)
+    grey = grey * (232 / 255) + rng.normal(0, 6, grey.shape)  # grey paper, grain
+    dust = rng.integers(0, grey.size, 40)
+    grey.flat[dust] = 40  # single dark specks
+    grey[:, : int(0.25 * dpi)] = 60  # the binding's shadow, a quarter inch wide
+    image = pymupdf.Pixmap(pymupdf.csGRAY, pix.width, pix.height, np.clip(grey, 0, 255).astype(np.uint8).tobytes(),
+                           False)
+    out = doc.new_page(width=rect.width, height=rect.height)
+    out.insert_image(out.rect, pixmap=image)
+    for x0, y0, _x1, y1, word, *_ in words:
+        size = (y1 - y0) / 1.16  # Helvetica's box is 1.16 times its size tall, 0.21 of it below the baseline
+        out.insert_text((x0, y1 - 0.21 * size), word, fontsize=size, render_mode=3)
+    return out

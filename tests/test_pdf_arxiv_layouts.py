@@ -7,7 +7,7 @@ another caption's figure.
 
 import pymupdf
 import pytest
-from page_layouts import LEFT, RIGHT, caption, centred, near, new_page, plot, prose
+from page_layouts import LEFT, RIGHT, caption, centred, near, new_page, plot, prose, scanned
 
 from benchmint.pdf.captions import page_captions
 from benchmint.pdf.figures import find_figures
@@ -70,3 +70,24 @@ def test_stacked_lettered_plots_at_the_top_of_a_page_are_two_panels():
     assert near(found["2"].body, (min(a[0], b[0]), a[1], max(a[2], b[2]), b[3]), tol=1), (found["2"].body, a, b)
     assert found["2"].panels == 2
     assert near(found["3"].body, c, tol=1) and found["3"].panels == 1
+
+
+def _journal_page(doc):
+    """A two-column page with a plot in the left column between paragraphs, and its ink box."""
+    page = new_page(doc)
+    prose(page, pymupdf.Rect(LEFT.x0, 60, LEFT.x1, 300))
+    want = plot(page, pymupdf.Rect(66, 326, 286, 462))
+    caption(page, pymupdf.Rect(LEFT.x0, 472, LEFT.x1, 508), "FIG. 4. Resistivity of the film against "
+            "temperature; the arrow marks the transition.")
+    prose(page, pymupdf.Rect(LEFT.x0, 516, LEFT.x1, 740))
+    prose(page, pymupdf.Rect(RIGHT.x0, 60, RIGHT.x1, 740))
+    return page, want
+
+
+def test_on_a_scanned_page_the_body_is_the_ink_above_the_caption_up_to_the_text():
+    doc = pymupdf.open()
+    original, want = _journal_page(doc)
+    page = scanned(original, doc)
+    assert not page.get_drawings() and len(page.get_image_info()) == 1
+    [fig] = [f for f in find_figures(page, page_captions(page)) if f.label == "4"]
+    assert near(fig.body, want, tol=3), (fig.body, want)

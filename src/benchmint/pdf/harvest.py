@@ -303,7 +303,8 @@ class _Doc:
 
 # What a page-range unit imports: the workers import it as they start, while the run hashes its inputs.
 _TRIAGE_MODULES = ("pymupdf", "benchmint.pdf.captions", "benchmint.pdf.triage")
-_FIGURE_MODULES = ("benchmint.pdf.geometry", "benchmint.pdf.pairing", "benchmint.pdf.panels", "benchmint.pdf.figures")
+_FIGURE_MODULES = ("benchmint.pdf.geometry", "benchmint.pdf.pairing", "benchmint.pdf.panels", "benchmint.pdf.figures",
+                   "benchmint.pdf.scan")
 
 
 def harvest(inputs, out_dir, cfg: HarvestConfig = HarvestConfig(), workers: int = 1, progress: bool = False,

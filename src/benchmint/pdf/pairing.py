@@ -28,7 +28,7 @@ caption crossing the middle of the page spans it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from benchmint.pdf.captions import Caption
@@ -192,8 +192,13 @@ def _grow(seed: Box, elements: list[Box], barriers: list[Box]) -> Box:
 
 
 def pair(captions: list[Caption], graphics: list[Box], width: float, height: float,
-         lines: Sequence[TextLine] = ()) -> list[PairedFigure]:
-    """Each caption with the body grown from it over the figure elements of its column."""
+         lines: Sequence[TextLine] = (), ink: Callable[[Box], Box | None] | None = None) -> list[PairedFigure]:
+    """Each caption with the body grown from it over the figure elements of its column.
+
+    ``ink`` (a scanned page's ``scan.PageInk.box``) gives the box of the ink inside a window of the page: a
+    caption that no graphics are next to gets the ink between it and the nearest text block of its column,
+    above it or else below it.
+    """
     lines = list(lines)
     split = two_columns(lines, width) or _side_by_side(captions, width)
     caption_boxes = [c.bbox for c in captions]
@@ -228,8 +233,30 @@ def pair(captions: list[Caption], graphics: list[Box], width: float, height: flo
         below = [b for b in elements if b[1] >= cap.bbox[3] - 2 and b[3] <= below_limit + 2]
         body = (_body_on_side(cap.bbox, above, True, barriers, inked, height)
                 or _body_on_side(cap.bbox, below, False, barriers, inked, height))
+        if body is None and ink is not None:
+            body = _ink_body(cap.bbox, column, body_text, barriers, ink, (max(top, above_limit),
+                                                                         min(bottom, below_limit)), height)
         out.append(PairedFigure(cap, body))
     return out
+
+
+def _ink_body(caption: Box, column: tuple[float, float], body_text: list[Box], barriers: list[Box],
+              ink: Callable[[Box], Box | None], band: tuple[float, float], height: float) -> Box | None:
+    """The ink between the caption and the nearest text block above it (else below it), across the column's
+    text width (a scan's dark page edges lie outside it)."""
+    x0 = min((b[0] for b in body_text), default=column[0] + 0.03 * (column[1] - column[0]))
+    x1 = max((b[2] for b in body_text), default=column[1] - 0.03 * (column[1] - column[0]))
+    x0, x1 = min(x0, caption[0]), max(x1, caption[2])
+    level = [b for b in barriers if min(b[2], x1) > max(b[0], x0)]
+    top = max([band[0]] + [b[3] for b in level if b[3] <= caption[1]])
+    found = ink((x0, top + 1, x1, caption[1] - 1))
+    if found is not None and caption[1] - found[3] <= MAX_GAP_SHARE * height:
+        return found
+    end = min([band[1]] + [b[1] for b in level if b[1] >= caption[3]])
+    found = ink((x0, caption[3] + 1, x1, end - 1))
+    if found is not None and found[1] - caption[3] <= MAX_GAP_SHARE * height:
+        return found
+    return None
 
 
 def _body_on_side(caption: Box, group: list[Box], above: bool, body_text: list[Box], inked: set[Box],
@@ -289,5 +316,17 @@ def _overlaps(a: Box, b: Box) -> bool:
 def page_figures(page, captions: list[Caption], words=None, drawings=None, images=None) -> list[PairedFigure]:
     """Captions of one page paired with their bodies; ``words``, ``drawings`` and ``images`` are the page's
     ``get_text("words")``, ``get_drawings()`` and ``get_image_info()`` when read already."""
+    from benchmint.pdf.scan import PageInk, is_scan
+
     lines = text_lines(words if words is not None else page.get_text("words"))
-    return pair(captions, graphics_boxes(page, drawings, images), page.rect.width, page.rect.height, lines)
+    images = page.get_image_info() if images is None else images
+    ink = None
+    if is_scan(page.rect.width, page.rect.height, images):  # rendered once, when a caption finds no graphics
+        rendered: list[PageInk] = []
+
+        def ink(window: Box) -> Box | None:
+            if not rendered:
+                rendered.append(PageInk(page))
+            return rendered[0].box(window)
+
+    return pair(captions, graphics_boxes(page, drawings, images), page.rect.width, page.rect.height, lines, ink)
