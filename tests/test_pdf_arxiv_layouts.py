@@ -91,3 +91,21 @@ def test_on_a_scanned_page_the_body_is_the_ink_above_the_caption_up_to_the_text(
     assert not page.get_drawings() and len(page.get_image_info()) == 1
     [fig] = [f for f in find_figures(page, page_captions(page)) if f.label == "4"]
     assert near(fig.body, want, tol=3), (fig.body, want)
+
+
+def test_arxivs_stamp_along_the_margin_of_a_first_page_is_no_part_of_a_figure():
+    """arXiv sets the identifier upright along the left edge of a paper's first page, beside the left column:
+    a plot at the foot of that column does not take it (and up with it the height the stamp spans)."""
+    doc = pymupdf.open()
+    page = new_page(doc)
+    centred(page, 80, "Spin waves in a frustrated kagome magnet", 14)
+    centred(page, 104, "A. Author, B. Author, and C. Author", 10)
+    prose(page, pymupdf.Rect(LEFT.x0, 140, LEFT.x1, 476))
+    want = plot(page, pymupdf.Rect(60, 500, 292, 654))
+    caption(page, pymupdf.Rect(LEFT.x0, 662, LEFT.x1, 700), "FIG. 1: Dispersion of the lowest mode along the "
+            "high symmetry directions.")
+    prose(page, pymupdf.Rect(RIGHT.x0, 140, RIGHT.x1, 740))
+    page.insert_text((32, 560), "arXiv:2601.01234v1  [cond-mat.str-el]  5 Jan 2026", fontsize=20, rotate=90,
+                     color=(0.5, 0.5, 0.5))
+    body = figures(page)["1"].body
+    assert near(body, want, tol=1), (body, want)

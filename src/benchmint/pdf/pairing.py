@@ -120,6 +120,13 @@ def _column(caption: Caption, width: float, split: bool) -> tuple[float, float]:
     return (0.0, mid) if (x0 + x1) / 2 < mid else (mid, width)
 
 
+def _margin_text(box: Box, height: float) -> bool:
+    """A line of text set upright along a page's edge over much of its height (arXiv's identifier stamp on a
+    first page, a journal's banner): no figure's text, though it stands beside one."""
+    h = box[3] - box[1]
+    return h > MAX_GAP_SHARE * height and h > 3 * (box[2] - box[0])
+
+
 def _across(box: Box, width: float) -> bool:
     """``box`` reaches over the middle of the page into both halves (as ``_column`` reads a caption)."""
     return box[0] < 0.48 * width and box[2] > 0.52 * width
@@ -209,7 +216,7 @@ def pair(captions: list[Caption], graphics: list[Box], width: float, height: flo
         column = _column(cap, width, split)
         body_text = running_text(lines, column)
         running = set(body_text)
-        figure_text = [ln.box for ln in lines if ln.box not in running
+        figure_text = [ln.box for ln in lines if ln.box not in running and not _margin_text(ln.box, height)
                        and not any(_overlaps(ln.box, c) for c in caption_boxes)]
         barriers = body_text
         if column != (0.0, width):
