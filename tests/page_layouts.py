@@ -50,9 +50,11 @@ def ink(page: pymupdf.Page, rect: pymupdf.Rect) -> tuple[float, float, float, fl
     return (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
 
 
-def plot(page: pymupdf.Page, rect: pymupdf.Rect, letter: str | None = None, seed: int = 0) -> tuple:
-    """A line plot drawn inside ``rect`` (tick labels and axis title included); returns the box of its ink."""
-    ax = pymupdf.Rect(rect.x0 + 24, rect.y0 + 4, rect.x1 - 2, rect.y1 - 22)
+def plot(page: pymupdf.Page, rect: pymupdf.Rect, letter: str | None = None, seed: int = 0,
+         x_labels: bool = True) -> tuple:
+    """A line plot drawn inside ``rect`` (tick labels and axis title included); returns the box of its ink.
+    Without ``x_labels`` the axes fill ``rect`` to its foot (a panel stacked on another, sharing its x axis)."""
+    ax = pymupdf.Rect(rect.x0 + 24, rect.y0 + 4, rect.x1 - 2, rect.y1 - (22 if x_labels else 0))
     black = (0, 0, 0)
     for a, b in ((ax.tl, ax.tr), (ax.tr, ax.br), (ax.br, ax.bl), (ax.bl, ax.tl)):  # spines, one path each
         page.draw_line(a, b, color=black, width=0.6)
@@ -61,13 +63,15 @@ def plot(page: pymupdf.Page, rect: pymupdf.Rect, letter: str | None = None, seed
         x = ax.x0 + i * ax.width / (len(xt) - 1)
         page.draw_line((x, ax.y1), (x, ax.y1 - 3.5), color=black, width=0.5)
         page.draw_line((x, ax.y0), (x, ax.y0 + 3.5), color=black, width=0.5)
-        page.insert_text((x - 2 * len(t), ax.y1 + 9), t, fontsize=7)
+        if x_labels:
+            page.insert_text((x - 2 * len(t), ax.y1 + 9), t, fontsize=7)
     for i, t in enumerate(yt):
         y = ax.y1 - i * ax.height / (len(yt) - 1)
         page.draw_line((ax.x0, y), (ax.x0 + 3.5, y), color=black, width=0.5)
         page.draw_line((ax.x1, y), (ax.x1 - 3.5, y), color=black, width=0.5)
         page.insert_text((ax.x0 - 4 - 3.9 * len(t), y + 2.5), t, fontsize=7)
-    page.insert_text((ax.x0 + ax.width / 2 - 10, rect.y1 - 2), "T (K)", fontsize=8)
+    if x_labels:
+        page.insert_text((ax.x0 + ax.width / 2 - 10, rect.y1 - 2), "T (K)", fontsize=8)
     n = 60
     for k in range(3):  # a curve is one path; its markers are paths of their own
         points = [(ax.x0 + 4 + i * (ax.width - 8) / (n - 1),
@@ -75,7 +79,10 @@ def plot(page: pymupdf.Page, rect: pymupdf.Rect, letter: str | None = None, seed
         page.draw_polyline(points, color=(k / 3, 0, 1 - k / 3), width=0.8)
         for p in points[::2]:
             page.draw_circle(p, 1.5, color=(0, 0, 0), width=0.4)
-    if letter:
+    if letter == "outlined":  # a panel letter a plotting program wrote as a path: no text to read
+        page.draw_bezier((ax.x1 - 16, ax.y0 + 20), (ax.x1 - 20, ax.y0 + 12), (ax.x1 - 10, ax.y0 + 12),
+                         (ax.x1 - 12, ax.y0 + 20), color=black, width=0.8)
+    elif letter:
         page.insert_text((ax.x1 - 18, ax.y0 + 24), letter, fontsize=8)
     return ink(page, rect)
 

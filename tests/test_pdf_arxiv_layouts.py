@@ -109,3 +109,19 @@ def test_arxivs_stamp_along_the_margin_of_a_first_page_is_no_part_of_a_figure():
                      color=(0.5, 0.5, 0.5))
     body = figures(page)["1"].body
     assert near(body, want, tol=1), (body, want)
+
+
+def test_plots_stacked_on_a_shared_axis_are_one_panel_each():
+    """(a) on (b) with no space between them (the x axis of (a) is the top of (b)), ticks in on all four sides,
+    their letters outlined: the right spines meet end to end, two axes, not one."""
+    doc = pymupdf.open()
+    page = new_page(doc)
+    a = plot(page, pymupdf.Rect(60, 80, 292, 190), "outlined", x_labels=False)
+    b = plot(page, pymupdf.Rect(60, 186, 292, 318), "outlined", seed=2)
+    caption(page, pymupdf.Rect(LEFT.x0, 326, LEFT.x1, 362), "FIG. 3: Magnetization and susceptibility of the "
+            "film against temperature.")
+    prose(page, pymupdf.Rect(LEFT.x0, 370, LEFT.x1, 740))
+    prose(page, pymupdf.Rect(RIGHT.x0, 80, RIGHT.x1, 740))
+    fig = figures(page)["3"]
+    assert near(fig.body, (min(a[0], b[0]), a[1], max(a[2], b[2]), b[3]), tol=1), (fig.body, a, b)
+    assert fig.panels == 2
