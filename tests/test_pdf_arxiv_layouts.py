@@ -125,3 +125,21 @@ def test_plots_stacked_on_a_shared_axis_are_one_panel_each():
     fig = figures(page)["3"]
     assert near(fig.body, (min(a[0], b[0]), a[1], max(a[2], b[2]), b[3]), tol=1), (fig.body, a, b)
     assert fig.panels == 2
+
+
+@pytest.mark.parametrize("gap", [2.0, 4.0, 10.0])
+def test_a_caption_set_close_under_its_plot_does_not_make_the_plots_labels_running_text(gap):
+    """REVTeX sets "FIG. 1:" a line's space or less under the figure: the caption's lines are no paragraph with
+    the axis title and tick labels above them (a paragraph with the caption's long lines is running text, and
+    running text between a plot and its caption left the figure without a body)."""
+    doc = pymupdf.open()
+    page = new_page(doc)
+    prose(page, pymupdf.Rect(LEFT.x0, 60, LEFT.x1, 280))
+    want = plot(page, pymupdf.Rect(60, 300, 292, 460))
+    top = want[3] + gap
+    caption(page, pymupdf.Rect(LEFT.x0, top, LEFT.x1, top + 36), "FIG. 1: Magnetization of the sample against "
+            "temperature for three fields along the c axis; lines are fits of the model.")
+    prose(page, pymupdf.Rect(LEFT.x0, top + 44, LEFT.x1, 740))
+    prose(page, pymupdf.Rect(RIGHT.x0, 60, RIGHT.x1, 740))
+    body = figures(page)["1"].body
+    assert near(body, want, tol=1), (body, want)

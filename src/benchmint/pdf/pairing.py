@@ -153,8 +153,12 @@ def _paragraphs(lines: list[TextLine]) -> list[list[TextLine]]:
     return out
 
 
-def running_text(lines: list[TextLine], column: tuple[float, float]) -> list[Box]:
-    """Boxes of the running-text lines of a column (every line of a paragraph that has a long line)."""
+def running_text(lines: list[TextLine], column: tuple[float, float], captions: Sequence[Box] = ()) -> list[Box]:
+    """Boxes of the running-text lines of a column (every line of a paragraph that has a long line).
+
+    Lines of ``captions`` make paragraphs of their own: a caption set close under its figure would otherwise
+    run on from the figure's axis title and tick labels, and make them running text between the two.
+    """
     mine = [ln for ln in lines if _in_column(ln.box, column)]
     if not mine:
         return []
@@ -163,7 +167,10 @@ def running_text(lines: list[TextLine], column: tuple[float, float]) -> list[Box
     if text_width <= 0:
         return []
     out: list[Box] = []
-    for para in _paragraphs(mine):
+    apart = [any(_overlaps(ln.box, c) for c in captions) for ln in mine]
+    of_captions = [ln for ln, a in zip(mine, apart) if a]
+    rest = [ln for ln, a in zip(mine, apart) if not a]
+    for para in _paragraphs(rest) + _paragraphs(of_captions):
         if (any(ln.words >= BODY_LINE_WORDS and ln.box[2] - ln.box[0] >= BODY_LINE_SHARE * text_width for ln in para)
                 or sum(ln.words >= PROSE_WORDS for ln in para) >= 2):
             out.extend(ln.box for ln in para)
@@ -214,7 +221,7 @@ def pair(captions: list[Caption], graphics: list[Box], width: float, height: flo
     out = []
     for cap in captions:
         column = _column(cap, width, split)
-        body_text = running_text(lines, column)
+        body_text = running_text(lines, column, caption_boxes)
         running = set(body_text)
         figure_text = [ln.box for ln in lines if ln.box not in running and not _margin_text(ln.box, height)
                        and not any(_overlaps(ln.box, c) for c in caption_boxes)]
