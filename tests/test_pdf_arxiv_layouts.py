@@ -5,6 +5,7 @@ the harvest's page step finds for it: never into the running head, over the gutt
 another caption's figure.
 """
 
+import numpy as np
 import pymupdf
 import pytest
 from page_layouts import LEFT, RIGHT, caption, centred, near, new_page, plot, prose, scanned
@@ -143,3 +144,33 @@ def test_a_caption_set_close_under_its_plot_does_not_make_the_plots_labels_runni
     prose(page, pymupdf.Rect(RIGHT.x0, 60, RIGHT.x1, 740))
     body = figures(page)["1"].body
     assert near(body, want, tol=1), (body, want)
+
+
+def _raster(width: int, height: int, seed: int) -> pymupdf.Pixmap:
+    rng = np.random.default_rng(seed)
+    return pymupdf.Pixmap(pymupdf.csRGB, width, height, (rng.random((height, width, 3)) * 255).astype(np.uint8)
+                          .tobytes(), False)
+
+
+@pytest.mark.parametrize("where", ["into the caption's first line", "past the caption's foot"])
+def test_an_image_reaching_into_its_caption_is_cut_at_the_caption(where):
+    """A conference page with several images: the image above "Figure 2:" was placed with its white margin
+    under the caption's lines (its rectangle ends inside the caption, or a little past it): it is the body, cut
+    at the caption's top."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=595, height=842)
+    left, right = (57, 290), (305, 538)
+    prose(page, pymupdf.Rect(left[0], 60, left[1], 200))
+    page.insert_image(pymupdf.Rect(70, 210, 277, 350), pixmap=_raster(300, 200, 1))
+    caption(page, pymupdf.Rect(left[0], 356, left[1], 380), "Figure 1: Layout of the injector.")
+    prose(page, pymupdf.Rect(left[0], 388, left[1], 780))
+    foot = 590 if where.startswith("into") else 605
+    page.insert_image(pymupdf.Rect(318, 420, 525, foot), pixmap=_raster(300, 240, 2), keep_proportion=False)
+    caption(page, pymupdf.Rect(right[0], 580, right[1], 616), "Figure 2: Measured beam profile at the first "
+            "screen, with the fitted Gaussian.")
+    prose(page, pymupdf.Rect(right[0], 60, right[1], 410))
+    prose(page, pymupdf.Rect(right[0], 624, right[1], 780))
+    found = figures(page)
+    top = min(w[1] for w in page.get_text("words") if w[4] == "Figure" and w[0] > 300)  # the caption's top
+    assert near(found["2"].body, (318, 420, 525, top), tol=1), found["2"].body
+    assert near(found["1"].body, (70, 210, 277, 350), tol=1)

@@ -243,10 +243,19 @@ def pair(captions: list[Caption], graphics: list[Box], width: float, height: flo
                                                           _column(c, width, split) == (0.0, width))]
         above_limit = max([c.bbox[3] for c in peers if c.bbox[3] <= cap.bbox[1]], default=0.0)
         below_limit = min([c.bbox[1] for c in peers if c.bbox[1] >= cap.bbox[3]], default=height)
-        above = [b for b in elements if b[3] <= cap.bbox[1] + 2 and b[1] >= above_limit - 2]
-        below = [b for b in elements if b[1] >= cap.bbox[3] - 2 and b[3] <= below_limit + 2]
-        body = (_body_on_side(cap.bbox, above, True, barriers, inked, height)
-                or _body_on_side(cap.bbox, below, False, barriers, inked, height))
+        c0, c1 = cap.bbox[1], cap.bbox[3]
+        above = [b for b in elements if b[3] <= c0 + 2 and b[1] >= above_limit - 2]
+        below = [b for b in elements if b[1] >= c1 - 2 and b[3] <= below_limit + 2]
+        # A graphic reaching from one side into the caption's lines (an image with white margins, the caption
+        # set over its foot) is cut at the caption's edge.
+        across_caption = [b for b in elements if b[1] < c1 and b[3] > c0]
+        cut_above = [(b[0], b[1], b[2], c0) for b in across_caption if b in inked and b[1] < c0 - 2
+                     and c0 + 2 < b[3] <= c1 + 4 and b[1] >= above_limit - 2]
+        cut_below = [(b[0], c1, b[2], b[3]) for b in across_caption if b in inked and b[3] > c1 + 2
+                     and c0 - 4 <= b[1] < c1 - 2 and b[3] <= below_limit + 2]
+        ink_here = inked | set(cut_above) | set(cut_below)
+        body = (_body_on_side(cap.bbox, above + cut_above, True, barriers, ink_here, height)
+                or _body_on_side(cap.bbox, below + cut_below, False, barriers, ink_here, height))
         if body is None and ink is not None:
             body = _ink_body(cap.bbox, column, body_text, barriers, ink, (max(top, above_limit),
                                                                          min(bottom, below_limit)), height)
