@@ -174,3 +174,24 @@ def test_an_image_reaching_into_its_caption_is_cut_at_the_caption(where):
     top = min(w[1] for w in page.get_text("words") if w[4] == "Figure" and w[0] > 300)  # the caption's top
     assert near(found["2"].body, (318, 420, 525, top), tol=1), found["2"].body
     assert near(found["1"].body, (70, 210, 277, 350), tol=1)
+
+
+def test_displayed_equations_above_a_plot_are_running_text():
+    """A report's page: numbered displayed equations, then the plot, then its caption. The equations' pieces are
+    short lines like a plot's labels; their row, with its number at the text's right edge, stops the growth."""
+    doc = pymupdf.open()
+    page = new_page(doc)
+    prose(page, pymupdf.Rect(90, 80, 520, 250), fontsize=10.5)
+    for y, number in ((282, "(1.8)"), (306, "(1.9)")):
+        page.insert_text((220, y), "n(r) =", fontsize=10.5)
+        page.insert_text((262, y - 6), "N", fontsize=8)
+        page.draw_line((258, y - 3.5), (270, y - 3.5), color=(0, 0, 0), width=0.4)
+        page.insert_text((262, y + 4), "V", fontsize=8)
+        page.insert_text((276, y), "exp(-r/a)", fontsize=10.5)
+        page.insert_text((520 - pymupdf.get_text_length(number, fontsize=10.5), y), number, fontsize=10.5)
+    want = plot(page, pymupdf.Rect(180, 330, 430, 520))
+    caption(page, pymupdf.Rect(90, 530, 520, 560), "Figure 1.2: The electron density along the bond, computed "
+            "and fitted.")
+    prose(page, pymupdf.Rect(90, 570, 520, 740), fontsize=10.5)
+    body = figures(page)["1.2"].body
+    assert near(body, want, tol=1), (body, want)

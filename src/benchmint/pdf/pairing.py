@@ -28,6 +28,7 @@ caption crossing the middle of the page spans it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -42,6 +43,7 @@ RULE_PT = 3.0  # a graphic at most this tall is a rule (under a running head, ac
 BODY_LINE_SHARE = 0.6
 BODY_LINE_WORDS = 5
 PROSE_WORDS = 4  # two such lines at line spacing are prose or code, not labels of a plot
+_EQ_NUMBER = re.compile(r"^\([A-Z]?\d{1,3}(?:\.\d{1,3})*[a-z]?\)$")
 MAX_GAP_SHARE = 0.25  # the first element lies at most this share of the page height from its caption
 
 
@@ -55,6 +57,7 @@ class PairedFigure:
 class TextLine:
     box: Box
     words: int
+    number: bool = False  # the line is an equation's number alone, "(12)", "(2.3)", "(A1)"
 
 
 def _union(boxes: list[Box]) -> Box:
@@ -93,7 +96,8 @@ def text_lines(words) -> list[TextLine]:
     lines: dict[tuple[int, int], list] = {}
     for w in words:
         lines.setdefault((w[5], w[6]), []).append(w)
-    return [TextLine(_union([tuple(w[:4]) for w in ws]), len(ws)) for ws in lines.values()]
+    return [TextLine(_union([tuple(w[:4]) for w in ws]), len(ws), len(ws) == 1 and bool(_EQ_NUMBER.match(ws[0][4])))
+            for ws in lines.values()]
 
 
 def two_columns(lines: list[TextLine], width: float) -> bool:
@@ -174,6 +178,14 @@ def running_text(lines: list[TextLine], column: tuple[float, float], captions: S
         if (any(ln.words >= BODY_LINE_WORDS and ln.box[2] - ln.box[0] >= BODY_LINE_SHARE * text_width for ln in para)
                 or sum(ln.words >= PROSE_WORDS for ln in para) >= 2):
             out.extend(ln.box for ln in para)
+    # A displayed equation is running text: the row of a number "(1.8)" set at the text's right edge (its
+    # pieces are short lines that would pass for a figure's labels).
+    right = max((b[2] for b in out), default=0.0)
+    numbers = [ln.box for ln in mine if ln.number and right > 0 and ln.box[2] >= right - 6]
+    if numbers:
+        taken = set(out)
+        out.extend(ln.box for ln in mine if ln.box not in taken and any(
+            min(ln.box[3], n[3]) - max(ln.box[1], n[1]) >= 0.5 * (ln.box[3] - ln.box[1]) for n in numbers))
     return out
 
 
