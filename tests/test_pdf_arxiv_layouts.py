@@ -195,3 +195,19 @@ def test_displayed_equations_above_a_plot_are_running_text():
     prose(page, pymupdf.Rect(90, 570, 520, 740), fontsize=10.5)
     body = figures(page)["1.2"].body
     assert near(body, want, tol=1), (body, want)
+
+
+def test_a_shade_behind_a_caption_is_no_body_and_the_figure_below_is_found():
+    """A caption in a grey box a few points larger than its lines, its figure below it: the shade's edge above
+    the caption is no figure."""
+    doc = pymupdf.open()
+    page = new_page(doc)
+    prose(page, pymupdf.Rect(LEFT.x0, 60, LEFT.x1, 300))
+    page.draw_rect(pymupdf.Rect(LEFT.x0 - 3, 317, LEFT.x1 + 3, 357), color=None, fill=(0.9, 0.9, 0.9))
+    caption(page, pymupdf.Rect(LEFT.x0, 320, LEFT.x1, 354), "FIG. 5: Heat capacity of the crystal against "
+            "temperature, below.")
+    want = plot(page, pymupdf.Rect(60, 366, 292, 520))
+    prose(page, pymupdf.Rect(LEFT.x0, 540, LEFT.x1, 740))
+    prose(page, pymupdf.Rect(RIGHT.x0, 60, RIGHT.x1, 740))
+    body = figures(page)["5"].body
+    assert near(body, want, tol=1), (body, want)

@@ -44,6 +44,7 @@ BODY_LINE_SHARE = 0.6
 BODY_LINE_WORDS = 5
 PROSE_WORDS = 4  # two such lines at line spacing are prose or code, not labels of a plot
 _EQ_NUMBER = re.compile(r"^\([A-Z]?\d{1,3}(?:\.\d{1,3})*[a-z]?\)$")
+CUT_MIN_PT = 10.0  # a graphic cut at its caption keeps at least this much beside it
 MAX_GAP_SHARE = 0.25  # the first element lies at most this share of the page height from its caption
 
 
@@ -218,10 +219,11 @@ def _grow(seed: Box, elements: list[Box], barriers: list[Box]) -> Box:
 
 
 def pair(captions: list[Caption], graphics: list[Box], width: float, height: float,
-         lines: Sequence[TextLine] = (), ink: Callable[[Box], Box | None] | None = None) -> list[PairedFigure]:
+         lines: Sequence[TextLine] = (), ink: Callable[[Box], Box | None] | None = None,
+         images: Sequence[Box] = ()) -> list[PairedFigure]:
     """Each caption with the body grown from it over the figure elements of its column.
 
-    ``ink`` (a scanned page's ``scan.PageInk.box``) gives the box of the ink inside a window of the page: a
+    ``images`` are the graphics that are placed images. ``ink`` (a scanned page's ``scan.PageInk.box``) gives the box of the ink inside a window of the page: a
     caption that no graphics are next to gets the ink between it and the nearest text block of its column,
     above it or else below it.
     """
@@ -229,7 +231,7 @@ def pair(captions: list[Caption], graphics: list[Box], width: float, height: flo
     split = two_columns(lines, width) or _side_by_side(captions, width)
     caption_boxes = [c.bbox for c in captions]
     top, bottom = _content_band(lines, graphics, height)
-    inked = set(graphics)
+    inked, placed = set(graphics), set(images)
     out = []
     for cap in captions:
         column = _column(cap, width, split)
@@ -258,12 +260,12 @@ def pair(captions: list[Caption], graphics: list[Box], width: float, height: flo
         c0, c1 = cap.bbox[1], cap.bbox[3]
         above = [b for b in elements if b[3] <= c0 + 2 and b[1] >= above_limit - 2]
         below = [b for b in elements if b[1] >= c1 - 2 and b[3] <= below_limit + 2]
-        # A graphic reaching from one side into the caption's lines (an image with white margins, the caption
-        # set over its foot) is cut at the caption's edge.
-        across_caption = [b for b in elements if b[1] < c1 and b[3] > c0]
-        cut_above = [(b[0], b[1], b[2], c0) for b in across_caption if b in inked and b[1] < c0 - 2
+        # An image reaching from one side into the caption's lines (white margins, the caption set over its
+        # foot) is cut at the caption's edge; drawings there (a shade behind the caption) are not.
+        across_caption = [b for b in elements if b[1] < c1 and b[3] > c0 and b in placed]
+        cut_above = [(b[0], b[1], b[2], c0) for b in across_caption if b[1] < c0 - CUT_MIN_PT
                      and c0 + 2 < b[3] <= c1 + 4 and b[1] >= above_limit - 2]
-        cut_below = [(b[0], c1, b[2], b[3]) for b in across_caption if b in inked and b[3] > c1 + 2
+        cut_below = [(b[0], c1, b[2], b[3]) for b in across_caption if b[3] > c1 + CUT_MIN_PT
                      and c0 - 4 <= b[1] < c1 - 2 and b[3] <= below_limit + 2]
         ink_here = inked | set(cut_above) | set(cut_below)
         body = (_body_on_side(cap.bbox, above + cut_above, True, barriers, ink_here, height)
@@ -364,4 +366,5 @@ def page_figures(page, captions: list[Caption], words=None, drawings=None, image
                 rendered.append(PageInk(page))
             return rendered[0].box(window)
 
-    return pair(captions, graphics_boxes(page, drawings, images), page.rect.width, page.rect.height, lines, ink)
+    return pair(captions, graphics_boxes(page, drawings, images), page.rect.width, page.rect.height, lines, ink,
+                [tuple(i["bbox"]) for i in images])
