@@ -223,9 +223,9 @@ def pair(captions: list[Caption], graphics: list[Box], width: float, height: flo
          images: Sequence[Box] = ()) -> list[PairedFigure]:
     """Each caption with the body grown from it over the figure elements of its column.
 
-    ``images`` are the graphics that are placed images. ``ink`` (a scanned page's ``scan.PageInk.box``) gives the box of the ink inside a window of the page: a
-    caption that no graphics are next to gets the ink between it and the nearest text block of its column,
-    above it or else below it.
+    ``images`` are the graphics that are placed images. ``ink`` (a scanned page's ``scan.PageInk.box``) gives
+    the box of the ink inside a window of the page: a caption that no graphics are next to gets the ink between
+    it and the nearest text block of its column, above it or else below it.
     """
     lines = list(lines)
     split = two_columns(lines, width) or _side_by_side(captions, width)
