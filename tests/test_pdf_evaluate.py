@@ -18,14 +18,17 @@ def test_compare_meets_labels_on_file_name_page_and_label():
         {"pdf": "src/a.pdf", "page": 0, "label": "1", "body": [0, 0, 10, 10], "panels": 1},
         {"pdf": "src/a.pdf", "page": 1, "label": "2", "body": [0, 0, 10, 10], "panels": 4},
         {"pdf": "src/a.pdf", "page": 2, "label": "3", "body": [0, 0, 10, 10], "panels": 2},
+        {"pdf": "src/a.pdf", "page": 3, "label": "4", "body": [0, 0, 10, 10], "panels": 1},
     ]
     records = [  # pages counted from 1, as harvest counts them
         {"pdf": "a.pdf", "page": 1, "label": "1", "body_box": [0, 0, 10, 5], "panels": 1},
         {"pdf": "a.pdf", "page": 2, "label": "2", "body_box": [0, 0, 10, 10], "panels": 4},
         {"pdf": "a.pdf", "page": 2, "label": "3", "body_box": [0, 0, 10, 10], "panels": 2},  # wrong page
+        {"pdf": "a.pdf", "page": 4, "label": "4", "body_box": None, "panels": 1},  # a record without a body
     ]
     report = compare(records, labels)
-    assert [r.iou for r in report.results] == [0.5, 1.0, 0.0]
+    assert [r.iou for r in report.results] == [0.5, 1.0, 0.0, 0.0]
     s = report.summary()
-    assert (s["labelled"], s["found"], s["placed"], s["multi_panel"], s["panels_exact"]) == (3, 2, 2, 2, 1)
-    assert s["mean_iou"] == pytest.approx(0.5)
+    assert (s["labelled"], s["found"], s["with_body"], s["placed"], s["multi_panel"], s["panels_exact"]) == \
+        (4, 3, 2, 2, 2, 1)
+    assert s["mean_iou"] == pytest.approx(1.5 / 4)

@@ -6,7 +6,7 @@ counts) and ``body`` in page points, the visible ink of the figure without its
 caption. A record is a row of figures.jsonl (``page`` counted from 1, as the
 harvest rows count). They meet on (file name, page, caption label).
 
-Measured per label: whether a record exists for it, the IoU of the record's
+Measured per label: whether a record exists for it and has a body box, the IoU of the record's
 body box with the hand box (0 without a record or without a body), and, for
 figures of more than one panel, whether the panel count is exact.
 """
@@ -40,6 +40,7 @@ class LabelResult:
     iou: float
     panels: int  # the hand count
     panels_found: int | None
+    has_body: bool = False  # the record has a body box
 
 
 @dataclass
@@ -54,6 +55,11 @@ class FigureReport:
     @property
     def found(self) -> int:
         return sum(r.found for r in self.results)
+
+    @property
+    def with_body(self) -> int:
+        """Labels whose record has a body box (a record may have none: no graphics next to its caption)."""
+        return sum(r.has_body for r in self.results)
 
     @property
     def placed(self) -> int:
@@ -77,6 +83,7 @@ class FigureReport:
         return {
             "labelled": n, "pdfs": len({r.pdf for r in self.results}),
             "found": self.found, "found_share": self.found / n if n else 0.0,
+            "with_body": self.with_body, "with_body_share": self.with_body / n if n else 0.0,
             "placed": self.placed, "placed_share": self.placed / n if n else 0.0,
             "iou_threshold": self.iou_threshold, "mean_iou": self.mean_iou,
             "multi_panel": multi, "panels_exact": self.panels_exact,
@@ -96,5 +103,5 @@ def compare(records: Iterable[dict], labels: Iterable[dict], iou_threshold: floa
         report.results.append(LabelResult(
             pdf=lab["pdf"], page=int(lab["page"]), label=str(lab["label"]), found=found is not None,
             iou=iou(body, tuple(lab["body"])), panels=int(lab["panels"]),
-            panels_found=int(found["panels"]) if found else None))
+            panels_found=int(found["panels"]) if found else None, has_body=body is not None))
     return report

@@ -212,10 +212,8 @@ def _range_of(path, paper: str, out_dir: str, cfg: HarvestConfig, first: int, la
             # No text kept: the ledger would hold the text of every graphic page of a dump. Should another
             # range of the document have figures, the text pass reads these pages again.
             return {"page_count": n, "pages": pages, "figures": []}
-        from benchmint.pdf.captions import estimate_panels
+        from benchmint.pdf.figures import find_figures
         from benchmint.pdf.geometry import render_thumbnail  # NumPy with it: triage-only runs go without
-        from benchmint.pdf.pairing import page_figures
-        from benchmint.pdf.panels import count_panels
 
         figures, thumbs = [], []
         thumb_dir = Path(out_dir) / "thumbs"
@@ -225,14 +223,8 @@ def _range_of(path, paper: str, out_dir: str, cfg: HarvestConfig, first: int, la
             stage(f"page {number} thumbnail")
             thumbs.append((render_thumbnail(page, cfg.thumb_longest), thumb))
             stage(f"page {number} figures")
-            words = page.get_text("words")
-            drawings, images = page.get_drawings(), page.get_image_info()
-            for fig in page_figures(page, captions, words, drawings, images):
-                body = fig.body
-                tokens = [w[4] for w in words if body and w[0] >= body[0] - 1 and w[2] <= body[2] + 1
-                          and w[1] >= body[1] - 1 and w[3] <= body[3] + 1]
-                panels = (count_panels(drawings, images, body, fig.caption.text, tokens) if body
-                          else estimate_panels(fig.caption.text))
+            for fig in find_figures(page, captions):
+                body, panels = fig.body, fig.panels
                 if panels < cfg.min_panels:
                     continue
                 figures.append({
@@ -312,7 +304,8 @@ class _Doc:
 
 # What a page-range unit imports: the workers import it as they start, while the run hashes its inputs.
 _TRIAGE_MODULES = ("pymupdf", "benchmint.pdf.captions", "benchmint.pdf.triage")
-_FIGURE_MODULES = ("benchmint.pdf.geometry", "benchmint.pdf.pairing", "benchmint.pdf.panels")
+_FIGURE_MODULES = ("benchmint.pdf.geometry", "benchmint.pdf.pairing", "benchmint.pdf.panels", "benchmint.pdf.figures",
+                   "benchmint.pdf.scan")
 
 
 def harvest(inputs, out_dir, cfg: HarvestConfig = HarvestConfig(), workers: int = 1, progress: bool = False,

@@ -9,9 +9,13 @@ takes every element of the caption's column it reaches across white space,
 never past another caption of that column. Running text stops it: its lines
 are no elements and no element is reached across them, and graphics lying
 inside a paragraph's lines (rules, fraction bars) are left out. So are the
-running head and the folio: the topmost (bottom-most) line of the page when
-it lies in the outer ``HEAD_SHARE`` of the page height, set apart by at least
-``HEAD_GAP`` points, with everything beyond it.
+running head and the folio: the first block of text rows (and rules under
+them) at the top (bottom) of the page that white space of at least
+``HEAD_GAP`` points sets apart from the rest, in the outer ``HEAD_SHARE`` of
+the page height, with everything beyond it. On a two-column page a figure
+whose caption sits in one column takes nothing that reaches over the gutter
+from text or rules (a title block, a page-wide heading, the rule under a
+running head), and text across the gutter stops its growth.
 
 Running text is told apart by its lines: a paragraph is a run of lines at
 line spacing, and it is running text when one of its lines is long (at least
@@ -24,7 +28,8 @@ caption crossing the middle of the page spans it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from benchmint.pdf.captions import Caption
@@ -33,9 +38,13 @@ Box = tuple[float, float, float, float]
 
 HEAD_SHARE = 0.12  # running heads and folios sit in the top and bottom bands of this share of the page height
 HEAD_GAP = 8.0  # points of white space that set a running head or folio apart from the page's content
+HEAD_ROWS_PT = 40.0  # a running head or foot is at most this tall (two or three rows of text and a rule)
+RULE_PT = 3.0  # a graphic at most this tall is a rule (under a running head, across a title block)
 BODY_LINE_SHARE = 0.6
 BODY_LINE_WORDS = 5
 PROSE_WORDS = 4  # two such lines at line spacing are prose or code, not labels of a plot
+_EQ_NUMBER = re.compile(r"^\([A-Z]?\d{1,3}(?:\.\d{1,3})*[a-z]?\)$")
+CUT_MIN_PT = 10.0  # a graphic cut at its caption keeps at least this much beside it
 MAX_GAP_SHARE = 0.25  # the first element lies at most this share of the page height from its caption
 
 
@@ -49,6 +58,7 @@ class PairedFigure:
 class TextLine:
     box: Box
     words: int
+    number: bool = False  # the line is an equation's number alone, "(12)", "(2.3)", "(A1)"
 
 
 def _union(boxes: list[Box]) -> Box:
@@ -87,7 +97,8 @@ def text_lines(words) -> list[TextLine]:
     lines: dict[tuple[int, int], list] = {}
     for w in words:
         lines.setdefault((w[5], w[6]), []).append(w)
-    return [TextLine(_union([tuple(w[:4]) for w in ws]), len(ws)) for ws in lines.values()]
+    return [TextLine(_union([tuple(w[:4]) for w in ws]), len(ws), len(ws) == 1 and bool(_EQ_NUMBER.match(ws[0][4])))
+            for ws in lines.values()]
 
 
 def two_columns(lines: list[TextLine], width: float) -> bool:
@@ -109,9 +120,21 @@ def _side_by_side(captions: list[Caption], width: float) -> bool:
 def _column(caption: Caption, width: float, split: bool) -> tuple[float, float]:
     x0, _, x1, _ = caption.bbox
     mid = width / 2
-    if not split or (x0 < mid - 0.02 * width and x1 > mid + 0.02 * width):
+    if not split or _across(caption.bbox, width):
         return 0.0, width
     return (0.0, mid) if (x0 + x1) / 2 < mid else (mid, width)
+
+
+def _margin_text(box: Box, height: float) -> bool:
+    """A line of text set upright along a page's edge over much of its height (arXiv's identifier stamp on a
+    first page, a journal's banner): no figure's text, though it stands beside one."""
+    h = box[3] - box[1]
+    return h > MAX_GAP_SHARE * height and h > 3 * (box[2] - box[0])
+
+
+def _across(box: Box, width: float) -> bool:
+    """``box`` reaches over the middle of the page into both halves (as ``_column`` reads a caption)."""
+    return box[0] < 0.48 * width and box[2] > 0.52 * width
 
 
 def _in_column(box: Box, column: tuple[float, float]) -> bool:
@@ -135,8 +158,12 @@ def _paragraphs(lines: list[TextLine]) -> list[list[TextLine]]:
     return out
 
 
-def running_text(lines: list[TextLine], column: tuple[float, float]) -> list[Box]:
-    """Boxes of the running-text lines of a column (every line of a paragraph that has a long line)."""
+def running_text(lines: list[TextLine], column: tuple[float, float], captions: Sequence[Box] = ()) -> list[Box]:
+    """Boxes of the running-text lines of a column (every line of a paragraph that has a long line).
+
+    Lines of ``captions`` make paragraphs of their own: a caption set close under its figure would otherwise
+    run on from the figure's axis title and tick labels, and make them running text between the two.
+    """
     mine = [ln for ln in lines if _in_column(ln.box, column)]
     if not mine:
         return []
@@ -145,10 +172,21 @@ def running_text(lines: list[TextLine], column: tuple[float, float]) -> list[Box
     if text_width <= 0:
         return []
     out: list[Box] = []
-    for para in _paragraphs(mine):
+    apart = [any(_overlaps(ln.box, c) for c in captions) for ln in mine]
+    of_captions = [ln for ln, a in zip(mine, apart) if a]
+    rest = [ln for ln, a in zip(mine, apart) if not a]
+    for para in _paragraphs(rest) + _paragraphs(of_captions):
         if (any(ln.words >= BODY_LINE_WORDS and ln.box[2] - ln.box[0] >= BODY_LINE_SHARE * text_width for ln in para)
                 or sum(ln.words >= PROSE_WORDS for ln in para) >= 2):
             out.extend(ln.box for ln in para)
+    # A displayed equation is running text: the row of a number "(1.8)" set at the text's right edge (its
+    # pieces are short lines that would pass for a figure's labels).
+    right = max((b[2] for b in out), default=0.0)
+    numbers = [ln.box for ln in mine if ln.number and right > 0 and ln.box[2] >= right - 6]
+    if numbers:
+        taken = set(out)
+        out.extend(ln.box for ln in mine if ln.box not in taken and any(
+            min(ln.box[3], n[3]) - max(ln.box[1], n[1]) >= 0.5 * (ln.box[3] - ln.box[1]) for n in numbers))
     return out
 
 
@@ -181,33 +219,81 @@ def _grow(seed: Box, elements: list[Box], barriers: list[Box]) -> Box:
 
 
 def pair(captions: list[Caption], graphics: list[Box], width: float, height: float,
-         lines: Sequence[TextLine] = ()) -> list[PairedFigure]:
-    """Each caption with the body grown from it over the figure elements of its column."""
+         lines: Sequence[TextLine] = (), ink: Callable[[Box], Box | None] | None = None,
+         images: Sequence[Box] = ()) -> list[PairedFigure]:
+    """Each caption with the body grown from it over the figure elements of its column.
+
+    ``images`` are the graphics that are placed images. ``ink`` (a scanned page's ``scan.PageInk.box``) gives
+    the box of the ink inside a window of the page: a caption that no graphics are next to gets the ink between
+    it and the nearest text block of its column, above it or else below it.
+    """
     lines = list(lines)
     split = two_columns(lines, width) or _side_by_side(captions, width)
     caption_boxes = [c.bbox for c in captions]
     top, bottom = _content_band(lines, graphics, height)
-    inked = set(graphics)
+    inked, placed = set(graphics), set(images)
     out = []
     for cap in captions:
         column = _column(cap, width, split)
-        body_text = running_text(lines, column)
+        body_text = running_text(lines, column, caption_boxes)
         running = set(body_text)
-        figure_text = [ln.box for ln in lines if ln.box not in running
+        figure_text = [ln.box for ln in lines if ln.box not in running and not _margin_text(ln.box, height)
                        and not any(_overlaps(ln.box, c) for c in caption_boxes)]
-        elements = [b for b in graphics + figure_text if _in_column(b, column) and not _inside_text(b, body_text)
-                    and b[1] >= top and b[3] <= bottom]
+        barriers = body_text
+        if column != (0.0, width):
+            # Text across the gutter (a title block, a page-wide heading) is no part of a column's figure and
+            # stops its growth; so is a rule across it (under a running head, above footnotes).
+            across = [ln.box for ln in lines if _across(ln.box, width)
+                      and not any(_overlaps(ln.box, c) for c in caption_boxes)]
+            figure_text = [b for b in figure_text if not _across(b, width)]
+            graphics_here = [b for b in graphics if not (_across(b, width) and b[3] - b[1] <= RULE_PT)]
+            barriers = body_text + across
+        else:
+            graphics_here = graphics
+        elements = [b for b in graphics_here + figure_text if _in_column(b, column)
+                    and not _inside_text(b, body_text) and b[1] >= top and b[3] <= bottom]
         # Captions that bound this one's body: those in its column and page-wide ones.
         peers = [c for c in captions if c is not cap and (_in_column(c.bbox, column) or
                                                           _column(c, width, split) == (0.0, width))]
         above_limit = max([c.bbox[3] for c in peers if c.bbox[3] <= cap.bbox[1]], default=0.0)
         below_limit = min([c.bbox[1] for c in peers if c.bbox[1] >= cap.bbox[3]], default=height)
-        above = [b for b in elements if b[3] <= cap.bbox[1] + 2 and b[1] >= above_limit - 2]
-        below = [b for b in elements if b[1] >= cap.bbox[3] - 2 and b[3] <= below_limit + 2]
-        body = (_body_on_side(cap.bbox, above, True, body_text, inked, height)
-                or _body_on_side(cap.bbox, below, False, body_text, inked, height))
+        c0, c1 = cap.bbox[1], cap.bbox[3]
+        above = [b for b in elements if b[3] <= c0 + 2 and b[1] >= above_limit - 2]
+        below = [b for b in elements if b[1] >= c1 - 2 and b[3] <= below_limit + 2]
+        # An image reaching from one side into the caption's lines (white margins, the caption set over its
+        # foot) is cut at the caption's edge; drawings there (a shade behind the caption) are not.
+        across_caption = [b for b in elements if b[1] < c1 and b[3] > c0 and b in placed]
+        cut_above = [(b[0], b[1], b[2], c0) for b in across_caption if b[1] < c0 - CUT_MIN_PT
+                     and c0 + 2 < b[3] <= c1 + 4 and b[1] >= above_limit - 2]
+        cut_below = [(b[0], c1, b[2], b[3]) for b in across_caption if b[3] > c1 + CUT_MIN_PT
+                     and c0 - 4 <= b[1] < c1 - 2 and b[3] <= below_limit + 2]
+        ink_here = inked | set(cut_above) | set(cut_below)
+        body = (_body_on_side(cap.bbox, above + cut_above, True, barriers, ink_here, height)
+                or _body_on_side(cap.bbox, below + cut_below, False, barriers, ink_here, height))
+        if body is None and ink is not None:
+            body = _ink_body(cap.bbox, column, body_text, barriers, ink, (max(top, above_limit),
+                                                                         min(bottom, below_limit)), height)
         out.append(PairedFigure(cap, body))
     return out
+
+
+def _ink_body(caption: Box, column: tuple[float, float], body_text: list[Box], barriers: list[Box],
+              ink: Callable[[Box], Box | None], band: tuple[float, float], height: float) -> Box | None:
+    """The ink between the caption and the nearest text block above it (else below it), across the column's
+    text width (a scan's dark page edges lie outside it)."""
+    x0 = min((b[0] for b in body_text), default=column[0] + 0.03 * (column[1] - column[0]))
+    x1 = max((b[2] for b in body_text), default=column[1] - 0.03 * (column[1] - column[0]))
+    x0, x1 = min(x0, caption[0]), max(x1, caption[2])
+    level = [b for b in barriers if min(b[2], x1) > max(b[0], x0)]
+    top = max([band[0]] + [b[3] for b in level if b[3] <= caption[1]])
+    found = ink((x0, top + 1, x1, caption[1] - 1))
+    if found is not None and caption[1] - found[3] <= MAX_GAP_SHARE * height:
+        return found
+    end = min([band[1]] + [b[1] for b in level if b[1] >= caption[3]])
+    found = ink((x0, caption[3] + 1, x1, end - 1))
+    if found is not None and found[1] - caption[3] <= MAX_GAP_SHARE * height:
+        return found
+    return None
 
 
 def _body_on_side(caption: Box, group: list[Box], above: bool, body_text: list[Box], inked: set[Box],
@@ -223,20 +309,41 @@ def _body_on_side(caption: Box, group: list[Box], above: bool, body_text: list[B
     return region if any(b in inked and inside(b, region) for b in group) else None  # text alone is no figure
 
 
+def _margin_block(boxes: list[tuple[Box, bool]], height: float) -> float | None:
+    """How far a running head reaches down from the top of the page (boxes given as (box, is text), the page
+    turned over for the foot), or None when the page has none.
+
+    The head is the first block of the page set apart by ``HEAD_GAP`` points of white space across the whole
+    page: text rows and flat rules only (a rule under the head text belongs to it), at most ``HEAD_ROWS_PT``
+    tall, ending in the top ``HEAD_SHARE`` of the page. A graphic reaching across the gap (a plot's frame beside
+    its top tick label) puts what it reaches in the block, so a figure's own first row is no head. Graphics that
+    start above the first text line are not looked at.
+    """
+    first_text = min((b[1] for b, is_text in boxes if is_text), default=None)
+    if first_text is None:
+        return None
+    # Graphics starting above the first text line are beyond the head (clipped paths of a plot reaching up).
+    order = sorted((bt for bt in boxes if bt[0][1] >= first_text - 1), key=lambda bt: bt[0][1])
+    start, reach = order[0][0][1], order[0][0][3]
+    text = False
+    for i, (b, is_text) in enumerate(order):
+        if i and b[1] - reach >= HEAD_GAP:
+            return reach if text else None
+        if not is_text and b[3] - b[1] > RULE_PT:
+            return None  # a graphic that is no rule: the page's content has begun
+        text |= is_text
+        reach = max(reach, b[3])
+        if reach - start > HEAD_ROWS_PT or reach > HEAD_SHARE * height:
+            return None
+    return None  # nothing below it: a page of a few lines has no head
+
+
 def _content_band(lines: list[TextLine], graphics: list[Box], height: float) -> tuple[float, float]:
     """(top, bottom) of the page's content: below the running head and above the folio, where there are any."""
-    boxes = [ln.box for ln in lines] + graphics
-    top, bottom = 0.0, height
-    if lines:
-        head = min(lines, key=lambda ln: ln.box[1]).box
-        rest = [b for b in boxes if b[1] > head[3]]
-        if head[3] <= HEAD_SHARE * height and (not rest or min(b[1] for b in rest) - head[3] >= HEAD_GAP):
-            top = head[3] + 1
-        foot = max(lines, key=lambda ln: ln.box[3]).box
-        rest = [b for b in boxes if b[3] < foot[1]]
-        if foot[1] >= (1 - HEAD_SHARE) * height and (not rest or foot[1] - max(b[3] for b in rest) >= HEAD_GAP):
-            bottom = foot[1] - 1
-    return top, bottom
+    boxes = [(ln.box, True) for ln in lines] + [(b, False) for b in graphics]
+    head = _margin_block(boxes, height)
+    foot = _margin_block([((b[0], height - b[3], b[2], height - b[1]), t) for b, t in boxes], height)
+    return (0.0 if head is None else head + 1, height if foot is None else height - foot - 1)
 
 
 def _overlaps(a: Box, b: Box) -> bool:
@@ -246,5 +353,18 @@ def _overlaps(a: Box, b: Box) -> bool:
 def page_figures(page, captions: list[Caption], words=None, drawings=None, images=None) -> list[PairedFigure]:
     """Captions of one page paired with their bodies; ``words``, ``drawings`` and ``images`` are the page's
     ``get_text("words")``, ``get_drawings()`` and ``get_image_info()`` when read already."""
+    from benchmint.pdf.scan import PageInk, is_scan
+
     lines = text_lines(words if words is not None else page.get_text("words"))
-    return pair(captions, graphics_boxes(page, drawings, images), page.rect.width, page.rect.height, lines)
+    images = page.get_image_info() if images is None else images
+    ink = None
+    if is_scan(page.rect.width, page.rect.height, images):  # rendered once, when a caption finds no graphics
+        rendered: list[PageInk] = []
+
+        def ink(window: Box) -> Box | None:
+            if not rendered:
+                rendered.append(PageInk(page))
+            return rendered[0].box(window)
+
+    return pair(captions, graphics_boxes(page, drawings, images), page.rect.width, page.rect.height, lines, ink,
+                [tuple(i["bbox"]) for i in images])

@@ -97,11 +97,12 @@ def _ticked(lines: list[tuple[float, float, float]], ticks: list[tuple[float, fl
         gaps = [b - a for a, b in zip(spots, spots[1:])]
         if len(spots) >= MIN_TICKS and max(gaps) - min(gaps) <= 1.0:
             found.add((lo, hi, at))
-    # Lines on one another (an axis drawn over a plot's L-shaped frame) are one axis.
+    # Lines on one another (an axis drawn over a plot's L-shaped frame) are one axis; lines meeting end to end
+    # are two (the spines of plots stacked on a shared axis).
     merged: list[list[float]] = []
     for lo, hi, at in sorted(found, key=lambda t: (round(t[2]), t[0])):
         last = merged[-1] if merged else None
-        if last is not None and abs(last[2] - at) < 1.0 and lo <= last[1] + 1.0:
+        if last is not None and abs(last[2] - at) < 1.0 and lo < last[1] - 1.0:
             last[1] = max(last[1], hi)
         else:
             merged.append([lo, hi, at])

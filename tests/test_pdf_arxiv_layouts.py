@@ -1,0 +1,213 @@
+"""Figure bodies on pages laid out as arXiv papers are: REVTeX and conference pages, title pages, scanned pages.
+
+Each test draws a page whose figure box is known by construction (tests/page_layouts.py) and checks the body
+the harvest's page step finds for it: never into the running head, over the gutter, into the title block or
+another caption's figure.
+"""
+
+import numpy as np
+import pymupdf
+import pytest
+from page_layouts import LEFT, RIGHT, caption, centred, near, new_page, plot, prose, scanned
+
+from benchmint.pdf.captions import page_captions
+from benchmint.pdf.figures import find_figures
+
+
+def figures(page):
+    return {f.label: f for f in find_figures(page, page_captions(page))}
+
+
+@pytest.mark.parametrize("rule", [True, False])
+def test_a_plot_under_a_short_running_head_stays_in_its_column(rule):
+    """A head of a few words (no running text) with a rule under it: the plot below neither takes the rule and
+    grows over the gutter to the page's width, nor reaches up into the head."""
+    doc = pymupdf.open()
+    page = new_page(doc)
+    page.insert_text((54, 40), "A. Author et al.", fontsize=8)
+    page.insert_text((550, 40), "3", fontsize=8)
+    if rule:
+        page.draw_line((54, 45), (558, 45), color=(0, 0, 0), width=0.5)
+    want = plot(page, pymupdf.Rect(60, 58, 292, 218))
+    caption(page, pymupdf.Rect(LEFT.x0, 226, LEFT.x1, 262), "FIG. 1: Magnetization of the sample against "
+            "temperature for three fields along the c axis; lines are fits.")
+    prose(page, pymupdf.Rect(LEFT.x0, 270, LEFT.x1, 740))
+    prose(page, pymupdf.Rect(RIGHT.x0, 58, RIGHT.x1, 740))
+    body = figures(page)["1"].body
+    assert near(body, want, tol=1), (body, want)
+
+
+def test_a_plot_on_a_title_page_does_not_grow_into_the_title_block():
+    doc = pymupdf.open()
+    page = new_page(doc)
+    centred(page, 80, "Spin waves in a frustrated kagome magnet", 14)
+    centred(page, 104, "A. Author, B. Author, and C. Author", 10)
+    centred(page, 118, "Department of Physics, University of Somewhere, Sometown 12345, Country", 8)
+    centred(page, 130, "(Dated: January 5, 2026)", 8)
+    prose(page, pymupdf.Rect(LEFT.x0, 150, LEFT.x1, 740))
+    want = plot(page, pymupdf.Rect(321, 146, 553, 306))
+    caption(page, pymupdf.Rect(RIGHT.x0, 314, RIGHT.x1, 350), "FIG. 1: Dispersion of the lowest mode along the "
+            "high symmetry directions; lines are linear spin-wave theory.")
+    prose(page, pymupdf.Rect(RIGHT.x0, 358, RIGHT.x1, 740))
+    body = figures(page)["1"].body
+    assert near(body, want, tol=1), (body, want)
+
+
+def test_stacked_lettered_plots_at_the_top_of_a_page_are_two_panels():
+    """(a) over (b) in one column at the top of a page without a running head, beside another figure: the top
+    tick labels are no head (the plots' frames reach across the white below them), so the body holds both
+    plots, told apart by their axes (frames of four separate spines are no rectangles)."""
+    doc = pymupdf.open()
+    page = new_page(doc)
+    a = plot(page, pymupdf.Rect(60, 56, 292, 196), "(a)")
+    b = plot(page, pymupdf.Rect(60, 202, 292, 342), "(b)", seed=2)
+    caption(page, pymupdf.Rect(LEFT.x0, 350, LEFT.x1, 386), "FIG. 2: Susceptibility of the two samples against "
+            "temperature, measured in a field of 0.1 T.")
+    prose(page, pymupdf.Rect(LEFT.x0, 394, LEFT.x1, 740))
+    c = plot(page, pymupdf.Rect(321, 56, 553, 196), "(a)", seed=4)
+    caption(page, pymupdf.Rect(RIGHT.x0, 204, RIGHT.x1, 240), "FIG. 3: Specific heat of the first sample.")
+    prose(page, pymupdf.Rect(RIGHT.x0, 248, RIGHT.x1, 740))
+    found = figures(page)
+    assert near(found["2"].body, (min(a[0], b[0]), a[1], max(a[2], b[2]), b[3]), tol=1), (found["2"].body, a, b)
+    assert found["2"].panels == 2
+    assert near(found["3"].body, c, tol=1) and found["3"].panels == 1
+
+
+def _journal_page(doc):
+    """A two-column page with a plot in the left column between paragraphs, and its ink box."""
+    page = new_page(doc)
+    prose(page, pymupdf.Rect(LEFT.x0, 60, LEFT.x1, 300))
+    want = plot(page, pymupdf.Rect(66, 326, 286, 462))
+    caption(page, pymupdf.Rect(LEFT.x0, 472, LEFT.x1, 508), "FIG. 4. Resistivity of the film against "
+            "temperature; the arrow marks the transition.")
+    prose(page, pymupdf.Rect(LEFT.x0, 516, LEFT.x1, 740))
+    prose(page, pymupdf.Rect(RIGHT.x0, 60, RIGHT.x1, 740))
+    return page, want
+
+
+def test_on_a_scanned_page_the_body_is_the_ink_above_the_caption_up_to_the_text():
+    doc = pymupdf.open()
+    original, want = _journal_page(doc)
+    page = scanned(original, doc)
+    assert not page.get_drawings() and len(page.get_image_info()) == 1
+    [fig] = [f for f in find_figures(page, page_captions(page)) if f.label == "4"]
+    assert near(fig.body, want, tol=3), (fig.body, want)
+
+
+def test_arxivs_stamp_along_the_margin_of_a_first_page_is_no_part_of_a_figure():
+    """arXiv sets the identifier upright along the left edge of a paper's first page, beside the left column:
+    a plot at the foot of that column does not take it (and up with it the height the stamp spans)."""
+    doc = pymupdf.open()
+    page = new_page(doc)
+    centred(page, 80, "Spin waves in a frustrated kagome magnet", 14)
+    centred(page, 104, "A. Author, B. Author, and C. Author", 10)
+    prose(page, pymupdf.Rect(LEFT.x0, 140, LEFT.x1, 476))
+    want = plot(page, pymupdf.Rect(60, 500, 292, 654))
+    caption(page, pymupdf.Rect(LEFT.x0, 662, LEFT.x1, 700), "FIG. 1: Dispersion of the lowest mode along the "
+            "high symmetry directions.")
+    prose(page, pymupdf.Rect(RIGHT.x0, 140, RIGHT.x1, 740))
+    page.insert_text((32, 560), "arXiv:2601.01234v1  [cond-mat.str-el]  5 Jan 2026", fontsize=20, rotate=90,
+                     color=(0.5, 0.5, 0.5))
+    body = figures(page)["1"].body
+    assert near(body, want, tol=1), (body, want)
+
+
+def test_plots_stacked_on_a_shared_axis_are_one_panel_each():
+    """(a) on (b) with no space between them (the x axis of (a) is the top of (b)), ticks in on all four sides,
+    their letters outlined: the right spines meet end to end, two axes, not one."""
+    doc = pymupdf.open()
+    page = new_page(doc)
+    a = plot(page, pymupdf.Rect(60, 80, 292, 190), "outlined", x_labels=False)
+    b = plot(page, pymupdf.Rect(60, 186, 292, 318), "outlined", seed=2)
+    caption(page, pymupdf.Rect(LEFT.x0, 326, LEFT.x1, 362), "FIG. 3: Magnetization and susceptibility of the "
+            "film against temperature.")
+    prose(page, pymupdf.Rect(LEFT.x0, 370, LEFT.x1, 740))
+    prose(page, pymupdf.Rect(RIGHT.x0, 80, RIGHT.x1, 740))
+    fig = figures(page)["3"]
+    assert near(fig.body, (min(a[0], b[0]), a[1], max(a[2], b[2]), b[3]), tol=1), (fig.body, a, b)
+    assert fig.panels == 2
+
+
+@pytest.mark.parametrize("gap", [2.0, 4.0, 10.0])
+def test_a_caption_set_close_under_its_plot_does_not_make_the_plots_labels_running_text(gap):
+    """REVTeX sets "FIG. 1:" a line's space or less under the figure: the caption's lines are no paragraph with
+    the axis title and tick labels above them (a paragraph with the caption's long lines is running text, and
+    running text between a plot and its caption left the figure without a body)."""
+    doc = pymupdf.open()
+    page = new_page(doc)
+    prose(page, pymupdf.Rect(LEFT.x0, 60, LEFT.x1, 280))
+    want = plot(page, pymupdf.Rect(60, 300, 292, 460))
+    top = want[3] + gap
+    caption(page, pymupdf.Rect(LEFT.x0, top, LEFT.x1, top + 36), "FIG. 1: Magnetization of the sample against "
+            "temperature for three fields along the c axis; lines are fits of the model.")
+    prose(page, pymupdf.Rect(LEFT.x0, top + 44, LEFT.x1, 740))
+    prose(page, pymupdf.Rect(RIGHT.x0, 60, RIGHT.x1, 740))
+    body = figures(page)["1"].body
+    assert near(body, want, tol=1), (body, want)
+
+
+def _raster(width: int, height: int, seed: int) -> pymupdf.Pixmap:
+    rng = np.random.default_rng(seed)
+    return pymupdf.Pixmap(pymupdf.csRGB, width, height, (rng.random((height, width, 3)) * 255).astype(np.uint8)
+                          .tobytes(), False)
+
+
+@pytest.mark.parametrize("where", ["into the caption's first line", "past the caption's foot"])
+def test_an_image_reaching_into_its_caption_is_cut_at_the_caption(where):
+    """A conference page with several images: the image above "Figure 2:" was placed with its white margin
+    under the caption's lines (its rectangle ends inside the caption, or a little past it): it is the body, cut
+    at the caption's top."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=595, height=842)
+    left, right = (57, 290), (305, 538)
+    prose(page, pymupdf.Rect(left[0], 60, left[1], 200))
+    page.insert_image(pymupdf.Rect(70, 210, 277, 350), pixmap=_raster(300, 200, 1))
+    caption(page, pymupdf.Rect(left[0], 356, left[1], 380), "Figure 1: Layout of the injector.")
+    prose(page, pymupdf.Rect(left[0], 388, left[1], 780))
+    foot = 590 if where.startswith("into") else 605
+    page.insert_image(pymupdf.Rect(318, 420, 525, foot), pixmap=_raster(300, 240, 2), keep_proportion=False)
+    caption(page, pymupdf.Rect(right[0], 580, right[1], 616), "Figure 2: Measured beam profile at the first "
+            "screen, with the fitted Gaussian.")
+    prose(page, pymupdf.Rect(right[0], 60, right[1], 410))
+    prose(page, pymupdf.Rect(right[0], 624, right[1], 780))
+    found = figures(page)
+    top = min(w[1] for w in page.get_text("words") if w[4] == "Figure" and w[0] > 300)  # the caption's top
+    assert near(found["2"].body, (318, 420, 525, top), tol=1), found["2"].body
+    assert near(found["1"].body, (70, 210, 277, 350), tol=1)
+
+
+def test_displayed_equations_above_a_plot_are_running_text():
+    """A report's page: numbered displayed equations, then the plot, then its caption. The equations' pieces are
+    short lines like a plot's labels; their row, with its number at the text's right edge, stops the growth."""
+    doc = pymupdf.open()
+    page = new_page(doc)
+    prose(page, pymupdf.Rect(90, 80, 520, 250), fontsize=10.5)
+    for y, number in ((282, "(1.8)"), (306, "(1.9)")):
+        page.insert_text((220, y), "n(r) =", fontsize=10.5)
+        page.insert_text((262, y - 6), "N", fontsize=8)
+        page.draw_line((258, y - 3.5), (270, y - 3.5), color=(0, 0, 0), width=0.4)
+        page.insert_text((262, y + 4), "V", fontsize=8)
+        page.insert_text((276, y), "exp(-r/a)", fontsize=10.5)
+        page.insert_text((520 - pymupdf.get_text_length(number, fontsize=10.5), y), number, fontsize=10.5)
+    want = plot(page, pymupdf.Rect(180, 330, 430, 520))
+    caption(page, pymupdf.Rect(90, 530, 520, 560), "Figure 1.2: The electron density along the bond, computed "
+            "and fitted.")
+    prose(page, pymupdf.Rect(90, 570, 520, 740), fontsize=10.5)
+    body = figures(page)["1.2"].body
+    assert near(body, want, tol=1), (body, want)
+
+
+def test_a_shade_behind_a_caption_is_no_body_and_the_figure_below_is_found():
+    """A caption in a grey box a few points larger than its lines, its figure below it: the shade's edge above
+    the caption is no figure."""
+    doc = pymupdf.open()
+    page = new_page(doc)
+    prose(page, pymupdf.Rect(LEFT.x0, 60, LEFT.x1, 300))
+    page.draw_rect(pymupdf.Rect(LEFT.x0 - 3, 317, LEFT.x1 + 3, 357), color=None, fill=(0.9, 0.9, 0.9))
+    caption(page, pymupdf.Rect(LEFT.x0, 320, LEFT.x1, 354), "FIG. 5: Heat capacity of the crystal against "
+            "temperature, below.")
+    want = plot(page, pymupdf.Rect(60, 366, 292, 520))
+    prose(page, pymupdf.Rect(LEFT.x0, 540, LEFT.x1, 740))
+    prose(page, pymupdf.Rect(RIGHT.x0, 60, RIGHT.x1, 740))
+    body = figures(page)["5"].body
+    assert near(body, want, tol=1), (body, want)
