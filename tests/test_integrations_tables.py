@@ -221,6 +221,26 @@ def test_set_scored_tables_need_no_image_question_or_formula():
         bench.prompt(item, "cif_only")
 
 
+def test_matvqa_table_needs_no_figure_or_question(tmp_path):
+    # grading reads the option number only; the figure and question are what eval's prompt needs
+    table = pd.DataFrame([{"id": "m1", "options": json.dumps(["fcc", "bcc", "hcp"]), "answer": 2, "task": "phase",
+                           "prediction": "The answer is (2)"},
+                          {"id": "m2", "options": json.dumps(["fcc", "bcc", "hcp"]), "answer": "(3)", "task": "phase",
+                           "prediction": "(1)"}])
+    got = score_table(table, "matvqa", workers=1)
+    assert [(r["id"], r["answer"], r["score"]) for r in got.rows] == [("m1", [2], 1.0), ("m2", [1], 0.0)]
+    assert got.errors == [] and got.summary["models"][0]["accuracy"]["mean"] == 0.5
+    items = _write_rows(table)
+    bench = benchmarks.get("matvqa")
+    assert [(e.field, e.message) for _, e in bench.read_items(items)] == [("question", 'missing field "question"')] * 2
+    (items.parent / "f.png").write_bytes(base64.b64decode(_png()))
+    items.write_text("".join(json.dumps({**r, "question": "Which phase?", "image": "f.png"}) + "\n"
+                             for r in table.drop(columns="prediction").to_dict("records")))
+    assert [it.id for _, it in bench.read_items(items)] == ["m1", "m2"]
+    items.write_text(json.dumps({"id": "m3", "question": "Q?", "options": ["a", "b"], "answer": 1}) + "\n")
+    assert [(e.field, e.message) for _, e in bench.read_items(items)] == [("image", 'missing field "image" or "images"')]
+
+
 def _write_rows(df):
     import tempfile
 
