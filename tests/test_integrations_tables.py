@@ -2,6 +2,7 @@
 
 import base64
 import csv
+import gc
 import io
 import json
 from pathlib import Path
@@ -288,6 +289,7 @@ def test_spm_table_of_20000_rows_scores_as_benchmint_score(tmp_path):
     rows = _spm_rows(20000)
     own, summary = _own_spm_scores(tmp_path, rows)
     got = score_table(pd.DataFrame(rows), "spm", workers=1)
+    assert gc.isenabled()  # paused while the table is scored, then as it was
     assert got.errors == [] and len(got.rows) == 20000
     for k, r in enumerate(got.rows, 1):
         want = own[(r["id"], "model")]
@@ -306,7 +308,12 @@ def test_spm_table_with_rejected_and_repeated_rows(tmp_path):
     rows[3]["id"] = "q3\udc80"
     rows.append({**rows[2], "prediction": "Answer: A"})  # row 7: q2 again, same model: a duplicate
     rows.append({**rows[4], "model": "other"})  # row 8: q4 by another model, scored
-    got = score_table(rows, "spm", workers=1)  # a list of rows (pandas' string columns refuse the surrogate)
+    gc.disable()
+    try:
+        got = score_table(rows, "spm", workers=1)  # a list of rows (pandas' string columns refuse the surrogate)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
     listed = sorted({(e["row"], e["kind"]) for e in got.errors if "row" in e})
     assert listed == [(2, "bad_item"), (4, "bad_field"), (7, "duplicate_id")]
     own, _ = _own_spm_scores(tmp_path, [r for k, r in enumerate(rows, 1) if k not in (2, 4, 7)])
