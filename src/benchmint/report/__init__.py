@@ -74,6 +74,9 @@ def _build(run_dirs: list[Path], out: Path, command: str) -> ReportResult:
     runs, problems = discover(run_dirs)
     sink = Sink(out, command)
     sink.problems.extend(problems)
+    from benchmint.report import fromeval
+
+    runs = runs + fromeval.score_eval_runs(runs, out, sink)
     for run in runs:
         for draw in _drawers(run):
             try:
@@ -86,6 +89,7 @@ def _build(run_dirs: list[Path], out: Path, command: str) -> ReportResult:
     from benchmint.report import paired
 
     paired.draw_pairs(runs, sink)
+    paired.draw_score_gaps(runs, sink)
     from benchmint.report import html
 
     page = html.write(out, sink.outputs, command, [{"kind": r.kind, "path": str(r.path), "settings": _settings(r)}
