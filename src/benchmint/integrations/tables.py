@@ -9,10 +9,9 @@ dataset's ``evaluate`` needs.
 The rows are not scored by a second implementation: each is read by the benchmark's reader of release rows, and
 ``benchmint grade``'s flow (SeePhys, MatVQA, CSMBench) takes those items with the predictions, or
 ``benchmint score``'s (SPM-Bench, CrystalXRD-Bench) reads them written as its gold file, so a table scores
-exactly as the command does on the same rows. Only what grading reads
-is required (the id, the gold answer, SeePhys's ``sig_figs`` and ``question`` where present); image columns are
-never read. Errors name the table's row (``row`` counts data rows from 1, in the table's order) instead of the
-files written on the way.
+exactly as the command does on the same rows. Only what grading reads is required (the id, the gold answer,
+SeePhys's ``sig_figs`` and ``question`` where present); image columns are never read. Errors name the table's row
+(``row`` counts data rows from 1, in the table's order) instead of the files written on the way.
 """
 
 from __future__ import annotations
