@@ -121,6 +121,13 @@ def test_eval_runs_are_scored_by_the_report(tmp_path, xrd_items):
         _opened(png)
     assert _opened(out / "figures" / "xrd-radar-ev-xrd.png") == 1  # one model
 
+    # a report inside the folder it reads (as eval --report writes it) does not read its own outputs back
+    inside = runs / "report"
+    assert main(["report", str(runs), "--out", str(inside)]) == 0
+    assert main(["report", str(runs), "--out", str(inside)]) == 0
+    assert (inside / "tables" / "xrd-table2-ev-xrd.csv").read_bytes() == (out / "tables" / "xrd-table2-ev-xrd.csv").read_bytes()
+    assert sorted(p.name for p in (inside / "tables").iterdir()) == sorted(p.name for p in (out / "tables").iterdir())
+
     # eval with --score: the score run read the predictions, so the report does not score them again
     chained = tmp_path / "chained"
     assert main(["eval", str(xrd_items), "--benchmark", "crystalxrd", "--baseline", "--score", "--out",

@@ -71,7 +71,7 @@ def build(run_dirs: list[Path], out: Path, command: str) -> ReportResult:
 
 def _build(run_dirs: list[Path], out: Path, command: str) -> ReportResult:
     out.mkdir(parents=True, exist_ok=True)
-    runs, problems = discover(run_dirs)
+    runs, problems = discover(run_dirs, skip=out)
     sink = Sink(out, command)
     sink.problems.extend(problems)
     from benchmint.report import fromeval

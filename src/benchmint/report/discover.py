@@ -81,12 +81,13 @@ def _classify(folder: Path, names: set[str], label: str) -> list[Run]:
     return runs
 
 
-def discover(roots: list[Path]) -> tuple[list[Run], list[str]]:
+def discover(roots: list[Path], skip: Path | None = None) -> tuple[list[Run], list[str]]:
     """Every run under the given folders, in path order; and the problems met (a root that is no folder or holds
-    no run), each naming its folder."""
+    no run), each naming its folder. ``skip``: a folder not searched (the report's own, which may lie under a root
+    and holds the runs it scored from eval outputs)."""
     runs: list[Run] = []
     problems: list[str] = []
-    seen: set[Path] = set()
+    seen: set[Path] = {skip.resolve()} if skip is not None else set()
     for root in roots:
         if not root.is_dir():
             problems.append(f"{root}: not a folder")
@@ -97,6 +98,7 @@ def discover(roots: list[Path]) -> tuple[list[Run], list[str]]:
             here = Path(folder)
             real = here.resolve()
             if real in seen:
+                dirs.clear()  # nor anything below it
                 continue
             seen.add(real)
             rel = here.relative_to(root).parts
