@@ -47,6 +47,7 @@ def test_demo_runs_every_capability(tmp_path, capsys):
     report = tmp_path / "report"  # the main job ends with a report of its own outputs
     assert "data:image/png;base64," in (report / "index.html").read_text()
     for name in ("spm-dumbbell-score-mcq", "spm-lambda-gamma-score-mcq", "xrd-radar-xrd-scores",
-                 "xrd-jaccard-jpen-xrd-scores-symmetry", "seephys-accuracy-by-setting-grade-seephys"):
+                 "xrd-jaccard-jpen-xrd-scores-symmetry", "seephys-accuracy-by-setting-grade-seephys",
+                 "generate-codes-generate-csmbench"):
         assert (report / "figures" / f"{name}.png").stat().st_size > 10_000, name
     assert (report / "tables" / "xrd-table1-xrd-bench.csv").read_text().count("\n") == 5  # 3 databases and all

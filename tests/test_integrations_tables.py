@@ -2,6 +2,7 @@
 
 import base64
 import csv
+import gc
 import io
 import json
 from pathlib import Path
@@ -221,6 +222,26 @@ def test_set_scored_tables_need_no_image_question_or_formula():
         bench.prompt(item, "cif_only")
 
 
+def test_matvqa_table_needs_no_figure_or_question(tmp_path):
+    # grading reads the option number only; the figure and question are what eval's prompt needs
+    table = pd.DataFrame([{"id": "m1", "options": json.dumps(["fcc", "bcc", "hcp"]), "answer": 2, "task": "phase",
+                           "prediction": "The answer is (2)"},
+                          {"id": "m2", "options": json.dumps(["fcc", "bcc", "hcp"]), "answer": "(3)", "task": "phase",
+                           "prediction": "(1)"}])
+    got = score_table(table, "matvqa", workers=1)
+    assert [(r["id"], r["answer"], r["score"]) for r in got.rows] == [("m1", [2], 1.0), ("m2", [1], 0.0)]
+    assert got.errors == [] and got.summary["models"][0]["accuracy"]["mean"] == 0.5
+    items = _write_rows(table)
+    bench = benchmarks.get("matvqa")
+    assert [(e.field, e.message) for _, e in bench.read_items(items)] == [("question", 'missing field "question"')] * 2
+    (items.parent / "f.png").write_bytes(base64.b64decode(_png()))
+    items.write_text("".join(json.dumps({**r, "question": "Which phase?", "image": "f.png"}) + "\n"
+                             for r in table.drop(columns="prediction").to_dict("records")))
+    assert [it.id for _, it in bench.read_items(items)] == ["m1", "m2"]
+    items.write_text(json.dumps({"id": "m3", "question": "Q?", "options": ["a", "b"], "answer": 1}) + "\n")
+    assert [(e.field, e.message) for _, e in bench.read_items(items)] == [("image", 'missing field "image" or "images"')]
+
+
 def _write_rows(df):
     import tempfile
 
@@ -228,3 +249,79 @@ def _write_rows(df):
     path.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "prediction"}) + "\n"
                             for r in df.to_dict("records")))
     return path
+
+
+def _spm_rows(n, seed=0):
+    import random
+
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        k = rng.randint(4, 6)
+        gold = sorted(rng.sample("ABCDEF"[:k], rng.randint(1, 3)))
+        pred = sorted(rng.sample("ABCDEF"[:k], rng.randint(0, 3)))
+        reply = rng.choice([f"Answer: {', '.join(pred)}\nConfidence: 0.{rng.randint(1, 9)}", "I cannot tell."])
+        rows.append({"id": f"q{i}", "question": f"Which artefacts in figure {i}?",
+                     "options": json.dumps([f"option {c}" for c in "abcdef"[:k]]), "answer": ", ".join(gold),
+                     "domain": rng.choice(["STM", "AFM", "TEM"]), "prediction": reply})
+    return rows
+
+
+def _own_spm_scores(tmp_path, rows):
+    """benchmint's own path on the same rows: an items file -> gold.jsonl -> benchmint score; scores.jsonl by key."""
+    items, preds, gold = tmp_path / "items.jsonl", tmp_path / "preds.jsonl", tmp_path / "gold.jsonl"
+    items.write_text("".join(json.dumps({k: v for k, v in r.items() if k not in ("prediction", "model")}) + "\n"
+                             for r in rows), encoding="utf-8")
+    preds.write_text("".join(json.dumps({"id": r["id"], "model": r.get("model", "model"), "output": r["prediction"]})
+                             + "\n" for r in rows), encoding="utf-8")
+    bench = benchmarks.get("spm")
+    gold.write_text("".join(json.dumps(it.gold()) + "\n" for _, it in bench.read_items(items, check=False)
+                            if not isinstance(it, benchmarks.ItemError)), encoding="utf-8")
+    assert main(["score", str(preds), "--gold", str(gold), "--task", "mcq", "--out", str(tmp_path / "own"),
+                 "--workers", "1", "--quiet"]) in (0, 1)
+    scores = {(r["id"], r["model"]): r for r in _lines(tmp_path / "own" / "scores.jsonl")}
+    return scores, json.loads((tmp_path / "own" / "summary.json").read_text())
+
+
+def test_spm_table_of_20000_rows_scores_as_benchmint_score(tmp_path):
+    # 20,000 generated rows, a fifth of the replies unreadable: every row's answer, status and metrics as
+    # benchmint score writes them from the same rows read as an items file, and the same summary
+    rows = _spm_rows(20000)
+    own, summary = _own_spm_scores(tmp_path, rows)
+    got = score_table(pd.DataFrame(rows), "spm", workers=1)
+    assert gc.isenabled()  # paused while the table is scored, then as it was
+    assert got.errors == [] and len(got.rows) == 20000
+    for k, r in enumerate(got.rows, 1):
+        want = own[(r["id"], "model")]
+        assert r["row"] == k and r["id"] == rows[k - 1]["id"]
+        assert {c: r[c] for c in ("answer", *got.columns)} == {c: want[c] for c in ("answer", *got.columns)}
+    assert got.summary["models"] == summary["models"]
+    assert sum(r["status"] == "unparsed" for r in got.rows) == sum(w["status"] == "unparsed" for w in own.values())
+
+
+def test_spm_table_with_rejected_and_repeated_rows(tmp_path):
+    # a row with a bad answer, an id the flow refuses (a lone surrogate), the same (id, model) twice and an item
+    # of a second model: every scored row gets its own scores (the rows are matched by key, not by position),
+    # the others None and an error naming them
+    rows = _spm_rows(6, seed=1)
+    rows[1]["answer"] = "G"  # not an option
+    rows[3]["id"] = "q3\udc80"
+    rows.append({**rows[2], "prediction": "Answer: A"})  # row 7: q2 again, same model: a duplicate
+    rows.append({**rows[4], "model": "other"})  # row 8: q4 by another model, scored
+    gc.disable()
+    try:
+        got = score_table(rows, "spm", workers=1)  # a list of rows (pandas' string columns refuse the surrogate)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    listed = sorted({(e["row"], e["kind"]) for e in got.errors if "row" in e})
+    assert listed == [(2, "bad_item"), (4, "bad_field"), (7, "duplicate_id")]
+    own, _ = _own_spm_scores(tmp_path, [r for k, r in enumerate(rows, 1) if k not in (2, 4, 7)])
+    names = ("answer", *got.columns)
+    for r in got.rows:
+        if r["row"] in (2, 4, 7):
+            assert {c: r[c] for c in names} == dict.fromkeys(names)
+        else:
+            want = own[(r["id"], r["model"])]
+            assert {c: r[c] for c in names} == {c: want[c] for c in names}
+    assert [(r["id"], r["model"]) for r in got.rows][-1] == ("q4", "other") and got.rows[7]["status"] == "ok"

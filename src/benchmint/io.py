@@ -39,6 +39,12 @@ def dumps(obj: Any) -> str:
                                         allow_nan=False))
 
 
+def dumps_text(text: str) -> str:
+    """``dumps(text)`` for one string, through json's compiled string encoder without making an encoder each call
+    (a JSONL line of a few strings, written per row, is then formatted by hand)."""
+    return escape_surrogates(json.encoder.encode_basestring(text))
+
+
 def open_input(path: str | os.PathLike, what: str) -> IO[bytes]:
     p = Path(path)
     if not p.exists():

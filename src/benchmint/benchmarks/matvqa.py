@@ -44,8 +44,7 @@ from benchmint.benchmarks.base import (
     item_id,
     json_value,
     need,
-    need_pick,
-    need_str,
+    opt_str,
     pick,
     read_item_file,
 )
@@ -94,14 +93,14 @@ class MatVQA(Benchmark):
 
     def item_from_row(self, row: Mapping, origin: layouts.Origin, location: str) -> EvalItem:
         rid = item_id(row, "id")
-        question = need_str(row, "question")
+        question = opt_str(row, "question")  # eval needs it and the figure (check_item); grading does not
         options = numbered_options(need(row, "options"), "options")
         answer = gold_answer("option_number", _answer_number(need(row, "answer")), "answer")
         if len(answer) != 1 or answer[0] > len(options):
             raise FieldError("answer", f'field "answer" must be one option number 1-{len(options)}, '
                              f"got {json.dumps(row['answer'])}")
-        name, value = need_pick(row, "image", "images")
-        images = image_refs(value, name, origin)
+        found = pick(row, "image", "images")
+        images = image_refs(found[1], found[0], origin) if found else ()
         context = pick(row, "context")
         context_file = pick(row, "context_file")
         if context is not None and not isinstance(context[1], str):
@@ -120,6 +119,10 @@ class MatVQA(Benchmark):
                         location=location)
 
     def check_item(self, item: EvalItem, setting: str) -> None:
+        if item.fields["question"] is None:
+            raise FieldError("question", 'missing field "question"')
+        if not item.images:
+            raise FieldError("image", 'missing field "image" or "images"')
         if setting == "full_context" and item.fields["context"] is None and item.fields["context_file"] is None:
             raise FieldError("context", 'full_context needs the paper\'s text: missing field "context" '
                              'or "context_file"')

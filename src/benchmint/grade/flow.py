@@ -535,10 +535,13 @@ def _ablation_set(bench, name: str, items_path: str, preds_path: str, items: dic
 
 
 def grade_files(pred_paths: Iterable[str | Path], gold_path: str | Path, out_dir: str | Path, cfg: GradeConfig,
-                judge: Judge | None = None, second_judge: Judge | None = None) -> GradeResult:
+                judge: Judge | None = None, second_judge: Judge | None = None,
+                items: dict[str, benchmarks.EvalItem] | None = None) -> GradeResult:
     """Grade every prediction of ``pred_paths`` against the items of ``gold_path``; write the outputs.
 
     ``second_judge`` judges what the first judges, for Cohen's kappa between the two (summary ``judge_agreement``).
+    ``items``: the gold items already read, by id in the items' order (``score_table`` reads a table's rows once);
+    ``gold_path`` then only names them.
     """
     t0 = time.perf_counter()
     bench = benchmarks.get(cfg.benchmark)
@@ -546,7 +549,8 @@ def grade_files(pred_paths: Iterable[str | Path], gold_path: str | Path, out_dir
     out = Path(out_dir)
     result = GradeResult(out)
     paths = [str(p) for p in pred_paths]
-    items = _read_gold(bench, gold_path, result.errors, cfg.allow_paths_outside)
+    if items is None:
+        items = _read_gold(bench, gold_path, result.errors, cfg.allow_paths_outside)
     units = _read_units(paths, items, result.errors)
     shown: dict = {}
     paired: list = []

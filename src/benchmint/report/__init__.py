@@ -35,11 +35,15 @@ def _settings(run: Run) -> dict:
     if run.kind == "eval":
         return {k: s.get(k) for k in ("benchmark", "model", "setting", "items_file", "blind", "repeats", "seed",
                                       "counts")}
+    if run.kind == "generate":
+        return {k: s.get(k) for k in ("benchmark", "counts", "settings")}
+    if run.kind == "review":
+        return {k: s.get(k) for k in ("items", "reviewed", "rejected", "kept", "reviewers")}
     return {"items": str(run.file("items.jsonl"))}
 
 
 def _drawers(run: Run):
-    from benchmint.report import crystalxrd, csmbench, matvqa, paired, seephys, spm
+    from benchmint.report import crystalxrd, csmbench, generation, matvqa, paired, seephys, spm
 
     if run.kind == "score":
         return [crystalxrd.draw_scores] if run.summary.get("task") == "hkl" else [spm.draw]
@@ -50,6 +54,10 @@ def _drawers(run: Run):
         return table.get(str(bench), []) + [paired.draw_grade]
     if run.kind == "xrd-build":
         return [crystalxrd.draw_items]
+    if run.kind == "generate":
+        return [generation.draw_codes]
+    if run.kind == "review":
+        return [generation.draw_review]
     return []
 
 
@@ -63,9 +71,12 @@ def build(run_dirs: list[Path], out: Path, command: str) -> ReportResult:
 
 def _build(run_dirs: list[Path], out: Path, command: str) -> ReportResult:
     out.mkdir(parents=True, exist_ok=True)
-    runs, problems = discover(run_dirs)
+    runs, problems = discover(run_dirs, skip=out)
     sink = Sink(out, command)
     sink.problems.extend(problems)
+    from benchmint.report import fromeval
+
+    runs = runs + fromeval.score_eval_runs(runs, out, sink)
     for run in runs:
         for draw in _drawers(run):
             try:
@@ -78,6 +89,7 @@ def _build(run_dirs: list[Path], out: Path, command: str) -> ReportResult:
     from benchmint.report import paired
 
     paired.draw_pairs(runs, sink)
+    paired.draw_score_gaps(runs, sink)
     from benchmint.report import html
 
     page = html.write(out, sink.outputs, command, [{"kind": r.kind, "path": str(r.path), "settings": _settings(r)}

@@ -7,6 +7,8 @@ command writes, never by its folder's name:
 - grade:      summary.json with ``benchmark`` and a ``models`` list, beside grades.jsonl
 - eval:       run.json with ``benchmark`` beside predictions.jsonl
 - xrd build:  items.jsonl beside selection.jsonl
+- generate:   run.json with ``benchmark`` beside items.jsonl, rejected.jsonl and trace.jsonl (no predictions)
+- review:     review_summary.json beside items.jsonl (``benchmint generate review import``)
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-KINDS = ("score", "grade", "eval", "xrd-build")
+KINDS = ("score", "grade", "eval", "xrd-build", "generate", "review")
 
 
 @dataclass
@@ -66,17 +68,26 @@ def _classify(folder: Path, names: set[str], label: str) -> list[Run]:
         run = _read_json(folder / "run.json")
         if isinstance(run, dict) and "benchmark" in run:
             runs.append(Run("eval", folder, run, label))
+    elif "run.json" in names and {"items.jsonl", "rejected.jsonl", "trace.jsonl"} <= names:
+        run = _read_json(folder / "run.json")
+        if isinstance(run, dict) and "benchmark" in run:
+            runs.append(Run("generate", folder, run, label))
+    if "review_summary.json" in names and "items.jsonl" in names:
+        summary = _read_json(folder / "review_summary.json")
+        if isinstance(summary, dict) and "agreement" in summary:
+            runs.append(Run("review", folder, summary, label))
     if "items.jsonl" in names and "selection.jsonl" in names:
         runs.append(Run("xrd-build", folder, {}, label))
     return runs
 
 
-def discover(roots: list[Path]) -> tuple[list[Run], list[str]]:
+def discover(roots: list[Path], skip: Path | None = None) -> tuple[list[Run], list[str]]:
     """Every run under the given folders, in path order; and the problems met (a root that is no folder or holds
-    no run), each naming its folder."""
+    no run), each naming its folder. ``skip``: a folder not searched (the report's own, which may lie under a root
+    and holds the runs it scored from eval outputs)."""
     runs: list[Run] = []
     problems: list[str] = []
-    seen: set[Path] = set()
+    seen: set[Path] = {skip.resolve()} if skip is not None else set()
     for root in roots:
         if not root.is_dir():
             problems.append(f"{root}: not a folder")
@@ -87,6 +98,7 @@ def discover(roots: list[Path]) -> tuple[list[Run], list[str]]:
             here = Path(folder)
             real = here.resolve()
             if real in seen:
+                dirs.clear()  # nor anything below it
                 continue
             seen.add(real)
             rel = here.relative_to(root).parts
@@ -94,7 +106,7 @@ def discover(roots: list[Path]) -> tuple[list[Run], list[str]]:
             found += len(got)
             runs.extend(got)
         if not found:
-            problems.append(f"{root}: no score, grade, eval or xrd build output found in it")
+            problems.append(f"{root}: no score, grade, eval, xrd build, generate or review output found in it")
     return runs, problems
 
 

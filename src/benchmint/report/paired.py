@@ -140,3 +140,70 @@ def draw_pairs(runs: list[Run], sink: Sink) -> None:
         sink.figure(fig, f"pairs-{run.label}", SECTION, f"Model against model ({run.label})",
                     "Paired differences with 95% bootstrap intervals; an interval off 0 is a difference the items "
                     "support.", src)
+
+
+# A set-scored benchmark's setting with its image against the same without it: a setting against its blind run
+# (``eval --blind``), and CrystalXRD-Bench's "full" (figure and CIF) against "cif_only" (the CIF alone).
+WITHOUT_IMAGE = {"full": "cif_only"}
+METRIC_NAMES = {"sip_f1": "SIP-F1", "jaccard": "Jaccard"}
+
+
+def _prediction_settings(run: Run) -> dict[str, str]:
+    """model -> the setting its predictions carry (eval writes it on every line; "" where none is given)."""
+    out: dict[str, str] = {}
+    for recorded in run.summary.get("predictions") or ():
+        path = run.input_path(recorded)
+        if path is None:
+            continue
+        for row in read_jsonl(path):
+            model = row.get("model") or "default"
+            if model not in out:
+                out[model] = row.get("setting") or ""
+    return out
+
+
+def draw_score_gaps(runs: list[Run], sink: Sink) -> None:
+    """Does seeing help, for SPM-Bench (SIP-F1) and CrystalXRD-Bench (Jaccard): per model, the primary metric with
+    the image minus without it on the items scored in both, across score runs (each setting is its own run)."""
+    per: dict[tuple[str, str, str], dict[str, float]] = {}
+    where: dict[tuple[str, str, str], str] = {}
+    for run in runs:
+        if run.kind != "score":
+            continue
+        try:
+            metric, scores = _score_items(run)
+            settings = _prediction_settings(run)
+        except (KeyError, ValueError, OSError) as exc:
+            sink.problem(f"{run.path}: no with/without-image comparison ({type(exc).__name__}: {exc})")
+            continue
+        for (model, _), got in scores.items():
+            key = (run.summary["task"], model, settings.get(model, ""))
+            if key[2] and key not in per:  # a run without a setting cannot be paired; the first run of a key counts
+                per[key], where[key] = got, str(run.file("scores.jsonl"))
+    rows: list[list] = [["task", "metric", "model", "with", "without", "items", "gain", "low", "high", "p"]]
+    src: list[str] = []
+    for (task, model, setting), got in sorted(per.items()):
+        if setting.endswith(BLIND_SUFFIX):
+            continue
+        for other in (setting + BLIND_SUFFIX, WITHOUT_IMAGE.get(setting)):
+            if other is None or (task, model, other) not in per:
+                continue
+            r = _compare(got, per[(task, model, other)])
+            if r["n"]:
+                rows.append([task, tasks.get(task).primary_metric, model, setting, other, r["n"], r["mean"],
+                             r["low"], r["high"], r["p"]])
+                src += [where[(task, model, setting)], where[(task, model, other)]]
+    if len(rows) < 2:
+        return
+    src = sorted(set(src))
+    sink.table(rows, "vision-gain-scores", SECTION, "Does seeing help (set-scored benchmarks)",
+               "Per model, the benchmark's primary metric (SPM-Bench SIP-F1, CrystalXRD-Bench Jaccard) with the image "
+               "minus without it, on the items scored in both runs; paired bootstrap 95% interval and p-value "
+               f"({N_BOOT} resamples, seed {SEED}).", src)
+    fig, ax = plots.dumbbell([f"{r[2]} ({METRIC_NAMES.get(r[1], r[1])}): {r[3]} − {r[4]}" for r in rows[1:]],
+                             {"gain": [(r[6], r[7], r[8]) for r in rows[1:]]},
+                             "gain (with − without the image)", xlim=(-1, 1))
+    ax.axvline(0, color="0.3", linewidth=0.6)
+    sink.figure(fig, "vision-gain-scores", SECTION, "Does seeing help (SIP-F1, Jaccard)",
+                "Per model, SPM-Bench SIP-F1 or CrystalXRD-Bench Jaccard with the image minus without it (a setting "
+                "against its blind run; CrystalXRD full against cif_only), with paired bootstrap 95% intervals.", src)
