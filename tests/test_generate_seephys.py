@@ -386,6 +386,94 @@ def test_parts_become_self_contained_items_and_mcq_needs_a_model(tmp_path):
     assert rejected["badpart"]["reason"] == "bad_record" and "two sub-questions" in rejected["badpart"]["detail"]
 
 
+OCR_PARTS = {"id": "spring", "question": PARTS["question"], "images": ["incline.png"], "caption": "A mass on a spring.",
+             "parts": [{"question": "(1) Find the extensoin.", "answer": "2.5 cm"},
+                       {"question": "(2) Find the peroid for an amplitude of 1.5 cm.", "answer": "0.31 s"}]}
+STUCK = {"id": "stuck", "question": "A charge of $3.0\\,\\mathrm{nC}$ sits at the origin, as shown.",
+         "images": ["circuit.png"], "caption": "A point charge.",
+         "parts": [{"question": "(1) Find the feild at 2.0 m.", "answer": "6.7 N/C"},
+                   {"question": "(2) Find the potentail at 4.0 m.", "answer": "6.7 V"}]}
+
+
+def part_repairs(calls: dict):
+    """Repairs that fix the typos; the spring's part 2 is first given with 1.5 made into 15, the stuck
+    problem's part 2 always with 4.0 made into 40."""
+    def model(body):
+        text = text_of(prompt_of(body))
+        calls[text] = calls.get(text, 0) + 1
+        fixed = (text.replace("extensoin", "extension").replace("peroid", "period").replace("feild", "field")
+                 .replace("potentail", "potential"))
+        if "amplitude of 1.5" in text and calls[text] == 1:
+            fixed = fixed.replace("1.5", "15")
+        if "potentail" in text:
+            fixed = fixed.replace("4.0", "40")
+        return json.dumps({"text": fixed})
+    return model
+
+
+def test_given_parts_have_their_own_texts_repaired_and_checked(tmp_path):
+    src = problems(tmp_path, [OCR_PARTS, STUCK])
+    out = tmp_path / "built"
+    calls: dict = {}
+    with ChatServer() as server:
+        server.default = Reply(text=part_repairs(calls))
+        assert main(model_args(src, out, server, "--no-caption", "--max-attempts", "2")) == 0
+        # incline, circuit: 1 each; spring: its shared text, part 1, part 2 twice (the first reply refused);
+        # stuck: its shared text, part 1, part 2 twice (both refused, --max-attempts 2)
+        assert server.count == 10
+        assert calls["(2) Find the peroid for an amplitude of 1.5 cm."] == 2
+        assert calls["(2) Find the potentail at 4.0 m."] == 2
+        again = [prompt_of(b) for b in server.bodies if "An earlier reply was refused" in prompt_of(b)]
+        assert any("changed the numbers ['2', '1.5'] to ['2', '15']" in p for p in again)
+        items = {i["id"]: i for i in rows(out / "items.jsonl")}
+        assert sorted(items) == ["circuit", "incline", "spring-1", "spring-2"]
+        one, two = items["spring-1"], items["spring-2"]
+        assert one["question"] == PARTS["question"] + "\n\n(1) Find the extension."
+        assert two["question"] == PARTS["question"] + "\n\n(2) Find the period for an amplitude of 1.5 cm."
+        assert one["meta"]["part_ocr_text"] == "(1) Find the extensoin."
+        assert two["meta"]["part_ocr_text"] == OCR_PARTS["parts"][1]["question"]
+        # The stuck problem: rejected, the part named in the row and its detail
+        rejected = {r["id"]: r for r in rows(out / "rejected.jsonl")}
+        stuck = rejected["stuck"]
+        assert (stuck["reason"], stuck["stage"], stuck["part"]) == ("repair_changed_number", "repair", 2)
+        assert stuck["detail"] == ("part 2: the repair changed the numbers ['2', '4.0'] to ['2', '40'] "
+                                   "(2 replies refused, --max-attempts)")
+        assert stuck["words"] == "(2) Find the potential at 40 m."
+        assert json.loads((out / "run.json").read_text())["problems"]["codes"]["repair_changed_number"]["count"] == 1
+        steps = {(t["id"], t.get("part")): len(t["steps"]) for t in rows(out / "trace.jsonl")}
+        assert steps == {("incline", None): 1, ("circuit", None): 1, ("spring", None): 1, ("spring", 1): 1,
+                         ("spring", 2): 2, ("stuck", None): 1, ("stuck", 1): 1, ("stuck", 2): 2}
+        by_stage = {row["stage"]: row["requests"] for row in json.loads((out / "run.json").read_text())["calls"]
+                    ["by_stage_model"]}
+        assert by_stage == {"repair": 10}
+        # A rerun asks nothing and writes the same files.
+        before = {p.name: p.read_bytes() for p in out.glob("*.jsonl")}
+        assert main(model_args(src, out, server, "--no-caption", "--max-attempts", "2")) == 0
+        assert server.count == 10
+        assert {p.name: p.read_bytes() for p in out.glob("*.jsonl")} == before
+
+
+def test_a_failed_call_on_a_part_is_an_error_naming_it_and_the_next_run_asks_only_it(tmp_path):
+    src = problems(tmp_path, [OCR_PARTS])
+    out = tmp_path / "built"
+    calls: dict = {}
+    with ChatServer() as server:
+        server.when_contains["extensoin"] = Malformed()
+        server.default = Reply(text=part_repairs(calls))
+        assert main(model_args(src, out, server, "--no-caption", "--retries", "1")) == 1
+        errors = rows(out / "errors.jsonl")
+        assert [(e["id"], e["stage"], e.get("part")) for e in errors] == [("spring", "repair", 1)]
+        assert errors[0]["message"].startswith("part 1: ")
+        assert sorted(i["id"] for i in rows(out / "items.jsonl")) == ["circuit", "incline"]
+        asked = server.count
+        del server.when_contains["extensoin"]
+        assert main(model_args(src, out, server, "--no-caption")) == 0
+        # Only part 1 is asked again: the shared text's and part 2's repairs are read from the ledger.
+        assert server.count == asked + 1
+        assert sorted(i["id"] for i in rows(out / "items.jsonl")) == ["circuit", "incline", "spring-1", "spring-2"]
+        assert rows(out / "errors.jsonl") == []
+
+
 def test_mcq_rewritten_as_an_open_question_whose_answer_is_the_option(tmp_path):
     src = problems(tmp_path, [MCQ])
     out = tmp_path / "built"

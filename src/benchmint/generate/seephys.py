@@ -14,7 +14,8 @@ Deterministic steps:
   than ``max_side`` × ``max_side`` (§3.2 "Multimodal enhancement").
 
 Model stages (``--model``, optional): OCR repair with the Fig. 9 instruction (``repair.txt``), refused when it
-changes the numbers of the text; the TC caption with the Fig. 10 instruction (``caption.txt``) for problems that
+changes the numbers of the text (the shared text, and each sub-question a record gives in ``parts``, repaired
+on its own); the TC caption with the Fig. 10 instruction (``caption.txt``) for problems that
 have none, refused when it states the answer; a multiple-choice stem rewritten as an open question
 (``mcq.txt``), refused when it drops a number or names an option; a ``multi_part`` problem split into
 self-contained sub-questions (``split.txt``), refused when the numbers of the problem or of its answer do not
@@ -732,6 +733,29 @@ SPLIT_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["c
                                                                   "answer": {"type": "string", "minLength": 1}}}}}}
 
 
+def _targets(p: dict, stage: str) -> list[int | None]:
+    """A stage's chains for a problem: one for the problem (None); the repair also one per sub-question the
+    record gives (1-based), whose texts are OCR'd as the shared one is (a split's parts come from the repaired
+    text, and are not repaired again)."""
+    if stage == "repair" and "parts" in p and not p.get("split"):
+        return [None, *range(1, len(p["parts"]) + 1)]
+    return [None]
+
+
+def _outcome_key(pid: str, stage: str, part: int | None) -> tuple:
+    return (pid, stage) if part is None else (pid, stage, part)
+
+
+def _repair_text(p: dict, part: int | None) -> str:
+    """The text a repair takes: the problem's (its shared text when it has parts), or a given part's."""
+    return p["question"] if part is None else p["parts"][part - 1]["question"]
+
+
+def _of_part(outcome: dict, detail: str | None) -> str | None:
+    """A failure's detail, naming the sub-question when it is one's."""
+    return detail if "part" not in outcome or detail is None else f"part {outcome['part']}: {detail}"
+
+
 def _words(stage: str, value: dict) -> str:
     """A reply's words for a refusal's feedback and the rejection."""
     got = value[STAGE_KEY[stage]] if stage not in ("split", "label") else value
@@ -840,13 +864,15 @@ class SeePhysBuilder:
         return n > 3
 
     # ---- model stages: a chain of units per problem and stage, a refused reply asked again with the reason
-    def _unit(self, p: dict, stage: str, attempt: int, refused: list[dict]) -> Unit:
+    def _unit(self, p: dict, stage: str, attempt: int, refused: list[dict], part: int | None = None) -> Unit:
+        """One request of a stage's chain; ``part`` (1-based) names a given sub-question whose own text the
+        repair takes, a unit of its own."""
         from benchmint.benchmarks.base import ImagePart as TemplateImage
         from benchmint.models import ChatRequest, ImagePart, Message
 
         feedback = "".join(f"An earlier reply was refused ({r['reason']}): {r['text']}\n\n" for r in refused)
         if stage == "repair":
-            parts = self.t_repair.render({"TEXT": p["question"], "FEEDBACK": feedback})
+            parts = self.t_repair.render({"TEXT": _repair_text(p, part), "FEEDBACK": feedback})
             content: Any = "".join(x.text for x in parts if isinstance(x, TextPart))
         elif stage == "split":
             parts = self.t_split.render({"QUESTION": p["question"], "ANSWER": p["answer"], "FEEDBACK": feedback})
@@ -881,10 +907,13 @@ class SeePhysBuilder:
                   else _schema(STAGE_KEY[stage]))
         request = ChatRequest(self.cfg.model, (Message("user", content),), self.cfg.temperature,
                               max_tokens=self.cfg.max_tokens, seed=self.cfg.seed, schema=schema, schema_name=stage)
-        ctx = {"id": p["id"], "stage": stage, "attempt": attempt, "refused": refused}
+        # A part's unit says so in its key and context; the problem's own keep the keys they always had
+        where = {} if part is None else {"part": part}
+        ctx = {"id": p["id"], "stage": stage, **where, "attempt": attempt, "refused": refused}
         key = content_key(self.roles[stage].engine.key(request).encode("ascii"),
-                          {"id": p["id"], "stage": stage, "attempt": attempt})
-        return Unit(key, (stage, request, ctx), f"{p['id']} {stage} attempt {attempt}")
+                          {"id": p["id"], "stage": stage, **where, "attempt": attempt})
+        label = p["id"] if part is None else f"{p['id']} part {part}"
+        return Unit(key, (stage, request, ctx), f"{label} {stage} attempt {attempt}")
 
     @staticmethod
     def _wanted(p: dict) -> list[str]:
@@ -896,7 +925,7 @@ class SeePhysBuilder:
         if result["stage"] == "label":
             return None  # a label is checked against its taxonomy when applied, one at a time
         if result["stage"] == "repair":
-            before, after = numbers_in(p["question"]), numbers_in(result["value"]["text"])
+            before, after = numbers_in(_repair_text(p, result.get("part"))), numbers_in(result["value"]["text"])
             if before != after:
                 return f"the repair changed the numbers {before} to {after}"
             return None
@@ -914,7 +943,8 @@ class SeePhysBuilder:
         if reason is None or result["attempt"] + 1 >= self.cfg.max_attempts:
             return []
         refused = [*result["refused"], {"reason": reason, "text": _words(result["stage"], result["value"])}]
-        return [self._unit(self._problems[result["id"]], result["stage"], result["attempt"] + 1, refused)]
+        return [self._unit(self._problems[result["id"]], result["stage"], result["attempt"] + 1, refused,
+                           result.get("part"))]
 
     def _outcome(self, ledger: Ledger, first: Unit) -> tuple[dict, list[dict]]:
         chain: list[dict] = []
@@ -986,10 +1016,11 @@ class SeePhysBuilder:
 
     # ---- the whole run
     def _stage_batch(self, ledger: Ledger, problems: list[dict], stages: dict[str, Any], trace: list[dict]
-                     ) -> dict[tuple[str, str], dict]:
-        """Run the given stages (name -> which problems take it) as unit chains; each chain's outcome by (id, stage)."""
-        firsts = [self._unit(p, stage, 0, []) for p in problems for stage, takes in stages.items()
-                  if stage in self.roles and takes(p)]
+                     ) -> dict[tuple, dict]:
+        """Run the given stages (name -> which problems take it) as unit chains; each chain's outcome by (id,
+        stage), a given part's repair by (id, "repair", part)."""
+        firsts = [self._unit(p, stage, 0, [], part) for p in problems for stage, takes in stages.items()
+                  if stage in self.roles and takes(p) for part in _targets(p, stage)]
         if not firsts:
             return {}
         run_units(ledger, firsts, lambda outcome, ctx: call_result(outcome, **ctx), RoleExecutor(self.roles),
@@ -999,8 +1030,9 @@ class SeePhysBuilder:
         for first in firsts:
             ctx = first.args[2]
             outcome, chain = self._outcome(ledger, first)
-            outcomes[(ctx["id"], ctx["stage"])] = outcome
-            trace.append({"id": ctx["id"], "stage": ctx["stage"], "outcome": outcome["code"],
+            outcomes[_outcome_key(ctx["id"], ctx["stage"], ctx.get("part"))] = outcome
+            where = {"part": ctx["part"]} if "part" in ctx else {}
+            trace.append({"id": ctx["id"], "stage": ctx["stage"], **where, "outcome": outcome["code"],
                           "steps": [{k: v for k, v in r.items() if k != "cached"} for r in chain]})
         return outcomes
 
@@ -1012,18 +1044,21 @@ class SeePhysBuilder:
         for p in problems:
             # A label reply that is never usable leaves the labels empty (flagged when applied), never drops the
             # problem; a failed call holds it back like any stage's
-            failed = [o | {"stage": s} for s in ("repair", "split", "mcq", "caption", "label")
-                      if (o := outcomes.get((p["id"], s))) is not None and o["code"] != "ok"
+            chains = [(s, part) for s in ("repair", "split", "mcq", "caption", "label") for part in _targets(p, s)]
+            failed = [o | {"stage": s} | ({"part": part} if part is not None else {}) for s, part in chains
+                      if (o := outcomes.get(_outcome_key(p["id"], s, part))) is not None and o["code"] != "ok"
                       and (s != "label" or o["code"] == "call_failed")]
             calls = [o for o in failed if o["code"] == "call_failed"]
             if calls:
                 codes[p["id"]] = "call_failed"
                 self.errors.extend({"kind": "model_call", "stage": o["stage"], "id": p["id"],
-                                    "cause": o.get("cause"), "message": o["detail"]} for o in calls)
+                                    **({"part": o["part"]} if "part" in o else {}),
+                                    "cause": o.get("cause"), "message": _of_part(o, o["detail"])} for o in calls)
             elif failed:
                 codes[p["id"]] = failed[0]["code"]
                 rejected.extend({"stage": o["stage"], "reason": o["code"], "id": p["id"], "line": p["line"],
-                                 **{k: v for k, v in o.items() if k not in ("code", "stage")}} for o in failed)
+                                 **{k: v for k, v in o.items() if k not in ("code", "stage", "detail")},
+                                 "detail": _of_part(o, o.get("detail"))} for o in failed)
             else:
                 kept.append(p)
         return kept
@@ -1046,6 +1081,10 @@ class SeePhysBuilder:
             for p in kept:
                 if (p["id"], "repair") in outcomes:
                     p["ocr_text"], p["question"] = p["question"], outcomes[(p["id"], "repair")]["value"]
+                for k, part in enumerate(p.get("parts", ()), 1):
+                    if (p["id"], "repair", k) in outcomes:
+                        part["ocr_text"] = part["question"]
+                        part["question"] = outcomes[(p["id"], "repair", k)]["value"]
                 if (p["id"], "caption") in outcomes:
                     p["caption"] = outcomes[(p["id"], "caption")]["value"]
                     p["caption_by"] = self.cfg.model
@@ -1131,7 +1170,8 @@ class SeePhysBuilder:
         for k, part in enumerate(p["parts"], 1):
             out.append({**p, "problem": p["id"], "id": f"{p['id']}-{k}", "part": k, "context": p["question"],
                         "question": f"{p['question'].rstrip()}\n\n{part['question'].strip()}",
-                        "answer": part["answer"], "sig_figs_given": _part_sig_figs(part)})
+                        "answer": part["answer"], "sig_figs_given": _part_sig_figs(part),
+                        **({"part_ocr_text": part["ocr_text"]} if "ocr_text" in part else {})})
         return out
 
     def _item(self, p: dict, comp: dict) -> tuple[dict, list[dict]]:
@@ -1172,7 +1212,7 @@ class SeePhysBuilder:
             meta["mcq"] = {"stem": p["mcq_stem"], **p["mcq"]}
         if "unsplit" in p:
             meta["unsplit"] = p["unsplit"]
-        for key in ("ocr_text", "caption_by", "labelled", "solution"):
+        for key in ("ocr_text", "part_ocr_text", "caption_by", "labelled", "solution"):
             if key in p:
                 meta[key] = p[key]
         item["meta"] = meta
