@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -451,25 +452,33 @@ def test_unreadable_run_is_listed_and_the_rest_drawn(tmp_path, capsys):
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-def _render(page: Path, tmp: Path) -> tuple[np.ndarray, set[str]]:
-    """Headless Chromium's screenshot of a page, and the URLs the page itself asked for (Chromium's own background
-    requests have no origin as initiator and are left out; the page's own file is too)."""
+def _render(page: Path, tmp: Path) -> tuple[np.ndarray, set[str], str]:
+    """Headless Chromium's screenshot of a page, the URLs the page itself asked for (Chromium's own background
+    requests have no origin as initiator and are left out; the page's own file is too), and the DOM as Chromium
+    parsed it."""
     shot, netlog = tmp / f"{page.stem}.png", tmp / f"{page.stem}-net.json"
-    subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                    "--no-first-run", f"--user-data-dir={tmp / 'profile'}", f"--log-net-log={netlog}",
-                    "--window-size=1100,2400", f"--screenshot={shot}", page.as_uri()],
-                   check=True, timeout=240, capture_output=True)
+    done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                           "--no-first-run", f"--user-data-dir={tmp / 'profile'}", f"--log-net-log={netlog}",
+                           "--window-size=1100,2400", f"--screenshot={shot}", "--dump-dom", page.as_uri()],
+                          check=True, timeout=240, capture_output=True, text=True)
     text = netlog.read_text(encoding="utf-8").rstrip().rstrip(",")
     log = json.loads(text if text.endswith("}") else text + "]}")  # a log cut at exit lacks its closing
     asked = {e["params"]["url"] for e in log["events"]
              if "url" in e.get("params", {}) and e["params"].get("initiator") not in (None, "not an origin")}
-    return np.asarray(Image.open(shot).convert("L")), asked - {page.as_uri()}
+    return np.asarray(Image.open(shot).convert("L")), asked - {page.as_uri()}, done.stdout
+
+
+def _headings(dom: str) -> set[str]:
+    """The text of every h2 and h3 of a DOM Chromium dumped."""
+    from html import unescape
+
+    return {unescape(re.sub(r"<[^>]+>", "", h)).strip() for h in re.findall(r"<h[23][^>]*>(.*?)</h[23]>", dom, re.S)}
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium (Debian package chromium) is not installed")
 def test_page_renders_offline_in_chromium(report, tmp_path):
     _, out, _ = report
-    grey, asked = _render(out / "index.html", tmp_path)
+    grey, asked, _ = _render(out / "index.html", tmp_path)
     assert grey.shape == (2400, 1100)
     assert (grey < 200).mean() > 0.01  # text and figures, not a blank page
     assert not [u for u in asked if not u.startswith("data:")], sorted(asked)
@@ -477,3 +486,73 @@ def test_page_renders_offline_in_chromium(report, tmp_path):
     leaky = tmp_path / "leaky.html"
     leaky.write_text('<html><body><img src="http://127.0.0.1:9/x.png">text</body></html>', encoding="utf-8")
     assert "http://127.0.0.1:9/x.png" in _render(leaky, tmp_path)[1]
+
+
+def _new_sections(root: Path) -> Path:
+    """Runs of what the report gained since the first page: a generation's result codes (a MatVQA run.json in
+    its generator's shape), two reviewers' kappas (review export, marks, import), SIP-F1 with and without the
+    image (two score runs), and an eval run with no score or grade step (MatVQA predictions the report grades)."""
+    from benchmint.generate.flow import code_counts
+    from benchmint.generate.matvqa import STAGE_CODES
+
+    runs = root / "runs"
+    gen = runs / "matvqa-gen"
+    gen.mkdir(parents=True)
+    for name in ("items.jsonl", "rejected.jsonl", "trace.jsonl"):
+        (gen / name).write_text("")
+    (gen / "run.json").write_text(json.dumps({
+        "benchmark": "matvqa", "counts": {"figures": 4, "items": 3},
+        "stage1": code_counts(["NO_SHORTCUT", "REWRITTEN", "REWRITTEN", "FAIL_ITERATIONS"], STAGE_CODES)}))
+    items = _jsonl(root / "spm_items.jsonl", [{"id": f"q{i}", "question": f"Q{i}?", "options": list("abcdef"),
+                                               "answer": "A", "image": f"{i}.png"} for i in range(4)])
+    sheets = root / "sheets"
+    assert main(["generate", "review", "export", str(items), "--out", str(sheets), "--sample", "4", "--reviewers",
+                 "2", "--overlap", "1.0"]) == 0
+    for reviewer, marks in (("reviewer1", "yyny"), ("reviewer2", "ynny")):
+        with open(sheets / f"{reviewer}.csv", newline="", encoding="utf-8") as fh:
+            sheet = sorted(csv.DictReader(fh), key=lambda r: r["id"])
+        for row, mark in zip(sheet, marks):
+            row.update(answerability={"y": "yes", "n": "no"}[mark], correctness="yes", distractor_quality="yes",
+                       verdict="keep")
+        with open(sheets / f"{reviewer}.csv", "w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(sheet[0]))
+            writer.writeheader()
+            writer.writerows(sheet)
+    assert main(["generate", "review", "import", str(sheets / "reviewer1.csv"), str(sheets / "reviewer2.csv"),
+                 "--items", str(items), "--out", str(runs / "spm-review")]) == 0
+    gold = _jsonl(root / "set_gold.jsonl", [{"id": f"q{i}", "answer": ["A", "B"]} for i in range(4)])
+    for setting, outputs in (("default", ["A, B"] * 4), ("default-blind", ["A, B", "C", "C", "A, B"])):
+        pred = _jsonl(root / f"{setting}.jsonl", [{"id": f"q{i}", "model": "m", "setting": setting,
+                                                   "output": f"Answer: {o}"} for i, o in enumerate(outputs)])
+        assert main(["score", str(pred), "--gold", str(gold), "--task", "mcq", "--out", str(runs / setting),
+                     "--quiet", "--workers", "1"]) == 0
+    mv_items = _jsonl(root / "mv_items.jsonl", [{"id": f"m{i}", "question": "Which?", "options": ["a", "b", "c"],
+                                                 "answer": 1 + i % 3} for i in range(6)])
+    ev = runs / "ev-mv"
+    ev.mkdir()
+    _jsonl(ev / "predictions.jsonl", [{"id": f"m{i}", "model": "alpha", "setting": "default",
+                                       "output": f"The answer is ({1 + i % 3})"} for i in range(6)])
+    (ev / "run.json").write_text(json.dumps({"benchmark": "matvqa", "model": "alpha", "setting": "default",
+                                             "items_file": str(mv_items)}))
+    out = root / "report"
+    assert main(["report", str(runs), "--out", str(out)]) == 0
+    return out
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium (Debian package chromium) is not installed")
+def test_page_with_generation_review_set_gaps_and_eval_runs_renders_offline_in_chromium(tmp_path):
+    out = _new_sections(tmp_path)
+    grey, asked, dom = _render(out / "index.html", tmp_path)
+    assert grey.shape == (2400, 1100)
+    assert (grey < 200).mean() > 0.01  # not a blank page
+    assert not [u for u in asked if not u.startswith("data:")], sorted(asked)
+    headings = _headings(dom)
+    # The sections and tables each new part of the report adds, as Chromium parsed the page
+    assert {"Generation", "Result codes of generate matvqa (matvqa-gen)", "Reviewers' agreement (spm-review)",
+            "Paired comparisons", "Does seeing help (set-scored benchmarks)", "MatVQA", "Accuracy per model",
+            "Runs read", "Not drawn"} <= headings, sorted(headings)
+    # The eval run was graded by the report (its note in the page) and drawn; every figure came inline.
+    assert "scored here as" in dom and "ev-mv" in dom
+    figures = re.findall(r'<img alt="([^"]*)"[^>]*src="data:image/png;base64,', dom)
+    assert {"Result codes of generate matvqa", "Reviewers' agreement (Cohen's kappa)",
+            "Does seeing help (SIP-F1, Jaccard)"} <= set(figures), figures
