@@ -211,3 +211,42 @@ def test_a_shade_behind_a_caption_is_no_body_and_the_figure_below_is_found():
     prose(page, pymupdf.Rect(RIGHT.x0, 60, RIGHT.x1, 740))
     body = figures(page)["5"].body
     assert near(body, want, tol=1), (body, want)
+
+
+def _table(page, top: float, x0: float, x1: float) -> float:
+    """A ruled table from ``top``: a rule over the head row, one under it, two body rows and a rule at the foot
+    (as booktabs and REVTeX draw them); returns the foot rule's y."""
+    rows = (("Item", "Units", "Cost", "Total"), ("Gnus", "5", "12.50", "62.50"), ("Sticks", "4", "6.00", "24.00"))
+    step = (x1 - x0) / 4
+    page.draw_line((x0, top), (x1, top), color=(0, 0, 0), width=0.5)
+    y = top + 12
+    for i, row in enumerate(rows):
+        for k, cell in enumerate(row):
+            page.insert_text((x0 + 6 + k * step, y), cell, fontsize=9)
+        if i == 0:
+            page.draw_line((x0, y + 5), (x1, y + 5), color=(0, 0, 0), width=0.4)
+            y += 6
+        y += 12
+    page.draw_line((x0, y - 6), (x1, y - 6), color=(0, 0, 0), width=0.5)
+    return y - 6
+
+
+@pytest.mark.parametrize("kind", ["plot", "image"])
+def test_a_figure_under_a_table_takes_neither_the_table_nor_its_caption(kind):
+    """A table caption ("Table 1.") set over its ruled table, then a figure and its caption: the table's rows
+    and rules are no part of the figure, which white space alone would not tell."""
+    doc = pymupdf.open()
+    page = new_page(doc)
+    prose(page, pymupdf.Rect(72, 60, 540, 200))
+    page.insert_text((250, 222), "Table 1.  A sample table", fontsize=9)
+    foot = _table(page, 234, 170, 440)
+    if kind == "plot":
+        want = plot(page, pymupdf.Rect(190, foot + 14, 422, foot + 174))
+    else:
+        rect = pymupdf.Rect(200, foot + 12, 410, foot + 200)
+        page.insert_image(rect, pixmap=_raster(210, 188, 3), keep_proportion=False)
+        want = tuple(rect)
+    caption(page, pymupdf.Rect(240, want[3] + 10, 380, want[3] + 24), "Figure 1. A sample figure")
+    prose(page, pymupdf.Rect(72, want[3] + 36, 540, 730))
+    body = figures(page)["1"].body
+    assert near(body, want, tol=1), (body, want, foot)

@@ -112,6 +112,26 @@ def page_captions(page, segments=None) -> list[Caption]:
     return sorted(out, key=lambda c: (round(c.bbox[1]), c.bbox[0]))
 
 
+# Table captions are no figure anchors, but they bound a figure's growth as a figure caption does:
+# "Table 1.", "TABLE I:", "Tab. 2", "Table 3 Results of ..." at the start of a text block.
+_TABLE_HEADER = re.compile(r"^\s*(?:Table|TABLE|Tab\.|TAB\.)\s*(?:S?\d{1,3}(?:\.\d{1,3})?|[IVXLC]{1,6})"
+                           r"(?:\s*(?:\.(?!\d)|[:|—–])|\s+(?=[A-Z(\[]))")
+
+
+def table_captions(words) -> list[tuple[float, float, float, float]]:
+    """Boxes of the table captions among ``page.get_text("words")`` tuples: text blocks whose words start with
+    a table header."""
+    blocks: dict[int, list] = {}
+    for w in words:
+        blocks.setdefault(w[5], []).append(w)
+    out = []
+    for ws in blocks.values():
+        ws = sorted(ws, key=lambda w: (w[6], w[7]))
+        if _TABLE_HEADER.match(" ".join(w[4] for w in ws[:4])):
+            out.append((min(w[0] for w in ws), min(w[1] for w in ws), max(w[2] for w in ws), max(w[3] for w in ws)))
+    return out
+
+
 # Panel letters: "(a)", "(b,c)", "(a-d)", "(a)–(d)", and Nature-style "a, ..." / "b | ..." at sentence starts.
 _PANEL_PAREN = re.compile(r"\(\s*([a-h])\s*(?:([-–—,])\s*\(?\s*([a-h])\s*\)?)?\s*\)(?:\s*[-–—]\s*\(\s*([a-h])\s*\))?")
 _PANEL_SENTENCE = re.compile(r"(?:^|[.;]\s+|\|\s*)([a-h])\s*[,|:]\s+(?=[A-Z(])")
