@@ -250,3 +250,22 @@ def test_a_figure_under_a_table_takes_neither_the_table_nor_its_caption(kind):
     prose(page, pymupdf.Rect(72, want[3] + 36, 540, 730))
     body = figures(page)["1"].body
     assert near(body, want, tol=1), (body, want, foot)
+
+
+def test_a_wrapped_frame_beside_text_and_a_footnote_is_the_whole_frame():
+    """A wrapfigure's placeholder frame (four separate lines, as LaTeX's \\framebox draws it) at the foot of a
+    one-column page, the text wrapped to its left and a footnote whose line runs under the frame's side: the
+    body is the frame, held together by its upright sides (lines of no width), not its bottom edge alone."""
+    doc = pymupdf.open()
+    page = new_page(doc)
+    prose(page, pymupdf.Rect(72, 60, 540, 560))
+    prose(page, pymupdf.Rect(72, 580, 290, 660))
+    frame = pymupdf.Rect(310, 580, 530, 700)
+    for a, b in ((frame.tl, frame.tr), (frame.tr, frame.br), (frame.br, frame.bl), (frame.bl, frame.tl)):
+        page.draw_line(a, b, color=(0, 0, 0), width=0.4)
+    page.draw_line((72, 675), (190, 675), color=(0, 0, 0), width=0.4)  # the footnote rule, 2 pt over its line
+    page.insert_text((80, 684), "*) graphicx.sty is included in the standard LaTeX distributions and in every "
+                     "TeX system", fontsize=8)
+    caption(page, pymupdf.Rect(306, 708, 534, 730), "Fig. 1. A figure created using the wrapfigure environment.")
+    body = figures(page)["1"].body
+    assert near(body, tuple(frame), tol=1), (body, tuple(frame))

@@ -138,8 +138,10 @@ def _across(box: Box, width: float) -> bool:
 
 
 def _in_column(box: Box, column: tuple[float, float]) -> bool:
+    """Half of ``box``'s width lies in ``column``; an upright line of no width (a frame's side, an axis) when
+    it lies in it at all."""
     overlap = min(box[2], column[1]) - max(box[0], column[0])
-    return overlap >= 0.5 * max(box[2] - box[0], 1e-6)
+    return overlap >= 0.5 * (box[2] - box[0])
 
 
 def _paragraphs(lines: list[TextLine]) -> list[list[TextLine]]:
