@@ -128,7 +128,7 @@ def test_plots_stacked_on_a_shared_axis_are_one_panel_each():
     assert fig.panels == 2
 
 
-@pytest.mark.parametrize("gap", [2.0, 4.0, 10.0])
+@pytest.mark.parametrize("gap", [1.0, 2.0, 4.0, 10.0])
 def test_a_caption_set_close_under_its_plot_does_not_make_the_plots_labels_running_text(gap):
     """REVTeX sets "FIG. 1:" a line's space or less under the figure: the caption's lines are no paragraph with
     the axis title and tick labels above them (a paragraph with the caption's long lines is running text, and

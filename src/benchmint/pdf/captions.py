@@ -66,7 +66,7 @@ def _segments(block: dict):
     for line in block["lines"]:
         x0, y0, x1, y1 = line["bbox"]
         line_text = "".join(span["text"] for span in line["spans"])
-        if prev is not None and _starts_segment(prev, (x0, y0, x1, y1), text):
+        if prev is not None and _starts_segment(prev, (x0, y0, x1, y1), text, line_text):
             yield "\n".join(text), box
             text, box = [], None
         text.append(line_text)
@@ -77,9 +77,14 @@ def _segments(block: dict):
 
 
 def _starts_segment(prev: tuple[float, float, float, float], line: tuple[float, float, float, float],
-                   text: list[str]) -> bool:
-    """Whether ``line`` starts a new segment after ``prev``, the last of the segment's lines ``text``."""
-    x0, y0, _, y1 = line
+                   text: list[str], line_text: str = "") -> bool:
+    """Whether ``line`` (reading ``line_text``) starts a new segment after ``prev``, the last of the segment's
+    lines ``text``."""
+    x0, y0, x1, y1 = line
+    if HEADER.match(line_text) and prev[2] - prev[0] < 0.5 * (x1 - x0):
+        # A caption set a point under its plot is read into one block with the plot's axis title: a header
+        # after a line less than half its own line's width (no full line of a paragraph) starts the caption.
+        return True
     if x0 > prev[2] + 5:  # right of the previous line's end: another column, unless it goes on a bare header's row
         return not (len(text) == 1 and _BARE_HEADER.match(text[0]) and y0 < prev[3] and y1 > prev[1])
     return y0 > prev[3] + (prev[3] - prev[1])
