@@ -269,3 +269,23 @@ def test_a_wrapped_frame_beside_text_and_a_footnote_is_the_whole_frame():
     caption(page, pymupdf.Rect(306, 708, 534, 730), "Fig. 1. A figure created using the wrapfigure environment.")
     body = figures(page)["1"].body
     assert near(body, tuple(frame), tol=1), (body, tuple(frame))
+
+
+@pytest.mark.parametrize("gap", [3.0, 6.0])
+def test_a_running_head_without_a_rule_close_over_a_plot_is_no_part_of_it(gap):
+    """A head of a few words and a folio on one row, no rule under it, less than ``HEAD_GAP`` points over a
+    column plot: the white space does not set the head apart, the row across both columns does."""
+    doc = pymupdf.open()
+    page = new_page(doc)
+    page.insert_text((54, 40), "A. Author et al.", fontsize=8)
+    page.insert_text((RIGHT.x1 - pymupdf.get_text_length("3", fontsize=8), 40), "3", fontsize=8)  # flush right
+    head = page.get_text("words")
+    head_foot = max(w[3] for w in head)
+    want = plot(page, pymupdf.Rect(60, head_foot + gap + 1, 292, head_foot + gap + 161))  # ink from 1 pt up
+    assert abs(want[1] - head_foot - gap) <= 0.5, (want, head_foot)
+    caption(page, pymupdf.Rect(LEFT.x0, want[3] + 8, LEFT.x1, want[3] + 44), "FIG. 1: Magnetization of the "
+            "sample against temperature for three fields along the c axis; lines are fits.")
+    prose(page, pymupdf.Rect(LEFT.x0, want[3] + 52, LEFT.x1, 740))
+    prose(page, pymupdf.Rect(RIGHT.x0, 58, RIGHT.x1, 740))
+    body = figures(page)["1"].body
+    assert near(body, want, tol=1), (body, want)

@@ -235,7 +235,7 @@ def pair(captions: list[Caption], graphics: list[Box], width: float, height: flo
     lines = list(lines)
     split = two_columns(lines, width) or _side_by_side(captions, width)
     caption_boxes = [c.bbox for c in captions]
-    top, bottom = _content_band(lines, graphics, height)
+    top, bottom = _content_band(lines, graphics, width, height)
     inked, placed = set(graphics), set(images)
     out = []
     for cap in captions:
@@ -362,10 +362,31 @@ def _margin_block(boxes: list[tuple[Box, bool]], height: float) -> float | None:
     return None  # nothing below it: a page of a few lines has no head
 
 
-def _content_band(lines: list[TextLine], graphics: list[Box], height: float) -> tuple[float, float]:
+def _head_row(lines: list[TextLine], graphics: list[Box], width: float, height: float) -> float | None:
+    """The foot of a running head set close over the page's content (less than ``HEAD_GAP`` points, no rule),
+    or None: the page's first row of text, in its top ``HEAD_SHARE``, made of short pieces of which one starts
+    at the running text's left edge and another ends at its right edge (a title and a folio), no graphic
+    reaching into the row. A figure's top row of labels spans no page from edge to edge."""
+    long_ = [ln.box for ln in lines if ln.box[2] - ln.box[0] >= 0.3 * width]
+    if not long_ or not lines:
+        return None
+    left, right = min(b[0] for b in long_), max(b[2] for b in long_)
+    first = min(lines, key=lambda ln: ln.box[1]).box
+    row = [ln.box for ln in lines if min(ln.box[3], first[3]) - max(ln.box[1], first[1]) > 0.5 * (first[3] - first[1])]
+    top, foot = min(b[1] for b in row), max(b[3] for b in row)
+    if (len(row) < 2 or foot > HEAD_SHARE * height or any(b[2] - b[0] >= 0.3 * width for b in row)
+            or not any(abs(b[0] - left) <= 3 for b in row) or not any(abs(b[2] - right) <= 3 for b in row)
+            or any(g[1] < foot and g[3] > top for g in graphics)):
+        return None
+    return foot
+
+
+def _content_band(lines: list[TextLine], graphics: list[Box], width: float, height: float) -> tuple[float, float]:
     """(top, bottom) of the page's content: below the running head and above the folio, where there are any."""
     boxes = [(ln.box, True) for ln in lines] + [(b, False) for b in graphics]
     head = _margin_block(boxes, height)
+    if head is None:
+        head = _head_row(lines, graphics, width, height)
     foot = _margin_block([((b[0], height - b[3], b[2], height - b[1]), t) for b, t in boxes], height)
     return (0.0 if head is None else head + 1, height if foot is None else height - foot - 1)
 
