@@ -128,7 +128,7 @@ def test_plots_stacked_on_a_shared_axis_are_one_panel_each():
     assert fig.panels == 2
 
 
-@pytest.mark.parametrize("gap", [2.0, 4.0, 10.0])
+@pytest.mark.parametrize("gap", [1.0, 2.0, 4.0, 10.0])
 def test_a_caption_set_close_under_its_plot_does_not_make_the_plots_labels_running_text(gap):
     """REVTeX sets "FIG. 1:" a line's space or less under the figure: the caption's lines are no paragraph with
     the axis title and tick labels above them (a paragraph with the caption's long lines is running text, and
@@ -210,4 +210,82 @@ def test_a_shade_behind_a_caption_is_no_body_and_the_figure_below_is_found():
     prose(page, pymupdf.Rect(LEFT.x0, 540, LEFT.x1, 740))
     prose(page, pymupdf.Rect(RIGHT.x0, 60, RIGHT.x1, 740))
     body = figures(page)["5"].body
+    assert near(body, want, tol=1), (body, want)
+
+
+def _table(page, top: float, x0: float, x1: float) -> float:
+    """A ruled table from ``top``: a rule over the head row, one under it, two body rows and a rule at the foot
+    (as booktabs and REVTeX draw them); returns the foot rule's y."""
+    rows = (("Item", "Units", "Cost", "Total"), ("Gnus", "5", "12.50", "62.50"), ("Sticks", "4", "6.00", "24.00"))
+    step = (x1 - x0) / 4
+    page.draw_line((x0, top), (x1, top), color=(0, 0, 0), width=0.5)
+    y = top + 12
+    for i, row in enumerate(rows):
+        for k, cell in enumerate(row):
+            page.insert_text((x0 + 6 + k * step, y), cell, fontsize=9)
+        if i == 0:
+            page.draw_line((x0, y + 5), (x1, y + 5), color=(0, 0, 0), width=0.4)
+            y += 6
+        y += 12
+    page.draw_line((x0, y - 6), (x1, y - 6), color=(0, 0, 0), width=0.5)
+    return y - 6
+
+
+@pytest.mark.parametrize("kind", ["plot", "image"])
+def test_a_figure_under_a_table_takes_neither_the_table_nor_its_caption(kind):
+    """A table caption ("Table 1.") set over its ruled table, then a figure and its caption: the table's rows
+    and rules are no part of the figure, which white space alone would not tell."""
+    doc = pymupdf.open()
+    page = new_page(doc)
+    prose(page, pymupdf.Rect(72, 60, 540, 200))
+    page.insert_text((250, 222), "Table 1.  A sample table", fontsize=9)
+    foot = _table(page, 234, 170, 440)
+    if kind == "plot":
+        want = plot(page, pymupdf.Rect(190, foot + 14, 422, foot + 174))
+    else:
+        rect = pymupdf.Rect(200, foot + 12, 410, foot + 200)
+        page.insert_image(rect, pixmap=_raster(210, 188, 3), keep_proportion=False)
+        want = tuple(rect)
+    caption(page, pymupdf.Rect(240, want[3] + 10, 380, want[3] + 24), "Figure 1. A sample figure")
+    prose(page, pymupdf.Rect(72, want[3] + 36, 540, 730))
+    body = figures(page)["1"].body
+    assert near(body, want, tol=1), (body, want, foot)
+
+
+def test_a_wrapped_frame_beside_text_and_a_footnote_is_the_whole_frame():
+    """A wrapfigure's placeholder frame (four separate lines, as LaTeX's \\framebox draws it) at the foot of a
+    one-column page, the text wrapped to its left and a footnote whose line runs under the frame's side: the
+    body is the frame, held together by its upright sides (lines of no width), not its bottom edge alone."""
+    doc = pymupdf.open()
+    page = new_page(doc)
+    prose(page, pymupdf.Rect(72, 60, 540, 560))
+    prose(page, pymupdf.Rect(72, 580, 290, 660))
+    frame = pymupdf.Rect(310, 580, 530, 700)
+    for a, b in ((frame.tl, frame.tr), (frame.tr, frame.br), (frame.br, frame.bl), (frame.bl, frame.tl)):
+        page.draw_line(a, b, color=(0, 0, 0), width=0.4)
+    page.draw_line((72, 675), (190, 675), color=(0, 0, 0), width=0.4)  # the footnote rule, 2 pt over its line
+    page.insert_text((80, 684), "*) graphicx.sty is included in the standard LaTeX distributions and in every "
+                     "TeX system", fontsize=8)
+    caption(page, pymupdf.Rect(306, 708, 534, 730), "Fig. 1. A figure created using the wrapfigure environment.")
+    body = figures(page)["1"].body
+    assert near(body, tuple(frame), tol=1), (body, tuple(frame))
+
+
+@pytest.mark.parametrize("gap", [3.0, 6.0])
+def test_a_running_head_without_a_rule_close_over_a_plot_is_no_part_of_it(gap):
+    """A head of a few words and a folio on one row, no rule under it, less than ``HEAD_GAP`` points over a
+    column plot: the white space does not set the head apart, the row across both columns does."""
+    doc = pymupdf.open()
+    page = new_page(doc)
+    page.insert_text((54, 40), "A. Author et al.", fontsize=8)
+    page.insert_text((RIGHT.x1 - pymupdf.get_text_length("3", fontsize=8), 40), "3", fontsize=8)  # flush right
+    head = page.get_text("words")
+    head_foot = max(w[3] for w in head)
+    want = plot(page, pymupdf.Rect(60, head_foot + gap + 1, 292, head_foot + gap + 161))  # ink from 1 pt up
+    assert abs(want[1] - head_foot - gap) <= 0.5, (want, head_foot)
+    caption(page, pymupdf.Rect(LEFT.x0, want[3] + 8, LEFT.x1, want[3] + 44), "FIG. 1: Magnetization of the "
+            "sample against temperature for three fields along the c axis; lines are fits.")
+    prose(page, pymupdf.Rect(LEFT.x0, want[3] + 52, LEFT.x1, 740))
+    prose(page, pymupdf.Rect(RIGHT.x0, 58, RIGHT.x1, 740))
+    body = figures(page)["1"].body
     assert near(body, want, tol=1), (body, want)

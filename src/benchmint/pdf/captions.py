@@ -66,7 +66,7 @@ def _segments(block: dict):
     for line in block["lines"]:
         x0, y0, x1, y1 = line["bbox"]
         line_text = "".join(span["text"] for span in line["spans"])
-        if prev is not None and _starts_segment(prev, (x0, y0, x1, y1), text):
+        if prev is not None and _starts_segment(prev, (x0, y0, x1, y1), text, line_text):
             yield "\n".join(text), box
             text, box = [], None
         text.append(line_text)
@@ -77,9 +77,14 @@ def _segments(block: dict):
 
 
 def _starts_segment(prev: tuple[float, float, float, float], line: tuple[float, float, float, float],
-                   text: list[str]) -> bool:
-    """Whether ``line`` starts a new segment after ``prev``, the last of the segment's lines ``text``."""
-    x0, y0, _, y1 = line
+                   text: list[str], line_text: str = "") -> bool:
+    """Whether ``line`` (reading ``line_text``) starts a new segment after ``prev``, the last of the segment's
+    lines ``text``."""
+    x0, y0, x1, y1 = line
+    if HEADER.match(line_text) and prev[2] - prev[0] < 0.5 * (x1 - x0):
+        # A caption set a point under its plot is read into one block with the plot's axis title: a header
+        # after a line less than half its own line's width (no full line of a paragraph) starts the caption.
+        return True
     if x0 > prev[2] + 5:  # right of the previous line's end: another column, unless it goes on a bare header's row
         return not (len(text) == 1 and _BARE_HEADER.match(text[0]) and y0 < prev[3] and y1 > prev[1])
     return y0 > prev[3] + (prev[3] - prev[1])
@@ -110,6 +115,26 @@ def page_captions(page, segments=None) -> list[Caption]:
         if label is not None:
             out.append(Caption(label, " ".join(text.split()), bbox))
     return sorted(out, key=lambda c: (round(c.bbox[1]), c.bbox[0]))
+
+
+# Table captions are no figure anchors, but they bound a figure's growth as a figure caption does:
+# "Table 1.", "TABLE I:", "Tab. 2", "Table 3 Results of ..." at the start of a text block.
+_TABLE_HEADER = re.compile(r"^\s*(?:Table|TABLE|Tab\.|TAB\.)\s*(?:S?\d{1,3}(?:\.\d{1,3})?|[IVXLC]{1,6})"
+                           r"(?:\s*(?:\.(?!\d)|[:|—–])|\s+(?=[A-Z(\[]))")
+
+
+def table_captions(words) -> list[tuple[float, float, float, float]]:
+    """Boxes of the table captions among ``page.get_text("words")`` tuples: text blocks whose words start with
+    a table header."""
+    blocks: dict[int, list] = {}
+    for w in words:
+        blocks.setdefault(w[5], []).append(w)
+    out = []
+    for ws in blocks.values():
+        ws = sorted(ws, key=lambda w: (w[6], w[7]))
+        if _TABLE_HEADER.match(" ".join(w[4] for w in ws[:4])):
+            out.append((min(w[0] for w in ws), min(w[1] for w in ws), max(w[2] for w in ws), max(w[3] for w in ws)))
+    return out
 
 
 # Panel letters: "(a)", "(b,c)", "(a-d)", "(a)–(d)", and Nature-style "a, ..." / "b | ..." at sentence starts.

@@ -138,8 +138,10 @@ def _across(box: Box, width: float) -> bool:
 
 
 def _in_column(box: Box, column: tuple[float, float]) -> bool:
+    """Half of ``box``'s width lies in ``column``; an upright line of no width (a frame's side, an axis) when
+    it lies in it at all."""
     overlap = min(box[2], column[1]) - max(box[0], column[0])
-    return overlap >= 0.5 * max(box[2] - box[0], 1e-6)
+    return overlap >= 0.5 * (box[2] - box[0])
 
 
 def _paragraphs(lines: list[TextLine]) -> list[list[TextLine]]:
@@ -220,8 +222,11 @@ def _grow(seed: Box, elements: list[Box], barriers: list[Box]) -> Box:
 
 def pair(captions: list[Caption], graphics: list[Box], width: float, height: float,
          lines: Sequence[TextLine] = (), ink: Callable[[Box], Box | None] | None = None,
-         images: Sequence[Box] = ()) -> list[PairedFigure]:
+         images: Sequence[Box] = (), tables: Sequence[Box] = ()) -> list[PairedFigure]:
     """Each caption with the body grown from it over the figure elements of its column.
+
+    ``tables`` are the page's table captions: they bound a body as another figure's caption does, and one
+    above a figure bounds it at the foot of the ruled table set under it (see ``_table_foot``).
 
     ``images`` are the graphics that are placed images. ``ink`` (a scanned page's ``scan.PageInk.box``) gives
     the box of the ink inside a window of the page: a caption that no graphics are next to gets the ink between
@@ -230,7 +235,7 @@ def pair(captions: list[Caption], graphics: list[Box], width: float, height: flo
     lines = list(lines)
     split = two_columns(lines, width) or _side_by_side(captions, width)
     caption_boxes = [c.bbox for c in captions]
-    top, bottom = _content_band(lines, graphics, height)
+    top, bottom = _content_band(lines, graphics, width, height)
     inked, placed = set(graphics), set(images)
     out = []
     for cap in captions:
@@ -255,8 +260,12 @@ def pair(captions: list[Caption], graphics: list[Box], width: float, height: flo
         # Captions that bound this one's body: those in its column and page-wide ones.
         peers = [c for c in captions if c is not cap and (_in_column(c.bbox, column) or
                                                           _column(c, width, split) == (0.0, width))]
-        above_limit = max([c.bbox[3] for c in peers if c.bbox[3] <= cap.bbox[1]], default=0.0)
-        below_limit = min([c.bbox[1] for c in peers if c.bbox[1] >= cap.bbox[3]], default=height)
+        table_peers = [t for t in tables if _in_column(t, column) or _across(t, width)]
+        above_limit = max([c.bbox[3] for c in peers if c.bbox[3] <= cap.bbox[1]]
+                          + [_table_foot(t, graphics_here, body_text, cap.bbox[1]) for t in table_peers
+                             if t[3] <= cap.bbox[1]], default=0.0)
+        below_limit = min([c.bbox[1] for c in peers if c.bbox[1] >= cap.bbox[3]]
+                          + [t[1] for t in table_peers if t[1] >= cap.bbox[3]], default=height)
         c0, c1 = cap.bbox[1], cap.bbox[3]
         above = [b for b in elements if b[3] <= c0 + 2 and b[1] >= above_limit - 2]
         below = [b for b in elements if b[1] >= c1 - 2 and b[3] <= below_limit + 2]
@@ -275,6 +284,21 @@ def pair(captions: list[Caption], graphics: list[Box], width: float, height: flo
                                                                          min(bottom, below_limit)), height)
         out.append(PairedFigure(cap, body))
     return out
+
+
+def _table_foot(table: Box, graphics: list[Box], barriers: list[Box], end: float) -> float:
+    """Where the table under a table caption ends, as a bound for a figure below it (the caption's foot when
+    no ruled table follows): just under the last horizontal rule between the caption and the first graphic
+    that is no rule (a figure's frame, spine or image), running text or ``end``. A table's rows sit between
+    its rules; white space alone does not set a table apart from the figure under it."""
+    def level(b: Box) -> bool:  # under the caption's span, or beside it
+        return min(b[2], table[2] + 0.5 * (table[2] - table[0])) >= max(b[0], table[0] - 0.5 * (table[2] - table[0]))
+
+    stop = min([b[1] for b in graphics if b[3] - b[1] > RULE_PT and b[1] >= table[3] - 2 and level(b)]
+               + [b[1] for b in barriers if b[1] >= table[3] and level(b)] + [end])
+    rules = [b[3] for b in graphics if b[3] - b[1] <= RULE_PT and b[1] >= table[3] - 2 and b[3] <= stop - 1
+             and level(b)]
+    return max(rules) + 2.5 if rules else table[3]  # past the rule's own box (a figure element starts 2 pt out)
 
 
 def _ink_body(caption: Box, column: tuple[float, float], body_text: list[Box], barriers: list[Box],
@@ -338,10 +362,31 @@ def _margin_block(boxes: list[tuple[Box, bool]], height: float) -> float | None:
     return None  # nothing below it: a page of a few lines has no head
 
 
-def _content_band(lines: list[TextLine], graphics: list[Box], height: float) -> tuple[float, float]:
+def _head_row(lines: list[TextLine], graphics: list[Box], width: float, height: float) -> float | None:
+    """The foot of a running head set close over the page's content (less than ``HEAD_GAP`` points, no rule),
+    or None: the page's first row of text, in its top ``HEAD_SHARE``, made of short pieces of which one starts
+    at the running text's left edge and another ends at its right edge (a title and a folio), no graphic
+    reaching into the row. A figure's top row of labels spans no page from edge to edge."""
+    long_ = [ln.box for ln in lines if ln.box[2] - ln.box[0] >= 0.3 * width]
+    if not long_ or not lines:
+        return None
+    left, right = min(b[0] for b in long_), max(b[2] for b in long_)
+    first = min(lines, key=lambda ln: ln.box[1]).box
+    row = [ln.box for ln in lines if min(ln.box[3], first[3]) - max(ln.box[1], first[1]) > 0.5 * (first[3] - first[1])]
+    top, foot = min(b[1] for b in row), max(b[3] for b in row)
+    if (len(row) < 2 or foot > HEAD_SHARE * height or any(b[2] - b[0] >= 0.3 * width for b in row)
+            or not any(abs(b[0] - left) <= 3 for b in row) or not any(abs(b[2] - right) <= 3 for b in row)
+            or any(g[1] < foot and g[3] > top for g in graphics)):
+        return None
+    return foot
+
+
+def _content_band(lines: list[TextLine], graphics: list[Box], width: float, height: float) -> tuple[float, float]:
     """(top, bottom) of the page's content: below the running head and above the folio, where there are any."""
     boxes = [(ln.box, True) for ln in lines] + [(b, False) for b in graphics]
     head = _margin_block(boxes, height)
+    if head is None:
+        head = _head_row(lines, graphics, width, height)
     foot = _margin_block([((b[0], height - b[3], b[2], height - b[1]), t) for b, t in boxes], height)
     return (0.0 if head is None else head + 1, height if foot is None else height - foot - 1)
 
@@ -353,9 +398,11 @@ def _overlaps(a: Box, b: Box) -> bool:
 def page_figures(page, captions: list[Caption], words=None, drawings=None, images=None) -> list[PairedFigure]:
     """Captions of one page paired with their bodies; ``words``, ``drawings`` and ``images`` are the page's
     ``get_text("words")``, ``get_drawings()`` and ``get_image_info()`` when read already."""
+    from benchmint.pdf.captions import table_captions
     from benchmint.pdf.scan import PageInk, is_scan
 
-    lines = text_lines(words if words is not None else page.get_text("words"))
+    words = page.get_text("words") if words is None else words
+    lines = text_lines(words)
     images = page.get_image_info() if images is None else images
     ink = None
     if is_scan(page.rect.width, page.rect.height, images):  # rendered once, when a caption finds no graphics
@@ -367,4 +414,4 @@ def page_figures(page, captions: list[Caption], words=None, drawings=None, image
             return rendered[0].box(window)
 
     return pair(captions, graphics_boxes(page, drawings, images), page.rect.width, page.rect.height, lines, ink,
-                [tuple(i["bbox"]) for i in images])
+                [tuple(i["bbox"]) for i in images], table_captions(words))
