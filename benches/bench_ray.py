@@ -79,7 +79,8 @@ def test_units_per_second(benchmark, cluster, engine):
 
     benchmark.group = "ray-units-per-second"
     benchmark.pedantic(lambda ex: _drain(ex, N_UNITS), setup=make, rounds=1, iterations=1)
-    benchmark.extra_info["units_per_second"] = N_UNITS / benchmark.stats.stats.min
+    if benchmark.stats is not None:  # None when timing is off (the test command's --benchmark-disable)
+        benchmark.extra_info["units_per_second"] = N_UNITS / benchmark.stats.stats.min
 
 
 def _flow(benchmark, tmp_path, name: str, engine: str, run, outputs: list[str]) -> None:
