@@ -266,7 +266,35 @@ def _die_with(parent: int) -> None:
     watch_parent()
 
 
-class _Worker:
+class UnitClock:
+    """When a running unit and its current stage started, and which of their time limits has passed: one rule
+    for the local workers and the Ray executor's tasks. ``started`` is None while no worker has the unit."""
+
+    __slots__ = ()
+    started: float | None
+    stage: str | None
+    stage_limit: float | None  # the running stage's own limit, if it has one
+    stage_started: float
+
+    def deadlines(self, unit_s: float | None, stage_s: float | None) -> list[float]:
+        if self.started is None:
+            return []
+        stage_s = self.stage_limit or stage_s
+        return ([self.started + unit_s] if unit_s else []) + ([self.stage_started + stage_s] if stage_s else [])
+
+    def overdue(self, unit_s: float | None, stage_s: float | None) -> UnitTimeout | None:
+        if self.started is None:
+            return None
+        now = time.monotonic()
+        stage_s = self.stage_limit or stage_s
+        if unit_s and now >= self.started + unit_s:
+            return UnitTimeout("unit", unit_s, self.stage)
+        if stage_s and now >= self.stage_started + stage_s:
+            return UnitTimeout("stage", stage_s, self.stage)
+        return None
+
+
+class _Worker(UnitClock):
     def __init__(self, preload: tuple[str, ...] = ()) -> None:
         ctx = multiprocessing.get_context()
         self.conn, child = ctx.Pipe()
@@ -276,8 +304,8 @@ class _Worker:
         child.close()
         self.index = -1
         self.started = self.stage_started = 0.0
-        self.stage: str | None = None
-        self.stage_limit: float | None = None  # the running stage's own limit, if it has one
+        self.stage = None
+        self.stage_limit = None
 
     def give(self, i: int, fn, args: tuple) -> None:
         self.index, self.stage, self.stage_limit = i, None, None
@@ -295,19 +323,6 @@ class _Worker:
             self.stage, self.stage_limit, self.stage_started = msg[1], msg[2], time.monotonic()
             return None
         return msg[1], msg[2]
-
-    def deadlines(self, unit_s: float | None, stage_s: float | None) -> list[float]:
-        stage_s = self.stage_limit or stage_s
-        return ([self.started + unit_s] if unit_s else []) + ([self.stage_started + stage_s] if stage_s else [])
-
-    def overdue(self, unit_s: float | None, stage_s: float | None) -> UnitTimeout | None:
-        now = time.monotonic()
-        stage_s = self.stage_limit or stage_s
-        if unit_s and now >= self.started + unit_s:
-            return UnitTimeout("unit", unit_s, self.stage)
-        if stage_s and now >= self.stage_started + stage_s:
-            return UnitTimeout("stage", stage_s, self.stage)
-        return None
 
     def kill(self) -> None:
         self.proc.kill()

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from benchmint.run import executors
-from benchmint.run.executors import UnitTimeout, WorkerDied
+from benchmint.run.executors import UnitClock, WorkerDied
 
 INSTALL_HINT = "Ray is not installed: pip install 'benchmint[ray]'"
 
@@ -155,32 +155,15 @@ def _warm(preload: tuple[str, ...]) -> int:
     return os.getpid()
 
 
-class _Task:
+class _Task(UnitClock):
     __slots__ = ("index", "attempts", "started", "stage", "stage_limit", "stage_started")
 
     def __init__(self, index: int, attempts: int = 0) -> None:
         self.index, self.attempts = index, attempts
-        self.started: float | None = None  # when a worker took it (queued tasks have no deadline yet)
-        self.stage: str | None = None
-        self.stage_limit: float | None = None
+        self.started = None  # when a worker took it (queued tasks have no deadline yet)
+        self.stage = None
+        self.stage_limit = None
         self.stage_started = 0.0
-
-    def deadlines(self, unit_s: float | None, stage_s: float | None) -> list[float]:
-        if self.started is None:
-            return []
-        stage_s = self.stage_limit or stage_s
-        return ([self.started + unit_s] if unit_s else []) + ([self.stage_started + stage_s] if stage_s else [])
-
-    def overdue(self, unit_s: float | None, stage_s: float | None) -> UnitTimeout | None:
-        if self.started is None:
-            return None
-        now = time.monotonic()
-        stage_s = self.stage_limit or stage_s
-        if unit_s and now >= self.started + unit_s:
-            return UnitTimeout("unit", unit_s, self.stage)
-        if stage_s and now >= self.stage_started + stage_s:
-            return UnitTimeout("stage", stage_s, self.stage)
-        return None
 
 
 class RayExecutor:
