@@ -46,6 +46,52 @@ def _run(cmd: list[str], out: Path, dispatch: str, engine: str) -> tuple[float, 
     return wall, _records(out / "ledger.sqlite")[-1] - start, _children_cpu() - cpu
 
 
+def _chunks(pdf_dir: Path, tmp: Path, sizes: list[int], repeats: int) -> dict:
+    """Harvest's units phase and wall at 2 workers for each page-range size (the module's ``CHUNK_PAGES``, set
+    in the command's process before it starts: the driver cuts the ranges), costliest first, best of
+    ``repeats``, the sizes in turn."""
+    got: dict[int, list] = {n: [] for n in sizes}
+    for _ in range(repeats):
+        for n in sizes:
+            out = tmp / f"chunk{n}"
+            shutil.rmtree(out, ignore_errors=True)
+            code = ("import sys, benchmint.pdf.harvest as h; from benchmint.cli import main; "
+                    f"h.CHUNK_PAGES = {n}; sys.exit(main(sys.argv[1:]))")
+            start = time.time()
+            subprocess.run([sys.executable, "-c", code, "harvest", str(pdf_dir), "--out", str(out), "--workers", "2"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            rec = _records(out / "ledger.sqlite")
+            got[n].append((time.time() - start, rec[-1] - start, len(rec)))
+    return {n: {"wall": round(min(r[0] for r in runs), 2), "to_last_record": round(min(r[1] for r in runs), 2),
+                "units": runs[0][2], "walls": [round(r[0], 2) for r in runs]} for n, runs in got.items()}
+
+
+def _sleep(seconds: float) -> dict:
+    time.sleep(seconds)
+    return {"slept": seconds}
+
+
+def _synthetic(tmp: Path, repeats: int) -> dict:
+    """The dispatch alone, free of the machine's load: 40 units that sleep 50 ms and one that sleeps 1 s, given
+    last, on ProcessExecutor(2); each unit's cost is its sleep. Ideal: max(3.0 s / 2, 1 s) = 1.5 s; input order
+    can do no better than 2 s / 2 + 1 s = 2 s."""
+    from benchmint.run import Ledger, ProcessExecutor, Unit, run_units
+
+    units = [Unit(f"s{i}", (0.05,), f"short {i}", 0.05) for i in range(40)] + [Unit("long", (1.0,), "long", 1.0)]
+    got: dict[str, list[float]] = {"input": [], "longest-first": []}
+    for r in range(repeats):
+        for dispatch, walls in got.items():
+            os.environ["BENCHMINT_DISPATCH"] = dispatch
+            executor = ProcessExecutor(2)
+            executor.start()
+            with Ledger(tmp / f"sleep-{dispatch}-{r}.sqlite", "t") as ledger:
+                start = time.perf_counter()
+                run_units(ledger, units, _sleep, executor)
+                walls.append(time.perf_counter() - start)
+    os.environ.pop("BENCHMINT_DISPATCH")
+    return {d: {"best": round(min(w), 3), "walls": [round(x, 3) for x in w]} for d, w in got.items()}
+
+
 def _children_cpu() -> float:
     use = resource.getrusage(resource.RUSAGE_CHILDREN)
     return use.ru_utime + use.ru_stime
@@ -124,19 +170,28 @@ def main() -> None:
     ap.add_argument("--small-pages", type=int, default=12)
     ap.add_argument("--engine", choices=("local", "ray"), default="local")
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--chunk-pages", type=int, nargs="*", default=[],
+                    help="with --pdfs: also harvest the set with page ranges of these sizes")
+    ap.add_argument("--synthetic", action="store_true", help="also the dispatch alone, on units that sleep")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="uneven-"))
     rows = []
     try:
+        if a.synthetic:
+            rows.append({"flow": "sleeping units", **_synthetic(tmp, a.repeats)})
+            print(json.dumps(rows[-1]), flush=True)
         if a.cifs:
             rows.append(_measure("xrd build", ["xrd", "build", str(_cif_set(a.cifs, tmp, tuple(a.supercell)))],
                                  tmp, a.engine, a.repeats))
             print(json.dumps(rows[-1]), flush=True)
         if a.pdfs:
-            rows.append(_measure("harvest", ["harvest", str(_pdf_set(a.pdfs, tmp, a.small_pages))], tmp, a.engine,
-                                 a.repeats))
+            pdf_dir = _pdf_set(a.pdfs, tmp, a.small_pages)
+            rows.append(_measure("harvest", ["harvest", str(pdf_dir)], tmp, a.engine, a.repeats))
             print(json.dumps(rows[-1]), flush=True)
+            if a.chunk_pages:
+                rows.append({"flow": "harvest by range size", **_chunks(pdf_dir, tmp, a.chunk_pages, a.repeats)})
+                print(json.dumps(rows[-1]), flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if a.json:
