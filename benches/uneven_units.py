@@ -1,6 +1,7 @@
 """One long unit among many short ones, 2 workers: the run's wall time in input order and costliest first.
 
     python benches/uneven_units.py --cifs corpus/files/cif --pdfs corpus/files/pdf [--engine ray] [--repeats 2]
+        [--synthetic] [--chunk-pages 8 16 32 64]
 
 CIFs: every CIF found under --cifs, plus a supercell of 7,344 sites written by pymatgen (``--supercell``), named
 so that it comes last in input order. PDFs: every PDF under --pdfs of at most --small-pages pages, plus the
@@ -9,7 +10,8 @@ harvest``) with --workers 1 once, which gives each unit's time (the gaps between
 --workers 2 under ``BENCHMINT_DISPATCH=input`` and ``longest-first``, best of --repeats, a fresh output folder
 each time, the two orders in turn. The ideal of the units' phase at 2 workers is max(sum of unit times / 2, the longest unit); the
 units' phase is the time from the run's start to its last ledger record, less the 1-worker run's time to its
-first record (imports and hashing: the same in every run).
+first record (imports and hashing: the same in every run). ``--synthetic``: the dispatch alone, on units that
+sleep; ``--chunk-pages``: the PDF set harvested with page ranges of other sizes.
 """
 
 from __future__ import annotations
