@@ -218,6 +218,8 @@ class _Reader:
             return self.group()
         if tok.isalpha() and len(tok) == 1:
             if self.peek() == "(":
+                if tok == "e":
+                    raise _Declined  # e(2): latex2sympy multiplies Euler's number, a(2) it applies
                 return self._applied(tok)
             return sympy.E if tok == "e" and self.peek() != "_" else self._symbol(tok)
         if tok[0] == "\\":
@@ -228,6 +230,8 @@ class _Reader:
         if name in GREEK:
             return self._symbol(name)
         if name == "pi":
+            if self.peek() == "(":
+                raise _Declined  # \pi (2): latex2sympy applies \pi as a function
             return sympy.pi
         if name == "infty":
             return sympy.oo
