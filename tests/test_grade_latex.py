@@ -8,6 +8,7 @@ import pytest
 import sympy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sympy.core.function import AppliedUndef
 
 from benchmint.grade import latex, symbolic
 from benchmint.grade.quantity import strip_math
@@ -25,7 +26,11 @@ def reference(text: str):
     if not isinstance(value, sympy.Basic):
         return value
     # latex2sympy keeps some arithmetic unevaluated (an interval from 2-2 to a-a); evaluate it as the reader does
-    return value.xreplace({sympy.Symbol(stand_in): sympy.Symbol("I")}).doit()
+    value = value.xreplace({sympy.Symbol(stand_in): sympy.Symbol("I")})
+    # I (2) is read as a function applied to 2: its stand-in's name goes back too
+    value = value.replace(lambda e: isinstance(e, AppliedUndef) and e.func.__name__ == stand_in,
+                          lambda e: sympy.Function("I")(*e.args))
+    return value.doit()
 
 
 def same_value(a, b) -> bool:
@@ -194,3 +199,7 @@ def test_decimals_rounded_at_different_steps_in_an_exponent_are_the_same_value()
     assert read_as_latex2sympy("{a}^{1.5/10}")
     # e^{2+0.5} is one number to the reader and e^0.5 e^2 to latex2sympy: found by the generated test.
     assert read_as_latex2sympy("a e^{2+0.5}")
+
+
+def test_I_applied_to_a_number_reads_as_latex2sympy_reads_it_under_its_stand_in():
+    assert read_as_latex2sympy("I (2)")  # found by the generated test
