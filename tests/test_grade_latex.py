@@ -128,7 +128,10 @@ EXPRESSIONS = st.recursive(st.sampled_from(ATOMS), lambda inner: st.tuples(inner
                            max_leaves=6)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Derandomized: the same 300 expressions on every run, so a clean checkout's test run does not depend on which
+# corner of the grammar chance visits. When changing the reader, turn it off and run several seeds
+# (--hypothesis-seed) to explore further; what they find becomes a pinned case below.
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 @given(EXPRESSIONS)
 def test_generated_expressions_read_as_latex2sympy_reads_them(text):
     read_as_latex2sympy(text)
