@@ -84,16 +84,19 @@ def to_sympy(text: str):
     return value
 
 
-def _zero(diff) -> bool:
-    # cancel (expand, then common factors) proves most differences of rational expressions in a fraction of
-    # simplify's time; simplify is tried only when it does not
+def _reduced(expr):
+    """``expr`` by cancel, then by simplify, lazily: cancel (expand, then common factors) settles most rational
+    expressions in a fraction of simplify's time, so simplify runs only when the caller asks for more. A reduction
+    sympy cannot carry out (it raises) is left out."""
     for reduce in (sympy.cancel, sympy.simplify):
         try:
-            if reduce(diff) == 0:
-                return True
-        except (TypeError, ValueError, AttributeError, NotImplementedError, sympy.PolynomialError):
+            yield reduce(expr)
+        except (TypeError, ValueError, AttributeError, NotImplementedError, ZeroDivisionError, sympy.PolynomialError):
             continue
-    return False
+
+
+def _zero(diff) -> bool:
+    return any(form == 0 for form in _reduced(diff))
 
 
 def _same(g, a) -> bool:
@@ -177,11 +180,7 @@ def _proportional(d1, d2) -> bool:
                         for i, x in enumerate(sorted(d1.free_symbols, key=lambda x: x.name))})
     if _apart_at_a_point(ratio, moved):
         return False  # the ratio changes from one point to another (not along a scaling: formulas are homogeneous)
-    for reduce in (sympy.cancel, sympy.simplify):
-        try:
-            ratio = reduce(d1 / d2)
-        except (TypeError, ValueError, AttributeError, NotImplementedError, ZeroDivisionError, sympy.PolynomialError):
-            continue
+    for ratio in _reduced(d1 / d2):
         if ratio.is_number:
             return bool(ratio.is_finite and ratio != 0)
     return False
