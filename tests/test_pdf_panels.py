@@ -1,8 +1,12 @@
 """Panel counts from a figure's drawing, on generated pages whose panels are known by construction."""
 
+import numpy as np
 import pymupdf
 import pytest
+from page_layouts import LEFT, RIGHT, caption, new_page, plot, prose
 
+from benchmint.pdf.captions import page_captions
+from benchmint.pdf.figures import find_figures
 from benchmint.pdf.panels import axes, count_panels, frame_panels, frames
 
 BODY = (50.0, 50.0, 550.0, 450.0)
@@ -141,3 +145,100 @@ def test_a_key_apart_or_a_narrow_gutter_adds_no_panel():
     _diagram(page, 70, 70)
     _diagram(page, 70 + 150 + 5, 70)  # 5 points apart: one drawing, not two panels
     assert _count(page) == 1
+
+
+def _pasted(page, target, draw, size, dpi=150):
+    """Paste into ``target`` (page points) one raster image of what ``draw`` puts on a blank page of ``size``
+    points, rendered at ``dpi``: plots exported as a bitmap, as conference papers and reports paste them."""
+    src = pymupdf.open()
+    blank = src.new_page(width=size[0], height=size[1])
+    draw(blank)
+    page.insert_image(pymupdf.Rect(*target), pixmap=blank.get_pixmap(dpi=dpi), keep_proportion=False)
+
+
+def _raster_count(page, body, caption=""):
+    return count_panels(page.get_drawings(), page.get_image_info(), body, caption, page=page)
+
+
+@pytest.mark.parametrize("gap", [3.0, 4.0, 10.0])
+def test_plots_pasted_as_one_image_are_told_by_the_white_rows_between_them(gap):
+    """Three framed plots stacked in one bitmap, ``gap`` points of white between one plot's axis title and
+    the next one's top tick label (3-4 points in the papers measured): three panels; a single plot in the same
+    bitmap is one, its tick labels and title set 2-3 points off its frame being no panel of their own."""
+    def stacked(p):
+        y, above = 6.0, 0.0
+        for k in range(3):
+            box = plot(p, pymupdf.Rect(4, y, 236, y + 120), seed=k)  # drawn top down: nothing below it yet
+            above = above or y - box[1]  # how far a plot's ink reaches above its rectangle (its top tick label)
+            y = box[3] + gap + above  # the next plot's ink starts ``gap`` under this one's
+        assert box[3] <= 418
+    doc, page = _page()
+    _pasted(page, (100, 60, 340, 480), stacked, (240, 420))
+    assert _raster_count(page, (100, 60, 340, 480)) == 3
+    assert count_panels(page.get_drawings(), page.get_image_info(), (100, 60, 340, 480)) == 1  # no page: no render
+    doc, page = _page()
+    _pasted(page, (100, 60, 340, 200), lambda p: plot(p, pymupdf.Rect(4, 4, 236, 136)), (240, 140))
+    assert _raster_count(page, (100, 60, 340, 200)) == 1
+
+
+def test_a_harvested_figure_pasted_as_one_image_gets_its_panels():
+    """Through the page step: a conference page's bitmap of two stacked plots above its caption."""
+    doc = pymupdf.open()
+    page = new_page(doc)
+    prose(page, pymupdf.Rect(LEFT.x0, 60, LEFT.x1, 200))
+
+    def two(p):
+        plot(p, pymupdf.Rect(4, 4, 224, 124))
+        plot(p, pymupdf.Rect(4, 131, 224, 251), seed=2)
+    _pasted(page, (LEFT.x0 + 5, 212, LEFT.x0 + 233, 467), two, (228, 255))
+    caption(page, pymupdf.Rect(LEFT.x0, 475, LEFT.x1, 500), "Figure 1: Signal in time and frequency domain.")
+    prose(page, pymupdf.Rect(LEFT.x0, 508, LEFT.x1, 740))
+    prose(page, pymupdf.Rect(RIGHT.x0, 60, RIGHT.x1, 740))
+    (fig,) = find_figures(page, page_captions(page))
+    assert fig.body is not None and fig.panels == 2
+
+
+def test_pictures_side_by_side_in_one_image_are_two_panels_a_lone_picture_is_one():
+    def pair(p):  # two plots 10 points apart over a legend row across both
+        plot(p, pymupdf.Rect(4, 4, 164, 134))
+        plot(p, pymupdf.Rect(174, 4, 334, 134), seed=3)
+        p.draw_line((60, 150), (80, 150), color=(0, 0, 1), width=0.8)
+        p.insert_text((84, 153), "measured            fit", fontsize=8)
+    doc, page = _page()
+    _pasted(page, (60, 100, 400, 260), pair, (340, 160))
+    assert _raster_count(page, (60, 100, 400, 260)) == 2
+
+    def photo(p):  # a micrograph: grey texture to its edges, no white inside
+        rng = np.random.default_rng(3)
+        grey = (rng.random((60, 80)) * 120 + 60).astype(np.uint8)
+        p.insert_image(p.rect, pixmap=pymupdf.Pixmap(pymupdf.csGRAY, 80, 60, grey.tobytes(), False), keep_proportion=False)
+    doc, page = _page()
+    _pasted(page, (60, 100, 400, 355), photo, (340, 255))
+    assert _raster_count(page, (60, 100, 400, 355)) == 1
+
+
+def _shade(height):
+    """A vertical gradient bitmap, 8 pixels wide: how a chart program fills a bar."""
+    column = np.linspace(90, 220, height).astype(np.uint8)
+    return pymupdf.Pixmap(pymupdf.csGRAY, 8, height, np.repeat(column[:, None], 8, axis=1).tobytes(), False)
+
+
+def test_bars_filled_with_a_raster_shade_are_one_chart_not_panels():
+    """Bars drawn as gradient images of one width on one baseline, unequal heights, in a vector chart (an
+    axis, tick labels): one panel. Pictures in a row, one size and both edges shared, stay panels."""
+    doc, page = _page()
+    _axis(page, 80, 500, 400)
+    _yaxis(page, 75, 100, 395)
+    for k, top in enumerate((300, 250, 140)):
+        page.insert_image(pymupdf.Rect(120 + 130 * k, top, 170 + 130 * k, 400), pixmap=_shade(100), keep_proportion=False)
+        page.insert_text((125 + 130 * k, 415), f"run {k}", fontsize=8)
+    assert frames(page.get_drawings(), page.get_image_info(), BODY) == []
+    assert _raster_count(page, BODY) == 1
+    doc, page = _page()
+    for k, right in enumerate((150, 250, 420)):  # lying bars from one left edge
+        page.insert_image(pymupdf.Rect(80, 100 + 90 * k, right, 160 + 90 * k), pixmap=_shade(40), keep_proportion=False)
+    assert _raster_count(page, BODY) == 1
+    doc, page = _page()
+    for k in range(3):
+        page.insert_image(pymupdf.Rect(80 + 150 * k, 200, 200 + 150 * k, 320), pixmap=_shade(100), keep_proportion=False)
+    assert _raster_count(page, BODY) == 3

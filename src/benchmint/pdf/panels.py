@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from benchmint.pdf.captions import estimate_panels
 from benchmint.pdf.pairing import Box, inside, is_white
 
@@ -67,8 +69,35 @@ def frames(drawings: Sequence[dict], images: Sequence[dict], body: Box) -> list[
         r = _rectangle(d)
         if r is not None:
             found.add(r)
-    found.update(tuple(float(v) for v in im["bbox"]) for im in images)  # type: ignore[misc]
+    placed = [r for r in ((float(b[0]), float(b[1]), float(b[2]), float(b[3])) for b in (im["bbox"] for im in images))
+              if inside(r, body, 2.0)]
+    bars = raster_bars(placed)
+    found.update(r for r in placed if r not in bars)
     return [r for r in found if inside(r, body, 2.0) and r[2] - r[0] >= min_w and r[3] - r[1] >= min_h]
+
+
+BAR_SLACK_PT = 1.0
+
+
+def _bar_foot(r: Box, upright: bool) -> tuple[float, float, float]:
+    """(baseline, thickness, length) of a box read as a bar standing up (upright) or lying from the left."""
+    return (r[3], r[2] - r[0], r[3] - r[1]) if upright else (r[0], r[3] - r[1], r[2] - r[0])
+
+
+def raster_bars(boxes: Sequence[Box]) -> set[Box]:
+    """The image boxes that are bars of a chart filled with a raster shade (a gradient drawn as an image):
+    two or more images of one width standing on one baseline with unequal heights, or of one height starting
+    at one left edge with unequal widths. A row of pictures shares both edges and one size: no bars."""
+    out: set[Box] = set()
+    for upright in (True, False):
+        for b in boxes:
+            base, thick, _ = _bar_foot(b, upright)
+            row = [r for r in boxes if abs(_bar_foot(r, upright)[0] - base) <= BAR_SLACK_PT
+                   and abs(_bar_foot(r, upright)[1] - thick) <= BAR_SLACK_PT]
+            lengths = [_bar_foot(r, upright)[2] for r in row]
+            if len(row) >= 2 and max(lengths) - min(lengths) > BAR_SLACK_PT:
+                out.update(row)
+    return out
 
 
 def _within(a: Box, b: Box) -> bool:
@@ -181,10 +210,78 @@ def gutter_panels(drawings: Sequence[dict], images: Sequence[dict], body: Box) -
     return n
 
 
+RASTER_DPI = 50  # a raster figure's layout, not its details
+RASTER_GUTTER_PT = 3.0  # stacked raster plots stand 3-4 points apart; a 50-DPI render keeps 2 white rows of that
+RASTER_TOLERANCE = 16  # grey levels from the background that still count as background (JPEG noise, no ink)
+
+
+def _ink_runs(mask: np.ndarray, axis: int, min_gap: int) -> list[tuple[int, int]]:
+    """The runs of ``mask``'s rows (axis 0) or columns (axis 1) holding ink, split by ``min_gap`` empty ones."""
+    filled = np.flatnonzero(mask.any(axis=1 - axis))
+    if filled.size == 0:
+        return []
+    breaks = np.flatnonzero(np.diff(filled) > min_gap)
+    starts = np.concatenate(([filled[0]], filled[breaks + 1]))
+    ends = np.concatenate((filled[breaks], [filled[-1]])) + 1
+    return list(zip(starts.tolist(), ends.tolist()))
+
+
+def _mask_parts(mask: np.ndarray, min_gap: int) -> list[tuple[int, int, int, int]]:
+    """Recursive XY cut of an ink mask along background gutters: the parts' (x0, y0, x1, y1) in pixels."""
+    out: list[tuple[int, int, int, int]] = []
+    stack = [(0, 0, mask.shape[1], mask.shape[0])]
+    while stack:
+        x0, y0, x1, y1 = stack.pop()
+        sub = mask[y0:y1, x0:x1]
+        rows = _ink_runs(sub, 0, min_gap)
+        if not rows:
+            continue
+        if len(rows) > 1:
+            stack.extend((x0, y0 + a, x1, y0 + b) for a, b in rows)
+            continue
+        cols = _ink_runs(sub, 1, min_gap)
+        if len(cols) > 1:
+            stack.extend((x0 + a, y0, x0 + b, y1) for a, b in cols)
+            continue
+        out.append((x0 + cols[0][0], y0 + rows[0][0], x0 + cols[0][1], y0 + rows[0][1]))
+    return out
+
+
+def raster_panels(page, images: Sequence[dict], body: Box) -> int:
+    """Panels of a figure pasted as one image: parts of a ``RASTER_DPI`` grey render of the image (inside
+    ``body``) that background gutters of ``RASTER_GUTTER_PT`` set apart, each spanning ``PART_MIN_SHARE`` of
+    the body each way; 0 when the body holds no such image or more than one.
+
+    The background is the render's commonest shade along its border. Inside a framed or axed plot no row is
+    all background (its axes cross every row), so the cut falls between plots, not through one; a part as
+    small as a legend row or an axis title is no panel."""
+    import pymupdf
+
+    w, h = body[2] - body[0], body[3] - body[1]
+    clips = []
+    for im in images:
+        x0, y0 = max(float(im["bbox"][0]), body[0]), max(float(im["bbox"][1]), body[1])
+        x1, y1 = min(float(im["bbox"][2]), body[2]), min(float(im["bbox"][3]), body[3])
+        if x1 - x0 >= PART_MIN_SHARE * w and y1 - y0 >= PART_MIN_SHARE * h:
+            clips.append(pymupdf.Rect(x0, y0, x1, y1))
+    if len(clips) != 1:
+        return 0
+    pix = page.get_pixmap(dpi=RASTER_DPI, clip=clips[0], colorspace=pymupdf.csGRAY, alpha=False)
+    if pix.width < 3 or pix.height < 3:
+        return 0
+    grey = np.frombuffer(pix.samples, dtype=np.uint8).reshape(pix.height, pix.stride)[:, : pix.width]
+    border = np.concatenate((grey[0], grey[-1], grey[:, 0], grey[:, -1]))
+    background = int(np.bincount(border).argmax())
+    mask = np.abs(grey.astype(np.int16) - background) > RASTER_TOLERANCE
+    scale = 72.0 / RASTER_DPI
+    return sum((x1 - x0) * scale >= PART_MIN_SHARE * w and (y1 - y0) * scale >= PART_MIN_SHARE * h
+               for x0, y0, x1, y1 in _mask_parts(mask, round(RASTER_GUTTER_PT / scale)))
+
+
 def count_panels(drawings: Sequence[dict], images: Sequence[dict], body: Box, caption_text: str = "",
-                 body_tokens: Sequence[str] = ()) -> int:
+                 body_tokens: Sequence[str] = (), page=None) -> int:
     """Panels of the figure whose body is ``body`` (page points): frames, else axes, else panel letters, else
-    gutters."""
+    gutters of the drawing, else (given the ``page`` to render) gutters inside a raster figure."""
     n = frame_panels(frames(drawings, images, body))
     if n >= 2:
         return n
@@ -194,4 +291,7 @@ def count_panels(drawings: Sequence[dict], images: Sequence[dict], body: Box, ca
     n = estimate_panels(caption_text, body_tokens)
     if n >= 2:
         return n
-    return max(1, gutter_panels(drawings, images, body))
+    n = gutter_panels(drawings, images, body)
+    if n >= 2 or page is None:
+        return max(1, n)
+    return max(1, raster_panels(page, images, body))
