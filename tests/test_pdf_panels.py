@@ -102,6 +102,45 @@ def test_one_drawn_panel_falls_back_to_letters(caption, tokens, want):
     assert _count(page, caption, tokens) == want
 
 
+def _inward_plot(page, r, tick_labels=True):
+    """A plot as gnuplot or Origin draw it: four separate spines, ticks pointing in on the bottom and left only."""
+    for a, b in ((r.tl, r.tr), (r.tr, r.br), (r.br, r.bl), (r.bl, r.tl)):
+        page.draw_line(a, b, width=0.6)
+    for i in range(6):
+        x = r.x0 + i * r.width / 5
+        page.draw_line((x, r.y1), (x, r.y1 - 4), width=0.5)
+        if tick_labels:
+            page.insert_text((x - 4, r.y1 + 9), str(50 * i), fontsize=7)
+    for i in range(5):
+        y = r.y1 - i * r.height / 4
+        page.draw_line((r.x0, y), (r.x0 + 4, y), width=0.5)
+        page.insert_text((r.x0 - 16, y + 2.5), f"{i / 2:.1f}", fontsize=7)
+    page.draw_polyline([(r.x0 + 3 + k * (r.width - 6) / 39, r.y1 - 5 - (r.height - 10) * (k % 7) / 7)
+                        for k in range(40)], color=(0, 0, 1), width=0.8)
+
+
+def test_plots_stacked_on_a_shared_axis_with_ticks_pointing_in_are_two():
+    """Two such plots on one x axis, the upper one's foot the lower one's top, no letters: no frame, no white
+    gutter, and no tick on the outer side of any line; the ticks pointing in tell them apart."""
+    doc, page = _page()
+    _inward_plot(page, pymupdf.Rect(100, 100, 300, 200), tick_labels=False)
+    _inward_plot(page, pymupdf.Rect(100, 200, 300, 300))
+    assert axes(page.get_drawings(), BODY) == 2 and _count(page) == 2
+    doc, page = _page()
+    _inward_plot(page, pymupdf.Rect(100, 100, 300, 200))
+    assert axes(page.get_drawings(), BODY) == 1 and _count(page) == 1
+
+
+def test_a_box_with_ticks_pointing_in_on_every_side_is_one_plot():
+    """Ticks pointing in on all four spines read as both kinds of axis (the top and right spines' ticks point
+    out of the lines below and left of them): still one plot each, stacked or alone."""
+    doc, page = _page()
+    plot(page, pymupdf.Rect(100, 100, 300, 220))
+    assert axes(page.get_drawings(), BODY) == 1
+    plot(page, pymupdf.Rect(100, 226, 300, 346), seed=2)
+    assert axes(page.get_drawings(), BODY) == 2
+
+
 def _diagram(page, x, y, w=150, h=120):
     """A state diagram without a frame: five small labelled boxes and the arrows between them."""
     nodes = [(x + w / 2 - 15, y), (x, y + h / 2 - 7), (x + w / 2 - 15, y + h / 2 - 7), (x + w - 30, y + h / 2 - 7),

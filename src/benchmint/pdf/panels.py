@@ -9,8 +9,9 @@ in this order:
    two or more frames (a border around a grid of plots) counts as what it
    holds; frames inside a single frame (a legend box) count with it.
 2. **Axes**, when fewer than two frames are found (plots drawn without a
-   box): lines with three or more evenly spaced tick marks (below an x
-   axis, left of a y axis); a plot has one of each.
+   box): lines with three or more evenly spaced tick marks, all pointing out
+   of the plot (below an x axis, left of a y axis) or all into it; a plot
+   has one of each.
 3. **Panel letters** of the caption and the body, "(a)" to "(d)"
    (``captions.estimate_panels``), when the drawing shows one panel.
 4. **Gutters**, when nothing above finds two: a recursive XY cut of the
@@ -141,10 +142,15 @@ def _ticked(lines: list[tuple[float, float, float]], ticks: list[tuple[float, fl
 def axes(drawings: Sequence[dict], body: Box) -> int:
     """Plots told by their axes: lines inside ``body`` with ``MIN_TICKS`` or more evenly spaced tick marks.
 
-    x axes have ticks hanging below, y axes ticks pointing left; a plot has one of each, so the count is
-    the smaller of the two where both are drawn (a second x axis on top of a plot adds no panel).
+    Ticks point out of a plot (below an x axis, left of a y axis) or into it (above, right); a plot has one x
+    and one y axis of a kind, so each kind counts the smaller of its two numbers where both are drawn (a
+    second x axis on top of a plot adds no panel), and the kind finding more plots gives the count. A plot
+    boxed with ticks pointing in on all four sides shows each kind once: its top and right spines read as
+    axes with ticks pointing out.
     """
-    xlines, ylines, xticks, yticks = [], [], [], []
+    xlines, ylines = [], []
+    xticks: list[tuple[float, float, float]] = []  # (x, the end on an axis the tick hangs below, on one it stands on)
+    yticks: list[tuple[float, float, float]] = []  # (y, the end on an axis it points left of, on one it points right of)
     for d in drawings:
         if d.get("color") is None or is_white(d["color"]):
             continue  # no stroke, or a white one (grid lines over a grey panel)
@@ -158,12 +164,16 @@ def axes(drawings: Sequence[dict], body: Box) -> int:
             elif dx < 0.3 and dy >= AXIS_MIN_PT:
                 ylines.append((min(a.y, b.y), max(a.y, b.y), a.x))
             elif dx < 0.3 and TICK_PT[0] <= dy <= TICK_PT[1]:
-                xticks.append((a.x, min(a.y, b.y)))
+                xticks.append((a.x, min(a.y, b.y), max(a.y, b.y)))
             elif dy < 0.3 and TICK_PT[0] <= dx <= TICK_PT[1]:
-                yticks.append((a.y, max(a.x, b.x)))
-    nx = _ticked(xlines, xticks, body, True)
-    ny = _ticked(ylines, yticks, body, False)
-    return min(nx, ny) if nx and ny else nx
+                yticks.append((a.y, max(a.x, b.x), min(a.x, b.x)))
+
+    def plots(end: int) -> int:  # end 1: ticks pointing out of the plot; 2: into it
+        nx = _ticked(xlines, [(t[0], t[end]) for t in xticks], body, True)
+        ny = _ticked(ylines, [(t[0], t[end]) for t in yticks], body, False)
+        return min(nx, ny) if nx and ny else nx
+
+    return max(plots(1), plots(2))
 
 
 GUTTER_PT = 8.0  # white space wider than a tick label's gap to its axis
