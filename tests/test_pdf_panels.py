@@ -281,3 +281,34 @@ def test_bars_filled_with_a_raster_shade_are_one_chart_not_panels():
     for k in range(3):
         page.insert_image(pymupdf.Rect(80 + 150 * k, 200, 200 + 150 * k, 320), pixmap=_shade(100), keep_proportion=False)
     assert _raster_count(page, BODY) == 3
+
+
+def _words_count(page, caption=""):
+    words = [w for w in page.get_text("words") if BODY[0] <= w[0] and w[2] <= BODY[2] and BODY[1] <= w[1]
+             and w[3] <= BODY[3]]
+    return count_panels(page.get_drawings(), page.get_image_info(), BODY, caption, body_words=words)
+
+
+def test_letters_in_the_body_count_in_one_style_and_set_apart_as_panels_are():
+    """A diagram (one frame, no gutter) with corner letters "(a)" and "(b)" over its halves and a point "C":
+    two panels, the point being of another style. Points A and B of a geometry sketch, 15 points apart: labels,
+    one panel. Bold corner letters "a" "b" "c" over three thirds of a drawing: three."""
+    doc, page = _page()
+    page.draw_rect(pymupdf.Rect(60, 60, 540, 440))
+    page.draw_line((300, 80), (300, 420))
+    page.insert_text((70, 80), "(a)", fontsize=9)
+    page.insert_text((310, 80), "(b)", fontsize=9)
+    page.draw_circle((200, 250), 2)
+    page.insert_text((205, 248), "C", fontsize=9)
+    assert _words_count(page, "Figure 1. Two halves of one sketch.") == 2
+    doc, page = _page()
+    page.draw_rect(pymupdf.Rect(60, 60, 540, 440))
+    page.draw_line((200, 300), (215, 290))
+    page.insert_text((190, 310), "A", fontsize=9)
+    page.insert_text((212, 288), "B", fontsize=9)
+    assert _words_count(page, "Figure 2. A sketch.") == 1
+    doc, page = _page()
+    page.draw_rect(pymupdf.Rect(60, 60, 540, 440))
+    for k, letter in enumerate("abc"):
+        page.insert_text((70 + 160 * k, 80), letter, fontsize=10, fontname="hebo")
+    assert _words_count(page, "Figure 3. Three views.") == 3

@@ -36,8 +36,8 @@ def find_figures(page, captions: list[Caption], words=None, drawings=None, image
         if body is None:
             out.append(PageFigure(fig.caption, None, estimate_panels(fig.caption.text)))
             continue
-        tokens = [w[4] for w in words if w[0] >= body[0] - 1 and w[2] <= body[2] + 1
-                  and w[1] >= body[1] - 1 and w[3] <= body[3] + 1]
-        out.append(PageFigure(fig.caption, body, count_panels(drawings, images, body, fig.caption.text, tokens,
-                                                                        page=page)))
+        inner = [w for w in words if w[0] >= body[0] - 1 and w[2] <= body[2] + 1
+                 and w[1] >= body[1] - 1 and w[3] <= body[3] + 1]
+        out.append(PageFigure(fig.caption, body, count_panels(drawings, images, body, fig.caption.text,
+                                                              page=page, body_words=inner)))
     return out

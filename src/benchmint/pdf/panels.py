@@ -27,6 +27,7 @@ pasted as one image, counts as one panel unless its letters say more.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -288,17 +289,50 @@ def raster_panels(page, images: Sequence[dict], body: Box) -> int:
                for x0, y0, x1, y1 in _mask_parts(mask, round(RASTER_GUTTER_PT / scale)))
 
 
+_LETTER = re.compile(r"^(\(?)([a-hA-H])(\)?)$")
+
+
+def body_letters(words: Sequence[tuple], body: Box) -> list[str]:
+    """The panel letters among ``words`` (``page.get_text("words")`` tuples inside ``body``): the longest run
+    a, b, c, ... written in one style ("(a)", "a)", "a", "A") in which each letter stands apart from the one
+    before it as panels do, by ``PART_MIN_SHARE`` of the body across or down (some place of the one from
+    some place of the other: a letter may also be a word of an axis title). One style only: "(a)" "(b)"
+    beside a point "C" are two panels; close together, points A and B of a diagram are labels."""
+    w, h = body[2] - body[0], body[3] - body[1]
+
+    def apart(p: tuple, q: tuple) -> bool:
+        return abs(p[0] - q[0]) >= PART_MIN_SHARE * w or abs(p[1] - q[1]) >= PART_MIN_SHARE * h
+
+    styles: dict[tuple[str, str, bool], dict[int, list[tuple]]] = {}
+    for word in words:
+        m = _LETTER.match(str(word[4]).strip())
+        if m:
+            opened, letter, closed = m.groups()
+            styles.setdefault((opened, closed, letter.isupper()), {}).setdefault(ord(letter.lower()) - 97, []).append(word)
+    best: list[str] = []
+    for places in styles.values():
+        run = 1 if 0 in places else 0
+        while run in places and any(apart(p, q) for p in places[run] for q in places[run - 1]):
+            run += 1
+        if run > len(best):
+            best = [str(places[k][0][4]).strip() for k in range(run)]
+    return best
+
+
 def count_panels(drawings: Sequence[dict], images: Sequence[dict], body: Box, caption_text: str = "",
-                 body_tokens: Sequence[str] = (), page=None) -> int:
+                 body_tokens: Sequence[str] = (), page=None, body_words: Sequence[tuple] = ()) -> int:
     """Panels of the figure whose body is ``body`` (page points): frames, else axes, else panel letters, else
-    gutters of the drawing, else (given the ``page`` to render) gutters inside a raster figure."""
+    gutters of the drawing, else (given the ``page`` to render) gutters inside a raster figure.
+
+    Letters come from the caption, from ``body_tokens`` (strings taken as they are) and from ``body_words``
+    (the page's words inside the body, read by ``body_letters``)."""
     n = frame_panels(frames(drawings, images, body))
     if n >= 2:
         return n
     n = axes(drawings, body)
     if n >= 2:
         return n
-    n = estimate_panels(caption_text, body_tokens)
+    n = estimate_panels(caption_text, [*body_tokens, *body_letters(body_words, body)])
     if n >= 2:
         return n
     n = gutter_panels(drawings, images, body)
