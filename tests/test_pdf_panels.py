@@ -214,6 +214,9 @@ def test_plots_pasted_as_one_image_are_told_by_the_white_rows_between_them(gap):
     doc, page = _page()
     _pasted(page, (100, 60, 340, 480), stacked, (240, 420))
     assert _raster_count(page, (100, 60, 340, 480)) == 3
+    page.set_rotation(90)  # a page set sideways: the same figure, rendered turned
+    assert _raster_count(page, (100, 60, 340, 480)) == 3
+    page.set_rotation(0)
     assert count_panels(page.get_drawings(), page.get_image_info(), (100, 60, 340, 480)) == 1  # no page: no render
     doc, page = _page()
     _pasted(page, (100, 60, 340, 200), lambda p: plot(p, pymupdf.Rect(4, 4, 236, 136)), (240, 140))

@@ -277,10 +277,14 @@ def raster_panels(page, images: Sequence[dict], body: Box) -> int:
             clips.append(pymupdf.Rect(x0, y0, x1, y1))
     if len(clips) != 1:
         return 0
-    pix = page.get_pixmap(dpi=RASTER_DPI, clip=clips[0], colorspace=pymupdf.csGRAY, alpha=False)
+    # Boxes are in the page's unrotated space, a render is of the page as shown: turned there and back.
+    pix = page.get_pixmap(dpi=RASTER_DPI, clip=clips[0] * page.rotation_matrix, colorspace=pymupdf.csGRAY,
+                          alpha=False)
     if pix.width < 3 or pix.height < 3:
         return 0
     grey = np.frombuffer(pix.samples, dtype=np.uint8).reshape(pix.height, pix.stride)[:, : pix.width]
+    if page.rotation % 180:
+        grey = grey.T  # mirrored as well as turned: the same rows and columns, so the same parts
     border = np.concatenate((grey[0], grey[-1], grey[:, 0], grey[:, -1]))
     background = int(np.bincount(border).argmax())
     mask = np.abs(grey.astype(np.int16) - background) > RASTER_TOLERANCE
