@@ -1,28 +1,34 @@
 """How many panels a figure body holds, read from its drawing (spm-bench §2.2 keeps figures with >= 4).
 
-A panel is a plot area or sub-image a reader would point to. Three signals,
+A panel is a plot area or sub-image a reader would point to. Five signals,
 in this order:
 
 1. **Frames.** Plot areas are framed: an axis-aligned rectangle stroked with
    no fill (or a white one), or a placed image, at least ``FRAME_MIN_PT``
    points and ``FRAME_MIN_SHARE`` of the body on each side. A frame holding
    two or more frames (a border around a grid of plots) counts as what it
-   holds; frames inside a single frame (a legend box) count with it.
+   holds; frames inside a single frame (a legend box) count with it. Images
+   of one width on one baseline with unequal heights are the bars of a chart
+   filled with a raster shade, not pictures (``raster_bars``).
 2. **Axes**, when fewer than two frames are found (plots drawn without a
    box): lines with three or more evenly spaced tick marks, all pointing out
    of the plot (below an x axis, left of a y axis) or all into it; a plot
    has one of each.
 3. **Panel letters** of the caption and the body, "(a)" to "(d)"
-   (``captions.estimate_panels``), when the drawing shows one panel.
+   (``captions.estimate_panels``), when the drawing shows one panel; the
+   body's letters in one style, each standing apart from the one before as
+   panels do (``body_letters``).
 4. **Gutters**, when nothing above finds two: a recursive XY cut of the
    drawing's ink along white gutters of at least ``GUTTER_PT``; a block is a
    panel when it holds ``PART_MIN_PATHS`` drawings and spans
    ``PART_MIN_SHARE`` of the body each way (state diagrams side by side, a
    plot beside a diagram; a legend or a key is too small to count).
+5. **Gutters inside one image**, when the body's only large image is the
+   figure: the same cut over a ``RASTER_DPI`` grey render of that image
+   alone, along rows and columns of its background (``raster_panels``).
 
-Filled rectangles (mosaic tiles, bars, strips) and a raster figure's
-contents are not looked into, so a grid drawn only from filled tiles, or
-pasted as one image, counts as one panel unless its letters say more.
+Filled rectangles (mosaic tiles, bars, strips) are not looked into, so a grid
+drawn only from filled tiles counts as one panel unless its letters say more.
 """
 
 from __future__ import annotations
