@@ -3,7 +3,7 @@
 import numpy as np
 import pymupdf
 import pytest
-from page_layouts import LEFT, RIGHT, caption, new_page, plot, prose
+from page_layouts import LEFT, RIGHT, caption, new_page, plot, prose, scanned
 
 from benchmint.pdf.captions import page_captions
 from benchmint.pdf.figures import find_figures
@@ -238,6 +238,24 @@ def test_a_harvested_figure_pasted_as_one_image_gets_its_panels():
     prose(page, pymupdf.Rect(RIGHT.x0, 60, RIGHT.x1, 740))
     (fig,) = find_figures(page, page_captions(page))
     assert fig.body is not None and fig.panels == 2
+
+
+@pytest.mark.parametrize("stacked", [True, False])
+def test_on_a_scanned_page_the_plots_of_a_figure_are_told_by_the_paper_between_them(stacked):
+    """A scanned page (grey paper, grain, dust, OCR text): the figure's body is a part of the page's image, and
+    the cut reads the paper's shade as background. Two plots 4-5 points apart: two panels; one plot: one."""
+    doc = pymupdf.open()
+    page = new_page(doc)
+    prose(page, pymupdf.Rect(LEFT.x0, 60, LEFT.x1, 200))
+    plot(page, pymupdf.Rect(60, 220, 292, 340))
+    if stacked:
+        plot(page, pymupdf.Rect(60, 346, 292, 466), seed=2)
+    caption(page, pymupdf.Rect(LEFT.x0, 476, LEFT.x1, 500), "FIG. 2: Two quantities against temperature.")
+    prose(page, pymupdf.Rect(LEFT.x0, 508, LEFT.x1, 740))
+    prose(page, pymupdf.Rect(RIGHT.x0, 60, RIGHT.x1, 740))
+    page = scanned(page, doc)
+    (fig,) = find_figures(page, page_captions(page))
+    assert fig.body is not None and fig.panels == (2 if stacked else 1)
 
 
 def test_pictures_side_by_side_in_one_image_are_two_panels_a_lone_picture_is_one():
