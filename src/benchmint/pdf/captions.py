@@ -140,7 +140,8 @@ def table_captions(words) -> list[tuple[float, float, float, float]]:
 # Panel letters: "(a)", "(b,c)", "(a-d)", "(a)–(d)", and Nature-style "a, ..." / "b | ..." at sentence starts.
 _PANEL_PAREN = re.compile(r"\(\s*([a-h])\s*(?:([-–—,])\s*\(?\s*([a-h])\s*\)?)?\s*\)(?:\s*[-–—]\s*\(\s*([a-h])\s*\))?")
 _PANEL_SENTENCE = re.compile(r"(?:^|[.;]\s+|\|\s*)([a-h])\s*[,|:]\s+(?=[A-Z(])")
-_PANEL_TOKEN = re.compile(r"^\(?([a-hA-H])\)?$")
+# A panel letter set in a figure: "(a)", "a)", "a", "A"; its groups the opening bracket, the letter, the closing one.
+PANEL_TOKEN = re.compile(r"^(\(?)([a-hA-H])(\)?)$")
 
 
 def _letters_in(text: str) -> set[int]:
@@ -165,9 +166,9 @@ def estimate_panels(caption_text: str, body_tokens: Sequence[str] = ()) -> int:
     """
     letters = _letters_in(caption_text)
     for token in body_tokens:
-        m = _PANEL_TOKEN.match(token.strip())
+        m = PANEL_TOKEN.match(token.strip())
         if m:
-            letters.add(ord(m.group(1).lower()) - 97)
+            letters.add(ord(m.group(2).lower()) - 97)
     # Panels run a, b, c, ...: a lone letter further on is a variable of a plot ("h", "g"), not a panel.
     n = 0
     while n in letters:

@@ -33,12 +33,12 @@ drawn only from filled tiles counts as one panel unless its letters say more.
 
 from __future__ import annotations
 
-import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 
 import numpy as np
 
-from benchmint.pdf.captions import estimate_panels
+from benchmint.pdf.captions import PANEL_TOKEN, estimate_panels
 from benchmint.pdf.pairing import Box, inside, is_white
 
 FRAME_MIN_PT = 25.0
@@ -98,13 +98,15 @@ def raster_bars(boxes: Sequence[Box]) -> set[Box]:
     at one left edge with unequal widths. A row of pictures shares both edges and one size: no bars."""
     out: set[Box] = set()
     for upright in (True, False):
-        for b in boxes:
-            base, thick, _ = _bar_foot(b, upright)
-            row = [r for r in boxes if abs(_bar_foot(r, upright)[0] - base) <= BAR_SLACK_PT
-                   and abs(_bar_foot(r, upright)[1] - thick) <= BAR_SLACK_PT]
-            lengths = [_bar_foot(r, upright)[2] for r in row]
+        feet = sorted((_bar_foot(b, upright), b) for b in boxes)  # by baseline: a box's row is a slice of it
+        bases = [f[0] for f, _ in feet]
+        for (base, thick, _), _b in feet:
+            row = [(f, r) for f, r in feet[bisect_left(bases, base - BAR_SLACK_PT):
+                                            bisect_right(bases, base + BAR_SLACK_PT)]
+                   if abs(f[1] - thick) <= BAR_SLACK_PT]
+            lengths = [f[2] for f, _ in row]
             if len(row) >= 2 and max(lengths) - min(lengths) > BAR_SLACK_PT:
-                out.update(row)
+                out.update(r for _, r in row)
     return out
 
 
@@ -299,9 +301,6 @@ def raster_panels(page, images: Sequence[dict], body: Box) -> int:
                for x0, y0, x1, y1 in _mask_parts(mask, round(RASTER_GUTTER_PT / scale)))
 
 
-_LETTER = re.compile(r"^(\(?)([a-hA-H])(\)?)$")
-
-
 def body_letters(words: Sequence[tuple], body: Box) -> list[str]:
     """The panel letters among ``words`` (``page.get_text("words")`` tuples inside ``body``): the longest run
     a, b, c, ... written in one style ("(a)", "a)", "a", "A") in which each letter stands apart from the one
@@ -315,7 +314,7 @@ def body_letters(words: Sequence[tuple], body: Box) -> list[str]:
 
     styles: dict[tuple[str, str, bool], dict[int, list[tuple]]] = {}
     for word in words:
-        m = _LETTER.match(str(word[4]).strip())
+        m = PANEL_TOKEN.match(str(word[4]).strip())
         if m:
             opened, letter, closed = m.groups()
             styles.setdefault((opened, closed, letter.isupper()), {}).setdefault(ord(letter.lower()) - 97, []).append(word)
