@@ -32,3 +32,7 @@ def test_compare_meets_labels_on_file_name_page_and_label():
     assert (s["labelled"], s["found"], s["with_body"], s["placed"], s["multi_panel"], s["panels_exact"]) == \
         (4, 3, 2, 2, 2, 1)
     assert s["mean_iou"] == pytest.approx(1.5 / 4)
+    assert (s["single_panel"], s["single_overcounted"]) == (2, 0)
+    records[0]["panels"] = 3  # figure 1, one panel, over-counted; figure 4's record has no body but counts
+    s = compare(records, labels).summary()
+    assert (s["single_panel"], s["single_overcounted"], s["panels_exact"]) == (2, 1, 1)

@@ -7,8 +7,9 @@ caption. A record is a row of figures.jsonl (``page`` counted from 1, as the
 harvest rows count). They meet on (file name, page, caption label).
 
 Measured per label: whether a record exists for it and has a body box, the IoU of the record's
-body box with the hand box (0 without a record or without a body), and, for
-figures of more than one panel, whether the panel count is exact.
+body box with the hand box (0 without a record or without a body), for
+figures of more than one panel whether the panel count is exact, and for single-panel figures with a
+record whether it was given more than one.
 """
 
 from __future__ import annotations
@@ -75,6 +76,15 @@ class FigureReport:
         return sum(r.panels_found == r.panels for r in self.multi_panel)
 
     @property
+    def single_panel(self) -> list[LabelResult]:
+        """Single-panel labels with a record: the ones a panel rule can over-count."""
+        return [r for r in self.results if r.panels == 1 and r.found]
+
+    @property
+    def single_overcounted(self) -> int:
+        return sum((r.panels_found or 0) > 1 for r in self.single_panel)
+
+    @property
     def mean_iou(self) -> float:
         return sum(r.iou for r in self.results) / len(self.results) if self.results else 0.0
 
@@ -88,6 +98,7 @@ class FigureReport:
             "iou_threshold": self.iou_threshold, "mean_iou": self.mean_iou,
             "multi_panel": multi, "panels_exact": self.panels_exact,
             "panels_exact_share": self.panels_exact / multi if multi else 0.0,
+            "single_panel": len(self.single_panel), "single_overcounted": self.single_overcounted,
         }
 
 
