@@ -50,6 +50,8 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=-1)
     parser.add_argument("--min-paths", type=int, default=HarvestConfig.min_paths,
                         help="the sieve's path threshold (spm-bench: 12; lower shows what it alone drops)")
+    parser.add_argument("--sieve", default=HarvestConfig.sieve,
+                        help="second_look (default) or paper: the harvest's --sieve (paper: spm-bench's sieve alone)")
     args = parser.parse_args()
     labels = rows(args.labels, "labels")
     if args.figures is None:
@@ -60,7 +62,7 @@ def main() -> int:
             return 2
         with tempfile.TemporaryDirectory() as tmp:
             pdfs = sorted({args.pdfs / lab["pdf"] for lab in labels})
-            harvest(pdfs, tmp, HarvestConfig(min_paths=args.min_paths), workers=args.workers)
+            harvest(pdfs, tmp, HarvestConfig(min_paths=args.min_paths, sieve=args.sieve), workers=args.workers)
             records = rows(Path(tmp) / "figures.jsonl", "figure records")
     else:
         records = rows(args.figures, "figure records")

@@ -289,3 +289,83 @@ def test_a_running_head_without_a_rule_close_over_a_plot_is_no_part_of_it(gap):
     prose(page, pymupdf.Rect(RIGHT.x0, 58, RIGHT.x1, 740))
     body = figures(page)["1"].body
     assert near(body, want, tol=1), (body, want)
+
+
+def _frame(page, rect: pymupdf.Rect) -> None:
+    """A placeholder frame as LaTeX's \\framebox draws it: four separate lines (4 paths, under the sieve's 12)."""
+    for a, b in ((rect.tl, rect.tr), (rect.tr, rect.br), (rect.br, rect.bl), (rect.bl, rect.tl)):
+        page.draw_line(a, b, color=(0, 0, 0), width=0.4)
+
+
+def _few_path_pages(path) -> pymupdf.Rect:
+    """Four pages under the sieve's path threshold, no image on any: (1) a placeholder frame over its caption,
+    (2) a caption with nothing drawn near it but a footnote rule at the foot, (3) a frame and text that cannot
+    read "Fig", (4) a caption anchor and no path at all. Returns page 1's frame."""
+    doc = pymupdf.open()
+    page = new_page(doc)
+    prose(page, pymupdf.Rect(LEFT.x0, 60, LEFT.x1, 300))
+    frame = pymupdf.Rect(80, 320, 270, 440)
+    _frame(page, frame)
+    caption(page, pymupdf.Rect(LEFT.x0, 450, LEFT.x1, 476), "FIG. 1. A figure caption, set under its frame.")
+    prose(page, pymupdf.Rect(LEFT.x0, 484, LEFT.x1, 740))
+    prose(page, pymupdf.Rect(RIGHT.x0, 60, RIGHT.x1, 740))
+    page = new_page(doc)
+    prose(page, pymupdf.Rect(LEFT.x0, 60, LEFT.x1, 300))
+    caption(page, pymupdf.Rect(LEFT.x0, 310, LEFT.x1, 336), "FIG. 2. A caption whose figure is on the next page.")
+    prose(page, pymupdf.Rect(LEFT.x0, 344, LEFT.x1, 700))
+    page.draw_line((LEFT.x0, 712), (LEFT.x0 + 80, 712), color=(0, 0, 0), width=0.4)
+    prose(page, pymupdf.Rect(RIGHT.x0, 60, RIGHT.x1, 740))
+    page = new_page(doc)
+    prose(page, pymupdf.Rect(LEFT.x0, 60, LEFT.x1, 300))
+    _frame(page, pymupdf.Rect(80, 320, 270, 440))
+    page = new_page(doc)
+    caption(page, pymupdf.Rect(LEFT.x0, 310, LEFT.x1, 336), "FIG. 3. A caption on a page without any drawing.")
+    prose(page, pymupdf.Rect(LEFT.x0, 344, LEFT.x1, 700))
+    doc.save(path)
+    return frame
+
+
+def _read(path):
+    import json
+
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_placeholder_frame_under_the_path_threshold_gets_a_record_from_the_second_look(tmp_path):
+    """The sieve drops a page of 4 paths and no image; the second look reads it (it has a path, no image and may
+    read "Fig"), and records its caption with the frame as body, marked as its own. The page's verdict stays
+    the sieve's; with ``sieve="paper"`` there is no such record and no page is read past the sieve."""
+    from benchmint.pdf.harvest import HarvestConfig, harvest
+
+    frame = _few_path_pages(tmp_path / "few.pdf")
+    res = harvest([tmp_path / "few.pdf"], tmp_path / "out", HarvestConfig(), workers=1)
+    pages, figs = _read(tmp_path / "out" / "pages.jsonl"), _read(tmp_path / "out" / "figures.jsonl")
+    assert [(p["paths"], p["candidate"], p["reason"]) for p in pages] == [
+        (4, False, "no graphic (0 images, 4 paths < 12)"), (1, False, "no graphic (0 images, 1 paths < 12)"),
+        (4, False, "no graphic (0 images, 4 paths < 12)"), (0, False, "no graphic (0 images, 0 paths < 12)")]
+    # read: pages 1 and 2 (page 3 cannot read "Fig", page 4 has no path); a record for page 1 only
+    assert [p.get("second_look") for p in pages] == [1, 0, None, None]
+    assert [p["captions"] for p in pages] == [None] * 4  # the sieve's triage read no text of them
+    assert [(f["page"], f["label"], f["sieve"]) for f in figs] == [(1, "1", "second_look")]
+    assert near(figs[0]["body_box"], tuple(frame), tol=1), figs[0]["body_box"]
+    assert (tmp_path / "out" / figs[0]["thumb"]).is_file()
+    assert (res.candidates, res.second_look, res.figures) == (0, 1, 1)
+
+    paper = harvest([tmp_path / "few.pdf"], tmp_path / "out", HarvestConfig(sieve="paper"), workers=1)
+    assert _read(tmp_path / "out" / "figures.jsonl") == [] and (paper.second_look, paper.figures) == (0, 0)
+    assert _read(tmp_path / "out" / "pages.jsonl") == [{k: v for k, v in p.items() if k != "second_look"}
+                                                        for p in pages]
+    assert not list((tmp_path / "out" / "thumbs").iterdir())  # the second look's thumbnail is not this run's
+
+
+def test_the_sieve_option(tmp_path, capsys):
+    from benchmint.cli import main
+    from benchmint.pdf.harvest import HarvestConfig
+
+    with pytest.raises(ValueError, match="sieve must be one of second_look, paper"):
+        HarvestConfig(sieve="loose")
+    _few_path_pages(tmp_path / "few.pdf")
+    assert main(["harvest", str(tmp_path / "few.pdf"), "--out", str(tmp_path / "bad"), "--sieve", "loose"]) == 2
+    assert "sieve must be one of" in capsys.readouterr().err
+    assert main(["harvest", str(tmp_path / "few.pdf"), "--out", str(tmp_path / "out"), "--workers", "1"]) == 0
+    assert "0 candidate pages (+1 by the second look), 1 figures" in capsys.readouterr().out
