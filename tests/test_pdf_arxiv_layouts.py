@@ -8,7 +8,7 @@ another caption's figure.
 import numpy as np
 import pymupdf
 import pytest
-from page_layouts import LEFT, RIGHT, caption, centred, near, new_page, plot, prose, scanned
+from page_layouts import LEFT, RIGHT, caption, centred, ink, near, new_page, plot, prose, scanned
 
 from benchmint.pdf.captions import page_captions
 from benchmint.pdf.figures import find_figures
@@ -369,3 +369,25 @@ def test_the_sieve_option(tmp_path, capsys):
     assert "sieve must be one of" in capsys.readouterr().err
     assert main(["harvest", str(tmp_path / "few.pdf"), "--out", str(tmp_path / "out"), "--workers", "1"]) == 0
     assert "0 candidate pages (+1 by the second look), 1 figures" in capsys.readouterr().out
+
+
+def test_a_sideways_figure_with_its_caption_rotated_beside_it_is_found_whole():
+    """A thesis's figure turned sideways (a landscape plot placed rotated, as \\begin{sidewaysfigure} sets it)
+    with its caption rotated to its right, reading upwards, under a running head with a rule: the body is the
+    whole plot beside the caption (not the part above the caption's top), and not the head."""
+    doc = pymupdf.open()
+    page = new_page(doc)
+    page.insert_text((72, 40), "2  The LHCb experiment", fontsize=10)
+    page.insert_text((536, 40), "5", fontsize=10)
+    page.draw_line((72, 45), (540, 45), color=(0, 0, 0), width=0.5)
+    src = pymupdf.open()
+    sheet = src.new_page(width=640, height=380)
+    plot(sheet, pymupdf.Rect(10, 10, 630, 370))
+    rect = pymupdf.Rect(90, 60, 470, 700)
+    page.show_pdf_page(rect, src, 0, rotate=90)
+    page.insert_textbox(pymupdf.Rect(480, 150, 500, 620), "Figure 2.1: Cross-section of the detector in the "
+                        "non-bending plane.", fontsize=10, rotate=90)
+    want = ink(page, rect)
+    assert want[1] > 50 and want[3] > 600  # the plot drawn, rotated, under the head's rule
+    body = figures(page)["2.1"].body
+    assert near(body, want, tol=1), (body, want)

@@ -46,6 +46,7 @@ PROSE_WORDS = 4  # two such lines at line spacing are prose or code, not labels 
 _EQ_NUMBER = re.compile(r"^\([A-Z]?\d{1,3}(?:\.\d{1,3})*[a-z]?\)$")
 CUT_MIN_PT = 10.0  # a graphic cut at its caption keeps at least this much beside it
 MAX_GAP_SHARE = 0.25  # the first element lies at most this share of the page height from its caption
+SIDEWAYS_RATIO = 3.0  # a caption box this many times taller than wide is set sideways
 
 
 @dataclass(frozen=True)
@@ -266,6 +267,10 @@ def pair(captions: list[Caption], graphics: list[Box], width: float, height: flo
                              if t[3] <= cap.bbox[1]], default=0.0)
         below_limit = min([c.bbox[1] for c in peers if c.bbox[1] >= cap.bbox[3]]
                           + [t[1] for t in table_peers if t[1] >= cap.bbox[3]], default=height)
+        if _sideways(cap.bbox):
+            out.append(PairedFigure(cap, _sideways_body(cap.bbox, elements, [c.bbox for c in peers] + table_peers,
+                                                        barriers, inked, width)))
+            continue
         c0, c1 = cap.bbox[1], cap.bbox[3]
         above = [b for b in elements if b[3] <= c0 + 2 and b[1] >= above_limit - 2]
         below = [b for b in elements if b[1] >= c1 - 2 and b[3] <= below_limit + 2]
@@ -284,6 +289,34 @@ def pair(captions: list[Caption], graphics: list[Box], width: float, height: flo
                                                                          min(bottom, below_limit)), height)
         out.append(PairedFigure(cap, body))
     return out
+
+
+def _sideways(caption: Box) -> bool:
+    """A caption set sideways (its lines run up or down the page, beside a figure turned with it): its box is
+    much taller than wide, which no caption of level lines is."""
+    return caption[3] - caption[1] >= SIDEWAYS_RATIO * (caption[2] - caption[0])
+
+
+def _transposed(box: Box) -> Box:
+    return (box[1], box[0], box[3], box[2])
+
+
+def _sideways_body(caption: Box, elements: list[Box], peers: list[Box], barriers: list[Box], inked: set[Box],
+                   width: float) -> Box | None:
+    """The body of a sideways caption: grown from the element nearest to it on its left (where a figure turned
+    counter-clockwise stands, the caption reading upwards), else on its right, up to the next caption on that
+    side. The growth of a level caption, with the page's x and y exchanged. ``elements`` lie within the page's
+    content band already, so the running head and foot stay out."""
+    t = _transposed
+    cap = t(caption)
+    left_limit = max((p[2] for p in peers if p[2] <= caption[0]), default=0.0)
+    right_limit = min((p[0] for p in peers if p[0] >= caption[2]), default=width)
+    left = [t(b) for b in elements if b[2] <= caption[0] + 2 and b[0] >= left_limit - 2]
+    right = [t(b) for b in elements if b[0] >= caption[2] - 2 and b[2] <= right_limit + 2]
+    turned_ink, turned_text = {t(b) for b in inked}, [t(b) for b in barriers]
+    body = (_body_on_side(cap, left, True, turned_text, turned_ink, width)
+            or _body_on_side(cap, right, False, turned_text, turned_ink, width))
+    return None if body is None else t(body)
 
 
 def _table_foot(table: Box, graphics: list[Box], barriers: list[Box], end: float) -> float:
