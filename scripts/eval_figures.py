@@ -23,6 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import benchmint.cli  # noqa: F401 - first: PyMuPDF then reads and renders pages as the benchmint command does
 from benchmint.io import InputError, iter_jsonl
 from benchmint.pdf.evaluate import compare
 from benchmint.pdf.harvest import HarvestConfig, harvest
