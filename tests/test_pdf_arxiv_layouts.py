@@ -391,3 +391,32 @@ def test_a_sideways_figure_with_its_caption_rotated_beside_it_is_found_whole():
     assert want[1] > 50 and want[3] > 600  # the plot drawn, rotated, under the head's rule
     body = figures(page)["2.1"].body
     assert near(body, want, tol=1), (body, want)
+
+
+def test_a_line_of_running_text_broken_by_inline_math_over_a_figure_is_running_text():
+    """A sentence with inline math ("Here g_{1l}^{1l} = w_{1S} b_{1l} ... is the nearest-neighbor inter-") set
+    right over a figure: MuPDF reads its row as pieces, each shorter than a line of text and of few words (the
+    sub- and superscripts, stacked, overlap the pieces beside them), so neither its row nor the short line after
+    it counted as running text, and the figure took them. The row is judged whole."""
+    doc = pymupdf.open()
+    page = new_page(doc)
+    prose(page, pymupdf.Rect(LEFT.x0, 60, LEFT.x1, 740))
+    prose(page, pymupdf.Rect(RIGHT.x0, 60, RIGHT.x1, 170))
+    y, x = 196.0, RIGHT.x0
+    for text, dy, size in (("Here g", 0, 10), ("1l", -4, 7), ("1l", 3, 7), ("= w", 0, 10), ("1S", 3, 7),
+                           ("b", 0, 10), ("1l", 3, 7), ("A", 0, 10), ("1l", -4, 7), ("1l", 3, 7),
+                           ("(dr1) is the nearest-neighbor inter-", 0, 10)):
+        stacked = text == "1l" and dy > 0 and page.get_text("words")[-1][4] == "1l"  # a subscript under a superscript
+        at = x - pymupdf.get_text_length("1l", fontsize=7) - 0.5 if stacked else x
+        page.insert_text((at, y + dy), text, fontsize=size)
+        x = max(x, at + pymupdf.get_text_length(text, fontsize=size) + (2 if size == 10 else 0.5))
+    page.insert_text((RIGHT.x0, y + 12), "sphere coupling parameter.", fontsize=10)
+    box = pymupdf.Rect(RIGHT.x0 + 2, 222, RIGHT.x1 - 2, 296)
+    page.draw_rect(box, color=None, fill=(0.8, 0.8, 0.8))
+    caption(page, pymupdf.Rect(RIGHT.x0, 310, RIGHT.x1, 346), "Figure 3: Dispersion of the evanescent polariton; "
+            "the dashed line is the chain of spheres touching each other.")
+    prose(page, pymupdf.Rect(RIGHT.x0, 356, RIGHT.x1, 740))
+    pieces = {(w[5], w[6]) for w in page.get_text("words") if 185 < w[1] < 200}
+    assert len(pieces) >= 5  # MuPDF reads the row as pieces
+    body = figures(page)["3"].body
+    assert near(body, tuple(box), tol=1), (body, tuple(box))

@@ -46,6 +46,8 @@ PROSE_WORDS = 4  # two such lines at line spacing are prose or code, not labels 
 _EQ_NUMBER = re.compile(r"^\([A-Z]?\d{1,3}(?:\.\d{1,3})*[a-z]?\)$")
 CUT_MIN_PT = 10.0  # a graphic cut at its caption keeps at least this much beside it
 MAX_GAP_SHARE = 0.25  # the first element lies at most this share of the page height from its caption
+ROW_GAP = 0.35  # a line starting this share of a line's height or less after another's end continues its row
+ROW_OVERLAP = 0.3  # ... when they overlap vertically by this share of the lower one's height (sub- and superscripts)
 SIDEWAYS_RATIO = 3.0  # a caption box this many times taller than wide is set sideways
 
 
@@ -175,13 +177,17 @@ def running_text(lines: list[TextLine], column: tuple[float, float], captions: S
     if text_width <= 0:
         return []
     out: list[Box] = []
-    apart = [any(_overlaps(ln.box, c) for c in captions) for ln in mine]
-    of_captions = [ln for ln, a in zip(mine, apart) if a]
-    rest = [ln for ln, a in zip(mine, apart) if not a]
+    # A line MuPDF splits into pieces (at inline math's sub- and superscripts, at a gap of justified text) is
+    # judged as the row it is; each of its pieces is running text with it.
+    pieces = _rows(mine)
+    rows = list(pieces)
+    apart = [any(_overlaps(ln.box, c) for c in captions) for ln in rows]
+    of_captions = [ln for ln, a in zip(rows, apart) if a]
+    rest = [ln for ln, a in zip(rows, apart) if not a]
     for para in _paragraphs(rest) + _paragraphs(of_captions):
         if (any(ln.words >= BODY_LINE_WORDS and ln.box[2] - ln.box[0] >= BODY_LINE_SHARE * text_width for ln in para)
                 or sum(ln.words >= PROSE_WORDS for ln in para) >= 2):
-            out.extend(ln.box for ln in para)
+            out.extend(b for ln in para for b in pieces[ln])
     # A displayed equation is running text: the row of a number "(1.8)" set at the text's right edge (its
     # pieces are short lines that would pass for a figure's labels).
     right = max((b[2] for b in out), default=0.0)
@@ -190,6 +196,39 @@ def running_text(lines: list[TextLine], column: tuple[float, float], captions: S
         taken = set(out)
         out.extend(ln.box for ln in mine if ln.box not in taken and any(
             min(ln.box[3], n[3]) - max(ln.box[1], n[1]) >= 0.5 * (ln.box[3] - ln.box[1]) for n in numbers))
+    return out
+
+
+def _rows(lines: list[TextLine]) -> dict[TextLine, list[Box]]:
+    """Pieces of a row of inline math as one line each: {the row: its pieces' boxes}; every other line as
+    itself. A piece continues a row when it starts at most ``ROW_GAP`` of the last piece's height right of its
+    end (or over it: sub- and superscripts stack) and overlaps it vertically by ``ROW_OVERLAP`` of the lower
+    one's height; a row is inline math when one of its pieces stands higher or lower than the one before it (a
+    sub- or superscript). Level pieces that meet stay apart: the tick labels of plots side by side, say."""
+    done: list[tuple[Box, int, list[TextLine], bool]] = []
+    open_: list[tuple[Box, int, list[TextLine], bool]] = []
+    for ln in sorted(lines, key=lambda t: (t.box[0], t.box[1])):
+        b = ln.box
+        h = b[3] - b[1]
+        still = []
+        for row in open_:  # rows ending too far left for this piece, or any later one, to continue them
+            (done if row[0][2] + ROW_GAP * (row[0][3] - row[0][1]) < b[0] else still).append(row)
+        open_ = still
+        for i, (rb, words, parts, math) in enumerate(open_):
+            last = parts[-1].box
+            if (b[0] - last[2] <= ROW_GAP * (last[3] - last[1])
+                    and min(b[3], last[3]) - max(b[1], last[1]) >= ROW_OVERLAP * min(h, last[3] - last[1])):
+                level = abs(b[1] - last[1]) <= 0.5 and abs(b[3] - last[3]) <= 0.5
+                open_[i] = (_union([rb, b]), words + ln.words, parts + [ln], math or not level)
+                break
+        else:
+            open_.append((b, ln.words, [ln], False))
+    out: dict[TextLine, list[Box]] = {}
+    for rb, words, parts, math in done + open_:
+        if math:
+            out[TextLine(rb, words)] = [p.box for p in parts]
+        else:
+            out.update({p: [p.box] for p in parts})
     return out
 
 
