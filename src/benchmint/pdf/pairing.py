@@ -205,12 +205,13 @@ def _rows(lines: list[TextLine]) -> dict[TextLine, list[Box]]:
     end (or over it: sub- and superscripts stack) and overlaps it vertically by ``ROW_OVERLAP`` of the lower
     one's height; a row is inline math when one of its pieces stands higher or lower than the one before it (a
     sub- or superscript). Level pieces that meet stay apart: the tick labels of plots side by side, say."""
-    done: list[tuple[Box, int, list[TextLine], bool]] = []
-    open_: list[tuple[Box, int, list[TextLine], bool]] = []
+    Row = tuple[Box, int, list[TextLine], bool]  # box, words, pieces, inline math
+    done: list[Row] = []
+    open_: list[Row] = []
     for ln in sorted(lines, key=lambda t: (t.box[0], t.box[1])):
         b = ln.box
         h = b[3] - b[1]
-        still = []
+        still: list[Row] = []
         for row in open_:  # rows ending too far left for this piece, or any later one, to continue them
             (done if row[0][2] + ROW_GAP * (row[0][3] - row[0][1]) < b[0] else still).append(row)
         open_ = still
