@@ -34,6 +34,7 @@ import os
 import re
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -235,7 +236,24 @@ def _harvest_range(path, paper: str, out_dir: str, cfg: HarvestConfig, first: in
     """``_range_of``; the first range's also has the SHA-256 of an archive member's bytes (the parent has not
     read them)."""
     read: dict = {}
-    return {**_range_of(path, paper, out_dir, cfg, first, last, skip, read if first == 1 else None), **read}
+    with _text_geometry():
+        return {**_range_of(path, paper, out_dir, cfg, first, last, skip, read if first == 1 else None), **read}
+
+
+@contextmanager
+def _text_geometry():
+    """MuPDF's text boxes as the ``benchmint`` command reads them (quad corrections on) while a unit runs, then
+    the process's own setting again. Importing pymupdf4llm (a plain ``import pymupdf`` does, in PyMuPDF 2) turns
+    them off for the whole process, and lines then stand a point higher or lower: a program harvesting through
+    the library, or a worker forked from it, would find other bodies than the command."""
+    import pymupdf
+
+    before = pymupdf.TOOLS.unset_quad_corrections()
+    pymupdf.TOOLS.unset_quad_corrections(False)
+    try:
+        yield
+    finally:
+        pymupdf.TOOLS.unset_quad_corrections(before)
 
 
 def _range_of(path, paper: str, out_dir: str, cfg: HarvestConfig, first: int, last: int,
@@ -317,7 +335,7 @@ def _read_texts(path, numbers: list[int], open_seconds: float | None = None) -> 
     doc, problem = _open(path)
     if doc is None:
         return {"error": problem}
-    with doc:
+    with doc, _text_geometry():
         out = []
         for number in numbers:
             stage(f"page {number} text")
