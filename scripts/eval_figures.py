@@ -4,6 +4,7 @@
     .venv/bin/python scripts/eval_figures.py                 # harvest the labelled PDFs and compare
     .venv/bin/python scripts/eval_figures.py --figures DIR/figures.jsonl   # compare an existing run
     .venv/bin/python scripts/eval_figures.py --worst 20      # also list the 20 worst-placed figures
+    .venv/bin/python scripts/eval_figures.py --sieve paper   # spm-bench's sieve alone, without the second look
     .venv/bin/python scripts/eval_figures.py --labels corpus/figure_labels_heldout.jsonl     # held out
     .venv/bin/python scripts/eval_figures.py --labels corpus/figure_labels_heldout2.jsonl \
         --pdfs corpus/files/pdf-heldout                      # the second held-out set, on other packages
