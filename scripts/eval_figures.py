@@ -4,6 +4,7 @@
     .venv/bin/python scripts/eval_figures.py                 # harvest the labelled PDFs and compare
     .venv/bin/python scripts/eval_figures.py --figures DIR/figures.jsonl   # compare an existing run
     .venv/bin/python scripts/eval_figures.py --worst 20      # also list the 20 worst-placed figures
+    .venv/bin/python scripts/eval_figures.py --sieve paper   # spm-bench's sieve alone, without the second look
     .venv/bin/python scripts/eval_figures.py --labels corpus/figure_labels_heldout.jsonl     # held out
     .venv/bin/python scripts/eval_figures.py --labels corpus/figure_labels_heldout2.jsonl \
         --pdfs corpus/files/pdf-heldout                      # the second held-out set, on other packages
@@ -23,6 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import benchmint.cli  # noqa: F401 - first: PyMuPDF then reads and renders pages as the benchmint command does
 from benchmint.io import InputError, iter_jsonl
 from benchmint.pdf.evaluate import compare
 from benchmint.pdf.harvest import HarvestConfig, harvest
@@ -50,6 +52,8 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=-1)
     parser.add_argument("--min-paths", type=int, default=HarvestConfig.min_paths,
                         help="the sieve's path threshold (spm-bench: 12; lower shows what it alone drops)")
+    parser.add_argument("--sieve", default=HarvestConfig.sieve,
+                        help="second_look (default) or paper: the harvest's --sieve (paper: spm-bench's sieve alone)")
     args = parser.parse_args()
     labels = rows(args.labels, "labels")
     if args.figures is None:
@@ -60,7 +64,7 @@ def main() -> int:
             return 2
         with tempfile.TemporaryDirectory() as tmp:
             pdfs = sorted({args.pdfs / lab["pdf"] for lab in labels})
-            harvest(pdfs, tmp, HarvestConfig(min_paths=args.min_paths), workers=args.workers)
+            harvest(pdfs, tmp, HarvestConfig(min_paths=args.min_paths, sieve=args.sieve), workers=args.workers)
             records = rows(Path(tmp) / "figures.jsonl", "figure records")
     else:
         records = rows(args.figures, "figure records")

@@ -8,7 +8,7 @@ another caption's figure.
 import numpy as np
 import pymupdf
 import pytest
-from page_layouts import LEFT, RIGHT, caption, centred, near, new_page, plot, prose, scanned
+from page_layouts import LEFT, RIGHT, caption, centred, ink, near, new_page, plot, prose, scanned
 
 from benchmint.pdf.captions import page_captions
 from benchmint.pdf.figures import find_figures
@@ -289,3 +289,134 @@ def test_a_running_head_without_a_rule_close_over_a_plot_is_no_part_of_it(gap):
     prose(page, pymupdf.Rect(RIGHT.x0, 58, RIGHT.x1, 740))
     body = figures(page)["1"].body
     assert near(body, want, tol=1), (body, want)
+
+
+def _frame(page, rect: pymupdf.Rect) -> None:
+    """A placeholder frame as LaTeX's \\framebox draws it: four separate lines (4 paths, under the sieve's 12)."""
+    for a, b in ((rect.tl, rect.tr), (rect.tr, rect.br), (rect.br, rect.bl), (rect.bl, rect.tl)):
+        page.draw_line(a, b, color=(0, 0, 0), width=0.4)
+
+
+def _few_path_pages(path) -> pymupdf.Rect:
+    """Four pages under the sieve's path threshold, no image on any: (1) a placeholder frame over its caption,
+    (2) a caption with nothing drawn near it but a footnote rule at the foot, (3) a frame and text that cannot
+    read "Fig", (4) a caption anchor and no path at all. Returns page 1's frame."""
+    doc = pymupdf.open()
+    page = new_page(doc)
+    prose(page, pymupdf.Rect(LEFT.x0, 60, LEFT.x1, 300))
+    frame = pymupdf.Rect(80, 320, 270, 440)
+    _frame(page, frame)
+    caption(page, pymupdf.Rect(LEFT.x0, 450, LEFT.x1, 476), "FIG. 1. A figure caption, set under its frame.")
+    prose(page, pymupdf.Rect(LEFT.x0, 484, LEFT.x1, 740))
+    prose(page, pymupdf.Rect(RIGHT.x0, 60, RIGHT.x1, 740))
+    page = new_page(doc)
+    prose(page, pymupdf.Rect(LEFT.x0, 60, LEFT.x1, 300))
+    caption(page, pymupdf.Rect(LEFT.x0, 310, LEFT.x1, 336), "FIG. 2. A caption whose figure is on the next page.")
+    prose(page, pymupdf.Rect(LEFT.x0, 344, LEFT.x1, 700))
+    page.draw_line((LEFT.x0, 712), (LEFT.x0 + 80, 712), color=(0, 0, 0), width=0.4)
+    prose(page, pymupdf.Rect(RIGHT.x0, 60, RIGHT.x1, 740))
+    page = new_page(doc)
+    prose(page, pymupdf.Rect(LEFT.x0, 60, LEFT.x1, 300))
+    _frame(page, pymupdf.Rect(80, 320, 270, 440))
+    page = new_page(doc)
+    caption(page, pymupdf.Rect(LEFT.x0, 310, LEFT.x1, 336), "FIG. 3. A caption on a page without any drawing.")
+    prose(page, pymupdf.Rect(LEFT.x0, 344, LEFT.x1, 700))
+    doc.save(path)
+    return frame
+
+
+def _read(path):
+    import json
+
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_placeholder_frame_under_the_path_threshold_gets_a_record_from_the_second_look(tmp_path):
+    """The sieve drops a page of 4 paths and no image; the second look reads it (it has a path, no image and may
+    read "Fig"), and records its caption with the frame as body, marked as its own. The page's verdict stays
+    the sieve's; with ``sieve="paper"`` there is no such record and no page is read past the sieve."""
+    from benchmint.pdf.harvest import HarvestConfig, harvest
+
+    frame = _few_path_pages(tmp_path / "few.pdf")
+    res = harvest([tmp_path / "few.pdf"], tmp_path / "out", HarvestConfig(), workers=1)
+    pages, figs = _read(tmp_path / "out" / "pages.jsonl"), _read(tmp_path / "out" / "figures.jsonl")
+    assert [(p["paths"], p["candidate"], p["reason"]) for p in pages] == [
+        (4, False, "no graphic (0 images, 4 paths < 12)"), (1, False, "no graphic (0 images, 1 paths < 12)"),
+        (4, False, "no graphic (0 images, 4 paths < 12)"), (0, False, "no graphic (0 images, 0 paths < 12)")]
+    # read: pages 1 and 2 (page 3 cannot read "Fig", page 4 has no path); a record for page 1 only
+    assert [p.get("second_look") for p in pages] == [1, 0, None, None]
+    assert [p["captions"] for p in pages] == [None] * 4  # the sieve's triage read no text of them
+    assert [(f["page"], f["label"], f["sieve"]) for f in figs] == [(1, "1", "second_look")]
+    assert near(figs[0]["body_box"], tuple(frame), tol=1), figs[0]["body_box"]
+    assert (tmp_path / "out" / figs[0]["thumb"]).is_file()
+    assert (res.candidates, res.second_look, res.figures) == (0, 1, 1)
+
+    paper = harvest([tmp_path / "few.pdf"], tmp_path / "out", HarvestConfig(sieve="paper"), workers=1)
+    assert _read(tmp_path / "out" / "figures.jsonl") == [] and (paper.second_look, paper.figures) == (0, 0)
+    assert _read(tmp_path / "out" / "pages.jsonl") == [{k: v for k, v in p.items() if k != "second_look"}
+                                                        for p in pages]
+    assert not list((tmp_path / "out" / "thumbs").iterdir())  # the second look's thumbnail is not this run's
+
+
+def test_the_sieve_option(tmp_path, capsys):
+    from benchmint.cli import main
+    from benchmint.pdf.harvest import HarvestConfig
+
+    with pytest.raises(ValueError, match="sieve must be one of second_look, paper"):
+        HarvestConfig(sieve="loose")
+    _few_path_pages(tmp_path / "few.pdf")
+    assert main(["harvest", str(tmp_path / "few.pdf"), "--out", str(tmp_path / "bad"), "--sieve", "loose"]) == 2
+    assert "sieve must be one of" in capsys.readouterr().err
+    assert main(["harvest", str(tmp_path / "few.pdf"), "--out", str(tmp_path / "out"), "--workers", "1"]) == 0
+    assert "0 candidate pages (+1 by the second look), 1 figures" in capsys.readouterr().out
+
+
+def test_a_sideways_figure_with_its_caption_rotated_beside_it_is_found_whole():
+    """A thesis's figure turned sideways (a landscape plot placed rotated, as \\begin{sidewaysfigure} sets it)
+    with its caption rotated to its right, reading upwards, under a running head with a rule: the body is the
+    whole plot beside the caption (not the part above the caption's top), and not the head."""
+    doc = pymupdf.open()
+    page = new_page(doc)
+    page.insert_text((72, 40), "2  The LHCb experiment", fontsize=10)
+    page.insert_text((536, 40), "5", fontsize=10)
+    page.draw_line((72, 45), (540, 45), color=(0, 0, 0), width=0.5)
+    src = pymupdf.open()
+    sheet = src.new_page(width=640, height=380)
+    plot(sheet, pymupdf.Rect(10, 10, 630, 370))
+    rect = pymupdf.Rect(90, 60, 470, 700)
+    page.show_pdf_page(rect, src, 0, rotate=90)
+    page.insert_textbox(pymupdf.Rect(480, 150, 500, 620), "Figure 2.1: Cross-section of the detector in the "
+                        "non-bending plane.", fontsize=10, rotate=90)
+    want = ink(page, rect)
+    assert want[1] > 50 and want[3] > 600  # the plot drawn, rotated, under the head's rule
+    body = figures(page)["2.1"].body
+    assert near(body, want, tol=1), (body, want)
+
+
+def test_a_line_of_running_text_broken_by_inline_math_over_a_figure_is_running_text():
+    """A sentence with inline math ("Here g_{1l}^{1l} = w_{1S} b_{1l} ... is the nearest-neighbor inter-") set
+    right over a figure: MuPDF reads its row as pieces, each shorter than a line of text and of few words (the
+    sub- and superscripts, stacked, overlap the pieces beside them), so neither its row nor the short line after
+    it counted as running text, and the figure took them. The row is judged whole."""
+    doc = pymupdf.open()
+    page = new_page(doc)
+    prose(page, pymupdf.Rect(LEFT.x0, 60, LEFT.x1, 740))
+    prose(page, pymupdf.Rect(RIGHT.x0, 60, RIGHT.x1, 170))
+    y, x = 196.0, RIGHT.x0
+    for text, dy, size in (("Here g", 0, 10), ("1l", -4, 7), ("1l", 3, 7), ("= w", 0, 10), ("1S", 3, 7),
+                           ("b", 0, 10), ("1l", 3, 7), ("A", 0, 10), ("1l", -4, 7), ("1l", 3, 7),
+                           ("(dr1) is the nearest-neighbor inter-", 0, 10)):
+        stacked = text == "1l" and dy > 0 and page.get_text("words")[-1][4] == "1l"  # a subscript under a superscript
+        at = x - pymupdf.get_text_length("1l", fontsize=7) - 0.5 if stacked else x
+        page.insert_text((at, y + dy), text, fontsize=size)
+        x = max(x, at + pymupdf.get_text_length(text, fontsize=size) + (2 if size == 10 else 0.5))
+    page.insert_text((RIGHT.x0, y + 12), "sphere coupling parameter.", fontsize=10)
+    box = pymupdf.Rect(RIGHT.x0 + 2, 222, RIGHT.x1 - 2, 296)
+    page.draw_rect(box, color=None, fill=(0.8, 0.8, 0.8))
+    caption(page, pymupdf.Rect(RIGHT.x0, 310, RIGHT.x1, 346), "Figure 3: Dispersion of the evanescent polariton; "
+            "the dashed line is the chain of spheres touching each other.")
+    prose(page, pymupdf.Rect(RIGHT.x0, 356, RIGHT.x1, 740))
+    pieces = {(w[5], w[6]) for w in page.get_text("words") if 185 < w[1] < 200}
+    assert len(pieces) >= 5  # MuPDF reads the row as pieces
+    body = figures(page)["3"].body
+    assert near(body, tuple(box), tol=1), (body, tuple(box))

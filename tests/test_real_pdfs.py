@@ -26,6 +26,7 @@ HELD_OUT_2 = ROOT / "corpus" / "figure_labels_heldout2.jsonl"
 # until the rules for them are fixed.
 ARXIVSTYLE = ROOT / "corpus" / "figure_labels_arxivstyle.jsonl"
 ARXIVSTYLE_HELD_OUT = ROOT / "corpus" / "figure_labels_arxivstyle_heldout.jsonl"
+ARXIVSTYLE_PDFS = ROOT / "corpus" / "files" / "pdf-arxivstyle"
 
 
 def _labels(path: Path = LABELS) -> list[dict]:
@@ -121,3 +122,27 @@ def test_a_harvest_over_pymupdfs_test_pdfs_finishes(tmp_path):
         with pymupdf.open(path) as doc:
             pages += doc.page_count
     assert res.pages == pages  # a row for every page of every readable document, the skipped ones included
+
+
+@pytest.mark.real
+@pytest.mark.skipif(not ARXIVSTYLE_PDFS.is_dir(), reason="corpus absent: python scripts/fetch_corpus.py")
+def test_a_harvest_finds_the_same_bodies_whatever_the_process_imported(tmp_path):
+    """A process that imported pymupdf4llm (as a plain ``import pymupdf`` does) has MuPDF's quad corrections
+    off, which moves text lines by a point: ABINIT's Figure 1.2, a plot under a numbered equation, took the
+    equation then. The harvest reads pages as the command does either way."""
+    import pymupdf
+
+    pdf = ARXIVSTYLE_PDFS / "abinit-reports" / "ELF__wf_elecden_kinden_elf.pdf"
+    before = pymupdf.TOOLS.unset_quad_corrections()
+    try:
+        out = {}
+        for off in (False, True):
+            pymupdf.TOOLS.unset_quad_corrections(off)
+            harvest([pdf], tmp_path / str(off), HarvestConfig(), workers=1)
+            out[off] = (tmp_path / str(off) / "figures.jsonl").read_text()
+            assert pymupdf.TOOLS.unset_quad_corrections() is off  # the process's setting is its own again
+    finally:
+        pymupdf.TOOLS.unset_quad_corrections(before)
+    assert out[True] == out[False]
+    [fig] = [json.loads(line) for line in out[False].splitlines() if json.loads(line)["label"] == "1.2"]
+    assert fig["body_box"][1] > 420  # under the equations (1.8) and (1.9), which end at y 401

@@ -16,7 +16,8 @@ def run(args: argparse.Namespace) -> int:
     from benchmint.pdf.harvest import HarvestConfig, harvest
 
     try:
-        cfg = HarvestConfig(min_paths=args.min_paths, min_panels=args.min_panels, triage_only=args.triage_only,
+        cfg = HarvestConfig(min_paths=args.min_paths, sieve=args.sieve, min_panels=args.min_panels,
+                            triage_only=args.triage_only,
                             max_pages=args.max_pages, page_seconds=args.page_seconds,
                             document_seconds=args.document_seconds, range_seconds=args.range_seconds)
         filters = Filters(categories=tuple(c.strip() for c in (args.categories or "").split(",") if c.strip()),
@@ -28,8 +29,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"benchmint harvest: error: {exc}", file=sys.stderr)
         return 2
     left_out = f", {res.left_out} left out: found twice or unreadable" if res.left_out else ""
-    print(f"{res.pdfs} PDFs ({res.skipped} already done{left_out}), {res.pages} pages, {res.candidates} candidate pages, "
-          f"{res.figures} figures, {len(res.errors)} errors (files or pages) -> {args.out}/pages.jsonl, figures.jsonl, "
+    second = f" (+{res.second_look} by the second look)" if res.second_look else ""
+    print(f"{res.pdfs} PDFs ({res.skipped} already done{left_out}), {res.pages} pages, {res.candidates} candidate pages"
+          f"{second}, {res.figures} figures, {len(res.errors)} errors (files or pages) -> {args.out}/pages.jsonl, figures.jsonl, "
           f"errors.jsonl, documents.jsonl, thumbs/")
     if res.dropped:
         print(f"{sum(res.dropped.values())} PDFs left out by the filters (dropped.jsonl): "
@@ -57,6 +59,11 @@ def add_parser(sub) -> None:
                          help="processes of the local engine: -1 all cores (default)")
     add_engine_option(harvest)
     harvest.add_argument("--min-paths", type=int, default=12, help="vector paths that make a page graphic (default 12)")
+    # Checked by HarvestConfig (its SIEVES), which the parser does not import: PyMuPDF and the run modules come with it.
+    harvest.add_argument("--sieve", default="second_look", metavar="second_look|paper",
+                         help="second_look (default): also read pages under --min-paths that have a path and no image, "
+                              "and record their captions whose body the drawings give (\"sieve\": \"second_look\" "
+                              "in figures.jsonl; the pages' verdicts stay the sieve's); paper: spm-bench's sieve alone")
     harvest.add_argument("--min-panels", type=int, default=1, help="keep figures with at least this many panels (default 1)")
     harvest.add_argument("--max-pages", type=int, default=5000, help="refuse documents longer than this (default 5000)")
     harvest.add_argument("--page-seconds", type=float, default=60.0,

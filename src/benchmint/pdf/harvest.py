@@ -4,7 +4,10 @@ One PDF is one unit of work: a worker process opens it, triages every page
 without rendering (placed images, painted paths, caption anchors: the
 Anchor-Gated Sieve), and on candidate pages pairs captions with figure
 bodies, estimates panel counts, finds discussion paragraphs and renders the
-thumbnail a VLM will see (written by a small thread pool). The parent records
+thumbnail a VLM will see (written by a small thread pool). A second look
+(``HarvestConfig.sieve``) reads the pages the sieve's path threshold drops
+that have a few paths and no image, and records their captioned figures
+whose bodies the drawings give, marked as its own. The parent records
 each finished unit in the run's SQLite ledger, and writes pages.jsonl,
 figures.jsonl and errors.jsonl from the ledger in input order at the end, so
 a killed run resumes where it stopped and its files equal an uninterrupted
@@ -31,6 +34,7 @@ import os
 import re
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -57,9 +61,17 @@ CHUNK_PAGES = 32
 _PAGE_STAGE = re.compile(r"page (\d+) ")
 
 
+# Which pages get figure records: "paper" is the Anchor-Gated Sieve alone (spm-bench's pre-filter: a placed image or
+# at least min_paths paths, and a caption anchor); "second_look" also reads the pages the pre-filter drops that have
+# a few paths and no image, and records a caption there whose figure body the page's drawings give (a placeholder
+# frame, a diagram of a few shapes), marked ``"sieve": "second_look"``. The pages' verdicts are the sieve's either way.
+SIEVES = ("second_look", "paper")
+
+
 @dataclass(frozen=True)
 class HarvestConfig:
     min_paths: int = 12
+    sieve: str = "second_look"
     min_panels: int = 1
     triage_only: bool = False
     max_pages: int = 5000
@@ -72,6 +84,8 @@ class HarvestConfig:
     def __post_init__(self) -> None:
         if self.min_paths < 0 or self.min_panels < 1 or self.max_pages < 1:
             raise ValueError("min_paths must be >= 0, min_panels and max_pages >= 1")
+        if self.sieve not in SIEVES:
+            raise ValueError(f"sieve must be one of {', '.join(SIEVES)}, got {self.sieve!r}")
         for name in ("page_seconds", "document_seconds", "range_seconds"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and value > 0 and value != float("inf")):
@@ -88,6 +102,11 @@ def _graphic(images: int, paths: int, cfg: HarvestConfig) -> bool:
     return images >= 1 or paths >= cfg.min_paths
 
 
+def _second_look(images: int, paths: int, cfg: HarvestConfig) -> bool:
+    """A page the pre-filter drops that the second look reads: no image, and at least one path."""
+    return cfg.sieve == "second_look" and not cfg.triage_only and images == 0 and 1 <= paths < cfg.min_paths
+
+
 def triage_pages(doc, name: str, cfg: HarvestConfig, skip: dict[int, str] | None = None,
                  numbers: range | None = None):
     """The Anchor-Gated Sieve over an open document (or its 1-based page ``numbers``), without rendering.
@@ -97,18 +116,28 @@ def triage_pages(doc, name: str, cfg: HarvestConfig, skip: dict[int, str] | None
     no graphic cannot be a candidate, and text extraction is the costly part),
     so their ``captions`` are null. ``skip`` maps page numbers to the reason
     they are not read (a page time limit). Returns (page rows, [(page number,
-    captions)] of candidate pages, text segments per page or None where unread).
+    captions)] of the pages to look for figures on, text segments per page or
+    None where unread).
+
+    With ``cfg.sieve`` "second_look", the pages the pre-filter drops with a few
+    paths and no image are read too (after the same figure-word check): their
+    rows keep the sieve's verdict and gain ``second_look`` (0 here: how many
+    figure records the page gives is known after pairing), and those with a
+    caption anchor join the pages to look for figures on.
     """
     from benchmint.pdf.captions import page_captions, text_segments
     from benchmint.pdf.triage import _Extractor, lean_text_copy, may_show_figure_words, open_document_counts
 
     numbers = numbers if numbers is not None else range(1, doc.page_count + 1)
-    pages, candidates, segments_by_page = [], [], []
+    pages: list[dict] = []
+    candidates: list[tuple[int, list]] = []
+    segments_by_page: list[list | None] = []
     # Stages over the whole range are bounded by the range limit, not by one page's.
     stage(f"pages {numbers.start}-{numbers.stop - 1} counts", cfg.range_seconds)
     extractor = _Extractor(doc)
     counts = open_document_counts(doc, extractor=extractor, pages=[n - 1 for n in numbers])  # resources read once
-    graphic = [n for n, (im, pa, _) in zip(numbers, counts) if _graphic(im, pa, cfg) and not (skip and n in skip)]
+    graphic = [n for n, (im, pa, _) in zip(numbers, counts) if (_graphic(im, pa, cfg) or _second_look(im, pa, cfg))
+               and not (skip and n in skip)]
     stage(f"pages {numbers.start}-{numbers.stop - 1} figure words", cfg.range_seconds)
     # Pages whose shown text cannot read "Fig" hold no anchor: MuPDF's text page is not needed to say so.
     try:
@@ -123,6 +152,8 @@ def triage_pages(doc, name: str, cfg: HarvestConfig, skip: dict[int, str] | None
             row.update(candidate=False, reason=skip[number])
         elif not _graphic(images, paths, cfg):
             row.update(candidate=False, reason=f"no graphic ({images} images, {paths} paths < {cfg.min_paths})")
+            if _second_look(images, paths, cfg) and number not in no_anchor:
+                segments = _second_look_text(doc, number, extractor, row, candidates)
         elif number in no_anchor:
             row.update(captions=[], candidate=False, reason="graphic but no figure-caption anchor")
         else:
@@ -143,6 +174,28 @@ def triage_pages(doc, name: str, cfg: HarvestConfig, skip: dict[int, str] | None
         pages.append(row)
         segments_by_page.append(segments)
     return pages, candidates, segments_by_page
+
+
+def _second_look_text(doc, number: int, extractor, row: dict, candidates: list) -> list | None:
+    """The second look at a page the pre-filter dropped: its text segments (None when unreadable: the row keeps
+    the sieve's verdict, and the page simply gives no figure), the page added to ``candidates`` when a caption
+    anchor opens one of its blocks."""
+    from benchmint.pdf.captions import page_captions, text_segments
+    from benchmint.pdf.triage import lean_text_copy
+
+    stage(f"page {number} text")
+    page = doc[number - 1]
+    row["second_look"] = 0
+    try:
+        lean = lean_text_copy(page, extractor)
+        segments = text_segments(lean[0] if lean else page)
+    except Exception as exc:  # noqa: BLE001 - a damaged text layer on a page the sieve left out: said in its row
+        row["second_look_error"] = f"unreadable text layer: {exc}"
+        return None
+    captions = page_captions(page, segments)
+    if captions:
+        candidates.append((number, captions))
+    return segments
 
 
 def _open(source, read: dict | None = None):
@@ -183,13 +236,30 @@ def _harvest_range(path, paper: str, out_dir: str, cfg: HarvestConfig, first: in
     """``_range_of``; the first range's also has the SHA-256 of an archive member's bytes (the parent has not
     read them)."""
     read: dict = {}
-    return {**_range_of(path, paper, out_dir, cfg, first, last, skip, read if first == 1 else None), **read}
+    with _text_geometry():
+        return {**_range_of(path, paper, out_dir, cfg, first, last, skip, read if first == 1 else None), **read}
+
+
+@contextmanager
+def _text_geometry():
+    """MuPDF's text boxes as the ``benchmint`` command reads them (quad corrections on) while a unit runs, then
+    the process's own setting again. Importing pymupdf4llm (a plain ``import pymupdf`` does, in PyMuPDF 2) turns
+    them off for the whole process, and lines then stand a point higher or lower: a program harvesting through
+    the library, or a worker forked from it, would find other bodies than the command."""
+    import pymupdf
+
+    before = pymupdf.TOOLS.unset_quad_corrections()
+    pymupdf.TOOLS.unset_quad_corrections(False)
+    try:
+        yield
+    finally:
+        pymupdf.TOOLS.unset_quad_corrections(before)
 
 
 def _range_of(path, paper: str, out_dir: str, cfg: HarvestConfig, first: int, last: int,
               skip: dict[int, str] | None, read: dict | None) -> dict:
     """In a worker: page rows of pages ``first``..``last`` (1-based, cut at the document's end) and figure
-    records of their candidate pages (without discussion), thumbnails written; where there are figures, the
+    records of their candidate pages and of the second look's (without discussion), thumbnails written; where there are figures, the
     text read, for the discussions; the document's page count. Any range checks the document (unreadable,
     encrypted, empty, too long): the first range's result says so for the whole document."""
     name = _name(path)
@@ -217,22 +287,35 @@ def _range_of(path, paper: str, out_dir: str, cfg: HarvestConfig, first: int, la
 
         figures, thumbs = [], []
         thumb_dir = Path(out_dir) / "thumbs"
+        rows = {row["page"]: row for row in pages}
         for number, captions in candidates:
             page = doc[number - 1]
             thumb = thumb_dir / f"{paper}-p{number:04d}.png"
-            stage(f"page {number} thumbnail")
-            thumbs.append((render_thumbnail(page, cfg.thumb_longest), thumb))
+            second = not rows[number]["candidate"]  # a page of the second look, not of the sieve
+            if not second:
+                stage(f"page {number} thumbnail")
+                thumbs.append((render_thumbnail(page, cfg.thumb_longest), thumb))
             stage(f"page {number} figures")
+            found = []
             for fig in find_figures(page, captions):
                 body, panels = fig.body, fig.panels
-                if panels < cfg.min_panels:
+                # The second look records a caption only with a body: its page has too few paths for the
+                # sieve, so a caption there without graphics beside it has its figure elsewhere, if anywhere.
+                if panels < cfg.min_panels or (second and body is None):
                     continue
-                figures.append({
+                found.append({
                     "paper": paper, "pdf": name, "page": number, "label": fig.caption.label,
                     "caption": fig.caption.text, "caption_box": [round(v, 2) for v in fig.caption.bbox],
                     "body_box": [round(v, 2) for v in body] if body else None, "panels": panels,
                     "discussion": None, "thumb": str(thumb.relative_to(out_dir)),
+                    "sieve": "second_look" if second else "paper",
                 })
+            if second:
+                rows[number]["second_look"] = len(found)
+                if found:  # the generators' VLM localises on the page's thumbnail
+                    stage(f"page {number} thumbnail")
+                    thumbs.append((render_thumbnail(page, cfg.thumb_longest), thumb))
+            figures.extend(found)
         thumb_dir.mkdir(parents=True, exist_ok=True)
         with ThreadPoolExecutor(max_workers=4) as pool:  # PNG encoding and writing overlap
             list(pool.map(lambda t: t[0].save(t[1]), thumbs))
@@ -252,7 +335,7 @@ def _read_texts(path, numbers: list[int], open_seconds: float | None = None) -> 
     doc, problem = _open(path)
     if doc is None:
         return {"error": problem}
-    with doc:
+    with doc, _text_geometry():
         out = []
         for number in numbers:
             stage(f"page {number} text")
@@ -270,6 +353,7 @@ class HarvestResult:
     skipped: int  # PDFs whose every unit was in the ledger already
     left_out: int = 0  # files found twice or that could not be read (each an error row)
     dropped: dict[str, int] = field(default_factory=dict)  # papers the filters left out, by reason (dropped.jsonl)
+    second_look: int = 0  # pages the sieve dropped that gave figure records to the second look
 
 
 @dataclass
@@ -543,7 +627,8 @@ def _write(out: Path, docs: list, cfg: HarvestConfig, left_out: list[tuple[int, 
     write_jsonl(out / "documents.jsonl", documents)
     _drop_stale_thumbnails(out, docs, cfg)
     return HarvestResult(len(docs) + len(left_out), len(pages), sum(row["candidate"] for row in pages), len(figures),
-                         errors, sum(d.done_before for d in docs), len(left_out))
+                         errors, sum(d.done_before for d in docs), len(left_out),
+                         second_look=sum(bool(row.get("second_look")) for row in pages))
 
 
 def _drop_stale_thumbnails(out: Path, docs: list, cfg: HarvestConfig) -> None:
@@ -554,7 +639,7 @@ def _drop_stale_thumbnails(out: Path, docs: list, cfg: HarvestConfig) -> None:
         return
     keep = set() if cfg.triage_only else {
         f"{d.paper}-p{row['page']:04d}.png" for d in docs if d.error is None
-        for r in d.ranges.values() for row in r.get("pages", ()) if row["candidate"]}
+        for r in d.ranges.values() for row in r.get("pages", ()) if row["candidate"] or row.get("second_look")}
     for p in folder.iterdir():
         if p.suffix == ".png" and p.name not in keep:
             p.unlink()

@@ -46,6 +46,9 @@ PROSE_WORDS = 4  # two such lines at line spacing are prose or code, not labels 
 _EQ_NUMBER = re.compile(r"^\([A-Z]?\d{1,3}(?:\.\d{1,3})*[a-z]?\)$")
 CUT_MIN_PT = 10.0  # a graphic cut at its caption keeps at least this much beside it
 MAX_GAP_SHARE = 0.25  # the first element lies at most this share of the page height from its caption
+ROW_GAP = 0.35  # a line starting this share of a line's height or less after another's end continues its row
+ROW_OVERLAP = 0.3  # ... when they overlap vertically by this share of the lower one's height (sub- and superscripts)
+SIDEWAYS_RATIO = 3.0  # a caption box this many times taller than wide is set sideways
 
 
 @dataclass(frozen=True)
@@ -174,13 +177,17 @@ def running_text(lines: list[TextLine], column: tuple[float, float], captions: S
     if text_width <= 0:
         return []
     out: list[Box] = []
-    apart = [any(_overlaps(ln.box, c) for c in captions) for ln in mine]
-    of_captions = [ln for ln, a in zip(mine, apart) if a]
-    rest = [ln for ln, a in zip(mine, apart) if not a]
+    # A line MuPDF splits into pieces (at inline math's sub- and superscripts, at a gap of justified text) is
+    # judged as the row it is; each of its pieces is running text with it.
+    pieces = _rows(mine)
+    rows = list(pieces)
+    apart = [any(_overlaps(ln.box, c) for c in captions) for ln in rows]
+    of_captions = [ln for ln, a in zip(rows, apart) if a]
+    rest = [ln for ln, a in zip(rows, apart) if not a]
     for para in _paragraphs(rest) + _paragraphs(of_captions):
         if (any(ln.words >= BODY_LINE_WORDS and ln.box[2] - ln.box[0] >= BODY_LINE_SHARE * text_width for ln in para)
                 or sum(ln.words >= PROSE_WORDS for ln in para) >= 2):
-            out.extend(ln.box for ln in para)
+            out.extend(b for ln in para for b in pieces[ln])
     # A displayed equation is running text: the row of a number "(1.8)" set at the text's right edge (its
     # pieces are short lines that would pass for a figure's labels).
     right = max((b[2] for b in out), default=0.0)
@@ -189,6 +196,40 @@ def running_text(lines: list[TextLine], column: tuple[float, float], captions: S
         taken = set(out)
         out.extend(ln.box for ln in mine if ln.box not in taken and any(
             min(ln.box[3], n[3]) - max(ln.box[1], n[1]) >= 0.5 * (ln.box[3] - ln.box[1]) for n in numbers))
+    return out
+
+
+def _rows(lines: list[TextLine]) -> dict[TextLine, list[Box]]:
+    """Pieces of a row of inline math as one line each: {the row: its pieces' boxes}; every other line as
+    itself. A piece continues a row when it starts at most ``ROW_GAP`` of the last piece's height right of its
+    end (or over it: sub- and superscripts stack) and overlaps it vertically by ``ROW_OVERLAP`` of the lower
+    one's height; a row is inline math when one of its pieces stands higher or lower than the one before it (a
+    sub- or superscript). Level pieces that meet stay apart: the tick labels of plots side by side, say."""
+    Row = tuple[Box, int, list[TextLine], bool]  # box, words, pieces, inline math
+    done: list[Row] = []
+    open_: list[Row] = []
+    for ln in sorted(lines, key=lambda t: (t.box[0], t.box[1])):
+        b = ln.box
+        h = b[3] - b[1]
+        still: list[Row] = []
+        for row in open_:  # rows ending too far left for this piece, or any later one, to continue them
+            (done if row[0][2] + ROW_GAP * (row[0][3] - row[0][1]) < b[0] else still).append(row)
+        open_ = still
+        for i, (rb, words, parts, math) in enumerate(open_):
+            last = parts[-1].box
+            if (b[0] - last[2] <= ROW_GAP * (last[3] - last[1])
+                    and min(b[3], last[3]) - max(b[1], last[1]) >= ROW_OVERLAP * min(h, last[3] - last[1])):
+                level = abs(b[1] - last[1]) <= 0.5 and abs(b[3] - last[3]) <= 0.5
+                open_[i] = (_union([rb, b]), words + ln.words, parts + [ln], math or not level)
+                break
+        else:
+            open_.append((b, ln.words, [ln], False))
+    out: dict[TextLine, list[Box]] = {}
+    for rb, words, parts, math in done + open_:
+        if math:
+            out[TextLine(rb, words)] = [p.box for p in parts]
+        else:
+            out.update({p: [p.box] for p in parts})
     return out
 
 
@@ -266,6 +307,10 @@ def pair(captions: list[Caption], graphics: list[Box], width: float, height: flo
                              if t[3] <= cap.bbox[1]], default=0.0)
         below_limit = min([c.bbox[1] for c in peers if c.bbox[1] >= cap.bbox[3]]
                           + [t[1] for t in table_peers if t[1] >= cap.bbox[3]], default=height)
+        if _sideways(cap.bbox):
+            out.append(PairedFigure(cap, _sideways_body(cap.bbox, elements, [c.bbox for c in peers] + table_peers,
+                                                        barriers, inked, width)))
+            continue
         c0, c1 = cap.bbox[1], cap.bbox[3]
         above = [b for b in elements if b[3] <= c0 + 2 and b[1] >= above_limit - 2]
         below = [b for b in elements if b[1] >= c1 - 2 and b[3] <= below_limit + 2]
@@ -284,6 +329,34 @@ def pair(captions: list[Caption], graphics: list[Box], width: float, height: flo
                                                                          min(bottom, below_limit)), height)
         out.append(PairedFigure(cap, body))
     return out
+
+
+def _sideways(caption: Box) -> bool:
+    """A caption set sideways (its lines run up or down the page, beside a figure turned with it): its box is
+    much taller than wide, which no caption of level lines is."""
+    return caption[3] - caption[1] >= SIDEWAYS_RATIO * (caption[2] - caption[0])
+
+
+def _transposed(box: Box) -> Box:
+    return (box[1], box[0], box[3], box[2])
+
+
+def _sideways_body(caption: Box, elements: list[Box], peers: list[Box], barriers: list[Box], inked: set[Box],
+                   width: float) -> Box | None:
+    """The body of a sideways caption: grown from the element nearest to it on its left (where a figure turned
+    counter-clockwise stands, the caption reading upwards), else on its right, up to the next caption on that
+    side. The growth of a level caption, with the page's x and y exchanged. ``elements`` lie within the page's
+    content band already, so the running head and foot stay out."""
+    t = _transposed
+    cap = t(caption)
+    left_limit = max((p[2] for p in peers if p[2] <= caption[0]), default=0.0)
+    right_limit = min((p[0] for p in peers if p[0] >= caption[2]), default=width)
+    left = [t(b) for b in elements if b[2] <= caption[0] + 2 and b[0] >= left_limit - 2]
+    right = [t(b) for b in elements if b[0] >= caption[2] - 2 and b[2] <= right_limit + 2]
+    turned_ink, turned_text = {t(b) for b in inked}, [t(b) for b in barriers]
+    body = (_body_on_side(cap, left, True, turned_text, turned_ink, width)
+            or _body_on_side(cap, right, False, turned_text, turned_ink, width))
+    return None if body is None else t(body)
 
 
 def _table_foot(table: Box, graphics: list[Box], barriers: list[Box], end: float) -> float:
