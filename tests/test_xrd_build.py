@@ -281,6 +281,31 @@ def _selection_items(n=30):
             for i in range(n)]
 
 
+def test_kmeans_runs_on_one_thread_whatever_the_machine_allows():
+    """scikit-learn's Lloyd iterations take as many OpenMP threads as the process may use (four here, as on a
+    four-core machine); select() gives them one. Read from the thread count each KMeans run is handed."""
+    import sys
+
+    from threadpoolctl import threadpool_limits
+
+    from benchmint.xrd.build import select
+
+    seen = []
+
+    def watch(frame, event, arg):
+        if event == "call" and frame.f_code.co_name == "_kmeans_single_lloyd":
+            seen.append(frame.f_locals["n_threads"])
+
+    items = _selection_items(600)
+    with threadpool_limits(limits=4, user_api="openmp"):
+        sys.setprofile(watch)
+        try:
+            rows, _ = select(items, 5, 0)
+        finally:
+            sys.setprofile(None)
+    assert len(rows) == 10 and seen and set(seen) == {1}
+
+
 def test_selector_helper_returns_what_select_returns():
     from benchmint.xrd.build import Selector, select
 

@@ -1,13 +1,14 @@
-"""`xrd build`'s output files, byte for byte, against digests of the files it wrote before its driver's work moved
-to the workers (the JSON of each result encoded where it is computed, the KMeans selection on one thread, the
-CIFs' paths resolved once per folder).
+"""`xrd build`'s output files, byte for byte, against digests of the files it wrote before its driver's work
+moved to the workers (the JSON of each result encoded where it is computed, the KMeans selection on one thread,
+the CIFs' paths resolved once per folder).
 
 The digests in tests/data/xrd_build_digests.json were written by ``python tests/test_xrd_build_outputs.py``
 with the code before that change; the same files must come out with one worker and with two, under the
-compiled implementations and under the reference ones (``BENCHMINT_IMPL=reference``, whose files have digests of
-their own: they name the CIF route taken, and a peak's height may differ in its last digit). They hold for the dependency versions recorded beside them (a
-newer pymatgen, spglib, scikit-learn or matplotlib may move a digit or a pixel): on a mismatch the message names
-the versions, and the file is rewritten only once the difference is understood.
+compiled implementations and under the reference ones (``BENCHMINT_IMPL=reference``, whose files have digests
+of their own: they name the CIF route taken, and a peak's height may differ in its last digit). They hold for
+the dependency versions recorded beside them (a newer pymatgen, spglib, scikit-learn or matplotlib may move a
+digit or a pixel): on a mismatch the message names the versions, and the file is rewritten only once the
+difference is understood.
 """
 
 from __future__ import annotations
