@@ -50,7 +50,7 @@ class Unit:
     label: str
 
 
-def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict], executor: Executor,
+def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict | Encoded], executor: Executor,
               desc: str = "units", progress: bool = False,
               on_recorded: Callable[[Unit, dict], None] | None = None,
               then: Callable[[Unit, dict], Sequence[Unit]] | None = None,
@@ -91,8 +91,9 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict], 
         for i, result in executor.map_unordered(work, args):
             if isinstance(result, Encoded):  # encoded in the worker (``encoded``): only inserted here
                 ledger.record(todo[i].key, result, ok=not result.error, final=not result.retry)
-                if on_recorded is not None or then is not None:
-                    _report(todo[i], ledger.get(todo[i].key)[1], not result.retry, on_recorded, follow)
+                stored = ledger.get(todo[i].key) if on_recorded is not None or then is not None else None
+                if stored is not None:
+                    _report(todo[i], stored[1], not result.retry, on_recorded, follow)
             else:
                 final = not isinstance(result, (UnitTimeout, WorkerDied)) and not (
                     isinstance(result, dict) and result.get("retry") is True)
