@@ -336,14 +336,14 @@ def _symmetry(structure) -> dict:
 def select(items: list[dict], per_db: int, seed: int = 0) -> tuple[list[dict], dict[str, float | None]]:
     """KMeans per database on standardised features; the item nearest each centroid (crystalxrd-bench §2.2, App. D).
 
-    One OpenMP thread: scikit-learn would start one per core for a few thousand rows of six features, and its
-    threads spin at every Lloyd iteration (0.8-2.7 s for 598 items on two busy cores, 0.08 s on one thread). One
-    thread also sums the centroids in one order whatever the machine's core count.
+    One thread: scikit-learn would start an OpenMP thread per core for a few thousand rows of six features, and
+    its threads spin at every Lloyd iteration (0.8-2.7 s for 598 items on two busy cores, 0.08 s on one thread).
+    One thread (BLAS too, for the silhouette's distances) also sums in one order whatever the machine's core count.
     """
     import sklearn.cluster  # noqa: F401 - loads the OpenMP runtime, which the limit below finds only once loaded
     from threadpoolctl import threadpool_limits
 
-    with threadpool_limits(limits=1, user_api="openmp"):
+    with threadpool_limits(limits=1):
         return _select(items, per_db, seed)
 
 
