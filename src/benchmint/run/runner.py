@@ -58,7 +58,8 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict | 
     """Run ``work(*unit.args)`` for every unit whose key the ledger lacks; return (results in unit order, skipped).
 
     A result is a JSON-able dict, with "error" when the unit failed, or such a dict
-    already encoded where it was computed (``Encoded``, from ``encoded``); an exception
+    already encoded where it was computed (``Encoded``, from ``encoded``; it reaches
+    ``on_recorded`` and ``then`` as the ledger stored it); an exception
     raised by ``work`` becomes that unit's ``{"error": "Type: message"}``; a unit
     that ran past a time limit (``ProcessExecutor``) also carries ``"time_limit"``
     ({limit, seconds, stage}); such units, those whose worker died, and those
