@@ -110,3 +110,42 @@ def test_build_command_against_the_plain_pipeline(benchmark, tmp_path):
     if not benchmark.disabled:
         # Goal 10x; measured 10.1-10.8x (one worker), 12.4x (all cores), benches/README.md: a guard, not the goal.
         assert info["all_cores_vs_plain"] >= 7
+
+
+def _serial_fraction_script():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "serial_fraction.py"
+    spec = importlib.util.spec_from_file_location("serial_fraction", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_SWEEP_FILES: dict[str, dict[str, bytes]] = {}  # implementation -> the files of its first run
+
+
+@pytest.mark.parametrize("impl", ["compiled", "reference"])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_build_command_worker_sweep(benchmark, tmp_path, monkeypatch, impl, workers):
+    """The whole `benchmint xrd build` over the corpus's 599 CIFs with 1 and 2 workers, under the compiled and
+    the reference implementations, in one group; extra_info has the driver's and the workers' CPU seconds, the
+    driver's share (the serial fraction as scripts/serial_fraction.py takes it) and the speed-up at 16 workers
+    it gives by Amdahl. Each implementation's runs write the same files whatever the worker count."""
+    sf = _serial_fraction_script()
+    monkeypatch.setenv("BENCHMINT_IMPL", impl)
+    out = tmp_path / "out"
+    got: dict = {}
+
+    def once():
+        got["wall"], got["cpu"] = sf.timed([*sf.CLI, "xrd", "build", str(CORPUS), "--out", str(out), "--workers",
+                                            str(workers)], tmp_path / "rusage.json")
+
+    benchmark.group = "xrd-build-real-cifs-workers"
+    benchmark.pedantic(once, rounds=1, iterations=1)
+    files = {name: (out / name).read_bytes() for name in ("items.jsonl", "errors.jsonl", "selection.jsonl")}
+    assert files == _SWEEP_FILES.setdefault(impl, files)
+    share = got["cpu"]["driver"] / (got["cpu"]["driver"] + got["cpu"]["workers"])
+    benchmark.extra_info.update({"wall_s": round(got["wall"], 2), "driver_cpu_s": round(got["cpu"]["driver"], 2),
+                                 "workers_cpu_s": round(got["cpu"]["workers"], 2), "driver_share": round(share, 3),
+                                 "amdahl_speedup_16": round(1 / (share + (1 - share) / 16), 2)})

@@ -79,3 +79,59 @@ def test_files_that_vanish_are_rows_and_the_run_goes_on(tmp_path):
         ("a.cif", {"error": "cannot be read: FileNotFoundError: No such file or directory", "kind": "unreadable"}),
         ("b.cif", {"error": f"FileNotFoundError: [Errno 2] No such file or directory: '{src / 'b.cif'}'"}),
         ("c.cif", {"bytes": 5})]
+
+
+class _Marked(str):
+    """Text that reads otherwise once unpickled: where a result's JSON was encoded shows in the ledger."""
+
+    def __reduce__(self):
+        return (str, ("unpickled in the driver",))
+
+
+def marked(path, key, out):
+    return {"where": _Marked("encoded in the worker")}
+
+
+def test_results_are_encoded_in_the_workers(tmp_path):
+    """The worker that computed a file's result encodes its JSON; the driver only inserts the text."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.cif").write_text("a")
+    _, rows, _ = run_files([tmp_path / "in"], ".cif", tmp_path / "out", "t", marked, lambda p: (), lambda p: {},
+                           workers=1)
+    assert [r for _, _, r in rows] == [{"where": "encoded in the worker"}]
+
+
+def varied(i):
+    if i == 3:
+        raise ValueError("no structure")
+    deep: list = []
+    for _ in range(600 if i == 2 else 0):
+        deep = [deep]
+    return [{"i": 0, "t": "\ud800 lone"}, {"error": "unreadable", "kind": "x"}, {"v": deep},
+            None, {"error": "call failed", "retry": True}, {"i": 5}][i]
+
+
+def test_encoded_results_are_recorded_as_the_driver_records_them(tmp_path):
+    """Plain, failed, unstorable, raising and retried units: the same ledger rows (state, text) and the same
+    results handed to on_recorded and then, whether the driver encodes the results or their workers do; an
+    encoded result reaches them as the ledger stored it (the unstorable one as its error)."""
+    import functools
+    import sqlite3
+
+    from benchmint.run import SerialExecutor
+    from benchmint.run.runner import encoded
+
+    units = [Unit(f"k{i}", (i,), str(i)) for i in range(6)]
+    seen: dict[str, list] = {"plain": [], "encoded": []}
+    for name, work in (("plain", varied), ("encoded", functools.partial(encoded, varied))):
+        with Ledger(tmp_path / f"{name}.sqlite", "t") as ledger:
+            run_units(ledger, units, work, SerialExecutor(), on_recorded=lambda u, r, n=name: seen[n].append(r),
+                      then=lambda u, r, n=name: seen[n].append(("then", u.key)) or [])
+    rows = {name: sqlite3.connect(tmp_path / f"{name}.sqlite").execute(
+        "SELECT key, ok, result FROM units ORDER BY key").fetchall() for name in seen}
+    assert rows["encoded"] == rows["plain"]
+    assert [state for _, state, _ in rows["plain"]] == [1, 0, 0, 0, -1, 1]
+    stored_error = {"error": "result not storable as JSON: malformed JSON (nested deeper than 512 levels at column 518)"}
+    assert seen["encoded"][4] == stored_error and seen["plain"][4] == varied(2)
+    del seen["encoded"][4], seen["plain"][4]
+    assert seen["encoded"] == seen["plain"] and ("then", "k4") not in seen["plain"]

@@ -281,6 +281,31 @@ def _selection_items(n=30):
             for i in range(n)]
 
 
+def test_kmeans_runs_on_one_thread_whatever_the_machine_allows():
+    """scikit-learn's Lloyd iterations take as many OpenMP threads as the process may use (four here, as on a
+    four-core machine); select() gives them one. Read from the thread count each KMeans run is handed."""
+    import sys
+
+    from threadpoolctl import threadpool_limits
+
+    from benchmint.xrd.build import select
+
+    seen = []
+
+    def watch(frame, event, arg):
+        if event == "call" and frame.f_code.co_name == "_kmeans_single_lloyd":
+            seen.append(frame.f_locals["n_threads"])
+
+    items = _selection_items(600)
+    with threadpool_limits(limits=4, user_api="openmp"):
+        sys.setprofile(watch)
+        try:
+            rows, _ = select(items, 5, 0)
+        finally:
+            sys.setprofile(None)
+    assert len(rows) == 10 and seen and set(seen) == {1}
+
+
 def test_selector_helper_returns_what_select_returns():
     from benchmint.xrd.build import Selector, select
 
@@ -564,3 +589,33 @@ def test_block_and_hall_items_read_back_for_eval_with_their_own_structure(tmp_pa
     assert "The chemical formula: KCl\n" in bench.prompt(items["salts#two"], "cif_only").text()
     for it in items.values():
         assert json.loads(bench.baseline_reply(it))["max_peak_hkls"] == it.answer == [[2, 0, 0]]
+
+
+def test_cif_paths_relative_to_the_output_resolve_links_as_path_resolve_does(tmp_path, monkeypatch):
+    """Folders resolved once each give what resolving each whole path gives: through a linked folder, to a
+    linked file (into another folder, through a chain of two links, to nothing), from a bare relative name, in
+    the output folder and above it."""
+    import os
+
+    from benchmint.xrd.build import _Relative
+
+    real, out = tmp_path / "data" / "real", tmp_path / "runs" / "out"
+    real.mkdir(parents=True)
+    out.mkdir(parents=True)
+    (real / "a.cif").write_text("a")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "b.cif").write_text("b")
+    (tmp_path / "via").symlink_to(real)
+    (real / "link.cif").symlink_to(tmp_path / "other" / "b.cif")
+    (real / "chain.cif").symlink_to("link.cif")
+    (real / "gone.cif").symlink_to(tmp_path / "nowhere" / "c.cif")
+    (out / "inside.cif").write_text("i")
+    monkeypatch.chdir(real)
+    paths = [real / "a.cif", tmp_path / "via" / "a.cif", tmp_path / "via" / "link.cif", real / "chain.cif",
+             tmp_path / "via" / "gone.cif", "a.cif", "chain.cif", os.path.join("..", "..", "via", "a.cif"),
+             out / "inside.cif", tmp_path / "runs" / "inside.cif"]
+    relative = _Relative(out)
+    got = [relative(p) for p in paths]
+    assert got == [Path(os.path.relpath(Path(p).resolve(), out.resolve())).as_posix() for p in paths]
+    assert got[:5] == ["../../data/real/a.cif", "../../data/real/a.cif", "../../other/b.cif", "../../other/b.cif",
+                       "../../nowhere/c.cif"]

@@ -17,6 +17,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from benchmint.io import decode_line, escape_surrogates
@@ -42,6 +43,37 @@ def extend_key(h, settings: dict | None = None) -> str:
     if settings:
         h.update(json.dumps(settings, sort_keys=True, separators=(",", ":")).encode("utf-8"))
     return h.hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """A unit's result as the ledger stores it, encoded and checked by ``encode_result`` where it was computed
+    (a worker process), so that the one process writing the ledger only inserts it. ``error``: the result is a
+    failure ("error" in it, or not storable); ``retry``: it asked to be tried again (``"retry": true``)."""
+
+    text: str
+    error: bool
+    retry: bool
+
+
+def encode_result(result: dict) -> Encoded:
+    """``result`` as ``Ledger.record`` stores it."""
+    text, problem = _stored_text(result)
+    retry = isinstance(result, dict) and result.get("retry") is True
+    return Encoded(text, problem is not None or "error" in result, retry)
+
+
+def _stored_text(result: dict) -> tuple[str, str | None]:
+    """(the JSON stored for ``result``, None), or, when that would not read back (not JSON-able, nested too
+    deep), (the unit's error saying so, the problem)."""
+    try:
+        text = escape_surrogates(json.dumps(result, sort_keys=True, ensure_ascii=False))
+        problem = decode_line(text.encode("utf-8"))[1]
+    except (TypeError, ValueError, RecursionError) as exc:
+        problem = f"{type(exc).__name__}: {exc}"
+    if problem:
+        return json.dumps({"error": f"result not storable as JSON: {problem}"}), problem
+    return text, None
 
 
 class Ledger:
@@ -79,21 +111,20 @@ class Ledger:
         """The unit has a final result (one recorded with ``final=False`` runs again on the next run)."""
         return self._db.execute("SELECT 1 FROM units WHERE key = ? AND ok >= 0", (key,)).fetchone() is not None
 
-    def record(self, key: str, result: dict, ok: bool = True, final: bool = True) -> None:
-        """Store a unit's result (a JSON-able dict), committed before this returns.
+    def record(self, key: str, result: dict | Encoded, ok: bool = True, final: bool = True) -> None:
+        """Store a unit's result (a JSON-able dict, or one ``encode_result`` encoded), committed before this
+        returns.
 
         A result that would not read back (not JSON-able, nested too deep) is
         stored as that unit's error instead. ``final=False`` (a failure that
         may not happen again: a time limit, a crashed worker) keeps the result
         for this run's outputs and lets the next run try the unit again.
         """
-        try:
-            text = escape_surrogates(json.dumps(result, sort_keys=True, ensure_ascii=False))
-            problem = decode_line(text.encode("utf-8"))[1]
-        except (TypeError, ValueError, RecursionError) as exc:
-            problem = f"{type(exc).__name__}: {exc}"
-        if problem:
-            text, ok = json.dumps({"error": f"result not storable as JSON: {problem}"}), False
+        if isinstance(result, Encoded):
+            text = result.text
+        else:
+            text, problem = _stored_text(result)
+            ok = ok and problem is None
         # ok column: 1 done, 0 failed, -1 failed and to be tried again by the next run
         state = int(ok) if final else -1
         self._db.execute("INSERT OR REPLACE INTO units VALUES (?, ?, ?, ?)", (key, state, text, time.time()))

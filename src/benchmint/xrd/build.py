@@ -334,7 +334,20 @@ def _symmetry(structure) -> dict:
 
 
 def select(items: list[dict], per_db: int, seed: int = 0) -> tuple[list[dict], dict[str, float | None]]:
-    """KMeans per database on standardised features; the item nearest each centroid (crystalxrd-bench §2.2, App. D)."""
+    """KMeans per database on standardised features; the item nearest each centroid (crystalxrd-bench §2.2, App. D).
+
+    One thread: scikit-learn would start an OpenMP thread per core for a few thousand rows of six features, and
+    its threads spin at every Lloyd iteration (0.8-2.7 s for 598 items on two busy cores, 0.08 s on one thread).
+    One thread (BLAS too, for the silhouette's distances) also sums in one order whatever the machine's core count.
+    """
+    import sklearn.cluster  # noqa: F401 - loads the OpenMP runtime, which the limit below finds only once loaded
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):
+        return _select(items, per_db, seed)
+
+
+def _select(items: list[dict], per_db: int, seed: int) -> tuple[list[dict], dict[str, float | None]]:
     import numpy as np
     from sklearn.cluster import KMeans
     from sklearn.metrics import silhouette_score
@@ -467,8 +480,23 @@ def build(inputs, out_dir, cfg: BuildConfig = BuildConfig(), workers: int = 1, p
         selector.close()
 
 
-def _relative(path, out: Path) -> str:
-    return Path(os.path.relpath(Path(path).resolve(), out.resolve())).as_posix()
+class _Relative:
+    """Paths relative to ``out``, both with their symbolic links resolved (``Path.resolve``), each folder
+    resolved once: resolving every CIF's whole path again took 0.07-0.15 ms an item, all at the end of the run."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out.resolve()
+        self.folders: dict[str, tuple[str, str]] = {}  # as given -> (resolved, relative to out)
+
+    def __call__(self, path) -> str:
+        folder, name = os.path.split(os.fspath(path))
+        got = self.folders.get(folder)
+        if got is None:
+            real = Path(folder).resolve()
+            got = self.folders[folder] = (str(real), Path(os.path.relpath(real, self.out)).as_posix())
+        if os.path.islink(os.path.join(got[0], name)):  # the file itself is a link: resolved as a whole
+            return Path(os.path.relpath(Path(got[0], name).resolve(), self.out)).as_posix()
+        return name if got[1] == "." else f"{got[1]}/{name}"
 
 
 def _finish(out: Path, results: list, skipped: int, cfg: BuildConfig, selector: Selector) -> BuildResult:
@@ -515,7 +543,8 @@ def _finish(out: Path, results: list, skipped: int, cfg: BuildConfig, selector: 
     # What a prompt needs beside the item: the CIF (its path relative to items.jsonl, added here rather than in
     # the worker so that a resumed run in another place still points at its files) and the index convention.
     # A member of an archive is named by the archive's path and its name in it; its item carries its text.
-    items = [{**r, "cif": _relative(f.member.archive if f.member else f.path, out)
+    relative = _Relative(out)
+    items = [{**r, "cif": relative(f.member.archive if f.member else f.path)
               + (f"/{f.member.name}" if f.member else ""), **f.where(),
               "hkl_convention": "4-index" if r["answer"] and len(r["answer"][0]) == 4 else "3-index"}
              for f, r in kept]

@@ -1,0 +1,106 @@
+"""When each phase of one `benchmint xrd build` run happens in its driver process, and the driver's CPU for it.
+
+    python scripts/xrd_build_phases.py CIFS OUT [--workers N] [--json FILE]
+
+Runs the command in this process (the CLI's own ``main``) with timers around the runner's and the build's steps:
+the imports, listing the files, starting the workers (with several, the imports they share happen here), hashing,
+the first and the last result, recording results in the ledger, reading them back, the KMeans selection (its
+answer awaited from the helper process) and writing the files. Times are seconds since the interpreter started;
+CPU is the driver process's own (its workers' and helper's CPU is reported apart, once they are reaped).
+OUT must not hold an earlier run (its ledger would skip every CIF).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+START = time.perf_counter()
+
+
+def cpu(who: int = resource.RUSAGE_SELF) -> float:
+    used = resource.getrusage(who)
+    return used.ru_utime + used.ru_stime
+
+
+class Timeline:
+    def __init__(self) -> None:
+        self.marks: list[tuple[str, float, float]] = []
+        self.totals: dict[str, list[float]] = {}  # step -> [wall s, cpu s, calls]
+
+    def mark(self, name: str) -> None:
+        self.marks.append((name, time.perf_counter() - START, cpu()))
+
+    def around(self, owner, attr: str, name: str, each: bool = False) -> None:
+        """Time every call of ``owner.attr``; ``each``: only totals (a step called per unit)."""
+        inner = getattr(owner, attr)
+
+        def timed(*args, **kwargs):
+            if not each:
+                self.mark(f"{name}: start")
+            t, c = time.perf_counter(), cpu()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                total = self.totals.setdefault(name, [0.0, 0.0, 0])
+                total[0] += time.perf_counter() - t
+                total[1] += cpu() - c
+                total[2] += 1
+                if not each:
+                    self.mark(f"{name}: end")
+
+        setattr(owner, attr, timed)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("cifs")
+    ap.add_argument("out")
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--json", help="also write the phases here")
+    args = ap.parse_args()
+    if Path(args.out).exists():
+        raise SystemExit(f"{args.out} exists: give a fresh folder")
+    line = Timeline()
+    import benchmint.xrd.build as build
+    from benchmint.cli import main as cli
+    from benchmint.run import executors, ledger, runner
+
+    line.mark("imports of the command and xrd.build")
+    line.around(runner, "find_files_into", "list the files")
+    line.around(executors.ProcessExecutor, "start", "start the workers")
+    line.around(runner, "hash_file", "hash the files", each=True)
+    line.around(runner, "run_units", "run the units")
+    line.around(ledger.Ledger, "record", "record results", each=True)
+    line.around(ledger.Ledger, "get", "read results back", each=True)
+    line.around(build.Selector, "select", "KMeans selection")
+    line.around(build, "write_jsonl", "write a JSONL file")
+    first = ledger.Ledger.record
+
+    def record(self, *a, **k):
+        if not any(name == "first result" for name, _, _ in line.marks):
+            line.mark("first result")
+        return first(self, *a, **k)
+
+    ledger.Ledger.record = record  # type: ignore[method-assign]
+    code = cli(["xrd", "build", args.cifs, "--out", args.out, "--workers", str(args.workers)])
+    line.mark("end")
+    rows = [{"phase": n, "at_s": round(t, 3), "driver_cpu_s": round(c, 3)} for n, t, c in line.marks]
+    totals = {n: {"wall_s": round(w, 3), "cpu_s": round(c, 3), "calls": k} for n, (w, c, k) in line.totals.items()}
+    for r in rows:
+        print(f"{r['at_s']:8.3f} s  driver CPU {r['driver_cpu_s']:7.3f} s  {r['phase']}", file=sys.stderr)
+    for n, t in totals.items():
+        print(f"  {n}: {t['wall_s']:.3f} s wall, {t['cpu_s']:.3f} s CPU, {t['calls']} calls", file=sys.stderr)
+    others = round(cpu(resource.RUSAGE_CHILDREN), 3)
+    print(f"  workers and helper: {others} s CPU; exit status {code}", file=sys.stderr)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"workers": args.workers, "phases": rows, "totals": totals,
+                                               "children_cpu_s": others}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
