@@ -55,7 +55,8 @@ class ScoreConfig:
     personality_rules: PersonalityRules = field(default_factory=PersonalityRules)
     # benchmint.metrics.user.UserMetric objects: extra columns in scores.jsonl and extra means in the summary
     user_metrics: tuple = ()
-    # "ray": the predictions are read and scored in shards on the connected Ray cluster (pipeline_shards)
+    # "ray": the gold and predictions are read and scored in shards by item id on the connected Ray cluster
+    # (pipeline_shards), for inputs larger than one machine's memory
     engine: str = "local"
 
     def __post_init__(self) -> None:
@@ -512,6 +513,12 @@ def _name_rejected_gold(errors: list[dict], gold_errors: list[dict]) -> None:
             e["gold_line"] = gold.get("line")
 
 
+def _no_usable_gold(gold_path, out_dir: Path, errors: list[dict]) -> None:
+    write_jsonl(out_dir / "errors.jsonl", errors)
+    raise InputError(f"gold file {gold_path} has no usable records: {len(errors)} problems, "
+                     f"listed in {out_dir / 'errors.jsonl'}")
+
+
 def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult:
     """Score one or more prediction files; writes scores.jsonl, summary.json and errors.jsonl into ``out_dir``."""
     from benchmint.metrics import pipeline_ref
@@ -521,26 +528,26 @@ def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult
     for p in pred_paths:
         if not Path(p).is_file():
             raise InputError(f"predictions file not found: {p}")
-    if cfg.engine == "ray":  # the shards' units read the reference form's index and answers
-        gold = pipeline_ref.load_gold(str(gold_path), cfg.kind, _strata_fields(cfg.by), cfg.symmetry)
-    else:
-        gold = load_gold(gold_path, cfg.kind, cfg.by, cfg.workers, symmetry=cfg.symmetry)
     out_dir = Path(out_dir)
-    errors = list(gold.errors)
-    if not gold.n_items:
-        write_jsonl(out_dir / "errors.jsonl", errors)
-        raise InputError(f"gold file {gold_path} has no usable records: {len(errors)} problems, "
-                         f"listed in {out_dir / 'errors.jsonl'}")
+    errors: list[dict] = []
+    gold: Gold | None = None
+    if cfg.engine == "local":  # the id shards read the gold in their units
+        gold = load_gold(gold_path, cfg.kind, cfg.by, cfg.workers, symmetry=cfg.symmetry)
+        errors.extend(gold.errors)
+        if not gold.n_items:
+            _no_usable_gold(gold_path, out_dir, errors)
     progress = _Progress(cfg.progress, pred_paths)
     try:
         with atomic_path(out_dir / "scores.jsonl") as tmp:
-            if cfg.engine == "ray":
+            if gold is None:
                 from benchmint.metrics import pipeline_shards
                 from benchmint.run.ray_engine import RayExecutor
 
                 with open(tmp, "w", encoding="utf-8", newline="\n") as out:
-                    cols, seen = pipeline_shards.stream(pred_paths, gold, cfg, out, errors, progress, RayExecutor())
-                    cols = pipeline_ref.append_missing(cols, seen, gold, cfg, out, errors)
+                    cols, gold = pipeline_shards.stream(pred_paths, gold_path, cfg, out, errors, progress,
+                                                        RayExecutor(), out_dir / ".score-shards")
+                if not gold.n_items:
+                    _no_usable_gold(gold_path, out_dir, list(gold.errors))
             elif gold.native is None:
                 with open(tmp, "w", encoding="utf-8", newline="\n") as out:
                     cols, seen = pipeline_ref.stream(pred_paths, gold, cfg, out, errors, progress)
