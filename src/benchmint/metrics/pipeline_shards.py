@@ -139,6 +139,8 @@ def _read_gold(gold_path: str, parts: list[str], kind, fields: tuple[str, ...], 
 def _missing_rows(reader, model: str, seen: set, cfg_args: tuple, path: str) -> None:
     """One model's rows for the shard's gold items it did not answer, in gold order: (gold line, id, row, |G|)."""
     kind, sip_lambda, sip_gamma = cfg_args
+    if len(seen) == len(reader.ids):
+        return  # no file: nothing missing (the usual case, one per model and shard)
     with open(path, "wb") as fh:
         for gi, rid in enumerate(reader.ids):
             if gi in seen:
