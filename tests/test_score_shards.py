@@ -3,16 +3,19 @@ follow the inputs. The shards' units run here on local worker processes (``Proce
 tests/test_ray_engine.py."""
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from test_score_equivalence import _write_rows, datasets
 
 from benchmint.io import dumps
 from benchmint.metrics import pipeline_shards
 from benchmint.metrics.pipeline import ScoreConfig, _Progress, score_files
 from benchmint.metrics.synthetic import mcq_dataset
-from benchmint.run.executors import ProcessExecutor
+from benchmint.run.executors import ProcessExecutor, SerialExecutor
 
 OUTPUTS = ("scores.jsonl", "summary.json", "errors.jsonl")
 
@@ -21,7 +24,7 @@ OUTPUTS = ("scores.jsonl", "summary.json", "errors.jsonl")
 DRIVER = """
 import re, sys
 import benchmint.run.ray_engine as ray_engine
-from benchmint.run.executors import ProcessExecutor
+from benchmint.run.executors import ProcessExecutor, SerialExecutor
 ray_engine.RayExecutor = lambda: ProcessExecutor(2)
 from benchmint.metrics.pipeline import ScoreConfig, score_files
 score_files(sys.argv[1], sys.argv[2], sys.argv[3], ScoreConfig(task="mcq", by=("domain",), engine="ray"))
@@ -38,12 +41,12 @@ def _write(tmp_path, name, records, pred_extra=()):
     return gold, pred
 
 
-def _sharded(preds, gold, out, cfg, n_shards):
-    """The id-sharded stream on local worker processes, through score_files' Ray branch."""
+def _sharded(preds, gold, out, cfg, n_shards, executor=lambda: ProcessExecutor(2)):
+    """The id-sharded stream on local worker processes (or ``executor``), through score_files' Ray branch."""
     import benchmint.run.ray_engine as ray_engine
 
     real = ray_engine.RayExecutor
-    ray_engine.RayExecutor = lambda: ProcessExecutor(2)
+    ray_engine.RayExecutor = executor
     old = pipeline_shards.MIN_ID_SHARDS
     pipeline_shards.MIN_ID_SHARDS = n_shards
     try:
@@ -78,6 +81,24 @@ def test_id_shards_write_the_local_engines_files(tmp_path, monkeypatch, n_shards
     assert {"duplicate_id", "unknown_id", "malformed_json", "missing_prediction", "missing_id"} <= kinds
     assert sum(e["kind"] == "missing_prediction" and e["model"] == "rare" for e in sharded.errors) == 598
     assert not (tmp_path / "sharded" / ".score-shards").exists()  # the intermediate files are removed
+
+
+@settings(max_examples=int(os.environ.get("BENCHMINT_FUZZ_EXAMPLES", "40")), deadline=None)
+@given(datasets())
+def test_random_records_by_id_shards(tmp_path_factory, rows):
+    # The generated gold and prediction lines of the compiled/reference comparison, valid and not, scored by
+    # id shards in this process (three shards: lines of one id meet in one) and by the local engine.
+    gold_rows, pred_rows = rows
+    tmp_path = tmp_path_factory.mktemp("rand")
+    gold, pred = tmp_path / "gold.jsonl", tmp_path / "pred.jsonl"
+    _write_rows(gold, gold_rows)
+    _write_rows(pred, pred_rows)
+    cfg = {"task": "mcq", "by": ("domain",)}
+    local = score_files([pred], gold, tmp_path / "local", ScoreConfig(**cfg))
+    sharded = _sharded([pred], gold, tmp_path / "sharded", cfg, 3, SerialExecutor)
+    assert sharded.exit_code == local.exit_code
+    for f in OUTPUTS:
+        assert (tmp_path / "sharded" / f).read_bytes() == (tmp_path / "local" / f).read_bytes(), f
 
 
 def test_id_shards_with_no_usable_gold_fail_as_the_local_engine(tmp_path):
