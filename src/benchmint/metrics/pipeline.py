@@ -392,9 +392,10 @@ def _blocks(group: np.ndarray, n_groups: int, cols: Columns, keys: np.ndarray, b
             names: list[str]) -> list[dict | None]:
     """Summary block for each group (None for empty groups)."""
     g_ids, g_keys, g_counts = group_counts(group, keys, n_groups, base ** 3)
-    n_items = np.bincount(group, minlength=n_groups)
-    n_ok = np.bincount(group, weights=(cols.status == OK), minlength=n_groups)
-    n_missing = np.bincount(group, weights=(cols.status == MISSING), minlength=n_groups)
+    # Rows per (group, status) in one integer count: ok, unparsed and missing add up to the group's rows.
+    by_status = np.bincount(group * len(STATUS_NAMES) + cols.status, minlength=n_groups * len(STATUS_NAMES))
+    by_status = by_status.reshape(n_groups, len(STATUS_NAMES))
+    n_items, n_ok, n_missing = by_status.sum(axis=1), by_status[:, OK], by_status[:, MISSING]
     uniq_keys, inverse = np.unique(g_keys, return_inverse=True)
     tp, n_pred, n_gold = unpack_triples(uniq_keys, base)
     per_triple = score_counts(tp, n_pred, n_gold, sip_lambda=cfg.sip_lambda, sip_gamma=cfg.sip_gamma)
@@ -433,11 +434,16 @@ def summarize(cols: Columns, gold: Gold, cfg: ScoreConfig) -> dict:
     keys, base = triple_keys(cols.tp, cols.n_pred, cols.n_gold)
     model = cols.model.astype(np.int64)
     # The overall blocks and each stratum's are independent; their sorts release the GIL: one thread each.
-    jobs = [(model, len(models), [f"model={m}" for m in models])]
+    jobs: list[tuple[np.ndarray | None, int, list[str]]] = [(None, 1, [f"model={m}" for m in models])]
     for name, (codes, values) in gold.strata.items():
-        jobs.append((model * len(values) + codes[cols.gold_idx], len(models) * len(values),
-                     [f"model={m}/{name}={v}" for m in models for v in values]))
-    done = thread_map(lambda job: _blocks(job[0], job[1], cols, keys, base, cfg, job[2]), jobs, -1)
+        jobs.append((codes, len(values), [f"model={m}/{name}={v}" for m in models for v in values]))
+
+    def blocks(job) -> list[dict | None]:  # a stratum's group of each row is made in its job's thread
+        codes, n_values, names = job
+        group = model if codes is None else model * n_values + codes[cols.gold_idx]
+        return _blocks(group, len(models) * n_values, cols, keys, base, cfg, names)
+
+    done = thread_map(blocks, jobs, -1)
     overall = done[0]
     by_blocks = {name: (blocks, values) for (name, (_, values)), blocks in zip(gold.strata.items(), done[1:])}
     # The distinct triples (few) and the primary score of each: per-item scores are lookups.
