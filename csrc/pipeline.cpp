@@ -495,19 +495,26 @@ void stream_file(const std::string& path, int workers, Parse&& parse, Merge&& me
     }
 }
 
-// Writes row buffers on a background thread, one buffer in flight.
+// Writes row buffers on a background thread, one batch of buffers in flight.
 class RowWriter {
    public:
     explicit RowWriter(const std::string& path) : fh_(std::fopen(path.c_str(), "wb"), &std::fclose) {
         if (!fh_) throw py::value_error("cannot write " + path);
     }
     ~RowWriter() { wait(); }
-    void write(std::string& rows) {  // takes the contents; rows is left empty, with spare capacity
+    void write(std::vector<std::string>& pieces) {  // takes the pieces, written in order; pieces is left empty
         wait();
-        std::swap(pending_, rows);
-        rows.clear();
-        worker_ = std::thread(
-            [this] { ok_ = ok_ && std::fwrite(pending_.data(), 1, pending_.size(), fh_.get()) == pending_.size(); });
+        std::swap(pending_, pieces);
+        pieces.clear();
+        worker_ = std::thread([this] {
+            for (const std::string& p : pending_)
+                ok_ = ok_ && std::fwrite(p.data(), 1, p.size(), fh_.get()) == p.size();
+        });
+    }
+    void write(std::string& rows) {  // takes the contents; rows is left empty
+        std::vector<std::string> one(1);
+        std::swap(one[0], rows);
+        write(one);
     }
     void finish() {
         wait();
@@ -519,7 +526,7 @@ class RowWriter {
         if (worker_.joinable()) worker_.join();
     }
     std::unique_ptr<FILE, int (*)(FILE*)> fh_;
-    std::string pending_;
+    std::vector<std::string> pending_;
     std::thread worker_;
     bool ok_ = true;
 };
@@ -825,22 +832,29 @@ py::dict score_stream(const std::vector<std::string>& pred_paths, std::shared_pt
         seen[size_t(m)][size_t(gi)] = 1;
         emit(r.rid, m, gi, r.answer, r.status, r.confidence, r.difficulty, r.tokens);
     };
-    // The same for a line the parse decided: its lookup and row are done, the row is copied when kept.
-    auto keep_parsed = [&](const PredLine& r, const std::string& text, const std::string& path, int64_t line) {
+    // The same for a line the parse decided (its lookup and row are done): true when kept, its columns added.
+    auto take = [&](const PredLine& r, const std::string& path, int64_t line) {
         if (r.gi < 0) {
             py::gil_scoped_acquire gil;
             errors.append(make_error("unknown_id", path, line, r.rid, r.model));
-            return;
+            return false;
         }
         const int32_t m = model_code(r.model);
         if (seen[size_t(m)][size_t(r.gi)]) {
             py::gil_scoped_acquire gil;
             errors.append(make_error("duplicate_prediction", path, line, r.rid, r.model));
-            return;
+            return false;
         }
         seen[size_t(m)][size_t(r.gi)] = 1;
-        rows.append(text, r.row_off, r.row_len);
         add_columns(m, r.gi, r.tp, r.np, r.ng, r.status, r.confidence, r.difficulty, r.tokens);
+        return true;
+    };
+    // Pieces for the writer, in order: rows copied or formatted here, and whole blocks' texts moved in uncopied.
+    std::vector<std::string> pieces;
+    std::vector<uint8_t> kept;
+    auto flush_rows = [&] {
+        if (!rows.empty()) pieces.push_back(std::move(rows));
+        rows = std::string();
     };
     auto handle_by_reference = [&](PredLine& r, const std::string& path, int64_t line, std::string_view raw) {
         py::gil_scoped_acquire gil;
@@ -878,17 +892,50 @@ py::dict score_stream(const std::vector<std::string>& pred_paths, std::shared_pt
             int64_t n_records = 0;
             {
                 py::gil_scoped_release nogil;
-                for (size_t i = 0; i < chunk.lines.size(); ++i) {
-                    PredLine& r = chunk.parsed[i];
-                    if (r.blank) continue;
-                    ++n_records;
-                    const int64_t line = chunk.first_line + int64_t(i);
-                    if (r.decided)
-                        keep_parsed(r, chunk.texts[i / size_t(PARSE_BLOCK)], path, line);
-                    else
-                        handle_by_reference(r, path, line, chunk.lines[i]);
+                const size_t n = chunk.lines.size(), block = size_t(PARSE_BLOCK);
+                for (size_t b0 = 0; b0 < n; b0 += block) {
+                    const size_t b1 = std::min(n, b0 + block);
+                    std::string& text = chunk.texts[b0 / block];
+                    // A block whose records all have their rows in its text: when every one is kept (no repeated
+                    // answer), the text is the block's rows as written, and goes to the writer as it is.
+                    bool whole = true;
+                    for (size_t i = b0; i < b1 && whole; ++i) {
+                        const PredLine& r = chunk.parsed[i];
+                        whole = r.blank || (r.decided && r.gi >= 0);
+                    }
+                    if (whole) {
+                        kept.assign(b1 - b0, 0);
+                        bool all = true;
+                        for (size_t i = b0; i < b1; ++i) {
+                            const PredLine& r = chunk.parsed[i];
+                            if (r.blank) continue;
+                            ++n_records;
+                            kept[i - b0] = take(r, path, chunk.first_line + int64_t(i));
+                            all = all && kept[i - b0];
+                        }
+                        if (all) {
+                            flush_rows();
+                            pieces.push_back(std::move(text));
+                            text = std::string();
+                        } else {
+                            for (size_t i = b0; i < b1; ++i)
+                                if (kept[i - b0]) rows.append(text, chunk.parsed[i].row_off, chunk.parsed[i].row_len);
+                        }
+                        continue;
+                    }
+                    for (size_t i = b0; i < b1; ++i) {
+                        PredLine& r = chunk.parsed[i];
+                        if (r.blank) continue;
+                        ++n_records;
+                        const int64_t line = chunk.first_line + int64_t(i);
+                        if (!r.decided)
+                            handle_by_reference(r, path, line, chunk.lines[i]);
+                        else if (take(r, path, line))
+                            rows.append(text, r.row_off, r.row_len);
+                    }
                 }
-                out.write(rows);
+                flush_rows();
+                out.write(pieces);
             }
             progress(n_records);
         };
