@@ -58,7 +58,7 @@ finally:
 sys.exit(code)
 """
 # The names score_files looks up in benchmint.metrics.pipeline at call time.
-PHASES = ("load_gold", "_stream_compiled", "_stream_sharded", "summarize", "write_jsonl")
+PHASES = ("load_gold", "_stream_compiled", "summarize", "write_jsonl")
 
 
 def inputs(root: Path, n: int) -> tuple[Path, Path]:
