@@ -76,10 +76,10 @@ def check_scores(out, gold_path, pred_path, sample=5000):
             assert means[name]["mean"] == pytest.approx(acc[k] / acc[0], rel=1e-10, abs=1e-15), (model, name)
 
 
-def _run(benchmark, files, impl, forced_impl, rounds):
+def _run(benchmark, files, impl, forced_impl, rounds, workers=-1):
     gold, pred, root = files
-    cfg = ScoreConfig(task="mcq", by=("domain", "level"), workers=-1)
-    out = root / f"out-{impl}"
+    cfg = ScoreConfig(task="mcq", by=("domain", "level"), workers=workers)
+    out = root / f"out-{impl}-{workers}"
 
     def fresh_dir():  # each round writes a new directory, as a user's run does, from a synced page cache
         shutil.rmtree(out, ignore_errors=True)
@@ -103,6 +103,22 @@ def test_benchmint_score_files(benchmark, files, forced_impl):
 @pytest.mark.benchmark(group=GROUP)
 def test_benchmint_reference_path(benchmark, files, forced_impl):
     _run(benchmark, files, "reference", forced_impl, rounds=1)
+
+
+SWEEP = f"score-workers-{N_PRED}"
+
+
+@pytest.mark.benchmark(group=SWEEP)
+@pytest.mark.parametrize("workers", [1, 2])
+def test_score_files_workers(benchmark, files, forced_impl, workers):
+    """The compiled path at each worker count (threads of the parse, extraction and row formatting)."""
+    _run(benchmark, files, "compiled", forced_impl, rounds=3, workers=workers)
+
+
+@pytest.mark.benchmark(group=SWEEP)
+def test_score_files_workers_reference(benchmark, files, forced_impl):
+    """The plain reference in the sweep's group: one thread, whatever the worker count."""
+    _run(benchmark, files, "reference", forced_impl, rounds=1, workers=1)
 
 
 @pytest.mark.benchmark(group=GROUP)

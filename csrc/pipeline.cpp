@@ -3,10 +3,11 @@
 //   load_gold     GOLD.jsonl -> GoldIndex (ids, answer keys, strata codes)
 //   score_stream  PRED.jsonl files -> scores.jsonl rows + per-row columns
 //
-// Lines are parsed and answers extracted in parallel, chunk by chunk, while
-// the previous chunk goes through one sequential pass for what depends on
-// order (model codes, duplicates, first-kept rules) and row formatting, and a
-// writer thread writes the chunk before. A line this reader does
+// Lines are parsed, answers extracted, gold items looked up and rows
+// formatted in parallel, chunk by chunk, while the previous chunk goes
+// through one sequential pass for what depends on order (model codes,
+// duplicates, first-kept rules: it copies the rows it keeps), and a writer
+// thread writes the chunk before. A line this reader does
 // not fully decide (malformed JSON, unusual values, an output the compiled
 // extractor leaves undecided, any problem to report) goes to the Python
 // reference for that one line, so rows and errors equal the reference path.
@@ -15,11 +16,13 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -423,11 +426,14 @@ class ChunkReader {
     bool eof_ = false;
 };
 
+constexpr int64_t PARSE_BLOCK = 256;  // lines a parse thread takes at a time; one text buffer each
+
 template <class Line>
 struct Chunk {
     std::string buf;
     std::vector<std::string_view> lines;
     std::vector<Line> parsed;
+    std::vector<std::string> texts;  // per block of PARSE_BLOCK lines: what its parse formatted (rows)
     int64_t first_line = 1;
 };
 
@@ -441,7 +447,9 @@ struct Joiner {
 
 // Reads and parses chunk k+1 on background threads while merge() handles
 // chunk k on the calling thread (which holds the GIL for fallbacks).
-// parse(line, Line&) must be thread-safe; merge(Chunk&) runs in file order.
+// parse(line, Line&, std::string& text) must be thread-safe; text is the
+// buffer of the line's block (Chunk::texts), written by one thread only;
+// merge(Chunk&) runs in file order.
 template <class Line, class Parse, class Merge>
 void stream_file(const std::string& path, int workers, Parse&& parse, Merge&& merge) {
     ChunkReader reader(path);
@@ -449,8 +457,16 @@ void stream_file(const std::string& path, int workers, Parse&& parse, Merge&& me
     auto load = [&](Chunk<Line>& c) -> bool {
         if (!reader.next(c.buf, c.lines, c.first_line)) return false;
         c.parsed.resize(c.lines.size());
-        parallel_blocks(int64_t(c.lines.size()), workers, 256, [&](int64_t b, int64_t e) {
-            for (int64_t i = b; i < e; ++i) parse(c.lines[size_t(i)], c.parsed[size_t(i)]);
+        c.texts.resize(size_t((int64_t(c.lines.size()) + PARSE_BLOCK - 1) / PARSE_BLOCK));
+        parallel_blocks(int64_t(c.lines.size()), workers, PARSE_BLOCK, [&](int64_t b, int64_t e) {
+            // b is a multiple of PARSE_BLOCK; one thread may be handed the whole range: line i's text goes
+            // to texts[i / PARSE_BLOCK] either way.
+            for (int64_t blk = b; blk < e; blk += PARSE_BLOCK) {
+                std::string& text = c.texts[size_t(blk / PARSE_BLOCK)];
+                text.clear();
+                for (int64_t i = blk; i < std::min(e, blk + PARSE_BLOCK); ++i)
+                    parse(c.lines[size_t(i)], c.parsed[size_t(i)], text);
+            }
         });
         return true;
     };
@@ -479,19 +495,26 @@ void stream_file(const std::string& path, int workers, Parse&& parse, Merge&& me
     }
 }
 
-// Writes row buffers on a background thread, one buffer in flight.
+// Writes row buffers on a background thread, one batch of buffers in flight.
 class RowWriter {
    public:
     explicit RowWriter(const std::string& path) : fh_(std::fopen(path.c_str(), "wb"), &std::fclose) {
         if (!fh_) throw py::value_error("cannot write " + path);
     }
     ~RowWriter() { wait(); }
-    void write(std::string& rows) {  // takes the contents; rows is left empty, with spare capacity
+    void write(std::vector<std::string>& pieces) {  // takes the pieces, written in order; pieces is left empty
         wait();
-        std::swap(pending_, rows);
-        rows.clear();
-        worker_ = std::thread(
-            [this] { ok_ = ok_ && std::fwrite(pending_.data(), 1, pending_.size(), fh_.get()) == pending_.size(); });
+        std::swap(pending_, pieces);
+        pieces.clear();
+        worker_ = std::thread([this] {
+            for (const std::string& p : pending_)
+                ok_ = ok_ && std::fwrite(p.data(), 1, p.size(), fh_.get()) == p.size();
+        });
+    }
+    void write(std::string& rows) {  // takes the contents; rows is left empty
+        std::vector<std::string> one(1);
+        std::swap(one[0], rows);
+        write(one);
     }
     void finish() {
         wait();
@@ -503,7 +526,7 @@ class RowWriter {
         if (worker_.joinable()) worker_.join();
     }
     std::unique_ptr<FILE, int (*)(FILE*)> fh_;
-    std::string pending_;
+    std::vector<std::string> pending_;
     std::thread worker_;
     bool ok_ = true;
 };
@@ -518,7 +541,7 @@ std::shared_ptr<GoldIndex> load_gold(const std::string& path, const std::string&
     g->values.resize(g->by.size());
     g->value_codes.resize(g->by.size());
     workers = resolve_workers(workers);
-    auto parse = [&](std::string_view line, GoldLine& out) { parse_gold_line(line, *g, out); };
+    auto parse = [&](std::string_view line, GoldLine& out, std::string&) { parse_gold_line(line, *g, out); };
     auto insert = [&](GoldLine& r) {
         g->index.insert(g->n_items(), r.hash);
         g->ids.push_back(r.rid);
@@ -580,6 +603,10 @@ struct PredLine {
     Answer answer;
     int status = ST_OK;
     double confidence = NaN, difficulty = NaN, tokens = NaN;
+    // Set by the parallel parse for a decided line: its gold item (-1: unknown id), its counts and its row in
+    // the block's text, formatted as if kept.
+    int32_t gi = -1, tp = 0, np = 0, ng = 0;
+    size_t row_off = 0, row_len = 0;
 };
 
 bool read_optional(json::Cursor& c, double hi, double& out) {
@@ -653,21 +680,29 @@ struct RowSegments {
     std::string before_id, before_model, tail;
 };
 
+// Shared by the parse threads: a filled small slot is read without a lock, anything else under the mutex; a
+// stored entry never changes or moves (node storage), so a reference to it stays valid.
 struct SegmentCache {
-    explicit SegmentCache(MetricParams p) : prm(p) {}
-    MetricParams prm;
-    std::unordered_map<uint64_t, RowSegments> cache;
-
     static constexpr int SMALL = 32;
-    std::vector<const RowSegments*> small = std::vector<const RowSegments*>(3 * SMALL * SMALL * SMALL, nullptr);
+    static constexpr size_t N_SMALL = 3 * SMALL * SMALL * SMALL;
+
+    explicit SegmentCache(MetricParams p) : prm(p), small(new std::atomic<const RowSegments*>[N_SMALL]) {
+        for (size_t i = 0; i < N_SMALL; ++i) small[i].store(nullptr, std::memory_order_relaxed);
+    }
+    MetricParams prm;
+    std::mutex mu;
+    std::unordered_map<uint64_t, RowSegments> cache;
+    std::unique_ptr<std::atomic<const RowSegments*>[]> small;
 
     const RowSegments& get(int32_t tp, int32_t np, int32_t ng, int status) {
         const bool is_small = tp < SMALL && np < SMALL && ng < SMALL;
         const size_t slot =
             is_small ? ((size_t(status) * SMALL + size_t(tp)) * SMALL + size_t(np)) * SMALL + size_t(ng) : 0;
-        if (is_small && small[slot]) return *small[slot];
+        if (is_small)
+            if (const RowSegments* hit = small[slot].load(std::memory_order_acquire)) return *hit;
         const uint64_t key = (uint64_t(uint32_t(tp)) << 42) ^ (uint64_t(uint32_t(np)) << 21) ^ uint64_t(uint32_t(ng)) ^
                              (uint64_t(status) << 62);
+        std::lock_guard<std::mutex> lock(mu);
         auto it = cache.find(key);
         if (it != cache.end()) return it->second;
         const MetricRow r = metrics_from_counts(tp, np, ng, prm);
@@ -692,7 +727,7 @@ struct SegmentCache {
         static const char* names[] = {"ok", "unparsed", "missing"};
         s.tail += std::string(",\"status\":\"") + names[status] + "\",\"tp\":" + std::to_string(r.tp) + "}\n";
         const RowSegments& stored = cache.emplace(key, std::move(s)).first->second;  // node storage: stable address
-        if (is_small) small[slot] = &stored;
+        if (is_small) small[slot].store(&stored, std::memory_order_release);
         return stored;
     }
 };
@@ -741,19 +776,24 @@ py::dict score_stream(const std::vector<std::string>& pred_paths, std::shared_pt
         seen.emplace_back(size_t(g.n_items()), uint8_t(0));
         return int32_t(models.size()) - 1;
     };
-    auto emit = [&](const std::string& rid, int32_t m, int32_t gi, const Answer& ans, int status, double conf,
-                    double diff, double tok) {
+    // Appends a row to text and sets its counts; thread-safe (the parse threads call it).
+    auto format_row = [&](std::string& text, const std::string& rid, const std::string& model, int32_t gi,
+                          const Answer& ans, int status, int32_t& tp, int32_t& np, int32_t& ng) {
         const int64_t gb = g.key_offsets[gi], ge = g.key_offsets[gi + 1];
-        const int32_t np = int32_t(ans.keys.size()), ng = int32_t(ge - gb);
-        const int32_t tp = count_tp(ans.keys.data(), ans.keys.data() + np, g.keys.data() + gb, g.keys.data() + ge);
+        np = int32_t(ans.keys.size());
+        ng = int32_t(ge - gb);
+        tp = count_tp(ans.keys.data(), ans.keys.data() + np, g.keys.data() + gb, g.keys.data() + ge);
         const RowSegments& s = segments.get(tp, np, ng, status);
-        rows += "{\"answer\":";
-        rows += ans.json;
-        rows += s.before_id;
-        append_json_string(rows, rid);
-        rows += s.before_model;
-        append_json_string(rows, models[size_t(m)]);
-        rows += s.tail;
+        text += "{\"answer\":";
+        text += ans.json;
+        text += s.before_id;
+        append_json_string(text, rid);
+        text += s.before_model;
+        append_json_string(text, model);
+        text += s.tail;
+    };
+    auto add_columns = [&](int32_t m, int32_t gi, int32_t tp, int32_t np, int32_t ng, int status, double conf,
+                           double diff, double tok) {
         cols.model.push_back(m);
         cols.gold_idx.push_back(gi);
         cols.tp.push_back(tp);
@@ -763,6 +803,12 @@ py::dict score_stream(const std::vector<std::string>& pred_paths, std::shared_pt
         cols.confidence.push_back(conf);
         cols.difficulty.push_back(diff);
         cols.tokens.push_back(tok);
+    };
+    auto emit = [&](const std::string& rid, int32_t m, int32_t gi, const Answer& ans, int status, double conf,
+                    double diff, double tok) {
+        int32_t tp, np, ng;
+        format_row(rows, rid, models[size_t(m)], gi, ans, status, tp, np, ng);
+        add_columns(m, gi, tp, np, ng, status, conf, diff, tok);
     };
     // Order-dependent checks, then the row. Runs without the GIL; Python is
     // entered only for lines the reference decides and for problems to report.
@@ -786,6 +832,30 @@ py::dict score_stream(const std::vector<std::string>& pred_paths, std::shared_pt
         seen[size_t(m)][size_t(gi)] = 1;
         emit(r.rid, m, gi, r.answer, r.status, r.confidence, r.difficulty, r.tokens);
     };
+    // The same for a line the parse decided (its lookup and row are done): true when kept, its columns added.
+    auto take = [&](const PredLine& r, const std::string& path, int64_t line) {
+        if (r.gi < 0) {
+            py::gil_scoped_acquire gil;
+            errors.append(make_error("unknown_id", path, line, r.rid, r.model));
+            return false;
+        }
+        const int32_t m = model_code(r.model);
+        if (seen[size_t(m)][size_t(r.gi)]) {
+            py::gil_scoped_acquire gil;
+            errors.append(make_error("duplicate_prediction", path, line, r.rid, r.model));
+            return false;
+        }
+        seen[size_t(m)][size_t(r.gi)] = 1;
+        add_columns(m, r.gi, r.tp, r.np, r.ng, r.status, r.confidence, r.difficulty, r.tokens);
+        return true;
+    };
+    // Pieces for the writer, in order: rows copied or formatted here, and whole blocks' texts moved in uncopied.
+    std::vector<std::string> pieces;
+    std::vector<uint8_t> kept;
+    auto flush_rows = [&] {
+        if (!rows.empty()) pieces.push_back(std::move(rows));
+        rows = std::string();
+    };
     auto handle_by_reference = [&](PredLine& r, const std::string& path, int64_t line, std::string_view raw) {
         py::gil_scoped_acquire gil;
         // (problems, None) or (problems, (rid, model, answer, status, confidence, difficulty, tokens))
@@ -808,22 +878,64 @@ py::dict score_stream(const std::vector<std::string>& pred_paths, std::shared_pt
     };
 
     for (const std::string& path : pred_paths) {
-        auto parse = [&](std::string_view line, PredLine& out) { parse_pred_line(line, g.task, out); };
+        auto parse = [&](std::string_view line, PredLine& out, std::string& text) {
+            parse_pred_line(line, g.task, out);
+            if (!out.decided) return;
+            // What does not depend on the lines before: the gold item, the counts and the row, as if kept.
+            out.gi = g.index.find(g.ids, out.rid, out.hash);
+            if (out.gi < 0) return;
+            out.row_off = text.size();
+            format_row(text, out.rid, out.model, out.gi, out.answer, out.status, out.tp, out.np, out.ng);
+            out.row_len = text.size() - out.row_off;
+        };
         auto merge = [&](Chunk<PredLine>& chunk) {
             int64_t n_records = 0;
             {
                 py::gil_scoped_release nogil;
-                for (size_t i = 0; i < chunk.lines.size(); ++i) {
-                    PredLine& r = chunk.parsed[i];
-                    if (r.blank) continue;
-                    ++n_records;
-                    const int64_t line = chunk.first_line + int64_t(i);
-                    if (r.decided)
-                        keep(r, path, line, nullptr);
-                    else
-                        handle_by_reference(r, path, line, chunk.lines[i]);
+                const size_t n = chunk.lines.size(), block = size_t(PARSE_BLOCK);
+                for (size_t b0 = 0; b0 < n; b0 += block) {
+                    const size_t b1 = std::min(n, b0 + block);
+                    std::string& text = chunk.texts[b0 / block];
+                    // A block whose records all have their rows in its text: when every one is kept (no repeated
+                    // answer), the text is the block's rows as written, and goes to the writer as it is.
+                    bool whole = true;
+                    for (size_t i = b0; i < b1 && whole; ++i) {
+                        const PredLine& r = chunk.parsed[i];
+                        whole = r.blank || (r.decided && r.gi >= 0);
+                    }
+                    if (whole) {
+                        kept.assign(b1 - b0, 0);
+                        bool all = true;
+                        for (size_t i = b0; i < b1; ++i) {
+                            const PredLine& r = chunk.parsed[i];
+                            if (r.blank) continue;
+                            ++n_records;
+                            kept[i - b0] = take(r, path, chunk.first_line + int64_t(i));
+                            all = all && kept[i - b0];
+                        }
+                        if (all) {
+                            flush_rows();
+                            pieces.push_back(std::move(text));
+                            text = std::string();
+                        } else {
+                            for (size_t i = b0; i < b1; ++i)
+                                if (kept[i - b0]) rows.append(text, chunk.parsed[i].row_off, chunk.parsed[i].row_len);
+                        }
+                        continue;
+                    }
+                    for (size_t i = b0; i < b1; ++i) {
+                        PredLine& r = chunk.parsed[i];
+                        if (r.blank) continue;
+                        ++n_records;
+                        const int64_t line = chunk.first_line + int64_t(i);
+                        if (!r.decided)
+                            handle_by_reference(r, path, line, chunk.lines[i]);
+                        else if (take(r, path, line))
+                            rows.append(text, r.row_off, r.row_len);
+                    }
                 }
-                out.write(rows);
+                flush_rows();
+                out.write(pieces);
             }
             progress(n_records);
         };

@@ -387,6 +387,39 @@ def test_score_on_ray_writes_the_local_engines_files(cluster, tmp_path, monkeypa
     assert {"duplicate_id", "unknown_id", "malformed_json", "missing_prediction", "wrong_kind"} <= kinds
 
 
+def score_shard_then_stall(marker: str, *args):
+    """An id shard scored (its files written), then, the first time only, its worker records its pid and stalls
+    (the test kills it): the unit's retry writes the same files again."""
+    from benchmint.metrics.pipeline_shards import score_id_shard
+
+    result = score_id_shard(*args)
+    path = Path(marker)
+    if not path.exists():
+        path.write_text(str(os.getpid()))
+        time.sleep(120)
+    return result
+
+
+def test_score_on_ray_survives_a_killed_worker(cluster, tmp_path, monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+    from functools import partial
+
+    from benchmint.metrics import pipeline_shards
+    from benchmint.metrics.pipeline import ScoreConfig, score_files
+
+    monkeypatch.setattr(pipeline_shards, "SHARD_BYTES", 4096)
+    marker = tmp_path / "pid"
+    monkeypatch.setattr(pipeline_shards, "score_id_shard", partial(score_shard_then_stall, str(marker)))
+    preds, gold = _score_inputs(tmp_path)
+    score_files(preds, gold, tmp_path / "local", ScoreConfig(task="mcq", by=("domain",)))
+    with ThreadPoolExecutor(1) as pool:
+        killer = pool.submit(_kill_when_written, marker)
+        score_files(preds, gold, tmp_path / "ray", ScoreConfig(task="mcq", by=("domain",), engine="ray"))
+        killed = killer.result()
+    assert killed != os.getpid()
+    same_tree(tmp_path / "local", tmp_path / "ray", ["scores.jsonl", "summary.json", "errors.jsonl"])
+
+
 def test_shards_cut_at_line_ends_and_number_their_lines(tmp_path):
     from benchmint.metrics.pipeline_shards import shards_of
 

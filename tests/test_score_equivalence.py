@@ -137,6 +137,39 @@ def test_hkl_awkward(forced_impl, tmp_path):
     assert_same(run_both(forced_impl, tmp_path, pred, gold, ScoreConfig(task="hkl")))
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_blocks_written_whole_or_row_by_row(forced_impl, tmp_path, workers):
+    # The compiled stream hands a parse block of 256 lines to the writer as it is when every line of it is kept,
+    # and copies its kept rows otherwise. 40 blocks: most whole, some with a repeated answer (whole but not all
+    # kept), an unknown id, a line for the reference, a blank line, in 2 files (one ending without a newline).
+    rng = random.Random(5)
+    gold_rows = [{"id": f"g{i}", "answer": sorted(rng.sample("ABCDE", rng.randint(1, 3)))} for i in range(3000)]
+    pred_lines = []
+    for i in range(10_240):
+        rid = f"g{i % 3000}"
+        model = f"m{i // 3000}"
+        if i % 997 == 0:
+            model = f"m{max(0, i // 3000 - 1)}"  # that model's second answer to the item: dropped
+        line = json.dumps({"id": rid, "model": model, "output": f"Answer: {'ABCDE'[i % 5]}"})
+        if i % 1531 == 0:
+            line = json.dumps({"id": f"unknown{i}", "output": "A"})
+        elif i % 2039 == 0:
+            line = '{"id": "' + rid + '", "model": "' + model + '", "output": "A", "output": "B"}'  # repeated key
+        elif i % 3001 == 0:
+            line = "   "
+        pred_lines.append(line)
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text("".join(json.dumps(r) + "\n" for r in gold_rows), encoding="utf-8")
+    first, second = tmp_path / "p1.jsonl", tmp_path / "p2.jsonl"
+    first.write_text("\n".join(pred_lines[:6000]) + "\n", encoding="utf-8")
+    second.write_text("\n".join(pred_lines[6000:]), encoding="utf-8")
+    results = run_both(forced_impl, tmp_path, [first, second], gold, ScoreConfig(task="mcq", workers=workers))
+    assert results["fallback"] >= 5  # the repeated keys went to the reference
+    assert_same(results)
+    errors = results["compiled"][1]["errors.jsonl"].decode()
+    assert '"duplicate_id"' in errors and '"unknown_id"' in errors
+
+
 def test_lines_across_chunks(forced_impl, tmp_path):
     # More than one 4 MiB read, and one line longer than a read.
     rng = random.Random(3)

@@ -55,7 +55,8 @@ class ScoreConfig:
     personality_rules: PersonalityRules = field(default_factory=PersonalityRules)
     # benchmint.metrics.user.UserMetric objects: extra columns in scores.jsonl and extra means in the summary
     user_metrics: tuple = ()
-    # "ray": the predictions are read and scored in shards on the connected Ray cluster (pipeline_shards)
+    # "ray": the gold and predictions are read and scored in shards by item id on the connected Ray cluster
+    # (pipeline_shards), for inputs larger than one machine's memory
     engine: str = "local"
 
     def __post_init__(self) -> None:
@@ -391,9 +392,10 @@ def _blocks(group: np.ndarray, n_groups: int, cols: Columns, keys: np.ndarray, b
             names: list[str]) -> list[dict | None]:
     """Summary block for each group (None for empty groups)."""
     g_ids, g_keys, g_counts = group_counts(group, keys, n_groups, base ** 3)
-    n_items = np.bincount(group, minlength=n_groups)
-    n_ok = np.bincount(group, weights=(cols.status == OK), minlength=n_groups)
-    n_missing = np.bincount(group, weights=(cols.status == MISSING), minlength=n_groups)
+    # Rows per (group, status) in one integer count: ok, unparsed and missing add up to the group's rows.
+    by_status = np.bincount(group * len(STATUS_NAMES) + cols.status, minlength=n_groups * len(STATUS_NAMES))
+    by_status = by_status.reshape(n_groups, len(STATUS_NAMES))
+    n_items, n_ok, n_missing = by_status.sum(axis=1), by_status[:, OK], by_status[:, MISSING]
     uniq_keys, inverse = np.unique(g_keys, return_inverse=True)
     tp, n_pred, n_gold = unpack_triples(uniq_keys, base)
     per_triple = score_counts(tp, n_pred, n_gold, sip_lambda=cfg.sip_lambda, sip_gamma=cfg.sip_gamma)
@@ -432,11 +434,16 @@ def summarize(cols: Columns, gold: Gold, cfg: ScoreConfig) -> dict:
     keys, base = triple_keys(cols.tp, cols.n_pred, cols.n_gold)
     model = cols.model.astype(np.int64)
     # The overall blocks and each stratum's are independent; their sorts release the GIL: one thread each.
-    jobs = [(model, len(models), [f"model={m}" for m in models])]
+    jobs: list[tuple[np.ndarray | None, int, list[str]]] = [(None, 1, [f"model={m}" for m in models])]
     for name, (codes, values) in gold.strata.items():
-        jobs.append((model * len(values) + codes[cols.gold_idx], len(models) * len(values),
-                     [f"model={m}/{name}={v}" for m in models for v in values]))
-    done = thread_map(lambda job: _blocks(job[0], job[1], cols, keys, base, cfg, job[2]), jobs, -1)
+        jobs.append((codes, len(values), [f"model={m}/{name}={v}" for m in models for v in values]))
+
+    def blocks(job) -> list[dict | None]:  # a stratum's group of each row is made in its job's thread
+        codes, n_values, names = job
+        group = model if codes is None else model * n_values + codes[cols.gold_idx]
+        return _blocks(group, len(models) * n_values, cols, keys, base, cfg, names)
+
+    done = thread_map(blocks, jobs, -1)
     overall = done[0]
     by_blocks = {name: (blocks, values) for (name, (_, values)), blocks in zip(gold.strata.items(), done[1:])}
     # The distinct triples (few) and the primary score of each: per-item scores are lookups.
@@ -512,6 +519,12 @@ def _name_rejected_gold(errors: list[dict], gold_errors: list[dict]) -> None:
             e["gold_line"] = gold.get("line")
 
 
+def _no_usable_gold(gold_path, out_dir: Path, errors: list[dict]) -> None:
+    write_jsonl(out_dir / "errors.jsonl", errors)
+    raise InputError(f"gold file {gold_path} has no usable records: {len(errors)} problems, "
+                     f"listed in {out_dir / 'errors.jsonl'}")
+
+
 def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult:
     """Score one or more prediction files; writes scores.jsonl, summary.json and errors.jsonl into ``out_dir``."""
     from benchmint.metrics import pipeline_ref
@@ -521,26 +534,26 @@ def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult
     for p in pred_paths:
         if not Path(p).is_file():
             raise InputError(f"predictions file not found: {p}")
-    if cfg.engine == "ray":  # the shards' units read the reference form's index and answers
-        gold = pipeline_ref.load_gold(str(gold_path), cfg.kind, _strata_fields(cfg.by), cfg.symmetry)
-    else:
-        gold = load_gold(gold_path, cfg.kind, cfg.by, cfg.workers, symmetry=cfg.symmetry)
     out_dir = Path(out_dir)
-    errors = list(gold.errors)
-    if not gold.n_items:
-        write_jsonl(out_dir / "errors.jsonl", errors)
-        raise InputError(f"gold file {gold_path} has no usable records: {len(errors)} problems, "
-                         f"listed in {out_dir / 'errors.jsonl'}")
+    errors: list[dict] = []
+    gold: Gold | None = None
+    if cfg.engine == "local":  # the id shards read the gold in their units
+        gold = load_gold(gold_path, cfg.kind, cfg.by, cfg.workers, symmetry=cfg.symmetry)
+        errors.extend(gold.errors)
+        if not gold.n_items:
+            _no_usable_gold(gold_path, out_dir, errors)
     progress = _Progress(cfg.progress, pred_paths)
     try:
         with atomic_path(out_dir / "scores.jsonl") as tmp:
-            if cfg.engine == "ray":
+            if gold is None:
                 from benchmint.metrics import pipeline_shards
                 from benchmint.run.ray_engine import RayExecutor
 
                 with open(tmp, "w", encoding="utf-8", newline="\n") as out:
-                    cols, seen = pipeline_shards.stream(pred_paths, gold, cfg, out, errors, progress, RayExecutor())
-                    cols = pipeline_ref.append_missing(cols, seen, gold, cfg, out, errors)
+                    cols, gold = pipeline_shards.stream(pred_paths, gold_path, cfg, out, errors, progress,
+                                                        RayExecutor(), out_dir / ".score-shards")
+                if not gold.n_items:
+                    _no_usable_gold(gold_path, out_dir, list(gold.errors))
             elif gold.native is None:
                 with open(tmp, "w", encoding="utf-8", newline="\n") as out:
                     cols, seen = pipeline_ref.stream(pred_paths, gold, cfg, out, errors, progress)

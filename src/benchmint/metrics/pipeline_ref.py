@@ -29,45 +29,68 @@ from benchmint.tasks import AnswerKind
 
 def load_gold(path: str, kind: AnswerKind, fields: tuple[str, ...], symmetry: bool) -> Gold:
     """The gold items; with ``symmetry`` answers are folded by each item's data."""
-    ids: list[str] = []
-    index: dict[str, int] = {}
-    answers: list[tuple] = []
-    values_per_item: list[list[str]] = []
-    fold_data: list = []
-    errors: list[dict] = []
+    reader = GoldReader(path, kind, fields, symmetry)
     for line, item in read_items(path, "gold"):
+        reader.add(line, item)
+    return reader.gold()
+
+
+class GoldReader:
+    """Gold lines taken one at a time in file order (``add``), as ``load_gold`` reads them; the score by id
+    shards (``pipeline_shards``) feeds it the lines of one shard. ``lines`` holds each kept item's line."""
+
+    def __init__(self, path: str, kind: AnswerKind, fields: tuple[str, ...], symmetry: bool) -> None:
+        self.path, self.kind, self.fields, self.symmetry = path, kind, fields, symmetry
+        self.ids: list[str] = []
+        self.index: dict[str, int] = {}
+        self.answers: list[tuple] = []
+        self.values_per_item: list[list[str]] = []
+        self.fold_data: list = []
+        self.lines: list[int] = []
+        self.errors: list[dict] = []
+
+    def add(self, line: int, item) -> None:
+        """One non-blank line: an Item or the RecordError its reading gave."""
+        path, kind = self.path, self.kind
         rid = item.id
-        if rid is not None and rid in index:  # a repeated id first, whatever else is wrong with the line
-            errors.append(event_error("duplicate_gold", path, line, rid, None))
-            continue
+        if rid is not None and rid in self.index:  # a repeated id first, whatever else is wrong with the line
+            self.errors.append(event_error("duplicate_gold", path, line, rid, None))
+            return
         if isinstance(item, RecordError):
-            errors.append(item.row())
-            continue
-        answer, strata, problem = gold_answer(item, path, line, kind, fields)
+            self.errors.append(item.row())
+            return
+        answer, strata, problem = gold_answer(item, path, line, kind, self.fields)
         if answer is None:
-            errors.append(problem)
-        else:
-            if symmetry:
-                try:
-                    data = kind.check_fold_data(item.value(kind.fold_field), rid)
-                except ValueError as exc:
-                    errors.append(_error("missing_symmetry", str(exc), path, line, id=rid))
-                    continue
-                answer = kind.fold(answer, data)
-                fold_data.append(data)
-            if problem:
-                errors.append(problem)
-            index[rid] = len(ids)
-            ids.append(rid)
-            answers.append(answer)
-            values_per_item.append(strata)
-    strata_codes = {}
-    for f, name in enumerate(fields):
-        order = sorted({v[f] for v in values_per_item})
-        code = {v: i for i, v in enumerate(order)}
-        strata_codes[name] = (np.array([code[v[f]] for v in values_per_item], dtype=np.int64), order)
-    return Gold(path, len(ids), strata_codes, errors, ids=ids, index=index, answers=answers,
-                fold_data=fold_data if symmetry else None)
+            self.errors.append(problem)
+            return
+        if self.symmetry:
+            try:
+                data = kind.check_fold_data(item.value(kind.fold_field), rid)
+            except ValueError as exc:
+                self.errors.append(_error("missing_symmetry", str(exc), path, line, id=rid))
+                return
+            answer = kind.fold(answer, data)
+            self.fold_data.append(data)
+        if problem:
+            self.errors.append(problem)
+        self.index[rid] = len(self.ids)
+        self.ids.append(rid)
+        self.answers.append(answer)
+        self.values_per_item.append(strata)
+        self.lines.append(line)
+
+    def strata(self) -> dict[str, tuple[np.ndarray, list[str]]]:
+        """Per field: each item's code into the field's values in sorted order, and those values."""
+        codes = {}
+        for f, name in enumerate(self.fields):
+            order = sorted({v[f] for v in self.values_per_item})
+            code = {v: i for i, v in enumerate(order)}
+            codes[name] = (np.array([code[v[f]] for v in self.values_per_item], dtype=np.int64), order)
+        return codes
+
+    def gold(self) -> Gold:
+        return Gold(self.path, len(self.ids), self.strata(), self.errors, ids=self.ids, index=self.index,
+                    answers=self.answers, fold_data=self.fold_data if self.symmetry else None)
 
 
 class ColumnBuilder:

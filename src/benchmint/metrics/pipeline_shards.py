@@ -1,34 +1,67 @@
-"""The streaming stage of ``benchmint.metrics.pipeline`` as shards of prediction lines on an executor (``score
---engine ray``), merged by the driver into the rows, errors and columns of the local stream, byte for byte.
+"""The streaming stage of ``benchmint.metrics.pipeline`` sharded by item id (``score --engine ray``), for inputs
+larger than one machine's memory; the rows, errors and columns of the local stream, byte for byte.
 
-A shard is a byte range of one predictions file cut at line ends. Its unit reads, extracts (the compiled extractor
-where it decides) and scores every line (``pipeline.read_answer``, ``batch_ref.metrics_from_counts``) against the
-gold answers, and sends back per line its problems and its formatted row. What depends on the lines before it (which model a
-row belongs to, whether the id is in the gold file, whether the model answered that id already) is decided by
-the driver, which takes the shards in file order and writes each kept row: so the output equals the local
-stream's whatever order the shards finished in.
+1. Split (a unit per byte range of each file, cut at line ends): every non-blank line of the gold and prediction
+   files goes to the id shard of its "id" (a CRC-32 of it; a line without a string id to shard 0), written to
+   that shard's part file with its file and line number.
+2. Score (a unit per id shard): the shard's gold lines are read as the local reader reads them
+   (``pipeline_ref.GoldReader``), then its prediction lines in file order; everything that depends on earlier
+   lines (a repeated gold id, an unknown id, a model's second answer to an item) involves lines of one id and so
+   of one shard. Its rows, problems and columns go to the shard's result file in (file, line) order, and for
+   each model it met, its missing rows in gold order.
+3. Missing rows for the models a shard never met (known once every shard is scored), a unit per such shard.
+4. The driver merges the shards' files by (file, line), then each model's missing rows by gold line, into
+   scores.jsonl and the error list, assigning model codes in order of first appearance as the local stream does.
+
+The driver holds neither the predictions nor the gold answers: only the columns behind the summary (about 45
+bytes a row, as the local stream), each kept gold item's line and strata codes, and the error rows. Each unit
+holds one shard's gold and the lines it reads. The intermediate files live in the output folder (a folder every
+worker reaches, as they reach the inputs) and are removed at the end.
 """
 
 from __future__ import annotations
 
+import heapq
 import io
+import math
 import os
+import pickle
+import shutil
+import struct
+import zlib
+from array import array
 from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
 
 from benchmint import tasks
 from benchmint.io import InputError, decode_line, open_input
 from benchmint.metrics import batch_ref
-from benchmint.metrics.pipeline import Columns, Gold, ScoreConfig, event_error, format_row, read_answer
-from benchmint.records import Prediction, RecordError
+from benchmint.metrics.pipeline import (
+    MISSING,
+    UNPARSED,
+    Columns,
+    Gold,
+    ScoreConfig,
+    event_error,
+    format_row,
+    read_answer,
+)
+from benchmint.records import Item, Prediction, RecordError
 
-# Bytes of predictions per shard: a few thousand lines, a fraction of a second of work; small enough that the
-# last shards do not leave most workers idle (8 MB shards of 120,000 rows on 2 CPUs: 18.8 s, 1 MB: 12.5 s).
-SHARD_BYTES = 1 << 20
+# Bytes of input per split unit: large enough that the parts (one per range and shard) stay few.
+SHARD_BYTES = 8 << 20
+# Input bytes (gold and predictions) per id shard; there are at least MIN_ID_SHARDS.
+ID_SHARD_BYTES = 64 << 20
+MIN_ID_SHARDS = 4
+_FRAME = struct.Struct("<IQI")  # file number, line number, length of the line's bytes
 
 
-def shards_of(path: str, shard_bytes: int = SHARD_BYTES) -> Iterator[tuple[str, int, int, int]]:
-    """(path, first byte, end byte, number of its first line) of each shard of ``path``, cut after a newline."""
-    with open_input(path, "predictions") as fh:
+def shards_of(path: str, shard_bytes: int = SHARD_BYTES, what: str = "predictions") -> Iterator[
+        tuple[str, int, int, int]]:
+    """(path, first byte, end byte, number of its first line) of each byte range of ``path``, cut after a newline."""
+    with open_input(path, what) as fh:
         size = os.fstat(fh.fileno()).st_size
         start, line = 0, 1
         while start < size:
@@ -41,49 +74,150 @@ def shards_of(path: str, shard_bytes: int = SHARD_BYTES) -> Iterator[tuple[str, 
             start, line = end, line + lines
 
 
-def score_shard(path: str, start: int, end: int, first_line: int, gold: tuple, task: str, sip_lambda: float,
-                sip_gamma: float) -> list[tuple]:
-    """In a worker: per non-blank line of the shard, (line, problems, row or None).
+def id_shard(obj, n_shards: int) -> int:
+    """The id shard of a decoded line: by its string "id", shard 0 for anything else (such a line is an error
+    whatever the other lines hold)."""
+    rid = obj.get("id") if isinstance(obj, dict) else None
+    if not isinstance(rid, str):
+        return 0
+    return zlib.crc32(rid.encode("utf-8", "surrogatepass")) % n_shards
 
-    ``gold`` is (index by id, answers, fold data or None). A row is (id, model, gold index or None when the id is
-    not in the gold file, its scores.jsonl line, tp, n_pred, n_gold, status, confidence, difficulty, tokens).
-    """
-    index, answers, fold_data = gold
-    kind = _CompiledExtract(tasks.get(task))
+
+def split_range(path: str, file_no: int, start: int, end: int, first_line: int, n_shards: int,
+                part_prefix: str) -> int:
+    """In a worker: the non-blank lines of one byte range into ``part_prefix.<shard>``, framed with their file and
+    line numbers; returns the number of lines."""
     with open(path, "rb") as fh:
         fh.seek(start)
         data = fh.read(end - start)
-    out: list[tuple] = []
-    for offset, raw in enumerate(io.BytesIO(data)):  # lines as the local reader iterates them
-        line = first_line + offset
+    parts: dict[int, list[bytes]] = {}
+    n = 0
+    for offset, raw in enumerate(io.BytesIO(data)):  # lines as the local reader iterates them (cut at \n only)
         if not raw.strip():
             continue
         obj, err = decode_line(raw)
+        shard = 0 if err else id_shard(obj, n_shards)
+        parts.setdefault(shard, []).append(_FRAME.pack(file_no, first_line + offset, len(raw)) + raw)
+        n += 1
+    for shard, frames in parts.items():
+        with open(f"{part_prefix}.{shard}", "wb") as fh:
+            fh.write(b"".join(frames))
+    return n
+
+
+def _frames(paths: list[str]) -> Iterator[tuple[int, int, bytes]]:
+    """(file number, line, raw bytes) of the part files, in their order."""
+    for p in paths:
+        if not os.path.exists(p):  # the range had no line of this shard
+            continue
+        with open(p, "rb") as fh:
+            data = fh.read()
+        pos = 0
+        while pos < len(data):
+            file_no, line, size = _FRAME.unpack_from(data, pos)
+            pos += _FRAME.size
+            yield file_no, line, data[pos:pos + size]
+            pos += size
+
+
+def _read_gold(gold_path: str, parts: list[str], kind, fields: tuple[str, ...], symmetry: bool):
+    from benchmint.metrics.pipeline_ref import GoldReader
+
+    reader = GoldReader(gold_path, kind, fields, symmetry)
+    for _, line, raw in _frames(parts):
+        obj, err = decode_line(raw)
         if err:
-            out.append((line, [RecordError(path, line, err, kind="malformed_json").row()], None))
+            reader.add(line, RecordError(gold_path, line, err, kind="malformed_json"))
             continue
         try:
-            pred = Prediction.from_json(obj, path, line)
+            reader.add(line, Item.from_json(obj, gold_path, line))
         except RecordError as exc:
-            out.append((line, [exc.row()], None))
-            continue
-        problems: list[dict] = []
-        p = read_answer(pred, kind, path, line, problems)
-        if p is None:
-            out.append((line, problems, None))
-            continue
-        gi = index.get(p.rid)
-        if gi is None:
-            out.append((line, problems, (p.rid, p.model, None)))
-            continue
-        g = answers[gi]
-        compared = kind.fold(p.answer, fold_data[gi]) if fold_data is not None else p.answer
-        tp = len(set(compared) & set(g))
-        metrics = batch_ref.metrics_from_counts(tp, len(compared), len(g), sip_lambda, sip_gamma)
-        text = format_row(p.rid, p.model, p.answer, kind, p.status, metrics)
-        out.append((line, problems, (p.rid, p.model, gi, text, tp, len(compared), len(g), p.status, p.confidence,
-                                     p.difficulty, p.tokens)))
-    return out
+            reader.add(line, exc)
+    return reader
+
+
+def _missing_rows(reader, model: str, seen: set, cfg_args: tuple, path: str) -> None:
+    """One model's rows for the shard's gold items it did not answer, in gold order: (gold line, id, row, |G|)."""
+    kind, sip_lambda, sip_gamma = cfg_args
+    if len(seen) == len(reader.ids):
+        return  # no file: nothing missing (the usual case, one per model and shard)
+    with open(path, "wb") as fh:
+        for gi, rid in enumerate(reader.ids):
+            if gi in seen:
+                continue
+            n_gold = len(reader.answers[gi])
+            metrics = batch_ref.metrics_from_counts(0, 0, n_gold, sip_lambda, sip_gamma)
+            pickle.dump((reader.lines[gi], rid, format_row(rid, model, (), kind, MISSING, metrics), n_gold), fh)
+
+
+def score_id_shard(shard: int, gold_path: str, pred_paths: list[str], gold_parts: list[str], pred_parts: list[str],
+                   task: str, fields: tuple[str, ...], symmetry: bool, sip_lambda: float, sip_gamma: float,
+                   out_prefix: str) -> dict:
+    """In a worker: one id shard scored. Writes ``out_prefix.rows`` (per prediction line in file order: file number,
+    line, problems, row text or None, its columns) and ``out_prefix.missing.<k>`` per model met (its missing rows);
+    returns the gold side (kept items' lines and strata, gold errors by line) and the models met."""
+    kind = _CompiledExtract(tasks.get(task))
+    reader = _read_gold(gold_path, gold_parts, kind, fields, symmetry)
+    models: dict[str, set] = {}
+    with open(out_prefix + ".rows", "wb") as out:
+        for file_no, line, raw in _frames(pred_parts):
+            path = pred_paths[file_no]
+            obj, err = decode_line(raw)
+            if err:
+                pickle.dump((file_no, line, [RecordError(path, line, err, kind="malformed_json").row()], None, None),
+                            out)
+                continue
+            try:
+                pred = Prediction.from_json(obj, path, line)
+            except RecordError as exc:
+                pickle.dump((file_no, line, [exc.row()], None, None), out)
+                continue
+            problems: list[dict] = []
+            p = read_answer(pred, kind, path, line, problems)
+            if p is None:
+                pickle.dump((file_no, line, problems, None, None), out)
+                continue
+            gi = reader.index.get(p.rid)
+            if gi is None:
+                pickle.dump((file_no, line, [event_error("unknown_id", path, line, p.rid, p.model)], None, None), out)
+                continue
+            seen = models.setdefault(p.model, set())
+            if gi in seen:
+                pickle.dump((file_no, line, [event_error("duplicate_prediction", path, line, p.rid, p.model)], None,
+                             None), out)
+                continue
+            seen.add(gi)
+            g = reader.answers[gi]
+            # The row shows the answer as read; with symmetry, it is compared after folding.
+            compared = kind.fold(p.answer, reader.fold_data[gi]) if symmetry else p.answer
+            tp = len(set(compared) & set(g))
+            metrics = batch_ref.metrics_from_counts(tp, len(compared), len(g), sip_lambda, sip_gamma)
+            text = format_row(p.rid, p.model, p.answer, kind, p.status, metrics)
+            cols = (p.model, reader.lines[gi], p.rid if p.status == UNPARSED else None, tp, len(compared), len(g),
+                    p.status, p.confidence, p.difficulty, p.tokens)
+            pickle.dump((file_no, line, problems, text, cols), out)
+    for k, (model, seen) in enumerate(models.items()):
+        _missing_rows(reader, model, seen, (kind, sip_lambda, sip_gamma), f"{out_prefix}.missing.{k}")
+    strata = reader.strata()
+    return {"models": list(models), "lines": np.asarray(reader.lines, dtype=np.int64),
+            "strata": {f: (codes, values) for f, (codes, values) in strata.items()},
+            "gold_errors": list(zip(_error_lines(reader.errors), reader.errors))}
+
+
+def _error_lines(errors: list[dict]) -> list[int]:
+    return [e.get("line") or 0 for e in errors]  # a gold error always names its line
+
+
+def missing_for(shard: int, gold_path: str, gold_parts: list[str], task: str, fields: tuple[str, ...],
+                symmetry: bool, sip_lambda: float, sip_gamma: float, models: list[tuple[int, str]],
+                out_prefix: str) -> int:
+    """In a worker: the missing rows of the shard's gold items for models that answered none of them, to
+    ``out_prefix.absent.<model code>``."""
+    kind = tasks.get(task)
+    reader = _read_gold(gold_path, gold_parts, kind, fields, symmetry)
+    for code, model in models:
+        _missing_rows(reader, model, set(), (kind, sip_lambda, sip_gamma), f"{out_prefix}.absent.{code}")
+    return len(reader.ids)
 
 
 class _CompiledExtract:
@@ -100,61 +234,150 @@ class _CompiledExtract:
         return getattr(self._kind, name)
 
 
-def stream(pred_paths, gold: Gold, cfg: ScoreConfig, out, errors: list[dict], progress, executor,
-           shard_bytes: int | None = None) -> tuple[Columns, list[set]]:
-    """``pipeline_ref.stream`` with the lines read and scored in shards on ``executor``; the same rows, errors,
-    columns and ``seen`` sets. ``gold`` is the reference form (its index and answers)."""
-    from benchmint.metrics.pipeline_ref import ColumnBuilder
+class ShardedGold(Gold):
+    """The gold as the driver of an id-sharded run knows it: item count, strata codes, errors, and the ids of
+    the items some row left unparsed (all ``summarize`` asks for)."""
+
+    unparsed: dict[int, str]
+
+    def ids_of(self, indices) -> list[str]:
+        return [self.unparsed[int(i)] for i in indices]
+
+
+def _pickles(path: str) -> Iterator:
+    if not os.path.exists(path):
+        return
+    with open(path, "rb") as fh:
+        while True:
+            try:
+                yield pickle.load(fh)
+            except EOFError:
+                return
+
+
+def _run(executor, fn, args: list[tuple], what) -> list:
+    """Every unit's result in unit order; a unit's failure stops the run with what it was."""
     from benchmint.run.executors import UnitTimeout, WorkerDied
 
-    assert gold.index is not None and gold.answers is not None  # the reference form
-    shared = (gold.index, gold.answers, gold.fold_data)
-    put = getattr(executor, "put", None)  # sent to the cluster once, not with every shard
-    gold_arg = put(shared) if put is not None else shared
-    shards = [s for p in pred_paths for s in shards_of(str(p), shard_bytes or SHARD_BYTES)]
-    args = [(*s, gold_arg, cfg.kind.name, cfg.sip_lambda, cfg.sip_gamma) for s in shards]
-    builder = ColumnBuilder()
-    seen: list[set] = []
-    waiting: dict[int, list[tuple]] = {}
-    next_shard = 0
+    results: list = [None] * len(args)
+    for i, result in executor.map_unordered(fn, args):
+        if isinstance(result, (UnitTimeout, WorkerDied, BaseException)):
+            if isinstance(result, OSError):
+                raise InputError(f"cannot read {what(i)}: {result}")
+            raise RuntimeError(f"{what(i)} failed: {type(result).__name__}: {result}")
+        results[i] = result
+    return results
+
+
+def n_id_shards(paths: list[str]) -> int:
+    total = sum(os.path.getsize(p) for p in paths)
+    return max(MIN_ID_SHARDS, math.ceil(total / ID_SHARD_BYTES))
+
+
+def stream(pred_paths, gold_path, cfg: ScoreConfig, out, errors: list[dict], progress, executor, work_dir: Path,
+           n_shards: int | None = None) -> tuple[Columns, Gold]:
+    """Score ``pred_paths`` against ``gold_path`` by id shards on ``executor``: rows to ``out``, problems appended
+    to ``errors`` (the gold's first), as ``pipeline_ref.load_gold`` + ``stream`` + ``append_missing`` would.
+    ``work_dir`` (created and removed here) holds the intermediate files. InputError when no gold item is usable."""
+    from benchmint.metrics.pipeline import _strata_fields
+
+    pred_paths, gold_path = [str(p) for p in pred_paths], str(gold_path)
+    fields = _strata_fields(cfg.by)
+    n = n_shards or n_id_shards([gold_path, *pred_paths])
+    work = Path(work_dir)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
     try:
-        for i, result in executor.map_unordered(score_shard, args):
-            if isinstance(result, (UnitTimeout, WorkerDied, BaseException)):
-                path, start, end, line = shards[i]
-                if isinstance(result, OSError):
-                    raise InputError(f"cannot read predictions file {path}: {result}")
-                raise RuntimeError(f"the shard of {path} from line {line} failed: {type(result).__name__}: {result}")
-            waiting[i] = result
-            while next_shard in waiting:  # the driver's part, in file order
-                path, lines = shards[next_shard][0], waiting.pop(next_shard)
-                for line, problems, row in lines:
-                    _merge(line, problems, row, path, builder, seen, out, errors)
-                progress(len(lines))  # the predictions read (non-blank lines), as the local stream counts them
-                next_shard += 1
+        # 1. split every file into id shards
+        ranges = [(-1, r) for r in shards_of(gold_path, SHARD_BYTES, "gold")]
+        ranges += [(f, r) for f, p in enumerate(pred_paths) for r in shards_of(p, SHARD_BYTES)]
+        prefixes = [str(work / (f"g{k}" if f < 0 else f"p{f}-{k}")) for k, (f, _) in enumerate(ranges)]
+        split_args = [(r[0], max(f, 0), r[1], r[2], r[3], n, prefix) for (f, r), prefix in zip(ranges, prefixes)]
+        _run(executor, split_range, split_args, lambda i: f"{ranges[i][1][0]} from line {ranges[i][1][3]}")
+        gold_prefixes = [p for (f, _), p in zip(ranges, prefixes) if f < 0]
+        pred_prefixes = [p for (f, _), p in zip(ranges, prefixes) if f >= 0]
+        # 2. score each id shard
+        common = (cfg.kind.name, fields, cfg.symmetry, cfg.sip_lambda, cfg.sip_gamma)
+        shard_args = [(s, gold_path, pred_paths, [f"{p}.{s}" for p in gold_prefixes],
+                       [f"{p}.{s}" for p in pred_prefixes], *common, str(work / f"s{s}")) for s in range(n)]
+        shards = _run(executor, score_id_shard, shard_args, lambda i: f"id shard {i} of {n}")
+        gold_errors = [e for _, e in sorted((e for s in shards for e in s["gold_errors"]), key=lambda le: le[0])]
+        errors.extend(gold_errors)
+        lines = np.sort(np.concatenate([s["lines"] for s in shards]))
+        if not len(lines):
+            return Columns([], *(np.empty(0) for _ in range(9))), _gold(gold_path, lines, shards, fields, gold_errors)
+        # 4a. the prediction lines, merged in file order
+        cols = _ColumnArrays()
+        models: dict[str, int] = {}
+        unparsed_lines: dict[int, str] = {}
+        events = heapq.merge(*(_pickles(str(work / f"s{s}.rows")) for s in range(n)), key=lambda e: (e[0], e[1]))
+        for _, _, problems, text, row in events:
+            progress(1)
+            errors.extend(problems)
+            if text is None:
+                continue
+            out.write(text + "\n")
+            model, gold_line, unparsed_id = row[0], row[1], row[2]
+            if unparsed_id is not None:
+                unparsed_lines[gold_line] = unparsed_id
+            cols.add(models.setdefault(model, len(models)), gold_line, *row[3:])
+        # 3. missing rows of models a shard never met
+        absent = [(s, [(c, m) for m, c in models.items() if m not in shards[s]["models"]]) for s in range(n)]
+        absent = [(s, ms) for s, ms in absent if ms]
+        _run(executor, missing_for, [(s, gold_path, [f"{p}.{s}" for p in gold_prefixes], *common, ms,
+                                      str(work / f"s{s}")) for s, ms in absent],
+             lambda i: f"missing rows of id shard {absent[i][0]}")
+        # 4b. each model's missing rows, merged in gold order
+        for model, code in models.items():
+            sources = []
+            for s in range(n):
+                met = shards[s]["models"]
+                name = f"s{s}.missing.{met.index(model)}" if model in met else f"s{s}.absent.{code}"
+                sources.append(_pickles(str(work / name)))
+            for gold_line, rid, text, n_gold in heapq.merge(*sources, key=lambda r: r[0]):
+                out.write(text + "\n")
+                errors.append(event_error("missing_prediction", gold_path, None, rid, model))
+                cols.add(code, gold_line, 0, 0, n_gold, MISSING, math.nan, math.nan, math.nan)
+        gold = _gold(gold_path, lines, shards, fields, gold_errors)
+        gold.unparsed = {int(np.searchsorted(lines, ln)): rid for ln, rid in unparsed_lines.items()}
+        return cols.build(list(models), lines), gold
     finally:
         executor.close()
-    return builder.build(), seen
+        shutil.rmtree(work, ignore_errors=True)
 
 
-def _merge(line: int, problems: list[dict], row: tuple | None, path: str, builder, seen: list[set], out,
-           errors: list[dict]) -> None:
-    """One line's outcome, decided as ``pipeline_ref.stream`` decides it."""
-    if row is None:
-        errors.extend(problems)
-        return
-    rid, model, gi = row[0], row[1], row[2]
-    if gi is None:
-        errors.append(event_error("unknown_id", path, line, rid, model))
-        return
-    m = builder.model_code(model)
-    if m == len(seen):
-        seen.append(set())
-    if gi in seen[m]:
-        errors.append(event_error("duplicate_prediction", path, line, rid, model))
-        return
-    errors.extend(problems)
-    seen[m].add(gi)
-    _, _, _, text, tp, n_pred, n_gold, status, confidence, difficulty, tokens = row
-    out.write(text + "\n")
-    builder.add(model=m, gold_idx=gi, tp=tp, n_pred=n_pred, n_gold=n_gold, status=status, confidence=confidence,
-                difficulty=difficulty, tokens=tokens)
+def _gold(path: str, lines: np.ndarray, shards: list[dict], fields: tuple[str, ...], errors: list[dict]) -> ShardedGold:
+    """Strata codes over every kept item in gold order, each field's values sorted as the local reader sorts them."""
+    strata = {}
+    for f in fields:
+        values = sorted({v for s in shards for v in s["strata"][f][1]})
+        where = {v: i for i, v in enumerate(values)}
+        item_lines = np.concatenate([s["lines"] for s in shards])
+        codes = np.concatenate([np.array([where[v] for v in s["strata"][f][1]], dtype=np.int64)[s["strata"][f][0]]
+                                if len(s["lines"]) else np.empty(0, dtype=np.int64) for s in shards])
+        strata[f] = (codes[np.argsort(item_lines, kind="stable")], values)
+    gold = ShardedGold(path, len(lines), strata, errors)
+    gold.unparsed = {}
+    return gold
+
+
+class _ColumnArrays:
+    """The columns of scores.jsonl's rows in arrays of their final types (a row's gold item by its line until
+    ``build``, which wraps them without copying)."""
+
+    TYPES = (("model", "i", np.int32), ("gold_line", "q", np.int64), ("tp", "i", np.int32),
+             ("n_pred", "i", np.int32), ("n_gold", "i", np.int32), ("status", "B", np.uint8),
+             ("confidence", "d", np.float64), ("difficulty", "d", np.float64), ("tokens", "d", np.float64))
+
+    def __init__(self) -> None:
+        self.arrays = [array(code) for _, code, _ in self.TYPES]
+
+    def add(self, *values) -> None:
+        for a, v in zip(self.arrays, values):
+            a.append(v)
+
+    def build(self, models: list[str], lines: np.ndarray) -> Columns:
+        cols = {name: np.frombuffer(a, dtype=dt) if len(a) else np.empty(0, dt)
+                for (name, _, dt), a in zip(self.TYPES, self.arrays)}
+        cols["gold_idx"] = np.searchsorted(lines, cols.pop("gold_line")).astype(np.int32)
+        return Columns(models=models, **cols)

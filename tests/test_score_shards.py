@@ -1,0 +1,155 @@
+"""Scoring by item-id shards (``score --engine ray``): the local engine's files, and a driver whose memory does not
+follow the inputs. The shards' units run here on local worker processes (``ProcessExecutor``); on a Ray cluster in
+tests/test_ray_engine.py."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from test_score_equivalence import _write_rows, datasets
+
+from benchmint.io import dumps
+from benchmint.metrics import pipeline_shards
+from benchmint.metrics.pipeline import ScoreConfig, _Progress, score_files
+from benchmint.metrics.synthetic import mcq_dataset
+from benchmint.run.executors import ProcessExecutor, SerialExecutor
+
+OUTPUTS = ("scores.jsonl", "summary.json", "errors.jsonl")
+
+# The Ray engine's branch of score_files with its units on two local worker processes; prints the driver's peak
+# resident memory (VmHWM: this process image's own peak, the workers are processes of their own).
+DRIVER = """
+import re, sys
+import benchmint.run.ray_engine as ray_engine
+from benchmint.run.executors import ProcessExecutor, SerialExecutor
+ray_engine.RayExecutor = lambda: ProcessExecutor(2)
+from benchmint.metrics.pipeline import ScoreConfig, score_files
+score_files(sys.argv[1], sys.argv[2], sys.argv[3], ScoreConfig(task="mcq", by=("domain",), engine="ray"))
+print(re.search(r"VmHWM:\\s+(\\d+) kB", open("/proc/self/status").read()).group(1))
+"""
+
+
+def _write(tmp_path, name, records, pred_extra=()):
+    gold, pred = tmp_path / f"{name}_gold.jsonl", tmp_path / f"{name}_pred.jsonl"
+    with open(gold, "w", encoding="utf-8") as g, open(pred, "w", encoding="utf-8") as p:
+        for kind, rec in records:
+            (g if kind == "gold" else p).write(dumps(rec) + "\n")
+        p.write("".join(line + "\n" for line in pred_extra))
+    return gold, pred
+
+
+def _sharded(preds, gold, out, cfg, n_shards, executor=lambda: ProcessExecutor(2)):
+    """The id-sharded stream on local worker processes (or ``executor``), through score_files' Ray branch."""
+    import benchmint.run.ray_engine as ray_engine
+
+    real = ray_engine.RayExecutor
+    ray_engine.RayExecutor = executor
+    old = pipeline_shards.MIN_ID_SHARDS
+    pipeline_shards.MIN_ID_SHARDS = n_shards
+    try:
+        return score_files(preds, gold, out, ScoreConfig(**{**cfg, "engine": "ray"}))
+    finally:
+        ray_engine.RayExecutor, pipeline_shards.MIN_ID_SHARDS = real, old
+
+
+@pytest.mark.parametrize("n_shards", [1, 7])
+def test_id_shards_write_the_local_engines_files(tmp_path, monkeypatch, n_shards):
+    monkeypatch.setattr(pipeline_shards, "SHARD_BYTES", 8192)  # dozens of ranges per file
+    # Three models over 600 items, one model that answers two items only (its missing rows come from shards it
+    # never met), repeated and unknown ids, lines that are no records, across two prediction files.
+    gold, pred = _write(tmp_path, "d", mcq_dataset(600, ["wise-model", "bold-model", "gambling-model"], seed=4),
+                        ['{"id": "q0000003", "model": "rare", "output": "Answer: B"}',
+                         '{"id": "q0000100", "model": "rare", "answer": ["a", "Z"]}',
+                         '{"id": "q0000003", "model": "rare", "output": "Answer: C"}',
+                         '{"id": "nowhere", "output": "A"}', "[1]", "{", '{"id": 5, "output": "A"}'])
+    second = tmp_path / "second.jsonl"
+    lines = pred.read_text(encoding="utf-8").splitlines()
+    pred.write_text("\n".join(lines[:900]) + "\n", encoding="utf-8")
+    second.write_text("\n".join(lines[900:]) + "\n\n", encoding="utf-8")
+    with open(gold, "a", encoding="utf-8") as fh:  # a repeated gold id and a gold line that is no record
+        fh.write('{"id": "q0000007", "answer": ["A"]}\n{"answer": ["A"]}\n')
+    cfg = {"task": "mcq", "by": ("domain", "level")}
+    local = score_files([pred, second], gold, tmp_path / "local", ScoreConfig(**cfg))
+    sharded = _sharded([pred, second], gold, tmp_path / "sharded", cfg, n_shards)
+    assert sharded.exit_code == local.exit_code == 1
+    for f in OUTPUTS:
+        assert (tmp_path / "sharded" / f).read_bytes() == (tmp_path / "local" / f).read_bytes(), f
+    kinds = {e["kind"] for e in sharded.errors}
+    assert {"duplicate_id", "unknown_id", "malformed_json", "missing_prediction", "missing_id"} <= kinds
+    assert sum(e["kind"] == "missing_prediction" and e["model"] == "rare" for e in sharded.errors) == 598
+    assert not (tmp_path / "sharded" / ".score-shards").exists()  # the intermediate files are removed
+
+
+@settings(max_examples=int(os.environ.get("BENCHMINT_FUZZ_EXAMPLES", "40")), deadline=None)
+@given(datasets())
+def test_random_records_by_id_shards(tmp_path_factory, rows):
+    # The generated gold and prediction lines of the compiled/reference comparison, valid and not, scored by
+    # id shards in this process (three shards: lines of one id meet in one) and by the local engine.
+    gold_rows, pred_rows = rows
+    tmp_path = tmp_path_factory.mktemp("rand")
+    gold, pred = tmp_path / "gold.jsonl", tmp_path / "pred.jsonl"
+    _write_rows(gold, gold_rows)
+    _write_rows(pred, pred_rows)
+    cfg = {"task": "mcq", "by": ("domain",)}
+    local = score_files([pred], gold, tmp_path / "local", ScoreConfig(**cfg))
+    sharded = _sharded([pred], gold, tmp_path / "sharded", cfg, 3, SerialExecutor)
+    assert sharded.exit_code == local.exit_code
+    for f in OUTPUTS:
+        assert (tmp_path / "sharded" / f).read_bytes() == (tmp_path / "local" / f).read_bytes(), f
+
+
+def test_id_shards_with_no_usable_gold_fail_as_the_local_engine(tmp_path):
+    gold, pred = tmp_path / "g.jsonl", tmp_path / "p.jsonl"
+    gold.write_text('{"id": "a"}\n[]\n', encoding="utf-8")
+    pred.write_text('{"id": "a", "output": "A"}\n', encoding="utf-8")
+    messages = {}
+    for how in ("local", "sharded"):
+        with pytest.raises(Exception) as exc:
+            if how == "local":
+                score_files([pred], gold, tmp_path / how, ScoreConfig(task="mcq"))
+            else:
+                _sharded([pred], gold, tmp_path / how, {"task": "mcq"}, 3)
+        messages[how] = (type(exc.value), str(exc.value).replace(str(tmp_path / how), "OUT"))
+        assert not (tmp_path / how / "scores.jsonl").exists()
+    assert messages["local"] == messages["sharded"]
+    assert (tmp_path / "local" / "errors.jsonl").read_bytes() == (tmp_path / "sharded" / "errors.jsonl").read_bytes()
+
+
+def _driver_peak_mib(pred, gold, out) -> float:
+    done = subprocess.run([sys.executable, "-c", DRIVER, str(pred), str(gold), str(out)], capture_output=True,
+                          text=True, check=True)
+    return int(done.stdout.split()[-1]) / 1024
+
+
+def test_the_driver_holds_neither_gold_nor_predictions(tmp_path):
+    # One model, so there are as many gold items as predictions: 4,000 lines against 80,000 (16 MB of predictions
+    # with their behaviour fields, 4 MB of gold). The driver keeps ~40 bytes of columns a row for the summary
+    # and 8 a gold item; holding the gold answers or the rows' values as Python objects costs ~500 bytes a row.
+    small = _write(tmp_path, "small", mcq_dataset(4_000, ["wise-model"], seed=8))
+    big = _write(tmp_path, "big", mcq_dataset(80_000, ["wise-model"], seed=8))
+    grown = _driver_peak_mib(big[1], big[0], tmp_path / "o2") - _driver_peak_mib(small[1], small[0], tmp_path / "o1")
+    assert grown < 20, grown
+    rows = (tmp_path / "o2" / "scores.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(rows) == 80_000 and json.loads(rows[-1])["id"] == "q0079999"
+
+
+def test_progress_counts_every_prediction_line(tmp_path):
+    gold, pred = _write(tmp_path, "p", mcq_dataset(50, ["wise-model", "bold-model"], seed=1), ["", "{", '{"id": "x", "output": ""}'])
+    seen = []
+
+    class Count(_Progress):
+        def __call__(self, n):
+            seen.append(n)
+
+    import benchmint.metrics.pipeline as pipeline
+
+    real = pipeline._Progress
+    pipeline._Progress = Count
+    try:
+        _sharded([pred], gold, tmp_path / "o", {"task": "mcq"}, 3)
+    finally:
+        pipeline._Progress = real
+    assert sum(seen) == 102  # 100 records, "{" and the unknown id; the blank line is not a prediction
