@@ -273,3 +273,20 @@ def append_slow_page(doc: pymupdf.Document, depth: int = 5) -> None:
     res_xref = int(resources[1].split()[0]) if resources[0] == "xref" else page.xref
     prefix = "" if resources[0] == "xref" else "Resources/"
     doc.xref_set_key(res_xref, prefix + "XObject", f"<< /Slow {level} 0 R >>")
+
+
+def short_font_page(doc: pymupdf.Document, baseline: float = 500.0) -> None:
+    """Append a page with a plot and its caption (Helvetica, 10 pt, baseline at ``baseline``) whose font
+    descriptor gives an ascent of 300 and a descent of -100 thousandths: less than an em in all, as in LaTeX's
+    Type 1 fonts. PyMuPDF's quad corrections (on by default) stretch such a span to the font size, keeping its
+    proportions: the caption's box runs from 7.5 pt above the baseline to 2.5 pt below it (3 and 1 without)."""
+    from page_layouts import plot
+
+    page = doc.new_page(width=612, height=792)
+    plot(page, pymupdf.Rect(150, 200, 450, baseline - 30))
+    page.insert_text((150, baseline), "Figure 1. Magnon dispersion of the film at 5 K.", fontsize=10)
+    for xref, *_ in doc.get_page_fonts(page.number):
+        descriptor = doc.get_new_xref()
+        doc.update_object(descriptor, "<< /Type /FontDescriptor /FontName /Helvetica /Flags 32 /ItalicAngle 0 "
+                                      "/FontBBox [0 -100 600 300] /Ascent 300 /Descent -100 /CapHeight 300 /StemV 80 >>")
+        doc.xref_set_key(xref, "FontDescriptor", f"{descriptor} 0 R")

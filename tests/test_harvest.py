@@ -228,6 +228,34 @@ def test_the_command_runs_without_pymupdfs_layout_model():
     assert out.strip() == "[]"
 
 
+def test_a_units_text_boxes_do_not_depend_on_what_its_process_imported_first(tmp_path):
+    """PyMuPDF 2 imports pymupdf4llm, which turns quad corrections off for the whole process; the command blocks
+    it, a Ray worker or a library user's program may not. A page range's caption box (a font whose ascent and
+    descent span less than an em) is PyMuPDF's default box in both: 7.5 pt above the baseline at 500 to 2.5 pt
+    below it, not 3 and 1."""
+    import subprocess
+    import sys
+
+    from pdf_factory import short_font_page
+
+    doc = pymupdf.open()
+    short_font_page(doc, baseline=500.0)
+    doc.save(tmp_path / "short.pdf")
+    code = ("import sys\nif sys.argv[1] == 'command': import benchmint.cli\nimport json, pymupdf\n"
+            "from benchmint.pdf.harvest import HarvestConfig, _harvest_range\n"
+            "before = bool(pymupdf._globals.skip_quad_corrections)\n"
+            "r = _harvest_range(sys.argv[2], 'p', sys.argv[3], HarvestConfig(), 1, 32, None)\n"
+            "print(json.dumps([before, [f['caption_box'] for f in r['figures']]]))")
+    got = {}
+    for first in ("command", "pymupdf"):
+        done = subprocess.run([sys.executable, "-c", code, first, str(tmp_path / "short.pdf"), str(tmp_path / first)],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        got[first] = json.loads(done.stdout)
+    assert got["command"][0] is False and got["pymupdf"][0] is True  # the import order did flip the switch
+    assert got["command"][1] == got["pymupdf"][1] == [[150.0, 492.5, 354.54, 502.5]]
+
+
 def test_a_triage_only_unit_runs_without_numpy(tmp_path):
     """A triage worker's imports are most of a small run's start-up: NumPy (~65 ms a process) stays out."""
     import subprocess

@@ -150,8 +150,10 @@ def _open(source, read: dict | None = None):
     ``Member`` read into memory (its SHA-256 into ``read["sha256"]``)."""
     import pymupdf
 
+    from benchmint.pdf import default_text_switches
     from benchmint.run.archives import Member, MemberError, read_member
 
+    default_text_switches()  # what earlier imports in this worker set must not change its results
     try:
         if isinstance(source, Member):
             try:
