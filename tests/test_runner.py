@@ -184,6 +184,28 @@ def test_started_workers_import_their_preload_before_any_unit(tmp_path):
     assert "preload_probe_mod" not in sys.modules
 
 
+def square_now(x):
+    stage(f"square {x}")
+    return x * x
+
+
+@pytest.mark.parametrize("started", [True, False])
+def test_a_workers_preload_is_no_part_of_its_units_time_limits(tmp_path, started):
+    """A preload that takes 1.5 s to import, under a 0.5 s stage and a 1 s unit limit: the units, given while
+    their workers still import (started early or forked for the first unit), finish; the limits start when
+    the worker is ready, as a Ray task's do."""
+    (tmp_path / "slow_preload_mod.py").write_text("import time\ntime.sleep(1.5)\n")
+    sys.path.insert(0, str(tmp_path))
+    ex = ProcessExecutor(2, unit_seconds=1.0, stage_seconds=0.5, preload=("slow_preload_mod",))
+    try:
+        if started:
+            ex.start()
+        assert sorted(ex.map_unordered(square_now, [(i,) for i in range(4)])) == [(i, i * i) for i in range(4)]
+    finally:
+        ex.close()
+        sys.path.remove(str(tmp_path))
+
+
 @pytest.mark.parametrize("workers, where", [(2, "parent"), (1, "worker")])
 def test_a_shared_preload_is_imported_before_the_fork_when_there_are_several_workers(tmp_path, workers, where):
     (tmp_path / "shared_probe_mod.py").write_text(
