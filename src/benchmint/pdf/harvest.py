@@ -304,10 +304,16 @@ class _Doc:
         self.error = None if other.error is None else {**other.error, "pdf": str(self.path)}
 
 
-# What a page-range unit imports: the workers import it as they start, while the run hashes its inputs.
-_TRIAGE_MODULES = ("pymupdf", "benchmint.pdf.captions", "benchmint.pdf.triage")
+# What a page-range unit imports: the workers import it as they start, while the run hashes its inputs. Every
+# pass preloads what its units import (the text pass: the triage modules), so no import falls inside a page's
+# time limit (a fresh worker after a stuck page, a Ray worker that has not run a range yet).
+_TRIAGE_MODULES = ("benchmint._core", "pymupdf", "benchmint.pdf.captions", "benchmint.pdf.triage")
 _FIGURE_MODULES = ("benchmint.pdf.geometry", "benchmint.pdf.pairing", "benchmint.pdf.panels", "benchmint.pdf.figures",
                    "benchmint.pdf.scan")
+
+
+def _range_modules(cfg: HarvestConfig) -> tuple[str, ...]:
+    return _TRIAGE_MODULES + (() if cfg.triage_only else _FIGURE_MODULES)
 
 
 def harvest(inputs, out_dir, cfg: HarvestConfig = HarvestConfig(), workers: int = 1, progress: bool = False,
@@ -326,7 +332,7 @@ def harvest(inputs, out_dir, cfg: HarvestConfig = HarvestConfig(), workers: int 
     out = Path(out_dir)
     files = find_files_into(inputs, ".pdf", out)
     out.mkdir(parents=True, exist_ok=True)
-    first_pass = _executor(workers, cfg, _TRIAGE_MODULES + (() if cfg.triage_only else _FIGURE_MODULES), engine)
+    first_pass = _executor(workers, cfg, _range_modules(cfg), engine)
     first_pass.start()
     index = None
     try:
@@ -423,10 +429,11 @@ class _Run:
         self.owner: dict[str, tuple[_Doc, tuple[int, int]]] = {}  # unit key -> its document and range
         self.started = started  # workers started for the first pass
 
-    def run(self, units: list[Unit], owners: list[_Doc], work, desc: str, then=None) -> list[dict]:
+    def run(self, units: list[Unit], owners: list[_Doc], work, desc: str, preload: tuple[str, ...],
+            then=None) -> list[dict]:
         for u, d in zip(units, owners):
             d.done_before &= self.ledger.done(u.key)
-        executor, self.started = self.started or _executor(self.workers, self.cfg, engine=self.engine), None
+        executor, self.started = self.started or _executor(self.workers, self.cfg, preload, self.engine), None
         return run_units(self.ledger, units, work, executor, desc, self.progress, then=then)[0]
 
     def range_unit(self, d: _Doc, first: int, last: int) -> Unit:
@@ -451,7 +458,7 @@ class _Run:
         pending = [self.range_unit(d, 1, CHUNK_PAGES) for d in docs]
         for _attempt in range(MAX_SKIPPED_PAGES + 1):
             self.run(pending, [self.owner[u.key][0] for u in pending], _harvest_range, "harvest: pages",
-                     self.rest_of)
+                     _range_modules(self.cfg), self.rest_of)
             pending = []
             for key, (d, rng) in list(self.owner.items()):
                 got = self.ledger.get(key)
@@ -490,7 +497,7 @@ class _Run:
                     units.append(Unit(d.key({"text": unread}), (d.source, unread, self.cfg.range_seconds),
                                       f"{d.path} text"))
                     wanted.append(d)
-        for d, r in zip(wanted, self.run(units, wanted, _read_texts, "harvest: text")):
+        for d, r in zip(wanted, self.run(units, wanted, _read_texts, "harvest: text", _TRIAGE_MODULES)):
             d.texts.update({n: texts for n, texts in r.get("text", ())})
 
 
