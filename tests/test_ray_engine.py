@@ -419,3 +419,31 @@ def test_a_ray_address_without_the_ray_engine_is_a_usage_error(tmp_path, capsys)
     assert main(["score", str(tmp_path / "p.jsonl"), "--gold", str(tmp_path / "g.jsonl"), "--task", "mcq",
                  "--out", str(tmp_path / "o"), "--ray-address", "auto"]) == 2
     assert capsys.readouterr().err == "benchmint score: error: --ray-address needs --engine ray\n"
+
+
+# --- dispatch order -------------------------------------------------------------------------------------------------
+
+
+def test_costliest_first_writes_the_files_of_input_order_locally_and_on_ray(cluster, cifs, pdfs, tmp_path,
+                                                                            monkeypatch):
+    """Units handed out by cost (a file's bytes) instead of input order: the same files, on either engine."""
+    from benchmint.pdf.harvest import harvest
+    from benchmint.xrd.build import BuildConfig, build
+
+    for root in (cifs, pdfs):  # the largest file is not first: the two orders differ
+        sizes = [p.stat().st_size for p in sorted(root.rglob("*.*"))]
+        assert sizes != sorted(sizes, reverse=True)
+    cfg = BuildConfig(per_db=2, db_from_dirname=True)
+    runs = {}
+    for dispatch, engine in (("input", "local"), ("longest-first", "local"), ("longest-first", "ray")):
+        monkeypatch.setenv("BENCHMINT_DISPATCH", dispatch)
+        out = runs[dispatch, engine] = tmp_path / f"{dispatch}-{engine}"
+        build([cifs], out / "xrd", cfg, workers=2, engine=engine)
+        harvest([pdfs], out / "pdf", workers=2, engine=engine)
+    first = runs["input", "local"]
+    images = sorted(str(p.relative_to(first / "xrd")) for p in (first / "xrd").rglob("*.png"))
+    assert len(images) == 10
+    for out in runs.values():
+        same_tree(first / "xrd", out / "xrd", ["items.jsonl", "selection.jsonl", "errors.jsonl", *images])
+        same_tree(first / "pdf", out / "pdf", HARVEST_FILES)
+        assert _thumbs(out / "pdf") == _thumbs(first / "pdf")

@@ -79,3 +79,29 @@ def test_files_that_vanish_are_rows_and_the_run_goes_on(tmp_path):
         ("a.cif", {"error": "cannot be read: FileNotFoundError: No such file or directory", "kind": "unreadable"}),
         ("b.cif", {"error": f"FileNotFoundError: [Errno 2] No such file or directory: '{src / 'b.cif'}'"}),
         ("c.cif", {"bytes": 5})]
+
+
+def log_name(source, key, out, log):
+    name = os.path.basename(source if isinstance(source, str) else source.name)
+    with open(log, "a") as fh:
+        fh.write(name + "\n")
+    return {"name": name}
+
+
+def test_the_largest_files_and_members_are_handed_out_first(tmp_path):
+    """A file's size (a member's, from its archive's listing) is its unit's cost; the one worker starts them in
+    that order, and the rows stay in input order."""
+    import tarfile
+
+    src = tmp_path / "in"
+    src.mkdir()
+    for name, size in (("a.cif", 10), ("b.cif", 500), ("c.cif", 100)):
+        (src / name).write_bytes(b"x" * size)
+    (tmp_path / "d.cif").write_bytes(b"y" * 300)
+    with tarfile.open(src / "e.tar", "w") as tar:
+        tar.add(tmp_path / "d.cif", arcname="d.cif")
+    log = tmp_path / "started.log"
+    _, rows, _ = run_files([src], ".cif", tmp_path / "out", "t", log_name, lambda p: (str(log),), lambda p: {},
+                           workers=1)
+    assert log.read_text().split() == ["b.cif", "d.cif", "c.cif", "a.cif"]
+    assert [r["name"] for _, _, r in rows] == ["a.cif", "b.cif", "c.cif", "d.cif"]

@@ -293,6 +293,7 @@ class _Doc:
     ranges: dict[tuple[int, int], dict] = field(default_factory=dict)  # (first, last) -> its result
     texts: dict[int, list[str]] = field(default_factory=dict)  # page -> paragraphs read by the text pass
     done_before: bool = True
+    size: int = 0  # its bytes: the cost of each of its ranges, so the largest documents start first
 
     def key(self, settings: dict) -> str:
         return content_key(self.digest, {**settings, "name": self.path.name})
@@ -345,19 +346,20 @@ def harvest(inputs, out_dir, cfg: HarvestConfig = HarvestConfig(), workers: int 
             settings = {**cfg.key_settings(), "name": f.path.name}
             if row is None and f.member is not None:  # not read here: a finished member is skipped unread
                 docs.append(_Doc(f.path, bytes.fromhex(key := f.member.key(settings)), key[:16], None, f.member,
-                                 labels, meta))
+                                 labels, meta, size=f.member.size))
                 continue
             if row is None:
                 # The document's key hashes its bytes with the settings (its first 16 digits name its
                 # thumbnails); the units' keys hash that key, so a long document's ranges do not hash it again.
                 try:
                     key, sha256 = hash_file(f.path, settings)
+                    size = os.stat(f.path).st_size
                 except OSError as exc:  # no permission, gone since the listing: this file's error, not the run's
                     row = read_error(exc)
             if row is not None:
                 left_out.append((len(docs), {"pdf": str(f.path), **labels, **row}))
                 continue
-            docs.append(_Doc(f.path, bytes.fromhex(key), key[:16], sha256, str(f.path), labels, meta))
+            docs.append(_Doc(f.path, bytes.fromhex(key), key[:16], sha256, str(f.path), labels, meta, size=size))
         # Copies of one file under one base name (in several folders) share every unit: one of them runs.
         first: dict[bytes, _Doc] = {}
         for d in docs:
@@ -440,7 +442,7 @@ class _Run:
         skip = {n: why for n, why in d.skips.items() if first <= n <= last}
         settings = {**self.cfg.key_settings(), "pages": [first, last], **({"skip": sorted(skip)} if skip else {})}
         unit = Unit(d.key(settings), (d.source, d.paper, str(self.out), self.cfg, first, last, skip or None),
-                    f"{d.path} pages {first}-{last}")
+                    f"{d.path} pages {first}-{last}", d.size)
         self.owner[unit.key] = (d, (first, last))
         return unit
 
