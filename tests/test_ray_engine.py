@@ -104,6 +104,32 @@ def test_each_ray_worker_imports_the_preload_and_the_compiled_module_before_its_
     assert got == [{"loaded": True, "core": True}] * 4
 
 
+def pymupdf_version() -> str:
+    import pymupdf
+
+    return pymupdf.__version__
+
+
+def test_an_executor_closed_while_its_workers_import_lets_them_finish(cluster):
+    """Closed at once, its workers still importing PyMuPDF (harvest's preload: a second or more): the warm-up
+    tasks finish, none is cancelled (Ray cancels a running task with a KeyboardInterrupt, which inside
+    ``import pymupdf`` left the worker unable to import it: every later unit on it failed), and the next
+    executor's units import PyMuPDF on every worker."""
+    import pymupdf
+
+    from benchmint.run.ray_engine import RayExecutor
+
+    ex = RayExecutor(preload=("pymupdf",))
+    ex.start()
+    warming = list(ex._warmers)
+    ex.close()
+    assert all(isinstance(pid, int) for pid in cluster.get(warming, timeout=120))
+    again = RayExecutor()
+    got = [version for _, version in again.map_unordered(pymupdf_version, [()] * 6)]
+    again.close()
+    assert got == [pymupdf.__version__] * 6
+
+
 def sleep_once(marker: str, seconds: float):
     """The first call records its worker's pid and sleeps (the test kills that worker); a later call returns."""
     path = Path(marker)
