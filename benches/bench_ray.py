@@ -31,10 +31,6 @@ pytestmark = [pytest.mark.real,
 
 _outputs: dict[str, Path] = {}
 
-# A known open bug: a non-strict xfail, so every run still shows whether it reproduces.
-RAY_HARVEST_OPEN = ("whole-suite runs have seen harvest on a Ray cluster that already ran other harvests write pages, figures "
-    "or error rows unlike the local engine's, while the test passes alone: an open bug, not yet explained")
-
 
 def noop(i: int) -> dict:
     return {"i": i}
@@ -104,7 +100,6 @@ def _flow(benchmark, tmp_path, name: str, engine: str, run, outputs: list[str]) 
     benchmark.extra_info["load_average"] = os.getloadavg()[0]  # the machine is shared: say how busy it was
 
 
-@pytest.mark.xfail(strict=False, reason=RAY_HARVEST_OPEN)
 @pytest.mark.parametrize("engine", ["local", "ray"])
 def test_harvest(benchmark, cluster, tmp_path_factory, engine):
     from benchmint.pdf.harvest import harvest

@@ -244,13 +244,15 @@ def figure_pdf(hatch: bool = False) -> bytes:
     return buf.getvalue()
 
 
-def append_slow_page(doc: pymupdf.Document, depth: int = 5) -> None:
+def append_slow_page(doc: pymupdf.Document, depth: int = 5, invocations: int = 1) -> None:
     """Append a page with a figure caption and a drawing MuPDF needs seconds to render.
 
     The drawing is one filled triangle reached through ``depth`` levels of Form
     XObjects, each drawing the level below ten times: 10**depth fills from a
     file of a few kilobytes (depth 5: about 10 s to render at 40 dpi here,
-    1 s to extract the text, 0.1 s to count the paths).
+    1 s to extract the text, 0.1 s to count the paths). The page invokes it
+    ``invocations`` times: from 64 on, the harvest reads the page's text from a
+    copy without them (triage.lean_text_copy), so only rendering is slow.
     """
     page = doc.new_page(width=600, height=800)
     page.insert_text((72, 700), "Figure 9. A nested vector drawing that is slow to render.", fontsize=10)
@@ -268,8 +270,25 @@ def append_slow_page(doc: pymupdf.Document, depth: int = 5) -> None:
         level = form(b"q /F Do Q " * 10, f"/Resources << /XObject << /F {level} 0 R >> >>")
     page.clean_contents()  # one content stream, so the drawing can be appended to it
     contents = page.get_contents()[0]
-    doc.update_stream(contents, doc.xref_stream(contents) + b"\nq /Slow Do Q\n")
+    doc.update_stream(contents, doc.xref_stream(contents) + b"\nq /Slow Do Q\n" * invocations)
     resources = doc.xref_get_key(page.xref, "Resources")
     res_xref = int(resources[1].split()[0]) if resources[0] == "xref" else page.xref
     prefix = "" if resources[0] == "xref" else "Resources/"
     doc.xref_set_key(res_xref, prefix + "XObject", f"<< /Slow {level} 0 R >>")
+
+
+def short_font_page(doc: pymupdf.Document, baseline: float = 500.0) -> None:
+    """Append a page with a plot and its caption (Helvetica, 10 pt, baseline at ``baseline``) whose font
+    descriptor gives an ascent of 300 and a descent of -100 thousandths: less than an em in all, as in LaTeX's
+    Type 1 fonts. PyMuPDF's quad corrections (on by default) stretch such a span to the font size, keeping its
+    proportions: the caption's box runs from 7.5 pt above the baseline to 2.5 pt below it (3 and 1 without)."""
+    from page_layouts import plot
+
+    page = doc.new_page(width=612, height=792)
+    plot(page, pymupdf.Rect(150, 200, 450, baseline - 30))
+    page.insert_text((150, baseline), "Figure 1. Magnon dispersion of the film at 5 K.", fontsize=10)
+    for xref, *_ in doc.get_page_fonts(page.number):
+        descriptor = doc.get_new_xref()
+        doc.update_object(descriptor, "<< /Type /FontDescriptor /FontName /Helvetica /Flags 32 /ItalicAngle 0 "
+                                      "/FontBBox [0 -100 600 300] /Ascent 300 /Descent -100 /CapHeight 300 /StemV 80 >>")
+        doc.xref_set_key(xref, "FontDescriptor", f"{descriptor} 0 R")

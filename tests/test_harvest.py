@@ -155,6 +155,45 @@ def test_a_page_past_the_page_time_limit_is_skipped_and_the_document_harvested(t
     assert res.errors == errors and res.figures == 2
 
 
+def test_every_pass_preloads_what_its_units_import(tmp_path, monkeypatch):
+    """A range's and a text pass's units import nothing their pass's preload did not (read in a fresh process),
+    and every pass gets its preload: the range run again without a stuck page and the text pass as much as the
+    first pass. An import inside a unit would count against a page's time limit."""
+    import subprocess
+    import sys
+
+    from benchmint.pdf import harvest as harvest_module
+
+    from pdf_factory import append_slow_page
+
+    code = ("import sys\nfrom benchmint.pdf import harvest as h\n"
+            "preload = h._TRIAGE_MODULES if sys.argv[1] == 'text' else h._range_modules(h.HarvestConfig())\n"
+            "for name in preload: __import__(name)\n"
+            "before = set(sys.modules)\n"
+            "if sys.argv[1] == 'text': h._read_texts(sys.argv[2], [1, 2])\n"
+            "else: h._harvest_range(sys.argv[2], 'p', sys.argv[3], h.HarvestConfig(), 1, 32, None)\n"
+            "print(sorted(m for m in set(sys.modules) - before if not m.startswith(('encodings', 'concurrent'))))")
+    for unit in ("range", "text"):
+        done = subprocess.run([sys.executable, "-c", code, unit, str(SAMPLE), str(tmp_path / unit)],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "[]", unit
+    made, real = [], harvest_module._executor
+    monkeypatch.setattr(harvest_module, "_executor", lambda *a, **k: made.append(a[2]) or real(*a, **k))
+    doc = pymupdf.open(SAMPLE)
+    append_slow_page(doc)  # page 3 stops its range: the range runs again without it
+    (tmp_path / "in").mkdir()
+    doc.save(tmp_path / "in" / "a_slow.pdf")
+    long_doc = pymupdf.open()  # figures on its last pages, its first range's text unread: a text pass
+    for k in range(harvest_module.CHUNK_PAGES + 3):
+        long_doc.new_page().insert_text((72, 72), f"Page {k + 1}: as Fig. 1 shows, the film is flat.")
+    long_doc.insert_pdf(pymupdf.open(SAMPLE))
+    long_doc.save(tmp_path / "in" / "b_long.pdf")
+    harvest([tmp_path / "in"], tmp_path / "out", HarvestConfig(page_seconds=2.0), workers=1)
+    ranges = harvest_module._range_modules(HarvestConfig())
+    assert made == [ranges, ranges, harvest_module._TRIAGE_MODULES]  # first pass, the retry, the text pass
+
+
 def test_a_document_past_the_document_time_limit_is_an_error_row(tmp_path, corpus):
     from pdf_factory import append_slow_page
 
@@ -226,6 +265,34 @@ def test_the_command_runs_without_pymupdfs_layout_model():
             "print(sorted(m for m in ('onnxruntime', 'pymupdf4llm', 'pymupdf.layout') if sys.modules.get(m)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_units_text_boxes_do_not_depend_on_what_its_process_imported_first(tmp_path):
+    """PyMuPDF 2 imports pymupdf4llm, which turns quad corrections off for the whole process; the command blocks
+    it, a Ray worker or a library user's program may not. A page range's caption box (a font whose ascent and
+    descent span less than an em) is PyMuPDF's default box in both: 7.5 pt above the baseline at 500 to 2.5 pt
+    below it, not 3 and 1."""
+    import subprocess
+    import sys
+
+    from pdf_factory import short_font_page
+
+    doc = pymupdf.open()
+    short_font_page(doc, baseline=500.0)
+    doc.save(tmp_path / "short.pdf")
+    code = ("import sys\nif sys.argv[1] == 'command': import benchmint.cli\nimport json, pymupdf\n"
+            "from benchmint.pdf.harvest import HarvestConfig, _harvest_range\n"
+            "before = bool(pymupdf._globals.skip_quad_corrections)\n"
+            "r = _harvest_range(sys.argv[2], 'p', sys.argv[3], HarvestConfig(), 1, 32, None)\n"
+            "print(json.dumps([before, [f['caption_box'] for f in r['figures']]]))")
+    got = {}
+    for first in ("command", "pymupdf"):
+        done = subprocess.run([sys.executable, "-c", code, first, str(tmp_path / "short.pdf"), str(tmp_path / first)],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        got[first] = json.loads(done.stdout)
+    assert got["command"][0] is False and got["pymupdf"][0] is True  # the import order did flip the switch
+    assert got["command"][1] == got["pymupdf"][1] == [[150.0, 492.5, 354.54, 502.5]]
 
 
 def test_a_triage_only_unit_runs_without_numpy(tmp_path):

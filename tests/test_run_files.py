@@ -135,3 +135,29 @@ def test_encoded_results_are_recorded_as_the_driver_records_them(tmp_path):
     assert seen["encoded"][4] == stored_error and seen["plain"][4] == varied(2)
     del seen["encoded"][4], seen["plain"][4]
     assert seen["encoded"] == seen["plain"] and ("then", "k4") not in seen["plain"]
+
+
+def log_name(source, key, out, log):
+    name = os.path.basename(source if isinstance(source, str) else source.name)
+    with open(log, "a") as fh:
+        fh.write(name + "\n")
+    return {"name": name}
+
+
+def test_the_largest_files_and_members_are_handed_out_first(tmp_path):
+    """A file's size (a member's, from its archive's listing) is its unit's cost; the one worker starts them in
+    that order, and the rows stay in input order."""
+    import tarfile
+
+    src = tmp_path / "in"
+    src.mkdir()
+    for name, size in (("a.cif", 10), ("b.cif", 500), ("c.cif", 100)):
+        (src / name).write_bytes(b"x" * size)
+    (tmp_path / "d.cif").write_bytes(b"y" * 300)
+    with tarfile.open(src / "e.tar", "w") as tar:
+        tar.add(tmp_path / "d.cif", arcname="d.cif")
+    log = tmp_path / "started.log"
+    _, rows, _ = run_files([src], ".cif", tmp_path / "out", "t", log_name, lambda p: (str(log),), lambda p: {},
+                           workers=1)
+    assert log.read_text().split() == ["b.cif", "d.cif", "c.cif", "a.cif"]
+    assert [r["name"] for _, _, r in rows] == ["a.cif", "b.cif", "c.cif", "d.cif"]

@@ -184,6 +184,28 @@ def test_started_workers_import_their_preload_before_any_unit(tmp_path):
     assert "preload_probe_mod" not in sys.modules
 
 
+def square_now(x):
+    stage(f"square {x}")
+    return x * x
+
+
+@pytest.mark.parametrize("started", [True, False])
+def test_a_workers_preload_is_no_part_of_its_units_time_limits(tmp_path, started):
+    """A preload that takes 1.5 s to import, under a 0.5 s stage and a 1 s unit limit: the units, given while
+    their workers still import (started early or forked for the first unit), finish; the limits start when
+    the worker is ready, as a Ray task's do."""
+    (tmp_path / "slow_preload_mod.py").write_text("import time\ntime.sleep(1.5)\n")
+    sys.path.insert(0, str(tmp_path))
+    ex = ProcessExecutor(2, unit_seconds=1.0, stage_seconds=0.5, preload=("slow_preload_mod",))
+    try:
+        if started:
+            ex.start()
+        assert sorted(ex.map_unordered(square_now, [(i,) for i in range(4)])) == [(i, i * i) for i in range(4)]
+    finally:
+        ex.close()
+        sys.path.remove(str(tmp_path))
+
+
 @pytest.mark.parametrize("workers, where", [(2, "parent"), (1, "worker")])
 def test_a_shared_preload_is_imported_before_the_fork_when_there_are_several_workers(tmp_path, workers, where):
     (tmp_path / "shared_probe_mod.py").write_text(
@@ -280,3 +302,61 @@ def test_executor_for():
         executor_for("ray", 1)
     with pytest.raises(ValueError, match="workers must be -1"):
         executor_for("thread", 0)
+
+
+# --- dispatch order: costliest first ------------------------------------------------------------------------------
+
+
+def log_start(i, log, seconds=0.0):
+    """Appends "i pid start" to ``log`` as the unit starts in its worker, then works ``seconds``."""
+    with open(log, "a") as fh:
+        fh.write(f"{i} {os.getpid()} {time.time()}\n")
+    time.sleep(seconds)
+    return {"i": i}
+
+
+def _started(log):
+    rows = [line.split() for line in open(log).read().splitlines()]
+    return [(int(i), int(pid), float(t)) for i, pid, t in rows]
+
+
+@pytest.mark.parametrize("dispatch, order", [(None, [1, 3, 4, 0, 2, 5]), ("input", [0, 1, 2, 3, 4, 5])])
+def test_units_are_handed_out_costliest_first_and_ties_in_input_order(dispatch, order, tmp_path, monkeypatch):
+    if dispatch is not None:
+        monkeypatch.setenv("BENCHMINT_DISPATCH", dispatch)
+    log = tmp_path / "started.log"
+    costs = [1, 5, 0, 5, 3, 0]
+    units = [Unit(f"c{i}", (i, str(log)), f"unit {i}", cost) for i, cost in enumerate(costs)]
+    with Ledger(tmp_path / "l.sqlite", "t") as ledger:
+        results, _ = run_units(ledger, units, log_start, ProcessExecutor(1))  # one worker: starts in dispatch order
+    assert [i for i, _, _ in _started(log)] == order
+    assert results == [{"i": i} for i in range(6)]  # read back in unit order all the same
+
+
+def test_a_long_unit_given_last_runs_beside_the_short_ones_not_after_them(tmp_path, monkeypatch):
+    # Input order would start the long unit once the short ones were handed out, on a worker that ran some of
+    # them; costliest first gives it a worker of its own from the start while the other runs every short unit.
+    log = tmp_path / "started.log"
+    units = [Unit(f"s{i}", (i, str(log), 0.05), f"short {i}", 1) for i in range(6)]
+    units.append(Unit("long", (6, str(log), 1.5), "long", 30))
+    with Ledger(tmp_path / "l.sqlite", "t") as ledger:
+        results, _ = run_units(ledger, units, log_start, ProcessExecutor(2))
+    started = _started(log)
+    long_pid = next(pid for i, pid, _ in started if i == 6)
+    assert [i for i, pid, _ in started if pid == long_pid] == [6]
+    assert [i for i, pid, _ in started if pid != long_pid] == [0, 1, 2, 3, 4, 5]
+    assert results == [{"i": i} for i in range(7)]
+    monkeypatch.setenv("BENCHMINT_DISPATCH", "input")  # the other order, for contrast: both workers take short
+    log.unlink()  # units first, so the long one follows short ones on its worker
+    with Ledger(tmp_path / "l2.sqlite", "t") as ledger:
+        run_units(ledger, units, log_start, ProcessExecutor(2))
+    started = _started(log)
+    long_pid = next(pid for i, pid, _ in started if i == 6)
+    assert [i for i, pid, _ in started if pid == long_pid][-1] == 6 and len({pid for _, pid, _ in started}) == 2
+    assert len([i for i, pid, _ in started if pid == long_pid]) > 1
+
+
+def test_an_unknown_dispatch_order_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("BENCHMINT_DISPATCH", "random")
+    with Ledger(tmp_path / "l.sqlite", "t") as ledger, pytest.raises(ValueError, match="BENCHMINT_DISPATCH"):
+        run_units(ledger, UNITS[:2], square_or_fail, SerialExecutor())

@@ -203,8 +203,10 @@ def _open(source, read: dict | None = None):
     ``Member`` read into memory (its SHA-256 into ``read["sha256"]``)."""
     import pymupdf
 
+    from benchmint.pdf import default_text_switches
     from benchmint.run.archives import Member, MemberError, read_member
 
+    default_text_switches()  # what earlier imports in this worker set must not change its results
     try:
         if isinstance(source, Member):
             try:
@@ -375,6 +377,7 @@ class _Doc:
     ranges: dict[tuple[int, int], dict] = field(default_factory=dict)  # (first, last) -> its result
     texts: dict[int, list[str]] = field(default_factory=dict)  # page -> paragraphs read by the text pass
     done_before: bool = True
+    size: int = 0  # its bytes: the cost of each of its ranges, so the largest documents start first
 
     def key(self, settings: dict) -> str:
         return content_key(self.digest, {**settings, "name": self.path.name})
@@ -386,10 +389,16 @@ class _Doc:
         self.error = None if other.error is None else {**other.error, "pdf": str(self.path)}
 
 
-# What a page-range unit imports: the workers import it as they start, while the run hashes its inputs.
-_TRIAGE_MODULES = ("pymupdf", "benchmint.pdf.captions", "benchmint.pdf.triage")
+# What a page-range unit imports: the workers import it as they start, while the run hashes its inputs. Every
+# pass preloads what its units import (the text pass: the triage modules), so no import falls inside a page's
+# time limit (a fresh worker after a stuck page, a Ray worker that has not run a range yet).
+_TRIAGE_MODULES = ("benchmint._core", "pymupdf", "benchmint.pdf.captions", "benchmint.pdf.triage")
 _FIGURE_MODULES = ("benchmint.pdf.geometry", "benchmint.pdf.pairing", "benchmint.pdf.panels", "benchmint.pdf.figures",
                    "benchmint.pdf.scan")
+
+
+def _range_modules(cfg: HarvestConfig) -> tuple[str, ...]:
+    return _TRIAGE_MODULES + (() if cfg.triage_only else _FIGURE_MODULES)
 
 
 def harvest(inputs, out_dir, cfg: HarvestConfig = HarvestConfig(), workers: int = 1, progress: bool = False,
@@ -408,7 +417,7 @@ def harvest(inputs, out_dir, cfg: HarvestConfig = HarvestConfig(), workers: int 
     out = Path(out_dir)
     files = find_files_into(inputs, ".pdf", out)
     out.mkdir(parents=True, exist_ok=True)
-    first_pass = _executor(workers, cfg, _TRIAGE_MODULES + (() if cfg.triage_only else _FIGURE_MODULES), engine)
+    first_pass = _executor(workers, cfg, _range_modules(cfg), engine)
     first_pass.start()
     index = None
     try:
@@ -421,19 +430,20 @@ def harvest(inputs, out_dir, cfg: HarvestConfig = HarvestConfig(), workers: int 
             settings = {**cfg.key_settings(), "name": f.path.name}
             if row is None and f.member is not None:  # not read here: a finished member is skipped unread
                 docs.append(_Doc(f.path, bytes.fromhex(key := f.member.key(settings)), key[:16], None, f.member,
-                                 labels, meta))
+                                 labels, meta, size=f.member.size))
                 continue
             if row is None:
                 # The document's key hashes its bytes with the settings (its first 16 digits name its
                 # thumbnails); the units' keys hash that key, so a long document's ranges do not hash it again.
                 try:
                     key, sha256 = hash_file(f.path, settings)
+                    size = os.stat(f.path).st_size
                 except OSError as exc:  # no permission, gone since the listing: this file's error, not the run's
                     row = read_error(exc)
             if row is not None:
                 left_out.append((len(docs), {"pdf": str(f.path), **labels, **row}))
                 continue
-            docs.append(_Doc(f.path, bytes.fromhex(key), key[:16], sha256, str(f.path), labels, meta))
+            docs.append(_Doc(f.path, bytes.fromhex(key), key[:16], sha256, str(f.path), labels, meta, size=size))
         # Copies of one file under one base name (in several folders) share every unit: one of them runs.
         first: dict[bytes, _Doc] = {}
         for d in docs:
@@ -505,17 +515,18 @@ class _Run:
         self.owner: dict[str, tuple[_Doc, tuple[int, int]]] = {}  # unit key -> its document and range
         self.started = started  # workers started for the first pass
 
-    def run(self, units: list[Unit], owners: list[_Doc], work, desc: str, then=None) -> list[dict]:
+    def run(self, units: list[Unit], owners: list[_Doc], work, desc: str, preload: tuple[str, ...],
+            then=None) -> list[dict]:
         for u, d in zip(units, owners):
             d.done_before &= self.ledger.done(u.key)
-        executor, self.started = self.started or _executor(self.workers, self.cfg, engine=self.engine), None
+        executor, self.started = self.started or _executor(self.workers, self.cfg, preload, self.engine), None
         return run_units(self.ledger, units, work, executor, desc, self.progress, then=then)[0]
 
     def range_unit(self, d: _Doc, first: int, last: int) -> Unit:
         skip = {n: why for n, why in d.skips.items() if first <= n <= last}
         settings = {**self.cfg.key_settings(), "pages": [first, last], **({"skip": sorted(skip)} if skip else {})}
         unit = Unit(d.key(settings), (d.source, d.paper, str(self.out), self.cfg, first, last, skip or None),
-                    f"{d.path} pages {first}-{last}")
+                    f"{d.path} pages {first}-{last}", d.size)
         self.owner[unit.key] = (d, (first, last))
         return unit
 
@@ -533,7 +544,7 @@ class _Run:
         pending = [self.range_unit(d, 1, CHUNK_PAGES) for d in docs]
         for _attempt in range(MAX_SKIPPED_PAGES + 1):
             self.run(pending, [self.owner[u.key][0] for u in pending], _harvest_range, "harvest: pages",
-                     self.rest_of)
+                     _range_modules(self.cfg), self.rest_of)
             pending = []
             for key, (d, rng) in list(self.owner.items()):
                 got = self.ledger.get(key)
@@ -572,7 +583,7 @@ class _Run:
                     units.append(Unit(d.key({"text": unread}), (d.source, unread, self.cfg.range_seconds),
                                       f"{d.path} text"))
                     wanted.append(d)
-        for d, r in zip(wanted, self.run(units, wanted, _read_texts, "harvest: text")):
+        for d, r in zip(wanted, self.run(units, wanted, _read_texts, "harvest: text", _TRIAGE_MODULES)):
             d.texts.update({n: texts for n, texts in r.get("text", ())})
 
 

@@ -109,7 +109,8 @@ class ProcessExecutor:
 
     ``unit_seconds`` bounds a unit's whole run and ``stage_seconds`` the time
     between two ``stage()`` reports of a unit (say, one page of a document),
-    unless the stage reported a limit of its own (``stage(label, seconds)``). A
+    unless the stage reported a limit of its own (``stage(label, seconds)``); both
+    start when the worker, its ``preload`` imported, takes the unit. A
     unit past either limit has its worker killed (MuPDF or a CIF parser stuck in
     C code cannot be interrupted any other way) and yields ``UnitTimeout``; a
     worker that dies yields ``WorkerDied``. Either way a fresh worker takes the
@@ -227,6 +228,7 @@ def _worker_main(conn, parent: int, preload: tuple[str, ...]) -> None:
     global _REPORT_TO
     _die_with(parent)
     _import_all(preload)
+    conn.send(("ready",))  # a unit's time limits start now: the imports are no unit's work
     while True:
         try:
             task = conn.recv()
@@ -303,22 +305,34 @@ class _Worker(UnitClock):
         self.proc.start()
         child.close()
         self.index = -1
-        self.started = self.stage_started = 0.0
+        self.ready = False  # the preload imported (the worker said so)
+        self.started = None
+        self.stage_started = 0.0
         self.stage = None
         self.stage_limit = None
 
     def give(self, i: int, fn, args: tuple) -> None:
         self.index, self.stage, self.stage_limit = i, None, None
-        self.started = self.stage_started = time.monotonic()
+        self._start_clock()
         self.conn.send((i, fn, args))
 
+    def _start_clock(self) -> None:
+        # A worker still importing its preload has not started the unit: its clock starts once it is ready.
+        self.started = time.monotonic() if self.ready else None
+        self.stage_started = self.started or 0.0
+
     def receive(self) -> tuple[int, Any] | None:
-        """(index, result) when the unit ended, None for a stage report."""
+        """(index, result) when the unit ended, None for a stage report or the worker's word that it is ready."""
         try:
             msg = self.conn.recv()
         except (EOFError, OSError):
             self.proc.join(1)
             return self.index, WorkerDied(self.index, self.proc.exitcode)
+        if msg[0] == "ready":
+            self.ready = True
+            if self.index >= 0:
+                self._start_clock()
+            return None
         if msg[0] == "stage":
             self.stage, self.stage_limit, self.stage_started = msg[1], msg[2], time.monotonic()
             return None

@@ -269,8 +269,10 @@ class RayExecutor:
     def close(self) -> None:
         if self._ray.is_initialized():
             self._cancel_live()
-            for ref in self._warmers:
-                self._ray.cancel(ref)
+        # The warm-up tasks are left to finish, never cancelled: Ray cancels a running task by raising
+        # KeyboardInterrupt in it, and one raised inside ``import pymupdf`` leaves that worker process unable
+        # to import PyMuPDF again ("partially initialized module 'pymupdf' has no attribute 'layout'"), so
+        # every later unit it ran failed.
         self._warmers = []
 
 

@@ -43,11 +43,35 @@ def executor_for_files(engine: str, workers: int, *, unit_seconds: float | None 
 
 @dataclass(frozen=True, slots=True)
 class Unit:
-    """One piece of work: its content ``key``, the arguments of the work function, and a label for messages."""
+    """One piece of work: its content ``key``, the arguments of the work function, and a label for messages.
+
+    ``cost``: the work expected of it, in any unit shared by the units of one run (a file's bytes, a range's
+    pages); it decides only the order in which units are handed out (``dispatch_order``), never what is written.
+    """
 
     key: str
     args: tuple
     label: str
+    cost: float = 0.0
+
+
+# BENCHMINT_DISPATCH=input hands units out in input order (for comparing the two orders; the outputs are the same).
+DISPATCH_ENV = "BENCHMINT_DISPATCH"
+
+
+def dispatch_order(units: list[Unit]) -> list[Unit]:
+    """``units`` in the order they are handed to the executor: the costliest first, ties in input order.
+
+    A long unit started last keeps one worker busy after the others ran out of work; started first, it runs
+    while the short ones fill the other workers (the longest-processing-time rule). Results are read back in
+    unit order, so the order changes when units finish, not what a run writes.
+    """
+    mode = os.environ.get(DISPATCH_ENV, "longest-first")
+    if mode == "input":
+        return units
+    if mode != "longest-first":
+        raise ValueError(f"{DISPATCH_ENV} must be 'longest-first' or 'input', not {mode!r}")
+    return sorted(units, key=lambda u: -u.cost)  # stable: ties keep input order
 
 
 def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict | Encoded], executor: Executor,
@@ -67,7 +91,8 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict | 
     fail again) are tried again by the next run. Each
     result is committed to the ledger as it arrives, before the next one is
     reported (``on_recorded``, the progress bar), so a killed run keeps every
-    unit it reported finished. Units sharing a key run once.
+    unit it reported finished. Units sharing a key run once. Units are handed
+    out costliest first (``Unit.cost``, ``dispatch_order``).
 
     ``then(unit, result)`` names units that follow from a unit's result (the
     rest of a document once its first pages told its length): they join the
@@ -79,7 +104,7 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict | 
     word, an answer that ran out of attempts when more are given now). ``read_back=False``: the results are
     left in the ledger for the caller to read one at a time (the list returned is empty).
     """
-    todo = list({u.key: u for u in units if not _kept(ledger, u.key, redo)}.values())
+    todo = dispatch_order(list({u.key: u for u in units if not _kept(ledger, u.key, redo)}.values()))
     args = [u.args for u in todo]
     bar = None
     if progress and todo:
@@ -314,6 +339,7 @@ def run_files(inputs: Sequence[str | os.PathLike], suffix: str, out_dir: str | o
     before the files are hashed and import the ``preload`` modules meanwhile (``share_preload``: as
     ``ProcessExecutor`` has it). ``engine``: "local", or "ray" for tasks on the connected Ray cluster
     (``executor_for_files``); the outputs are the same.
+    A file's size is its unit's ``cost``: the largest files are handed out first.
     Returns (output folder, [(FoundFile, key or None, result)], files already done).
     """
     resolve_workers(workers)
@@ -329,14 +355,15 @@ def run_files(inputs: Sequence[str | os.PathLike], suffix: str, out_dir: str | o
             left_out = f.error_row()
             if left_out is None and f.member is not None:  # keyed by its identity in the archive: not read here
                 key = f.member.key(settings_of(f.path))
-                units.append(Unit(key, (f.member, key, str(out), *args_of(f.path)), str(f.path)))
+                units.append(Unit(key, (f.member, key, str(out), *args_of(f.path)), str(f.path), f.member.size))
             elif left_out is None:
                 try:
                     key, _ = hash_file(f.path, settings_of(f.path))
+                    size = os.stat(f.path).st_size
                 except OSError as exc:  # no permission, gone since the listing: this file's error, not the run's
                     left_out = read_error(exc)
                 else:
-                    units.append(Unit(key, (str(f.path), key, str(out), *args_of(f.path)), str(f.path)))
+                    units.append(Unit(key, (str(f.path), key, str(out), *args_of(f.path)), str(f.path), size))
             rows.append((f, None, left_out) if left_out is not None else (f, units[-1].key, None))
         with Ledger(out / LEDGER_NAME, kind) as ledger:
             results, skipped = run_units(ledger, units, functools.partial(encoded, work), executor, kind, progress)
