@@ -16,7 +16,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 # Markdown export, which loads onnxruntime too: ~0.1 s) whenever pymupdf is imported; only Page.get_layout
 # and the Markdown functions use them, and no command does. The command's process (and the workers it
 # forks) go without them; a program importing benchmint as a library keeps PyMuPDF as it is. (pymupdf4llm
-# also turns PyMuPDF's quad corrections off; harvest units set them back: pdf.default_text_switches.)
+# also turns PyMuPDF's quad corrections off; harvest units read pages under pdf.default_text_switches.)
 if "pymupdf" not in sys.modules:
     sys.modules.setdefault("pymupdf.layout", None)  # type: ignore[arg-type]
     sys.modules.setdefault("pymupdf4llm", None)  # type: ignore[arg-type]

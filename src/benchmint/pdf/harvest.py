@@ -34,12 +34,12 @@ import os
 import re
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from benchmint.arxiv import Filters, MetadataIndex, joined, latest_versions, parse_id
 from benchmint.io import InputError, write_jsonl
+from benchmint.pdf import default_text_switches
 from benchmint.run import (
     Executor,
     Ledger,
@@ -203,10 +203,8 @@ def _open(source, read: dict | None = None):
     ``Member`` read into memory (its SHA-256 into ``read["sha256"]``)."""
     import pymupdf
 
-    from benchmint.pdf import default_text_switches
     from benchmint.run.archives import Member, MemberError, read_member
 
-    default_text_switches()  # what earlier imports in this worker set must not change its results
     try:
         if isinstance(source, Member):
             try:
@@ -238,24 +236,8 @@ def _harvest_range(path, paper: str, out_dir: str, cfg: HarvestConfig, first: in
     """``_range_of``; the first range's also has the SHA-256 of an archive member's bytes (the parent has not
     read them)."""
     read: dict = {}
-    with _text_geometry():
+    with default_text_switches():
         return {**_range_of(path, paper, out_dir, cfg, first, last, skip, read if first == 1 else None), **read}
-
-
-@contextmanager
-def _text_geometry():
-    """MuPDF's text boxes as the ``benchmint`` command reads them (quad corrections on) while a unit runs, then
-    the process's own setting again. Importing pymupdf4llm (a plain ``import pymupdf`` does, in PyMuPDF 2) turns
-    them off for the whole process, and lines then stand a point higher or lower: a program harvesting through
-    the library, or a worker forked from it, would find other bodies than the command."""
-    import pymupdf
-
-    before = pymupdf.TOOLS.unset_quad_corrections()
-    pymupdf.TOOLS.unset_quad_corrections(False)
-    try:
-        yield
-    finally:
-        pymupdf.TOOLS.unset_quad_corrections(before)
 
 
 def _range_of(path, paper: str, out_dir: str, cfg: HarvestConfig, first: int, last: int,
@@ -337,7 +319,7 @@ def _read_texts(path, numbers: list[int], open_seconds: float | None = None) -> 
     doc, problem = _open(path)
     if doc is None:
         return {"error": problem}
-    with doc, _text_geometry():
+    with doc, default_text_switches():
         out = []
         for number in numbers:
             stage(f"page {number} text")
