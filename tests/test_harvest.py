@@ -423,3 +423,31 @@ def test_opening_and_counting_run_under_the_range_limit_not_the_page_limit(tmp_p
 def test_range_seconds_is_checked(tmp_path, capsys):
     assert main(["harvest", str(SAMPLE), "--out", str(tmp_path / "o"), "--range-seconds", "0"]) == 2
     assert "range_seconds must be a positive number of seconds, got 0" in capsys.readouterr().err
+
+
+def test_a_text_pass_that_cannot_read_its_pages_is_an_error_row(tmp_path, monkeypatch):
+    """The text pass reads a document again for its discussions: a file that changed between the passes (here
+    overwritten) costs the discussions that text, and errors.jsonl says which pages went unread and why; the
+    figures are still written."""
+    from benchmint.pdf import harvest as harvest_module
+
+    long_doc = pymupdf.open()  # figures on its last pages, its first range's text unread: a text pass
+    for k in range(harvest_module.CHUNK_PAGES + 3):
+        long_doc.new_page().insert_text((72, 72), f"Page {k + 1}: as Fig. 1 shows, the film is flat.")
+    long_doc.insert_pdf(pymupdf.open(SAMPLE))
+    (tmp_path / "in").mkdir()
+    pdf = tmp_path / "in" / "b_long.pdf"
+    long_doc.save(pdf)
+    real = harvest_module._Run.unread_text
+
+    def overwritten_first(run, docs):
+        pdf.write_bytes(b"%PDF-1.7 not a document any more")
+        return real(run, docs)
+
+    monkeypatch.setattr(harvest_module._Run, "unread_text", overwritten_first)
+    res = harvest([tmp_path / "in"], tmp_path / "out", HarvestConfig(), workers=1)
+    errors = [json.loads(line) for line in (tmp_path / "out" / "errors.jsonl").read_text().splitlines()]
+    first = list(range(1, harvest_module.CHUNK_PAGES + 1))
+    n = harvest_module.CHUNK_PAGES
+    assert [(e["pdf"], e["text_of_pages"]) for e in errors] == [(str(pdf), first), (str(pdf), [n + 1, n + 2, n + 3])]
+    assert errors[0]["error"] and res.errors == errors and res.figures == 2

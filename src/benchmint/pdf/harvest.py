@@ -358,6 +358,7 @@ class _Doc:
     skips: dict[int, str] = field(default_factory=dict)  # page -> why it is not read (a time limit)
     ranges: dict[tuple[int, int], dict] = field(default_factory=dict)  # (first, last) -> its result
     texts: dict[int, list[str]] = field(default_factory=dict)  # page -> paragraphs read by the text pass
+    text_errors: list[dict] = field(default_factory=list)  # error rows of text-pass units (discussions may lack text)
     done_before: bool = True
     size: int = 0  # its bytes: the cost of each of its ranges, so the largest documents start first
 
@@ -367,6 +368,7 @@ class _Doc:
     def share(self, other: _Doc) -> None:
         """Take the results of ``other``, a copy of this file run in its place."""
         self.skips, self.ranges, self.texts, self.done_before = other.skips, other.ranges, other.texts, other.done_before
+        self.text_errors = [{**row, "pdf": str(self.path)} for row in other.text_errors]
         self.sha256 = self.sha256 or other.sha256
         self.error = None if other.error is None else {**other.error, "pdf": str(self.path)}
 
@@ -565,7 +567,9 @@ class _Run:
                     units.append(Unit(d.key({"text": unread}), (d.source, unread, self.cfg.range_seconds),
                                       f"{d.path} text"))
                     wanted.append(d)
-        for d, r in zip(wanted, self.run(units, wanted, _read_texts, "harvest: text", _TRIAGE_MODULES)):
+        for d, u, r in zip(wanted, units, self.run(units, wanted, _read_texts, "harvest: text", _TRIAGE_MODULES)):
+            if "error" in r:  # the document changed or vanished since its pages were read, a page's text stuck
+                d.text_errors.append(_error_row(d, r, text_of_pages=u.args[1]))
             d.texts.update({n: texts for n, texts in r.get("text", ())})
 
 
@@ -614,6 +618,7 @@ def _write(out: Path, docs: list, cfg: HarvestConfig, left_out: list[tuple[int, 
             doc_figures = [{**f, "discussion": text} for f, text in zip(doc_figures, found)]
         figures.extend(doc_figures)
         errors += [{**ident, "page": page, "error": reason} for page, reason in sorted(d.skips.items())]
+        errors += [{**row, **ident} for row in d.text_errors]
     write_jsonl(out / "pages.jsonl", pages)
     write_jsonl(out / "figures.jsonl", figures)
     write_jsonl(out / "errors.jsonl", errors)
