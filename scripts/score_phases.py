@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from serial_fraction import score_inputs  # the same generated gold and raw outputs as the sweep's
+
 # Runs the CLI with the pipeline's phases wrapped; writes {phase: [wall, main-thread CPU, process CPU]} and the
 # whole process's figures to $SCORE_PHASES.
 WRAP = """import json, os, resource, sys, time
@@ -59,18 +61,6 @@ sys.exit(code)
 """
 # The names score_files looks up in benchmint.metrics.pipeline at call time.
 PHASES = ("load_gold", "_stream_compiled", "summarize", "write_jsonl")
-
-
-def inputs(root: Path, n: int) -> tuple[Path, Path]:
-    from benchmint.io import dumps
-    from benchmint.metrics.synthetic import mcq_dataset
-
-    gold, pred = root / "gold.jsonl", root / "pred.jsonl"
-    models = ["wise-model", "cautious-model", "bold-model", "gambling-model"]
-    with open(gold, "w", encoding="utf-8") as g, open(pred, "w", encoding="utf-8") as p:
-        for kind, rec in mcq_dataset(n // len(models), models, seed=11, behaviour_fields=False):
-            (g if kind == "gold" else p).write(dumps(rec) + "\n")
-    return gold, pred
 
 
 def run_once(pred: Path, gold: Path, out: Path, workers: int, by: str, extra: list[str], tmp: Path) -> dict:
@@ -137,7 +127,7 @@ def main() -> None:
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="score-phases-", dir=args.dir))
     try:
-        gold, pred = inputs(tmp, args.rows)
+        gold, pred = score_inputs(tmp, args.rows)
         rows = {}
         for w in map(int, args.workers.split(",")):
             # best of the repeats by CPU: the figures derived are CPU seconds, steadier than walls on a busy machine
