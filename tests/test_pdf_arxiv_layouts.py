@@ -343,8 +343,8 @@ def test_a_placeholder_frame_under_the_path_threshold_gets_a_record_from_the_sec
     assert [(p["paths"], p["candidate"], p["reason"]) for p in pages] == [
         (4, False, "no graphic (0 images, 4 paths < 12)"), (1, False, "no graphic (0 images, 1 paths < 12)"),
         (4, False, "no graphic (0 images, 4 paths < 12)"), (0, False, "no graphic (0 images, 0 paths < 12)")]
-    # read: pages 1 and 2 (page 3 cannot read "Fig", page 4 has no path); a record for page 1 only
-    assert [p.get("second_look") for p in pages] == [1, 0, None, None]
+    # pages 1 and 2 are read (page 3 cannot read "Fig", page 4 has no path); a record for page 1 only
+    assert [p.get("second_look") for p in pages] == [1, None, None, None]
     assert [p["captions"] for p in pages] == [None] * 4  # the sieve's triage read no text of them
     assert [(f["page"], f["label"], f["sieve"]) for f in figs] == [(1, "1", "second_look")]
     assert near(figs[0]["body_box"], tuple(frame), tol=1), figs[0]["body_box"]

@@ -121,9 +121,9 @@ def triage_pages(doc, name: str, cfg: HarvestConfig, skip: dict[int, str] | None
 
     With ``cfg.sieve`` "second_look", the pages the pre-filter drops with a few
     paths and no image are read too (after the same figure-word check): their
-    rows keep the sieve's verdict and gain ``second_look`` (0 here: how many
-    figure records the page gives is known after pairing), and those with a
-    caption anchor join the pages to look for figures on.
+    rows keep the sieve's verdict, and those with a caption anchor join the
+    pages to look for figures on (a row gains ``second_look``, the number of
+    records, once pairing gives it some).
     """
     from benchmint.pdf.captions import page_captions, text_segments
     from benchmint.pdf.triage import _Extractor, lean_text_copy, may_show_figure_words, open_document_counts
@@ -185,7 +185,6 @@ def _second_look_text(doc, number: int, extractor, row: dict, candidates: list) 
 
     stage(f"page {number} text")
     page = doc[number - 1]
-    row["second_look"] = 0
     try:
         lean = lean_text_copy(page, extractor)
         segments = text_segments(lean[0] if lean else page)
@@ -294,11 +293,12 @@ def _range_of(path, paper: str, out_dir: str, cfg: HarvestConfig, first: int, la
                     "discussion": None, "thumb": str(thumb.relative_to(out_dir)),
                     "sieve": "second_look" if second else "paper",
                 })
-            if second:
+            # Only a page the second look gave records says so: which pages it read at all is the figure-word
+            # check's saving, which must not show in the outputs.
+            if second and found:
                 rows[number]["second_look"] = len(found)
-                if found:  # the generators' VLM localises on the page's thumbnail
-                    stage(f"page {number} thumbnail")
-                    thumbs.append((render_thumbnail(page, cfg.thumb_longest), thumb))
+                stage(f"page {number} thumbnail")  # the generators' VLM localises on the page's thumbnail
+                thumbs.append((render_thumbnail(page, cfg.thumb_longest), thumb))
             figures.extend(found)
         thumb_dir.mkdir(parents=True, exist_ok=True)
         with ThreadPoolExecutor(max_workers=4) as pool:  # PNG encoding and writing overlap
