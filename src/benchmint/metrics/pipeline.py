@@ -24,8 +24,15 @@ import numpy as np
 
 from benchmint import _dispatch, tasks
 from benchmint.io import InputError, atomic_path, atomic_write, decode_line, dumps, open_input, write_jsonl
-from benchmint.metrics.aggregate import (DENSE_LIMIT, bootstrap_ci, group_counts, pack_triples, triple_base,
-                                         triple_keys, unpack_triples)
+from benchmint.metrics.aggregate import (
+    DENSE_LIMIT,
+    bootstrap_ci,
+    group_counts,
+    pack_triples,
+    triple_base,
+    triple_keys,
+    unpack_triples,
+)
 from benchmint.metrics.batch import DEFAULT_SIP_GAMMA, DEFAULT_SIP_LAMBDA, METRIC_NAMES, check_params, score_counts
 from benchmint.metrics.behaviour import PersonalityRules, calibration, personality
 from benchmint.parallel import resolve_workers, thread_map
@@ -502,20 +509,24 @@ def summarize(cols: Columns, gold: Gold, cfg: ScoreConfig) -> dict:
         tables = thread_map(grouped, jobs, -1)
 
     # Each grouping's blocks (bootstrap per group) are independent: one thread each.
-    done = thread_map(lambda jt: _blocks(*jt[1], len(models) * jt[0][1], base, cfg, jt[0][2]),
-                      list(zip(jobs, tables)), -1)
+    def blocks(r: int) -> list[dict | None]:
+        (_, n_values, names), (counted, by_status) = jobs[r], tables[r]
+        return _blocks(counted, by_status, len(models) * n_values, base, cfg, names)
+
+    done = thread_map(blocks, range(len(jobs)), -1)
     overall = done[0]
     by_blocks = {name: (blocks, values) for (name, (_, values)), blocks in zip(gold.strata.items(), done[1:])}
     # The distinct triples (few) and the primary score of each: per-item scores are lookups.
     uniq_keys = np.unique(tables[0][0][1])
     class_score = score_counts(*unpack_triples(uniq_keys, base), sip_lambda=cfg.sip_lambda,
                                sip_gamma=cfg.sip_gamma)[cfg.kind.primary_metric]
+    class_of = None
     if n_keys <= DENSE_LIMIT:  # each row's class by a table lookup rather than a binary search
         class_of = np.zeros(n_keys, dtype=np.int64)
         class_of[uniq_keys] = np.arange(len(uniq_keys))
-        classes = class_of.take
-    else:
-        classes = partial(np.searchsorted, uniq_keys)
+
+    def classes(row_keys: np.ndarray) -> np.ndarray:
+        return np.searchsorted(uniq_keys, row_keys) if class_of is None else class_of[row_keys]
     def model_block(m: int) -> dict:
         m_block = overall[m]
         assert m_block is not None  # every listed model has rows
