@@ -380,3 +380,64 @@ def test_abstention_through_score(tmp_path):
     res = score_files(pred, gold, tmp_path / "out", ScoreConfig(task="mcq"))
     p = res.summary["models"]["default"]["personality"]
     assert (p["label"], p["precision"], p["abstention_rate"]) == ("Conservative", 1.0, 0.5)
+
+
+def _summary_columns(n: int, max_set: int, seed: int):
+    """Columns of ``n`` rows of 3 models over 5,000 gold items with 2 strata, every status, some confidences."""
+    from benchmint.metrics.pipeline import Columns, Gold
+
+    rng = np.random.default_rng(seed)
+    n_gold = rng.integers(1, max_set + 1, n).astype(np.int32)
+    n_pred = rng.integers(0, max_set + 1, n).astype(np.int32)
+    tp = np.minimum(n_gold, n_pred) - rng.integers(0, 2, n).clip(0, np.minimum(n_gold, n_pred)).astype(np.int32)
+    status = rng.choice(np.array([0, 1, 2], dtype=np.uint8), n, p=[0.8, 0.15, 0.05])
+    confidence = np.where(rng.random(n) < 0.5, rng.random(n), np.nan)
+    cols = Columns(models=["m0", "m1", "m2"], model=rng.integers(0, 3, n).astype(np.int32),
+                   gold_idx=rng.integers(0, 5000, n).astype(np.int32), tp=tp.astype(np.int32), n_pred=n_pred,
+                   n_gold=n_gold, status=status, confidence=confidence, difficulty=np.full(n, np.nan),
+                   tokens=np.full(n, np.nan))
+    strata = {"domain": (rng.integers(0, 4, 5000), ["AFM", "SEM", "STM", "TEM"]),
+              "level": (rng.integers(0, 7, 5000), [str(k) for k in range(7)])}
+    return cols, Gold("gold.jsonl", 5000, strata, [], ids=[f"q{i}" for i in range(5000)])
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_summary_counted_by_row_ranges_equals_the_reference(forced_impl, monkeypatch, workers):
+    # More rows than a row range per worker, so each worker's thread counts its own range (3 ranges of
+    # uneven ends at 3 workers); the reference counts every (group, triple) pair in plain Python.
+    from benchmint.metrics import pipeline
+
+    cols, gold = _summary_columns(3 * pipeline.ROW_RANGE + 1234, 6, seed=workers)
+    ranges = []
+    row_counts = pipeline._row_counts
+    monkeypatch.setattr(pipeline, "_row_counts", lambda *a: ranges.append(a[-1]) or row_counts(*a))
+    cfg = ScoreConfig(task="mcq", by=("domain", "level"), workers=workers)
+    with forced_impl("compiled"):
+        got = pipeline.summarize(cols, gold, cfg)
+    assert ranges == [workers]  # the dense tables, split by row ranges
+    with forced_impl("reference"):
+        want = pipeline.summarize(cols, gold, cfg)
+    assert len(ranges) == 1  # the reference does not count by ranges
+    assert json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True)
+    m1 = cols.model == 1
+    assert got["m1"]["n"] == int(m1.sum())
+    assert got["m1"]["n_missing"] == int((m1 & (cols.status == 2)).sum())
+    tem = m1 & (gold.strata["domain"][0][cols.gold_idx] == 3)
+    assert got["m1"]["by"]["domain"]["TEM"]["n"] == int(tem.sum())
+    assert got["m1"]["calibration"]["n_with_confidence"] == int((m1 & ~np.isnan(cols.confidence)).sum())
+
+
+def test_summary_of_large_sets_sorts_instead(forced_impl, monkeypatch):
+    # Sets of up to 200: the (group, triple) table is past the dense limit, so group_counts sorts and each
+    # row's triple class is found by binary search; the same summary as the reference's.
+    from benchmint.metrics import pipeline
+
+    cols, gold = _summary_columns(3000, 200, seed=7)
+    monkeypatch.setattr(pipeline, "_row_counts", None)  # must not be reached
+    cfg = ScoreConfig(task="mcq", by=("domain", "level"), workers=2)
+    with forced_impl("compiled"):
+        got = pipeline.summarize(cols, gold, cfg)
+    with forced_impl("reference"):
+        want = pipeline.summarize(cols, gold, cfg)
+    assert json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True)
+    assert got["m0"]["n"] == int((cols.model == 0).sum())

@@ -22,11 +22,19 @@ from benchmint.metrics import aggregate_ref
 DENSE_LIMIT = 1 << 22  # cells of the dense (group x triple) table before switching to sorting
 
 
+def triple_base(n_pred: np.ndarray, n_gold: np.ndarray) -> int:
+    """The base ``triple_keys`` packs with: one more than the largest set size."""
+    return int(max(n_pred.max(initial=0), n_gold.max(initial=0))) + 1
+
+
+def pack_triples(tp: np.ndarray, n_pred: np.ndarray, n_gold: np.ndarray, base: int) -> np.ndarray:
+    return (tp.astype(np.int64) * base + n_pred) * base + n_gold
+
+
 def triple_keys(tp: np.ndarray, n_pred: np.ndarray, n_gold: np.ndarray) -> tuple[np.ndarray, int]:
     """Pack (tp, |P|, |G|) into one int64 per item; returns (keys, base)."""
-    base = int(max(n_pred.max(initial=0), n_gold.max(initial=0))) + 1
-    keys = (tp.astype(np.int64) * base + n_pred) * base + n_gold
-    return keys, base
+    base = triple_base(n_pred, n_gold)
+    return pack_triples(tp, n_pred, n_gold, base), base
 
 
 def unpack_triples(keys: np.ndarray, base: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -24,7 +24,15 @@ import numpy as np
 
 from benchmint import _dispatch, tasks
 from benchmint.io import InputError, atomic_path, atomic_write, decode_line, dumps, open_input, write_jsonl
-from benchmint.metrics.aggregate import bootstrap_ci, group_counts, triple_keys, unpack_triples
+from benchmint.metrics.aggregate import (
+    DENSE_LIMIT,
+    bootstrap_ci,
+    group_counts,
+    pack_triples,
+    triple_base,
+    triple_keys,
+    unpack_triples,
+)
 from benchmint.metrics.batch import DEFAULT_SIP_GAMMA, DEFAULT_SIP_LAMBDA, METRIC_NAMES, check_params, score_counts
 from benchmint.metrics.behaviour import PersonalityRules, calibration, personality
 from benchmint.parallel import resolve_workers, thread_map
@@ -388,13 +396,60 @@ def _add_user_columns(path: Path, cols: Columns, metrics) -> None:
             tmp.unlink()
 
 
-def _blocks(group: np.ndarray, n_groups: int, cols: Columns, keys: np.ndarray, base: int, cfg: ScoreConfig,
-            names: list[str]) -> list[dict | None]:
-    """Summary block for each group (None for empty groups)."""
-    g_ids, g_keys, g_counts = group_counts(group, keys, n_groups, base ** 3)
-    # Rows per (group, status) in one integer count: ok, unparsed and missing add up to the group's rows.
+# Rows per range of the summary's counting pass. The ranges run on the score's worker threads and their integer
+# tables are added, so the counts do not depend on how the rows were split.
+ROW_RANGE = 1 << 16
+
+
+def _row_counts(cols: Columns, keys: np.ndarray, base: int, jobs: list, workers: int) -> list[tuple]:
+    """The summary's per-row work, split by row ranges over ``workers`` threads: fills ``keys`` with each row's
+    triple key and counts, for each job (stratum codes per gold item or None for the models, number of values),
+    the rows per (group, triple key) and per (group, status) in dense tables. Returns per job
+    (groups, keys, counts) as ``group_counts`` gives them and the (group, status) table."""
+    n, n_keys, n_models = len(keys), base ** 3, len(cols.models)
+    sizes = [n_models * n_values for _, n_values in jobs]
+    # Each range holds its own tables: no more ranges than keep them within the dense table's limit.
+    n_ranges = max(1, min(resolve_workers(workers), -(-n // ROW_RANGE), DENSE_LIMIT // (sum(sizes) * n_keys)))
+    cuts = [n * r // n_ranges for r in range(n_ranges + 1)]
+
+    def count(r: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        rows = slice(cuts[r], cuts[r + 1])
+        k = keys[rows]
+        k[:] = pack_triples(cols.tp[rows], cols.n_pred[rows], cols.n_gold[rows], base)
+        model = cols.model[rows].astype(np.int64)
+        status = cols.status[rows]
+        out = []
+        for (codes, n_values), n_groups in zip(jobs, sizes):
+            group = model if codes is None else model * n_values + codes[cols.gold_idx[rows]]
+            out.append((np.bincount(group * n_keys + k, minlength=n_groups * n_keys),
+                        np.bincount(group * len(STATUS_NAMES) + status, minlength=n_groups * len(STATUS_NAMES))))
+        return out
+
+    parts = thread_map(count, range(n_ranges), workers)
+    tables = []
+    for j, n_groups in enumerate(sizes):
+        cells, by_status = parts[0][j]
+        for part in parts[1:]:
+            cells = cells + part[j][0]
+            by_status = by_status + part[j][1]
+        idx = np.flatnonzero(cells)
+        tables.append(((idx // n_keys, idx % n_keys, cells[idx].astype(np.int64)),
+                       by_status.reshape(n_groups, len(STATUS_NAMES))))
+    return tables
+
+
+def _group_tables(group: np.ndarray, n_groups: int, cols: Columns, keys: np.ndarray, base: int) -> tuple:
+    """``_row_counts``'s tables for one grouping, by ``group_counts`` (which sorts when the table is large)."""
+    counted = group_counts(group, keys, n_groups, base ** 3)
     by_status = np.bincount(group * len(STATUS_NAMES) + cols.status, minlength=n_groups * len(STATUS_NAMES))
-    by_status = by_status.reshape(n_groups, len(STATUS_NAMES))
+    return counted, by_status.reshape(n_groups, len(STATUS_NAMES))
+
+
+def _blocks(counted: tuple, by_status: np.ndarray, n_groups: int, base: int, cfg: ScoreConfig,
+            names: list[str]) -> list[dict | None]:
+    """Summary block for each group (None for empty groups) from its rows per triple and per status."""
+    g_ids, g_keys, g_counts = counted
+    # ok, unparsed and missing add up to the group's rows.
     n_items, n_ok, n_missing = by_status.sum(axis=1), by_status[:, OK], by_status[:, MISSING]
     uniq_keys, inverse = np.unique(g_keys, return_inverse=True)
     tp, n_pred, n_gold = unpack_triples(uniq_keys, base)
@@ -431,25 +486,47 @@ def _blocks(group: np.ndarray, n_groups: int, cols: Columns, keys: np.ndarray, b
 
 def summarize(cols: Columns, gold: Gold, cfg: ScoreConfig) -> dict:
     models = cols.models
-    keys, base = triple_keys(cols.tp, cols.n_pred, cols.n_gold)
-    model = cols.model.astype(np.int64)
-    # The overall blocks and each stratum's are independent; their sorts release the GIL: one thread each.
+    base = triple_base(cols.n_pred, cols.n_gold)
+    n_keys = base ** 3
+    # The overall blocks (per model) and each stratum's (per model and value).
     jobs: list[tuple[np.ndarray | None, int, list[str]]] = [(None, 1, [f"model={m}" for m in models])]
     for name, (codes, values) in gold.strata.items():
         jobs.append((codes, len(values), [f"model={m}/{name}={v}" for m in models for v in values]))
+    if len(models) * sum(n_values for _, n_values, _ in jobs) * n_keys <= DENSE_LIMIT \
+            and not _dispatch.use_reference("aggregate"):
+        # Dense tables (the usual case): the per-row counting split by row ranges.
+        keys = np.empty(len(cols.tp), dtype=np.int64)
+        tables = _row_counts(cols, keys, base, [job[:2] for job in jobs], cfg.workers)
+    else:  # group_counts per grouping (it sorts large tables; the reference counts in plain Python)
+        keys = pack_triples(cols.tp, cols.n_pred, cols.n_gold, base)
+        model = cols.model.astype(np.int64)
 
-    def blocks(job) -> list[dict | None]:  # a stratum's group of each row is made in its job's thread
-        codes, n_values, names = job
-        group = model if codes is None else model * n_values + codes[cols.gold_idx]
-        return _blocks(group, len(models) * n_values, cols, keys, base, cfg, names)
+        def grouped(job) -> tuple:  # a stratum's group of each row is made in its job's thread
+            codes, n_values, _ = job
+            group = model if codes is None else model * n_values + codes[cols.gold_idx]
+            return _group_tables(group, len(models) * n_values, cols, keys, base)
 
-    done = thread_map(blocks, jobs, -1)
+        tables = thread_map(grouped, jobs, -1)
+
+    # Each grouping's blocks (bootstrap per group) are independent: one thread each.
+    def blocks(r: int) -> list[dict | None]:
+        (_, n_values, names), (counted, by_status) = jobs[r], tables[r]
+        return _blocks(counted, by_status, len(models) * n_values, base, cfg, names)
+
+    done = thread_map(blocks, range(len(jobs)), -1)
     overall = done[0]
     by_blocks = {name: (blocks, values) for (name, (_, values)), blocks in zip(gold.strata.items(), done[1:])}
     # The distinct triples (few) and the primary score of each: per-item scores are lookups.
-    uniq_keys = np.unique(group_counts(model, keys, len(models), base ** 3)[1])
+    uniq_keys = np.unique(tables[0][0][1])
     class_score = score_counts(*unpack_triples(uniq_keys, base), sip_lambda=cfg.sip_lambda,
                                sip_gamma=cfg.sip_gamma)[cfg.kind.primary_metric]
+    class_of = None
+    if n_keys <= DENSE_LIMIT:  # each row's class by a table lookup rather than a binary search
+        class_of = np.zeros(n_keys, dtype=np.int64)
+        class_of[uniq_keys] = np.arange(len(uniq_keys))
+
+    def classes(row_keys: np.ndarray) -> np.ndarray:
+        return np.searchsorted(uniq_keys, row_keys) if class_of is None else class_of[row_keys]
     def model_block(m: int) -> dict:
         m_block = overall[m]
         assert m_block is not None  # every listed model has rows
@@ -461,7 +538,7 @@ def summarize(cols: Columns, gold: Gold, cfg: ScoreConfig) -> dict:
         }
         metrics = block["metrics"]
         # Per-item scores through the item's triple class: one metric evaluation per class.
-        cls = np.searchsorted(uniq_keys, keys[sel])
+        cls = classes(keys[sel])
         calib = calibration(class_score[cls], cols.confidence[sel], cols.difficulty[sel], cols.tokens[sel],
                             score_classes=(cls, class_score))
         block["personality"] = personality(
