@@ -333,3 +333,29 @@ def test_letters_in_the_body_count_in_one_style_and_set_apart_as_panels_are():
     for k, letter in enumerate("abc"):
         page.insert_text((70 + 160 * k, 80), letter, fontsize=10, fontname="hebo")
     assert _words_count(page, "Figure 3. Three views.") == 3
+
+
+def test_small_diagrams_stacked_beside_a_plot_are_one_panel_together():
+    """A survival curve with two small state diagrams stacked at its right (each a few boxes and arrows, an
+    eighth of the body's height, a gutter apart): each diagram is too small to be a panel, but the block the
+    two make, apart from the plot, is one (two panels in all; it was one, the diagrams read as a key)."""
+    doc, page = _page()
+    page.draw_rect(pymupdf.Rect(60, 80, 330, 420))  # the plot's frame
+    for k in range(4):
+        page.draw_polyline([(70, 410 - 10 * k), (180, 200 + 20 * k), (320, 150 + 30 * k)], color=(0, 0, 1))
+    for y in (110, 230):  # two diagrams: three boxes, two arrows each, 40 points tall, 80 apart
+        for nx, ny in ((380, y), (470, y), (470, y + 26)):
+            page.draw_rect(pymupdf.Rect(nx, ny, nx + 60, ny + 14))
+        page.draw_line((440, y + 7), (470, y + 7))
+        page.draw_line((440, y + 7), (470, y + 33))
+    assert frame_panels(frames(page.get_drawings(), [], BODY)) == 1 and axes(page.get_drawings(), BODY) == 0
+    assert _count(page) == 2
+    doc, page = _page()  # one such diagram alone beside the plot stays too small: one panel
+    page.draw_rect(pymupdf.Rect(60, 80, 330, 420))
+    for k in range(4):
+        page.draw_polyline([(70, 410 - 10 * k), (180, 200 + 20 * k), (320, 150 + 30 * k)], color=(0, 0, 1))
+    for nx, ny in ((380, 110), (470, 110), (470, 136)):
+        page.draw_rect(pymupdf.Rect(nx, ny, nx + 60, ny + 14))
+    page.draw_line((440, 117), (470, 117))
+    page.draw_line((440, 117), (470, 143))
+    assert _count(page) == 1

@@ -22,7 +22,9 @@ in this order:
    drawing's ink along white gutters of at least ``GUTTER_PT``; a block is a
    panel when it holds ``PART_MIN_PATHS`` drawings and spans
    ``PART_MIN_SHARE`` of the body each way (state diagrams side by side, a
-   plot beside a diagram; a legend or a key is too small to count).
+   plot beside a diagram; a legend or a key is too small to count). A block
+   of such small parts, large and busy enough as a whole, is a panel beside
+   a block that holds one (small diagrams stacked beside a plot).
 5. **Gutters inside one image**, when the body's only large image is the
    figure: the same cut over a ``RASTER_DPI`` grey render of that image
    alone, along rows and columns of its background (``raster_panels``).
@@ -34,7 +36,7 @@ drawn only from filled tiles counts as one panel unless its letters say more.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -203,13 +205,19 @@ def _cut(boxes: list[Box], axis: int) -> list[list[Box]]:
     return groups
 
 
-def _parts(boxes: list[Box]) -> list[list[Box]]:
-    """Recursive XY cut: the groups of ink no white gutter crosses."""
+def _blocks(boxes: list[Box], panel: Callable[[list[Box]], bool]) -> int:
+    """Recursive XY cut: the panels among the groups of ink that white gutters separate. A group whose own
+    groups hold no panel counts as one when it is large and busy enough and a group beside it holds a panel
+    (small state diagrams stacked beside a plot: each too small, together a panel); alone (the tiles of a
+    mosaic and its key) such groups stay no panel."""
     for axis in (1, 0):
         groups = _cut(boxes, axis)
         if len(groups) > 1:
-            return [part for g in groups for part in _parts(g)]
-    return [boxes]
+            counts = [_blocks(g, panel) for g in groups]
+            if any(counts):
+                counts = [c or int(panel(g)) for c, g in zip(counts, groups)]
+            return sum(counts)
+    return int(panel(boxes))
 
 
 def gutter_panels(drawings: Sequence[dict], images: Sequence[dict], body: Box) -> int:
@@ -220,13 +228,13 @@ def gutter_panels(drawings: Sequence[dict], images: Sequence[dict], body: Box) -
     if not boxes:
         return 0
     w, h = body[2] - body[0], body[3] - body[1]
-    n = 0
-    for part in _parts(boxes):
+
+    def panel(part: list[Box]) -> bool:
         x0, y0 = min(b[0] for b in part), min(b[1] for b in part)
         x1, y1 = max(b[2] for b in part), max(b[3] for b in part)
-        if len(part) >= PART_MIN_PATHS and x1 - x0 >= PART_MIN_SHARE * w and y1 - y0 >= PART_MIN_SHARE * h:
-            n += 1
-    return n
+        return len(part) >= PART_MIN_PATHS and x1 - x0 >= PART_MIN_SHARE * w and y1 - y0 >= PART_MIN_SHARE * h
+
+    return _blocks(boxes, panel)
 
 
 RASTER_DPI = 50  # a raster figure's layout, not its details
