@@ -359,3 +359,25 @@ def test_small_diagrams_stacked_beside_a_plot_are_one_panel_together():
     page.draw_line((440, 117), (470, 117))
     page.draw_line((440, 117), (470, 143))
     assert _count(page) == 1
+
+
+def test_the_boxes_of_state_diagrams_are_no_plot_frames():
+    """Three state diagrams (a multi-state model's boxes with a word in each, arrows between them): each box
+    is a stroked rectangle as large as a plot's frame, but none holds a drawing, only its word: nodes, not plot
+    areas. Counted as frames they were nine panels; the gutters give the three diagrams."""
+    doc, page = _page()
+    for x, y in ((70, 70), (310, 70), (70, 260)):
+        for bx, by in ((x, y + 30), (x + 130, y), (x + 130, y + 70)):
+            page.draw_rect(pymupdf.Rect(bx, by, bx + 60, by + 30))
+            page.insert_text((bx + 8, by + 19), "Death", fontsize=9)
+        page.draw_line((x + 60, y + 45), (x + 130, y + 15))
+        page.draw_line((x + 60, y + 45), (x + 130, y + 85))
+    assert axes(page.get_drawings(), BODY) == 0
+    assert _count(page) == 3
+    doc, page = _page()  # beside plots' frames, a frame holding only words is a panel (a correlation cell)
+    for x in (60, 220):
+        page.draw_rect(pymupdf.Rect(x, 80, x + 140, 200))
+        page.draw_polyline([(x + 10, 190), (x + 70, 120), (x + 130, 100)], color=(0, 0, 1))
+    page.draw_rect(pymupdf.Rect(380, 80, 520, 200))
+    page.insert_text((420, 145), "Corr: 0.31", fontsize=9)
+    assert _count(page) == 3

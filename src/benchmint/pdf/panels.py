@@ -9,7 +9,8 @@ in this order:
    two or more frames (a border around a grid of plots) counts as what it
    holds; frames inside a single frame (a legend box) count with it. Images
    of one width on one baseline with unequal heights are the bars of a chart
-   filled with a raster shade, not pictures (``raster_bars``).
+   filled with a raster shade, not pictures (``raster_bars``). Drawn frames
+   none of which holds ink (a state diagram's nodes around words) are no plots.
 2. **Axes**, when fewer than two frames are found (plots drawn without a
    box): lines with three or more evenly spaced tick marks, all pointing out
    of the plot (below an x axis, left of a y axis) or all into it; a plot
@@ -82,8 +83,34 @@ def frames(drawings: Sequence[dict], images: Sequence[dict], body: Box) -> list[
     placed = [r for r in ((float(b[0]), float(b[1]), float(b[2]), float(b[3])) for b in (im["bbox"] for im in images))
               if inside(r, body, 2.0)]
     bars = raster_bars(placed)
-    found.update(r for r in placed if r not in bars)
-    return [r for r in found if inside(r, body, 2.0) and r[2] - r[0] >= min_w and r[3] - r[1] >= min_h]
+    pictures = {r for r in placed if r not in bars}
+    sized = [r for r in found | pictures if inside(r, body, 2.0) and r[2] - r[0] >= min_w and r[3] - r[1] >= min_h]
+    drawn = [r for r in sized if r not in pictures]
+    if not drawn:
+        return sized
+    # Drawn frames none of which holds ink, only words, are the nodes of a diagram (a multi-state model's
+    # boxes), not plot areas. Beside frames that hold plots, one holding a word is a panel (a scatterplot
+    # matrix's correlation cells).
+    ink = np.array([tuple(d["rect"]) for d in drawings] + placed, dtype=float).reshape(-1, 4)
+    boxed = np.array([_rectangle(d) is not None for d in drawings] + [True] * len(placed), dtype=bool)
+    if any(_holds_ink(r, ink, boxed) for r in drawn):
+        return sized
+    return [r for r in sized if r in pictures]
+
+
+FRAME_INSET_PT = 2.0  # ink within this of a frame's edge (an arrow's head at a node, ticks pointing out) is not in it
+
+
+def _holds_ink(frame: Box, ink: np.ndarray, boxed: np.ndarray) -> bool:
+    """Some ink (``ink``: boxes of drawings and images; ``boxed``: those that are rectangles) lies within
+    ``frame``: a path reaching over its edges counts (a clipped curve), a rectangle around it does not."""
+    x0, y0, x1, y1 = (frame[0] + FRAME_INSET_PT, frame[1] + FRAME_INSET_PT,
+                      frame[2] - FRAME_INSET_PT, frame[3] - FRAME_INSET_PT)
+    meets = (ink[:, 0] < x1) & (ink[:, 2] > x0) & (ink[:, 1] < y1) & (ink[:, 3] > y0)
+    # a rectangle around it: its own path (or a copy: a fill and a stroke drawn apart), a border, a background
+    around = boxed & ((ink[:, 0] <= frame[0] + 1) & (ink[:, 1] <= frame[1] + 1)
+                      & (ink[:, 2] >= frame[2] - 1) & (ink[:, 3] >= frame[3] - 1))
+    return bool(np.any(meets & ~around))
 
 
 BAR_SLACK_PT = 1.0
