@@ -420,3 +420,23 @@ def test_a_line_of_running_text_broken_by_inline_math_over_a_figure_is_running_t
     assert len(pieces) >= 5  # MuPDF reads the row as pieces
     body = figures(page)["3"].body
     assert near(body, tuple(box), tol=1), (body, tuple(box))
+
+
+def test_figures_with_their_captions_set_beside_them_are_found_each_whole():
+    """Captions set beside their figures (the sidecap package, a book class's side captions): the caption's
+    first line stands level with the figure, its column to the figure's right, and the text above and below runs
+    across both. Two such figures stacked: neither body was found (nothing above or below a caption is a
+    figure), and each is its own plot, not the other's labels across the white space between them."""
+    doc = pymupdf.open()
+    page = new_page(doc)
+    prose(page, pymupdf.Rect(72, 60, 540, 150))
+    first = plot(page, pymupdf.Rect(120, 170, 330, 330))
+    caption(page, pymupdf.Rect(350, 250, 500, 330), "Figure 1: Partition of the variation by two tables of "
+            "explanatory variables; the fractions are read from three regressions.")
+    second = plot(page, pymupdf.Rect(120, 380, 330, 540))
+    caption(page, pymupdf.Rect(350, 440, 500, 520), "Figure 2: The same partition by three tables; seven "
+            "regressions give the fractions.")
+    prose(page, pymupdf.Rect(72, 580, 540, 720))
+    found = figures(page)
+    assert near(found["1"].body, first, tol=1), (found["1"].body, first)
+    assert near(found["2"].body, second, tol=1), (found["2"].body, second)

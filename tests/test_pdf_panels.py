@@ -333,3 +333,51 @@ def test_letters_in_the_body_count_in_one_style_and_set_apart_as_panels_are():
     for k, letter in enumerate("abc"):
         page.insert_text((70 + 160 * k, 80), letter, fontsize=10, fontname="hebo")
     assert _words_count(page, "Figure 3. Three views.") == 3
+
+
+def test_small_diagrams_stacked_beside_a_plot_are_one_panel_together():
+    """A survival curve with two small state diagrams stacked at its right (each a few boxes and arrows, an
+    eighth of the body's height, a gutter apart): each diagram is too small to be a panel, but the block the
+    two make, apart from the plot, is one (two panels in all; it was one, the diagrams read as a key)."""
+    doc, page = _page()
+    page.draw_rect(pymupdf.Rect(60, 80, 330, 420))  # the plot's frame
+    for k in range(4):
+        page.draw_polyline([(70, 410 - 10 * k), (180, 200 + 20 * k), (320, 150 + 30 * k)], color=(0, 0, 1))
+    for y in (110, 230):  # two diagrams: three boxes, two arrows each, 40 points tall, 80 apart
+        for nx, ny in ((380, y), (470, y), (470, y + 26)):
+            page.draw_rect(pymupdf.Rect(nx, ny, nx + 60, ny + 14))
+        page.draw_line((440, y + 7), (470, y + 7))
+        page.draw_line((440, y + 7), (470, y + 33))
+    assert frame_panels(frames(page.get_drawings(), [], BODY)) == 1 and axes(page.get_drawings(), BODY) == 0
+    assert _count(page) == 2
+    doc, page = _page()  # one such diagram alone beside the plot stays too small: one panel
+    page.draw_rect(pymupdf.Rect(60, 80, 330, 420))
+    for k in range(4):
+        page.draw_polyline([(70, 410 - 10 * k), (180, 200 + 20 * k), (320, 150 + 30 * k)], color=(0, 0, 1))
+    for nx, ny in ((380, 110), (470, 110), (470, 136)):
+        page.draw_rect(pymupdf.Rect(nx, ny, nx + 60, ny + 14))
+    page.draw_line((440, 117), (470, 117))
+    page.draw_line((440, 117), (470, 143))
+    assert _count(page) == 1
+
+
+def test_the_boxes_of_state_diagrams_are_no_plot_frames():
+    """Three state diagrams (a multi-state model's boxes with a word in each, arrows between them): each box
+    is a stroked rectangle as large as a plot's frame, but none holds a drawing, only its word: nodes, not plot
+    areas. Counted as frames they were nine panels; the gutters give the three diagrams."""
+    doc, page = _page()
+    for x, y in ((70, 70), (310, 70), (70, 260)):
+        for bx, by in ((x, y + 30), (x + 130, y), (x + 130, y + 70)):
+            page.draw_rect(pymupdf.Rect(bx, by, bx + 60, by + 30))
+            page.insert_text((bx + 8, by + 19), "Death", fontsize=9)
+        page.draw_line((x + 60, y + 45), (x + 130, y + 15))
+        page.draw_line((x + 60, y + 45), (x + 130, y + 85))
+    assert axes(page.get_drawings(), BODY) == 0
+    assert _count(page) == 3
+    doc, page = _page()  # beside plots' frames, a frame holding only words is a panel (a correlation cell)
+    for x in (60, 220):
+        page.draw_rect(pymupdf.Rect(x, 80, x + 140, 200))
+        page.draw_polyline([(x + 10, 190), (x + 70, 120), (x + 130, 100)], color=(0, 0, 1))
+    page.draw_rect(pymupdf.Rect(380, 80, 520, 200))
+    page.insert_text((420, 145), "Corr: 0.31", fontsize=9)
+    assert _count(page) == 3

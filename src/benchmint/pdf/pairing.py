@@ -49,6 +49,7 @@ MAX_GAP_SHARE = 0.25  # the first element lies at most this share of the page he
 ROW_GAP = 0.35  # a line starting this share of a line's height or less after another's end continues its row
 ROW_OVERLAP = 0.3  # ... when they overlap vertically by this share of the lower one's height (sub- and superscripts)
 SIDEWAYS_RATIO = 3.0  # a caption box this many times taller than wide is set sideways
+SIDE_REACH_PT = 12.0  # a figure beside its caption takes elements at most this far from what it holds already
 
 
 @dataclass(frozen=True)
@@ -322,7 +323,8 @@ def pair(captions: list[Caption], graphics: list[Box], width: float, height: flo
         cut_below = [(b[0], c1, b[2], b[3]) for b in across_caption if b[3] > c1 + CUT_MIN_PT
                      and c0 - 4 <= b[1] < c1 - 2 and b[3] <= below_limit + 2]
         ink_here = inked | set(cut_above) | set(cut_below)
-        body = (_body_on_side(cap.bbox, above + cut_above, True, barriers, ink_here, height)
+        body = (_body_beside(cap.bbox, elements, inked, barriers, (above_limit, below_limit), width)
+                or _body_on_side(cap.bbox, above + cut_above, True, barriers, ink_here, height)
                 or _body_on_side(cap.bbox, below + cut_below, False, barriers, ink_here, height))
         if body is None and ink is not None:
             body = _ink_body(cap.bbox, column, body_text, barriers, ink, (max(top, above_limit),
@@ -357,6 +359,41 @@ def _sideways_body(caption: Box, elements: list[Box], peers: list[Box], barriers
     body = (_body_on_side(cap, left, True, turned_text, turned_ink, width)
             or _body_on_side(cap, right, False, turned_text, turned_ink, width))
     return None if body is None else t(body)
+
+
+def _body_beside(caption: Box, elements: list[Box], inked: set[Box], barriers: list[Box],
+                 limits: tuple[float, float], width: float) -> Box | None:
+    """The body of a caption set beside its figure (a side caption: its first line level with the figure, its
+    column to the figure's right or left): a graphic on that side reaching above and below the caption's first
+    line starts it, and it takes the elements beside the caption within ``SIDE_REACH_PT`` of what it holds, up
+    to the captions above and below (``limits``). White space bounds it, as the caption's column runs beside
+    the whole figure and the text above and below runs across both."""
+    c0, c1 = caption[1], caption[3]
+    for left in (True, False):
+        side = [b for b in elements if (b[2] <= caption[0] + 2 if left else b[0] >= caption[2] - 2)
+                and b[1] >= limits[0] - 2 and b[3] <= limits[1] + 2]
+        gap = (lambda b: caption[0] - b[2]) if left else (lambda b: b[0] - caption[2])
+        seeds = [b for b in side if b in inked and b[1] < c0 and b[3] > c1 and gap(b) <= MAX_GAP_SHARE * width]
+        if seeds:
+            return _grow_near(min(seeds, key=gap), side, barriers, SIDE_REACH_PT)
+    return None
+
+
+def _grow_near(seed: Box, elements: list[Box], barriers: list[Box], reach: float) -> Box:
+    """``_grow`` across white space of at most ``reach`` points."""
+    def near(a: Box, b: Box) -> bool:
+        return max(a[0] - b[2], b[0] - a[2], a[1] - b[3], b[1] - a[3]) <= reach
+
+    region, rest, grew = seed, list(elements), True
+    while grew:
+        grew, keep = False, []
+        for e in rest:
+            if near(region, e) and not _text_in_gap(region, e, barriers):
+                region, grew = _union([region, e]), True
+            else:
+                keep.append(e)
+        rest = keep
+    return region
 
 
 def _table_foot(table: Box, graphics: list[Box], barriers: list[Box], end: float) -> float:

@@ -9,7 +9,8 @@ in this order:
    two or more frames (a border around a grid of plots) counts as what it
    holds; frames inside a single frame (a legend box) count with it. Images
    of one width on one baseline with unequal heights are the bars of a chart
-   filled with a raster shade, not pictures (``raster_bars``).
+   filled with a raster shade, not pictures (``raster_bars``). Drawn frames
+   none of which holds ink (a state diagram's nodes around words) are no plots.
 2. **Axes**, when fewer than two frames are found (plots drawn without a
    box): lines with three or more evenly spaced tick marks, all pointing out
    of the plot (below an x axis, left of a y axis) or all into it; a plot
@@ -22,7 +23,9 @@ in this order:
    drawing's ink along white gutters of at least ``GUTTER_PT``; a block is a
    panel when it holds ``PART_MIN_PATHS`` drawings and spans
    ``PART_MIN_SHARE`` of the body each way (state diagrams side by side, a
-   plot beside a diagram; a legend or a key is too small to count).
+   plot beside a diagram; a legend or a key is too small to count). A block
+   of such small parts, large and busy enough as a whole, is a panel beside
+   a block that holds one (small diagrams stacked beside a plot).
 5. **Gutters inside one image**, when the body's only large image is the
    figure: the same cut over a ``RASTER_DPI`` grey render of that image
    alone, along rows and columns of its background (``raster_panels``).
@@ -34,7 +37,7 @@ drawn only from filled tiles counts as one panel unless its letters say more.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -80,8 +83,34 @@ def frames(drawings: Sequence[dict], images: Sequence[dict], body: Box) -> list[
     placed = [r for r in ((float(b[0]), float(b[1]), float(b[2]), float(b[3])) for b in (im["bbox"] for im in images))
               if inside(r, body, 2.0)]
     bars = raster_bars(placed)
-    found.update(r for r in placed if r not in bars)
-    return [r for r in found if inside(r, body, 2.0) and r[2] - r[0] >= min_w and r[3] - r[1] >= min_h]
+    pictures = {r for r in placed if r not in bars}
+    sized = [r for r in found | pictures if inside(r, body, 2.0) and r[2] - r[0] >= min_w and r[3] - r[1] >= min_h]
+    drawn = [r for r in sized if r not in pictures]
+    if not drawn:
+        return sized
+    # Drawn frames none of which holds ink, only words, are the nodes of a diagram (a multi-state model's
+    # boxes), not plot areas. Beside frames that hold plots, one holding a word is a panel (a scatterplot
+    # matrix's correlation cells).
+    ink = np.array([tuple(d["rect"]) for d in drawings] + placed, dtype=float).reshape(-1, 4)
+    boxed = np.array([_rectangle(d) is not None for d in drawings] + [True] * len(placed), dtype=bool)
+    if any(_holds_ink(r, ink, boxed) for r in drawn):
+        return sized
+    return [r for r in sized if r in pictures]
+
+
+FRAME_INSET_PT = 2.0  # ink within this of a frame's edge (an arrow's head at a node, ticks pointing out) is not in it
+
+
+def _holds_ink(frame: Box, ink: np.ndarray, boxed: np.ndarray) -> bool:
+    """Some ink (``ink``: boxes of drawings and images; ``boxed``: those that are rectangles) lies within
+    ``frame``: a path reaching over its edges counts (a clipped curve), a rectangle around it does not."""
+    x0, y0, x1, y1 = (frame[0] + FRAME_INSET_PT, frame[1] + FRAME_INSET_PT,
+                      frame[2] - FRAME_INSET_PT, frame[3] - FRAME_INSET_PT)
+    meets = (ink[:, 0] < x1) & (ink[:, 2] > x0) & (ink[:, 1] < y1) & (ink[:, 3] > y0)
+    # a rectangle around it: its own path (or a copy: a fill and a stroke drawn apart), a border, a background
+    around = boxed & ((ink[:, 0] <= frame[0] + 1) & (ink[:, 1] <= frame[1] + 1)
+                      & (ink[:, 2] >= frame[2] - 1) & (ink[:, 3] >= frame[3] - 1))
+    return bool(np.any(meets & ~around))
 
 
 BAR_SLACK_PT = 1.0
@@ -203,13 +232,19 @@ def _cut(boxes: list[Box], axis: int) -> list[list[Box]]:
     return groups
 
 
-def _parts(boxes: list[Box]) -> list[list[Box]]:
-    """Recursive XY cut: the groups of ink no white gutter crosses."""
+def _blocks(boxes: list[Box], panel: Callable[[list[Box]], bool]) -> int:
+    """Recursive XY cut: the panels among the groups of ink that white gutters separate. A group whose own
+    groups hold no panel counts as one when it is large and busy enough and a group beside it holds a panel
+    (small state diagrams stacked beside a plot: each too small, together a panel); alone (the tiles of a
+    mosaic and its key) such groups stay no panel."""
     for axis in (1, 0):
         groups = _cut(boxes, axis)
         if len(groups) > 1:
-            return [part for g in groups for part in _parts(g)]
-    return [boxes]
+            counts = [_blocks(g, panel) for g in groups]
+            if any(counts):
+                counts = [c or int(panel(g)) for c, g in zip(counts, groups)]
+            return sum(counts)
+    return int(panel(boxes))
 
 
 def gutter_panels(drawings: Sequence[dict], images: Sequence[dict], body: Box) -> int:
@@ -220,13 +255,13 @@ def gutter_panels(drawings: Sequence[dict], images: Sequence[dict], body: Box) -
     if not boxes:
         return 0
     w, h = body[2] - body[0], body[3] - body[1]
-    n = 0
-    for part in _parts(boxes):
+
+    def panel(part: list[Box]) -> bool:
         x0, y0 = min(b[0] for b in part), min(b[1] for b in part)
         x1, y1 = max(b[2] for b in part), max(b[3] for b in part)
-        if len(part) >= PART_MIN_PATHS and x1 - x0 >= PART_MIN_SHARE * w and y1 - y0 >= PART_MIN_SHARE * h:
-            n += 1
-    return n
+        return len(part) >= PART_MIN_PATHS and x1 - x0 >= PART_MIN_SHARE * w and y1 - y0 >= PART_MIN_SHARE * h
+
+    return _blocks(boxes, panel)
 
 
 RASTER_DPI = 50  # a raster figure's layout, not its details
