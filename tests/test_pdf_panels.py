@@ -434,3 +434,48 @@ def test_the_boxes_of_a_box_plot_are_no_plot_frames(upright):
             x, y = 60 + col * 160, 60 + row * 190
             _boxplot(page, (x, y, x + 150, y + 180), upright, n=3)
     assert _count(page) == 6
+
+
+def _facets(p, n, gap=1.5, width=None, strip=True, grey_panel=False):
+    """``n`` facets side by side ``gap`` points apart, as ggplot draws them: a grey strip with the facet's
+    label over each plot area (white, or grey with white grid lines), a curve in each, tick labels below."""
+    width = width or (p.rect.width - 8 - (n - 1) * gap) / n
+    for k in range(n):
+        x = 4 + k * (width + gap)
+        if strip:
+            p.draw_rect(pymupdf.Rect(x, 4, x + width, 18), color=None, fill=(0.82, 0.82, 0.82))
+            p.insert_text((x + width / 2 - 12, 14), f"p: {10 ** (k + 2)}", fontsize=7)
+        area = pymupdf.Rect(x, 18, x + width, 120)
+        p.draw_rect(area, color=(0.3, 0.3, 0.3), fill=(0.92, 0.92, 0.92) if grey_panel else None, width=0.5)
+        for g in range(1, 5):  # grid lines
+            gx = x + g * width / 5
+            p.draw_line((gx, 18.5), (gx, 119.5), color=(1, 1, 1) if grey_panel else (0.9, 0.9, 0.9), width=0.5)
+        p.draw_polyline([(x + 6 + j * (width - 12) / 5, 110 - 15 * j - 3 * k) for j in range(6)], color=(0, 0.6, 0.7))
+        for j, label in enumerate(("100", "1000", "10000")):
+            p.insert_text((x + 4 + j * (width - 24) / 2, 130), label, fontsize=6)
+
+
+def test_facets_pasted_touching_are_told_by_their_strip_labels():
+    """Four facets in one bitmap, 1.5 points apart (too close for a background gutter at the render's
+    resolution), each under a grey strip label: four panels (the cut found one). One facet under its strip,
+    or one plot with a grey plot area ruled by white grid lines, stays one; strips of unequal widths (a
+    grey header split unevenly) count none."""
+    doc, page = _page()
+    _pasted(page, (60, 100, 520, 240), lambda p: _facets(p, 4), (460, 140))
+    assert _raster_count(page, (60, 100, 520, 240)) == 4
+    doc, page = _page()
+    _pasted(page, (60, 100, 520, 240), lambda p: _facets(p, 3), (460, 140))
+    assert _raster_count(page, (60, 100, 520, 240)) == 3
+    doc, page = _page()
+    _pasted(page, (60, 100, 280, 240), lambda p: _facets(p, 1), (220, 140))
+    assert _raster_count(page, (60, 100, 280, 240)) == 1
+    doc, page = _page()
+    _pasted(page, (60, 100, 280, 240), lambda p: _facets(p, 1, strip=False, grey_panel=True), (220, 140))
+    assert _raster_count(page, (60, 100, 280, 240)) == 1
+
+    def uneven(p):
+        _facets(p, 1, width=300)
+        p.draw_rect(pymupdf.Rect(305.5, 4, 456, 18), color=None, fill=(0.82, 0.82, 0.82))
+    doc, page = _page()
+    _pasted(page, (60, 100, 520, 240), uneven, (460, 140))
+    assert _raster_count(page, (60, 100, 520, 240)) == 1

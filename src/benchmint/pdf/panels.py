@@ -30,7 +30,9 @@ in this order:
    a block that holds one (small diagrams stacked beside a plot).
 5. **Gutters inside one image**, when the body's only large image is the
    figure: the same cut over a ``RASTER_DPI`` grey render of that image
-   alone, along rows and columns of its background (``raster_panels``).
+   alone, along rows and columns of its background (``raster_panels``); facets
+   pasted touching, with no such gutter, by the breaks across their strip
+   labels' grey band (``strip_panels``).
 
 Filled rectangles (mosaic tiles, bars, strips) are not looked into, so a grid
 drawn only from filled tiles counts as one panel unless its letters say more.
@@ -373,8 +375,38 @@ def raster_panels(page, images: Sequence[dict], body: Box) -> int:
     background = int(np.bincount(border).argmax())
     mask = np.abs(grey.astype(np.int16) - background) > RASTER_TOLERANCE
     scale = 72.0 / RASTER_DPI
-    return sum((x1 - x0) * scale >= PART_MIN_SHARE * w and (y1 - y0) * scale >= PART_MIN_SHARE * h
-               for x0, y0, x1, y1 in _mask_parts(mask, round(RASTER_GUTTER_PT / scale)))
+    n = sum((x1 - x0) * scale >= PART_MIN_SHARE * w and (y1 - y0) * scale >= PART_MIN_SHARE * h
+            for x0, y0, x1, y1 in _mask_parts(mask, round(RASTER_GUTTER_PT / scale)))
+    return n if n >= 2 else max(n, strip_panels(grey, background, scale))
+
+
+STRIP_PT = (6.0, 20.0)  # a facet's strip label: one line of text on a band
+STRIP_ROW_SHARE = 0.5  # of a row in the strip's shade
+STRIP_SHADE = 8  # grey levels within the strip's shade
+
+
+def strip_panels(grey: np.ndarray, background: int, scale: float) -> int:
+    """Facets pasted touching (too close for a background gutter), told by their strip labels: bands
+    ``STRIP_PT`` high whose rows are mostly one shade off the background, broken across by columns nearer the
+    background than that shade (the slivers between facets). A band's parts, two or more, each at least
+    ``FRAME_MIN_PT`` wide and all of one width (facets are), are panels; a band in one piece (a row of a heat
+    map's cells) or of unequal parts (a grey header split unevenly) counts none. ``scale``: points per pixel."""
+    shades = np.array([np.bincount(row, minlength=256).argmax() for row in grey])
+    share = (np.abs(grey.astype(np.int16) - shades[:, None]) <= STRIP_SHADE).mean(axis=1)
+    banded = (np.abs(shades.astype(np.int16) - background) > RASTER_TOLERANCE) & (share >= STRIP_ROW_SHARE)
+    total = 0
+    for a, b in _ink_runs(banded[:, None], 0, 1):
+        if not STRIP_PT[0] <= (b - a) * scale <= STRIP_PT[1]:
+            continue
+        band = grey[a:b]
+        shade = int(np.bincount(band.ravel()).argmax())
+        mean = band.mean(axis=0)
+        strip = np.abs(mean - background) >= np.abs(mean - shade)
+        parts = [(x1 - x0) * scale for x0, x1 in _ink_runs(strip[None, :], 1, 1)]
+        parts = [p for p in parts if p >= FRAME_MIN_PT]
+        if len(parts) >= 2 and max(parts) - min(parts) <= max(2 * scale, 0.1 * max(parts)):
+            total += len(parts)
+    return total
 
 
 def body_letters(words: Sequence[tuple], body: Box) -> list[str]:
