@@ -381,3 +381,101 @@ def test_the_boxes_of_state_diagrams_are_no_plot_frames():
     page.draw_rect(pymupdf.Rect(380, 80, 520, 200))
     page.insert_text((420, 145), "Corr: 0.31", fontsize=9)
     assert _count(page) == 3
+
+
+def _shaded_box(page, box):
+    """A box filled grey and stroked as two paths, the stroke a quad, as R's graphics draw one (a fill and a
+    stroke drawn as one rectangle read as one filled path, which is no frame)."""
+    page.draw_rect(pymupdf.Rect(*box), color=None, fill=(0.83, 0.83, 0.83))
+    page.draw_quad(pymupdf.Rect(*box).quad)
+
+
+def _boxplot(page, frame, upright=True, n=4):
+    """A box plot in ``frame``: ``n`` boxes of one width along one axis, each with a median line and dashed
+    whiskers from its two ends along its middle to short caps."""
+    page.draw_rect(pymupdf.Rect(*frame))
+    x0, y0, x1, y1 = frame
+    for k in range(n):
+        lo, hi = 30 + 12 * k, 110 - 8 * k  # each box's ends, from the frame's start across the value axis
+        if upright:
+            cx = x0 + (k + 0.5) * (x1 - x0) / n
+            box = (cx - 15, y0 + lo, cx + 15, y0 + hi)
+            _shaded_box(page, box)
+            page.draw_line((box[0], (box[1] + box[3]) / 2), (box[2], (box[1] + box[3]) / 2))  # the median
+            for end, tip in ((box[1], y0 + 10), (box[3], y1 - 10)):
+                page.draw_line((cx, end), (cx, tip), dashes="[1.4 2.3] 0")
+                page.draw_line((cx - 8, tip), (cx + 8, tip))
+        else:
+            cy = y0 + (k + 0.5) * (y1 - y0) / n
+            box = (x0 + lo, cy - 15, x0 + hi, cy + 15)
+            _shaded_box(page, box)
+            page.draw_line(((box[0] + box[2]) / 2, box[1]), ((box[0] + box[2]) / 2, box[3]))
+            for end, tip in ((box[0], x0 + 10), (box[2], x1 - 10)):
+                page.draw_line((end, cy), (tip, cy), dashes="[1.4 2.3] 0")
+                page.draw_line((tip, cy - 8), (tip, cy + 8))
+
+
+@pytest.mark.parametrize("upright", [True, False])
+def test_the_boxes_of_a_box_plot_are_no_plot_frames(upright):
+    """A scatterplot beside a box plot: the box plot's boxes are stroked rectangles of a plot's size inside its
+    frame, each with whiskers along its middle. They are one plot's marks: two panels (they were read as the
+    frames the plot's frame holds, five)."""
+    doc, page = _page()
+    page.draw_rect(pymupdf.Rect(60, 80, 290, 380))  # the scatterplot
+    for k in range(12):
+        page.draw_circle((80 + 17 * k, 360 - 20 * k), 2)
+    _boxplot(page, (320, 80, 540, 380), upright)
+    assert frame_panels(frames(page.get_drawings(), [], BODY)) == 2
+    assert _count(page) == 2
+    doc, page = _page()  # a 3 x 2 grid of box plots in a border: six panels
+    page.draw_rect(pymupdf.Rect(*BODY))
+    for row in range(2):
+        for col in range(3):
+            x, y = 60 + col * 160, 60 + row * 190
+            _boxplot(page, (x, y, x + 150, y + 180), upright, n=3)
+    assert _count(page) == 6
+
+
+def _facets(p, n, gap=1.5, width=None, strip=True, grey_panel=False):
+    """``n`` facets side by side ``gap`` points apart, as ggplot draws them: a grey strip with the facet's
+    label over each plot area (white, or grey with white grid lines), a curve in each, tick labels below."""
+    width = width or (p.rect.width - 8 - (n - 1) * gap) / n
+    for k in range(n):
+        x = 4 + k * (width + gap)
+        if strip:
+            p.draw_rect(pymupdf.Rect(x, 4, x + width, 18), color=None, fill=(0.82, 0.82, 0.82))
+            p.insert_text((x + width / 2 - 12, 14), f"p: {10 ** (k + 2)}", fontsize=7)
+        area = pymupdf.Rect(x, 18, x + width, 120)
+        p.draw_rect(area, color=(0.3, 0.3, 0.3), fill=(0.92, 0.92, 0.92) if grey_panel else None, width=0.5)
+        for g in range(1, 5):  # grid lines
+            gx = x + g * width / 5
+            p.draw_line((gx, 18.5), (gx, 119.5), color=(1, 1, 1) if grey_panel else (0.9, 0.9, 0.9), width=0.5)
+        p.draw_polyline([(x + 6 + j * (width - 12) / 5, 110 - 15 * j - 3 * k) for j in range(6)], color=(0, 0.6, 0.7))
+        for j, label in enumerate(("100", "1000", "10000")):
+            p.insert_text((x + 4 + j * (width - 24) / 2, 130), label, fontsize=6)
+
+
+def test_facets_pasted_touching_are_told_by_their_strip_labels():
+    """Four facets in one bitmap, 1.5 points apart (too close for a background gutter at the render's
+    resolution), each under a grey strip label: four panels (the cut found one). One facet under its strip,
+    or one plot with a grey plot area ruled by white grid lines, stays one; strips of unequal widths (a
+    grey header split unevenly) count none."""
+    doc, page = _page()
+    _pasted(page, (60, 100, 520, 240), lambda p: _facets(p, 4), (460, 140))
+    assert _raster_count(page, (60, 100, 520, 240)) == 4
+    doc, page = _page()
+    _pasted(page, (60, 100, 520, 240), lambda p: _facets(p, 3), (460, 140))
+    assert _raster_count(page, (60, 100, 520, 240)) == 3
+    doc, page = _page()
+    _pasted(page, (60, 100, 280, 240), lambda p: _facets(p, 1), (220, 140))
+    assert _raster_count(page, (60, 100, 280, 240)) == 1
+    doc, page = _page()
+    _pasted(page, (60, 100, 280, 240), lambda p: _facets(p, 1, strip=False, grey_panel=True), (220, 140))
+    assert _raster_count(page, (60, 100, 280, 240)) == 1
+
+    def uneven(p):
+        _facets(p, 1, width=300)
+        p.draw_rect(pymupdf.Rect(305.5, 4, 456, 18), color=None, fill=(0.82, 0.82, 0.82))
+    doc, page = _page()
+    _pasted(page, (60, 100, 520, 240), uneven, (460, 140))
+    assert _raster_count(page, (60, 100, 520, 240)) == 1

@@ -10,7 +10,9 @@ in this order:
    holds; frames inside a single frame (a legend box) count with it. Images
    of one width on one baseline with unequal heights are the bars of a chart
    filled with a raster shade, not pictures (``raster_bars``). Drawn frames
-   none of which holds ink (a state diagram's nodes around words) are no plots.
+   none of which holds ink (a state diagram's nodes around words) are no plots,
+   nor are stroked boxes inside a frame with a whisker along their middle (a
+   box plot's boxes).
 2. **Axes**, when fewer than two frames are found (plots drawn without a
    box): lines with three or more evenly spaced tick marks, all pointing out
    of the plot (below an x axis, left of a y axis) or all into it; a plot
@@ -28,7 +30,9 @@ in this order:
    a block that holds one (small diagrams stacked beside a plot).
 5. **Gutters inside one image**, when the body's only large image is the
    figure: the same cut over a ``RASTER_DPI`` grey render of that image
-   alone, along rows and columns of its background (``raster_panels``).
+   alone, along rows and columns of its background (``raster_panels``); facets
+   pasted touching, with no such gutter, by the breaks across their strip
+   labels' grey band (``strip_panels``).
 
 Filled rectangles (mosaic tiles, bars, strips) are not looked into, so a grid
 drawn only from filled tiles counts as one panel unless its letters say more.
@@ -88,6 +92,14 @@ def frames(drawings: Sequence[dict], images: Sequence[dict], body: Box) -> list[
     drawn = [r for r in sized if r not in pictures]
     if not drawn:
         return sized
+    # A box plot's boxes are stroked rectangles inside the plot's frame, each with a whisker: a line along its
+    # middle from one of its edges outwards. They are marks of one plot, not plot areas.
+    boxes = {r for r in drawn if any(_within(r, g) for g in sized) and _whiskered(r, drawings, sized)}
+    if boxes:
+        sized = [r for r in sized if r not in boxes]
+        drawn = [r for r in drawn if r not in boxes]
+        if not drawn:
+            return sized
     # Drawn frames none of which holds ink, only words, are the nodes of a diagram (a multi-state model's
     # boxes), not plot areas. Beside frames that hold plots, one holding a word is a panel (a scatterplot
     # matrix's correlation cells).
@@ -96,6 +108,37 @@ def frames(drawings: Sequence[dict], images: Sequence[dict], body: Box) -> list[
     if any(_holds_ink(r, ink, boxed) for r in drawn):
         return sized
     return [r for r in sized if r in pictures]
+
+
+WHISKER_SLACK_PT = 1.0
+
+
+def _whiskered(box: Box, drawings: Sequence[dict], frames: Sequence[Box]) -> bool:
+    """A stroked line runs along ``box``'s vertical (horizontal) middle from its top or bottom (left or right)
+    edge away from it: a box plot's whisker. A line lying in a frame beside the box (a grid line of the next
+    plot in a lattice, from their shared edge) is none."""
+    cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+    s = WHISKER_SLACK_PT
+    for d in drawings:
+        if d.get("color") is None or is_white(d["color"]):
+            continue
+        for item in d["items"]:
+            if item[0] != "l":
+                continue
+            a, b = item[1], item[2]
+            if abs(a.x - cx) <= s and abs(b.x - cx) <= s:  # vertical, through the middle
+                lo, hi, edges = min(a.y, b.y), max(a.y, b.y), (box[1], box[3])
+            elif abs(a.y - cy) <= s and abs(b.y - cy) <= s:  # horizontal, through the middle
+                lo, hi, edges = min(a.x, b.x), max(a.x, b.x), (box[0], box[2])
+            else:
+                continue
+            if hi - lo <= TICK_PT[1]:
+                continue  # a tick mark at the middle of a plot's frame, not a whisker
+            if (abs(hi - edges[0]) <= s and lo < edges[0] - s) or (abs(lo - edges[1]) <= s and hi > edges[1] + s):
+                line = (min(a.x, b.x), min(a.y, b.y), max(a.x, b.x), max(a.y, b.y))
+                if not any(g != box and not _within(box, g) and inside(line, g, s) for g in frames):
+                    return True
+    return False
 
 
 FRAME_INSET_PT = 2.0  # ink within this of a frame's edge (an arrow's head at a node, ticks pointing out) is not in it
@@ -332,8 +375,38 @@ def raster_panels(page, images: Sequence[dict], body: Box) -> int:
     background = int(np.bincount(border).argmax())
     mask = np.abs(grey.astype(np.int16) - background) > RASTER_TOLERANCE
     scale = 72.0 / RASTER_DPI
-    return sum((x1 - x0) * scale >= PART_MIN_SHARE * w and (y1 - y0) * scale >= PART_MIN_SHARE * h
-               for x0, y0, x1, y1 in _mask_parts(mask, round(RASTER_GUTTER_PT / scale)))
+    n = sum((x1 - x0) * scale >= PART_MIN_SHARE * w and (y1 - y0) * scale >= PART_MIN_SHARE * h
+            for x0, y0, x1, y1 in _mask_parts(mask, round(RASTER_GUTTER_PT / scale)))
+    return n if n >= 2 else max(n, strip_panels(grey, background, scale))
+
+
+STRIP_PT = (6.0, 20.0)  # a facet's strip label: one line of text on a band
+STRIP_ROW_SHARE = 0.5  # of a row in the strip's shade
+STRIP_SHADE = 8  # grey levels within the strip's shade
+
+
+def strip_panels(grey: np.ndarray, background: int, scale: float) -> int:
+    """Facets pasted touching (too close for a background gutter), told by their strip labels: bands
+    ``STRIP_PT`` high whose rows are mostly one shade off the background, broken across by columns nearer the
+    background than that shade (the slivers between facets). A band's parts, two or more, each at least
+    ``FRAME_MIN_PT`` wide and all of one width (facets are), are panels; a band in one piece (a row of a heat
+    map's cells) or of unequal parts (a grey header split unevenly) counts none. ``scale``: points per pixel."""
+    shades = np.array([np.bincount(row, minlength=256).argmax() for row in grey])
+    share = (np.abs(grey.astype(np.int16) - shades[:, None]) <= STRIP_SHADE).mean(axis=1)
+    banded = (np.abs(shades.astype(np.int16) - background) > RASTER_TOLERANCE) & (share >= STRIP_ROW_SHARE)
+    total = 0
+    for a, b in _ink_runs(banded[:, None], 0, 1):
+        if not STRIP_PT[0] <= (b - a) * scale <= STRIP_PT[1]:
+            continue
+        band = grey[a:b]
+        shade = int(np.bincount(band.ravel()).argmax())
+        mean = band.mean(axis=0)
+        strip = np.abs(mean - background) >= np.abs(mean - shade)
+        parts = [(x1 - x0) * scale for x0, x1 in _ink_runs(strip[None, :], 1, 1)]
+        parts = [p for p in parts if p >= FRAME_MIN_PT]
+        if len(parts) >= 2 and max(parts) - min(parts) <= max(2 * scale, 0.1 * max(parts)):
+            total += len(parts)
+    return total
 
 
 def body_letters(words: Sequence[tuple], body: Box) -> list[str]:
