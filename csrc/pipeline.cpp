@@ -607,6 +607,9 @@ struct PredLine {
     // the block's text, formatted as if kept.
     int32_t gi = -1, tp = 0, np = 0, ng = 0;
     size_t row_off = 0, row_len = 0;
+    // Set by the ordered merge: whether the line gives a row, and its model's code.
+    bool kept = false;
+    int32_t m = -1;
 };
 
 bool read_optional(json::Cursor& c, double hi, double& out) {
@@ -732,17 +735,55 @@ struct SegmentCache {
     }
 };
 
+// Leaves new elements uninitialised on resize: the columns grow by a chunk's rows before threads fill them.
+template <class T>
+struct NoInit : std::allocator<T> {
+    template <class U>
+    struct rebind {
+        using other = NoInit<U>;
+    };
+    NoInit() = default;
+    template <class U>
+    NoInit(const NoInit<U>&) {}
+    template <class U, class... Args>
+    void construct(U* p, Args&&... args) {
+        if constexpr (sizeof...(Args) == 0)
+            ::new (static_cast<void*>(p)) U;
+        else
+            ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
+};
+template <class T>
+using Column = std::vector<T, NoInit<T>>;
+
 struct Columns {
-    std::vector<int32_t> model, gold_idx, tp, n_pred, n_gold;
-    std::vector<uint8_t> status;
-    std::vector<double> confidence, difficulty, tokens;
+    Column<int32_t> model, gold_idx, tp, n_pred, n_gold;
+    Column<uint8_t> status;
+    Column<double> confidence, difficulty, tokens;
+
+    void resize(size_t n) {
+        for (auto* c : {&model, &gold_idx, &tp, &n_pred, &n_gold}) c->resize(n);
+        status.resize(n);
+        for (auto* c : {&confidence, &difficulty, &tokens}) c->resize(n);
+    }
+    void set(size_t k, const PredLine& r) {
+        model[k] = r.m;
+        gold_idx[k] = r.gi;
+        tp[k] = r.tp;
+        n_pred[k] = r.np;
+        n_gold[k] = r.ng;
+        status[k] = uint8_t(r.status);
+        confidence[k] = r.confidence;
+        difficulty[k] = r.difficulty;
+        tokens[k] = r.tokens;
+    }
 };
 
 // Hands the vector's storage to numpy without a copy.
-template <class T>
-py::array_t<T> to_numpy(std::vector<T>&& v) {
-    auto* heap = new std::vector<T>(std::move(v));
-    py::capsule owner(heap, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+template <class T, class A>
+py::array_t<T> to_numpy(std::vector<T, A>&& v) {
+    auto* heap = new std::vector<T, A>(std::move(v));
+    py::capsule owner(heap, [](void* p) { delete static_cast<std::vector<T, A>*>(p); });
     return py::array_t<T>(py::ssize_t(heap->size()), heap->data(), owner);
 }
 
@@ -830,10 +871,13 @@ py::dict score_stream(const std::vector<std::string>& pred_paths, std::shared_pt
             for (auto e : *warnings) errors.append(e);
         }
         seen[size_t(m)][size_t(gi)] = 1;
-        emit(r.rid, m, gi, r.answer, r.status, r.confidence, r.difficulty, r.tokens);
+        format_row(rows, r.rid, models[size_t(m)], gi, r.answer, r.status, r.tp, r.np, r.ng);
+        r.gi = gi;
+        r.m = m;
+        r.kept = true;
     };
-    // The same for a line the parse decided (its lookup and row are done): true when kept, its columns added.
-    auto take = [&](const PredLine& r, const std::string& path, int64_t line) {
+    // The same for a line the parse decided (its lookup and row are done): true when kept.
+    auto take = [&](PredLine& r, const std::string& path, int64_t line) {
         if (r.gi < 0) {
             py::gil_scoped_acquire gil;
             errors.append(make_error("unknown_id", path, line, r.rid, r.model));
@@ -846,12 +890,35 @@ py::dict score_stream(const std::vector<std::string>& pred_paths, std::shared_pt
             return false;
         }
         seen[size_t(m)][size_t(r.gi)] = 1;
-        add_columns(m, r.gi, r.tp, r.np, r.ng, r.status, r.confidence, r.difficulty, r.tokens);
-        return true;
+        r.m = m;
+        return r.kept = true;
     };
     // Pieces for the writer, in order: rows copied or formatted here, and whole blocks' texts moved in uncopied.
     std::vector<std::string> pieces;
-    std::vector<uint8_t> kept;
+    std::vector<size_t> block_rows;  // per parse block of a chunk: its first row in the columns
+    auto fill_columns = [&](const Chunk<PredLine>& chunk) {
+        const int64_t n = int64_t(chunk.lines.size()), n_blocks = (n + PARSE_BLOCK - 1) / PARSE_BLOCK;
+        block_rows.assign(size_t(n_blocks) + 1, 0);
+        auto blocks = [&](auto&& each) {  // each(block, its first line, its end)
+            parallel_blocks(n_blocks, workers, 1, [&](int64_t b, int64_t e) {
+                for (int64_t blk = b; blk < e; ++blk)
+                    each(size_t(blk), size_t(blk * PARSE_BLOCK), size_t(std::min(n, (blk + 1) * PARSE_BLOCK)));
+            });
+        };
+        blocks([&](size_t blk, size_t i0, size_t i1) {
+            size_t k = 0;
+            for (size_t i = i0; i < i1; ++i) k += chunk.parsed[i].kept;
+            block_rows[blk + 1] = k;
+        });
+        block_rows[0] = cols.model.size();
+        for (size_t blk = 0; blk < size_t(n_blocks); ++blk) block_rows[blk + 1] += block_rows[blk];
+        cols.resize(block_rows[size_t(n_blocks)]);
+        blocks([&](size_t blk, size_t i0, size_t i1) {
+            size_t k = block_rows[blk];
+            for (size_t i = i0; i < i1; ++i)
+                if (chunk.parsed[i].kept) cols.set(k++, chunk.parsed[i]);
+        });
+    };
     auto flush_rows = [&] {
         if (!rows.empty()) pieces.push_back(std::move(rows));
         rows = std::string();
@@ -879,6 +946,7 @@ py::dict score_stream(const std::vector<std::string>& pred_paths, std::shared_pt
 
     for (const std::string& path : pred_paths) {
         auto parse = [&](std::string_view line, PredLine& out, std::string& text) {
+            out.kept = false;
             parse_pred_line(line, g.task, out);
             if (!out.decided) return;
             // What does not depend on the lines before: the gold item, the counts and the row, as if kept.
@@ -904,14 +972,12 @@ py::dict score_stream(const std::vector<std::string>& pred_paths, std::shared_pt
                         whole = r.blank || (r.decided && r.gi >= 0);
                     }
                     if (whole) {
-                        kept.assign(b1 - b0, 0);
                         bool all = true;
                         for (size_t i = b0; i < b1; ++i) {
-                            const PredLine& r = chunk.parsed[i];
+                            PredLine& r = chunk.parsed[i];
                             if (r.blank) continue;
                             ++n_records;
-                            kept[i - b0] = take(r, path, chunk.first_line + int64_t(i));
-                            all = all && kept[i - b0];
+                            all = take(r, path, chunk.first_line + int64_t(i)) && all;
                         }
                         if (all) {
                             flush_rows();
@@ -919,7 +985,8 @@ py::dict score_stream(const std::vector<std::string>& pred_paths, std::shared_pt
                             text = std::string();
                         } else {
                             for (size_t i = b0; i < b1; ++i)
-                                if (kept[i - b0]) rows.append(text, chunk.parsed[i].row_off, chunk.parsed[i].row_len);
+                                if (chunk.parsed[i].kept)
+                                    rows.append(text, chunk.parsed[i].row_off, chunk.parsed[i].row_len);
                         }
                         continue;
                     }
@@ -934,8 +1001,22 @@ py::dict score_stream(const std::vector<std::string>& pred_paths, std::shared_pt
                             rows.append(text, r.row_off, r.row_len);
                     }
                 }
-                flush_rows();
-                out.write(pieces);
+                // The loop above only decided which lines give rows and their models; their columns are filled
+                // off this thread (the rows kept per block counted, then each block written at its offset),
+                // while the rows go to the writer.
+                std::exception_ptr failure;
+                {
+                    Joiner fill{std::thread([&] {
+                        try {
+                            fill_columns(chunk);
+                        } catch (...) {
+                            failure = std::current_exception();
+                        }
+                    })};
+                    flush_rows();
+                    out.write(pieces);
+                }
+                if (failure) std::rethrow_exception(failure);
             }
             progress(n_records);
         };

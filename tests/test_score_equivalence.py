@@ -186,6 +186,45 @@ def test_lines_across_chunks(forced_impl, tmp_path):
     assert_same(run_both(forced_impl, tmp_path, pred, gold, ScoreConfig(task="mcq", workers=2)))
 
 
+@pytest.mark.parametrize("workers", [2, 3])
+def test_columns_filled_per_block_across_chunks(forced_impl, tmp_path, workers):
+    # The ordered merge only decides which lines give rows; their columns (model, counts, status, confidence,
+    # difficulty, tokens: what the summary is computed from) are filled by threads at each parse block's offset.
+    # Three models interleaved over 2 files of more than one 4 MiB read each, so every chunk has more blocks
+    # than threads, with the lines that give no row spread over the blocks: a model's second answer (dropped),
+    # unknown ids, blank lines, and lines the reference decides (kept, their columns set by the merge itself).
+    rng = random.Random(11)
+    records = list(mcq_dataset(15_000, ["wise-model", "gambling-model", "bold-model"], seed=2))
+    gold_rows = [r for kind, r in records if kind == "gold"]
+    preds = [r for kind, r in records if kind == "pred"]
+    rng.shuffle(preds)
+    lines = []
+    for i, rec in enumerate(preds):
+        rec = dict(rec, output=rec["output"] + " " * rng.randint(0, 200))
+        line = json.dumps(rec)
+        if i % 89 == 0:
+            line = line[:-1] + ', "model": ' + json.dumps(rec["model"]) + "}"  # a repeated key: the reference's
+        lines.append(line)
+        if i % 53 == 0:
+            lines.append(json.dumps(dict(rec, confidence=0.01, tokens=1)))  # a second answer: dropped
+        if i % 71 == 0:
+            lines.append(json.dumps({"id": f"nowhere{i}", "output": "A"}))
+        if i % 97 == 0:
+            lines.append("")
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text("".join(json.dumps(r) + "\n" for r in gold_rows), encoding="utf-8")
+    half = len(lines) // 2
+    first, second = tmp_path / "p1.jsonl", tmp_path / "p2.jsonl"
+    first.write_text("\n".join(lines[:half]) + "\n", encoding="utf-8")
+    second.write_text("\n".join(lines[half:]) + "\n", encoding="utf-8")
+    assert first.stat().st_size > (5 << 20) and second.stat().st_size > (5 << 20)
+    cfg = ScoreConfig(task="mcq", by=("domain", "level"), workers=workers)
+    results = run_both(forced_impl, tmp_path, [first, second], gold, cfg)
+    assert results["fallback"] >= 500
+    assert_same(results)
+    errors = results["compiled"][1]["errors.jsonl"].decode()
+    assert '"duplicate_id"' in errors and '"unknown_id"' in errors
+
 ids = st.text(alphabet=string.ascii_letters + "é\"\\\n\t😀 ", min_size=0, max_size=4)
 letters = st.lists(st.sampled_from(list("ABCDEab") + ["AB", "", 1]), max_size=4)
 good_letters = st.lists(st.sampled_from(list("ABCDEab")), max_size=4)
