@@ -1,6 +1,6 @@
 // _core.pipeline: the streaming path from JSONL files to scores.
 //
-//   load_gold     GOLD.jsonl -> GoldIndex (ids, answer keys, strata codes)
+//   load_gold     GOLD.jsonl -> GoldIndex (ids, answer keys, strata codes), merged by id shards (GoldLoader)
 //   score_stream  PRED.jsonl files -> scores.jsonl rows + per-row columns
 //
 // Lines are parsed, answers extracted, gold items looked up and rows
@@ -209,12 +209,24 @@ inline uint64_t hash_bytes(std::string_view s) {
     return h ^ (h >> 32);
 }
 
-// Open addressing over the gold ids; hashes are computed in the parallel parse.
+// Open addressing over the gold ids, split into shards by the hash's top bits so that the gold loader fills
+// the shards on separate threads (each shard's inserts by one thread, in line order); hashes are computed in
+// the parallel parse. A slot holds an item number or -1 (empty); while the loader merges a chunk, a line of
+// that chunk that becomes an item holds its slot as -2 - line until the item numbers are known.
 struct IdTable {
-    std::vector<int32_t> slots = std::vector<int32_t>(1024, -1);
+    static constexpr int SHARD_BITS = 6;
+    static constexpr size_t N_SHARDS = size_t(1) << SHARD_BITS;
+    struct Shard {
+        std::vector<int32_t> slots = std::vector<int32_t>(16, -1);
+        size_t used = 0;
+    };
+    std::vector<Shard> shards = std::vector<Shard>(N_SHARDS);
     std::vector<uint64_t> hashes;  // per item
 
+    static size_t shard_of(uint64_t h) { return size_t(h >> (64 - SHARD_BITS)); }
+
     int32_t find(const std::vector<std::string>& ids, std::string_view key, uint64_t h) const {
+        const std::vector<int32_t>& slots = shards[shard_of(h)].slots;
         const size_t mask = slots.size() - 1;
         for (size_t i = h & mask;; i = (i + 1) & mask) {
             const int32_t v = slots[i];
@@ -222,23 +234,56 @@ struct IdTable {
             if (hashes[size_t(v)] == h && ids[size_t(v)] == key) return v;
         }
     }
-    void place(int32_t item) {
-        const size_t mask = slots.size() - 1;
-        size_t i = hashes[size_t(item)] & mask;
-        while (slots[i] >= 0) i = (i + 1) & mask;
-        slots[i] = item;
+    // The slot of h's shard holding the entry same(v) accepts, else the empty slot where h goes.
+    template <class Same>
+    static size_t slot_of(const Shard& s, uint64_t h, Same&& same) {
+        const size_t mask = s.slots.size() - 1;
+        for (size_t i = h & mask;; i = (i + 1) & mask)
+            if (s.slots[i] == -1 || same(s.slots[i])) return i;
     }
-    void insert(int32_t item, uint64_t h) {
-        hashes.push_back(h);
-        if (hashes.size() * 2 > slots.size()) {
-            slots.assign(slots.size() * 2, -1);
-            for (int32_t k = 0; k < int32_t(hashes.size()) - 1; ++k) place(k);
+    // Doubles a shard's slots: hash_of(v) is an entry's hash, moved(v, slot) is told where it went.
+    template <class HashOf, class Moved>
+    static void grow(Shard& s, HashOf&& hash_of, Moved&& moved) {
+        std::vector<int32_t> old(s.slots.size() * 2, -1);
+        std::swap(old, s.slots);
+        const size_t mask = s.slots.size() - 1;
+        for (const int32_t v : old) {
+            if (v == -1) continue;
+            size_t i = hash_of(v) & mask;
+            while (s.slots[i] != -1) i = (i + 1) & mask;
+            s.slots[i] = v;
+            moved(v, i);
         }
-        place(item);
     }
 };
 
 // ---------------------------------------------------------------- gold ----
+
+// A stratum field's values, coded in the order they first appear.
+struct ValueTable {
+    std::vector<std::string> values;
+    std::unordered_map<std::string, int32_t> index;  // once past 16 values
+
+    int32_t code(const std::string& v) {
+        if (values.size() <= 16) {  // strata usually have a handful of values: a scan beats hashing
+            for (size_t k = 0; k < values.size(); ++k)
+                if (values[k] == v) return int32_t(k);
+            if (values.size() == 16)  // growing past the scan: index what we have
+                for (size_t k = 0; k < values.size(); ++k) index.emplace(values[k], int32_t(k));
+            else {
+                values.push_back(v);
+                return int32_t(values.size()) - 1;
+            }
+        }
+        auto [it, fresh] = index.emplace(v, int32_t(values.size()));
+        if (fresh) values.push_back(v);
+        return it->second;
+    }
+    void clear() {
+        values.clear();
+        index.clear();
+    }
+};
 
 struct GoldIndex {
     std::string path;
@@ -248,45 +293,11 @@ struct GoldIndex {
     IdTable index;
     std::vector<int64_t> key_offsets{0};
     std::vector<int64_t> keys;
-    std::vector<std::vector<int32_t>> codes;       // per by-field, per item (codes into values before sorting)
-    std::vector<std::vector<std::string>> values;  // per by-field, in sorted order after finish()
-    std::vector<std::unordered_map<std::string, int32_t>> value_codes;
+    std::vector<std::vector<int32_t>> codes;       // per by-field, per item: codes into values
+    std::vector<std::vector<std::string>> values;  // per by-field, in sorted order (UTF-8 byte order = code points)
     py::list errors;
 
     int32_t n_items() const { return int32_t(ids.size()); }
-
-    int32_t value_code(size_t field, const std::string& v) {
-        std::vector<std::string>& vals = values[field];
-        if (vals.size() <= 16) {  // strata usually have a handful of values: a scan beats hashing
-            for (size_t k = 0; k < vals.size(); ++k)
-                if (vals[k] == v) return int32_t(k);
-            if (vals.size() == 16)  // growing past the scan: index what we have
-                for (size_t k = 0; k < vals.size(); ++k) value_codes[field].emplace(vals[k], int32_t(k));
-            else {
-                vals.push_back(v);
-                return int32_t(vals.size()) - 1;
-            }
-        }
-        auto [it, fresh] = value_codes[field].emplace(v, int32_t(vals.size()));
-        if (fresh) vals.push_back(v);
-        return it->second;
-    }
-
-    void finish() {  // value codes follow the sorted order of the values (UTF-8 byte order = code point order)
-        for (size_t f = 0; f < by.size(); ++f) {
-            std::vector<int32_t> order(values[f].size());
-            for (size_t i = 0; i < order.size(); ++i) order[i] = int32_t(i);
-            std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return values[f][a] < values[f][b]; });
-            std::vector<int32_t> remap(order.size());
-            std::vector<std::string> sorted(order.size());
-            for (size_t r = 0; r < order.size(); ++r) {
-                remap[order[r]] = int32_t(r);
-                sorted[r] = values[f][order[r]];
-            }
-            for (auto& c : codes[f]) c = remap[c];
-            values[f] = std::move(sorted);
-        }
-    }
 };
 
 struct GoldLine {
@@ -531,66 +542,308 @@ class RowWriter {
     bool ok_ = true;
 };
 
+// Runs fn on a thread of its own while the calling thread waits without the GIL, so that the calling thread's
+// time is only what stays serial; fn's exception is raised here.
+template <class Fn>
+void off_thread(Fn&& fn) {
+    std::exception_ptr failure;
+    {
+        py::gil_scoped_release nogil;
+        Joiner t{std::thread([&] {
+            try {
+                fn();
+            } catch (...) {
+                failure = std::current_exception();
+            }
+        })};
+    }
+    if (failure) std::rethrow_exception(failure);
+}
+
+// Each gold line's tag, one byte a line in its parse block's text (the gold parse formats no rows): the id's
+// shard when the line is to become an item unless its id came before, TAG_PROBE | shard when the id only
+// counts for the duplicate check (the reference read an id but no usable answer), TAG_UNDECIDED for a line
+// the reference has to read, TAG_SKIP for the rest.
+constexpr uint8_t TAG_PROBE = 0x40, TAG_UNDECIDED = 0xFE, TAG_SKIP = 0xFF;
+static_assert(IdTable::N_SHARDS <= TAG_PROBE, "a shard number must fit below TAG_PROBE");
+constexpr int64_t GOLD_THREAD_LINES = 4096;  // fewer lines of a chunk per thread are not worth a thread
+
+// Merges the gold file's chunks into a GoldIndex as a serial pass in line order would (the first line of an id
+// gives the item, later ones duplicate_gold errors; items numbered in line order; errors in line order), with
+// the work spread: the id table's shards are filled by threads each walking the chunk's lines in order; item
+// numbers come from the count of first lines per part of the chunk; each part fills its items' ids, keys and
+// stratum codes at known offsets, the codes into a table of the part's own, merged into the field's table
+// afterwards. Only the lines the reference reads, the errors and the merge of the parts' value tables stay on
+// the calling thread.
+class GoldLoader {
+   public:
+    GoldLoader(GoldIndex& g, int workers, py::function fallback, py::function make_error)
+        : g_(g),
+          workers_(workers),
+          fallback_(std::move(fallback)),
+          make_error_(std::move(make_error)),
+          fields_(g.by.size()) {
+        g_.codes.resize(fields_);
+        g_.values.resize(fields_);
+    }
+
+    static void parse(std::string_view line, const GoldIndex& g, GoldLine& out, std::string& tags) {
+        parse_gold_line(line, g, out);
+        tags.push_back(char(out.blank ? TAG_SKIP : out.decided ? uint8_t(IdTable::shard_of(out.hash)) : TAG_UNDECIDED));
+    }
+
+    // One chunk, in file order; called with the GIL held.
+    void merge(Chunk<GoldLine>& chunk) {
+        const size_t n = chunk.lines.size();
+        read_undecided(chunk);
+        const int64_t threads = std::clamp<int64_t>(int64_t(n) / GOLD_THREAD_LINES, 1, workers_);
+        part_lines_ = std::max<size_t>(1, (n + size_t(threads) - 1) / size_t(threads));
+        parts_ = (n + part_lines_ - 1) / part_lines_;
+        off_thread([&] {
+            mark_first_lines(chunk, threads);
+            fill_items(chunk);
+        });
+        merge_values();
+        report(chunk);
+        undecided_.clear();
+    }
+
+    // Codes follow the sorted order of each field's values (as the reference's strata()).
+    void finish() {
+        std::vector<std::vector<int32_t>> ranks(fields_);
+        for (size_t f = 0; f < fields_; ++f) {
+            const std::vector<std::string>& vals = values_[f].values;
+            std::vector<int32_t> order(vals.size());
+            for (size_t i = 0; i < order.size(); ++i) order[i] = int32_t(i);
+            std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return vals[a] < vals[b]; });
+            ranks[f].resize(order.size());
+            g_.values[f].resize(order.size());
+            for (size_t r = 0; r < order.size(); ++r) {
+                ranks[f][order[r]] = int32_t(r);
+                g_.values[f][r] = vals[order[r]];
+            }
+        }
+        if (fields_ == 0) return;
+        off_thread([&] {  // each segment's part codes -> the field's codes -> ranks
+            parallel_blocks(int64_t(segments_.size()), workers_, 1, [&](int64_t b, int64_t e) {
+                for (int64_t s = b; s < e; ++s) {
+                    const Segment& seg = segments_[size_t(s)];
+                    for (size_t f = 0; f < fields_; ++f)
+                        for (int32_t item = seg.begin; item < seg.end; ++item) {
+                            int32_t& c = g_.codes[f][size_t(item)];
+                            c = ranks[f][size_t(seg.codes[f][size_t(c)])];
+                        }
+                }
+            });
+        });
+    }
+
+   private:
+    // A part's items (a range of item numbers) and, per field, its value codes in the field's table.
+    struct Segment {
+        int32_t begin, end;
+        std::vector<std::vector<int32_t>> codes;
+    };
+    struct Undecided {
+        size_t line;
+        py::object problem;
+        bool usable;  // the reference gave an answer: its problem (if any) is only a warning
+    };
+
+    static uint8_t& tag(Chunk<GoldLine>& chunk, size_t i) {
+        return reinterpret_cast<uint8_t&>(chunk.texts[i / size_t(PARSE_BLOCK)][i % size_t(PARSE_BLOCK)]);
+    }
+
+    // The reference reads the lines the parse left undecided, in line order (it needs the GIL).
+    void read_undecided(Chunk<GoldLine>& chunk) {
+        for (size_t blk = 0; blk < chunk.texts.size(); ++blk) {
+            const std::string& tags = chunk.texts[blk];
+            for (const char* p = tags.data(); (p = static_cast<const char*>(std::memchr(
+                                                   p, char(TAG_UNDECIDED), size_t(tags.data() + tags.size() - p))));
+                 ++p) {
+                const size_t i = blk * size_t(PARSE_BLOCK) + size_t(p - tags.data());
+                const std::string_view raw = chunk.lines[i];
+                GoldLine& r = chunk.parsed[i];
+                // (rid, answer, strata, problem)
+                py::tuple res = fallback_(py::bytes(raw.data(), raw.size()), chunk.first_line + int64_t(i));
+                py::object rid = res[0], answer = res[1], strata = res[2];
+                uint8_t t = TAG_SKIP;
+                if (!rid.is_none()) {
+                    r.rid = rid.cast<std::string>();
+                    r.hash = hash_bytes(r.rid);
+                    t = uint8_t(IdTable::shard_of(r.hash));
+                    if (answer.is_none()) {
+                        t |= TAG_PROBE;
+                    } else {
+                        answer_from_python(answer, g_.task, r.answer);
+                        r.strata = strata.cast<std::vector<std::string>>();
+                    }
+                }
+                tag(chunk, i) = t;
+                undecided_.push_back({i, res[3], !answer.is_none()});
+            }
+        }
+    }
+
+    // Walks the chunk's lines in order once per thread, each thread taking the lines of its own shards: a line
+    // whose id is in the table (from an earlier chunk or line) is a duplicate; else it takes a slot as a new
+    // item. Counts the new items and their keys per part.
+    void mark_first_lines(Chunk<GoldLine>& chunk, int64_t threads) {
+        const size_t n = chunk.lines.size(), T = size_t(threads);
+        flags_.assign(n, 0);
+        slot_.resize(n);
+        counts_.assign(T * parts_ * 2, 0);
+        IdTable& idx = g_.index;
+        parallel_blocks(threads, workers_, 1, [&](int64_t t0, int64_t) {
+            const size_t t = size_t(t0);
+            uint8_t owner[256];
+            for (size_t v = 0; v < 256; ++v)
+                owner[v] = (v == TAG_SKIP || v == TAG_UNDECIDED) ? 0xFF : uint8_t((v & (TAG_PROBE - 1)) % T);
+            const auto hash_of = [&](int32_t v) {
+                return v >= 0 ? idx.hashes[size_t(v)] : chunk.parsed[size_t(-2 - int64_t(v))].hash;
+            };
+            const auto moved = [&](int32_t v, size_t at) {
+                if (v < -1) slot_[size_t(-2 - int64_t(v))] = at;
+            };
+            int64_t* counts = counts_.data() + t * parts_ * 2;
+            for (size_t blk = 0; blk < chunk.texts.size(); ++blk) {
+                const std::string& tags = chunk.texts[blk];
+                for (size_t j = 0; j < tags.size(); ++j) {
+                    const uint8_t tg = uint8_t(tags[j]);
+                    if (owner[tg] != t) continue;
+                    const size_t i = blk * size_t(PARSE_BLOCK) + j;
+                    const GoldLine& r = chunk.parsed[i];
+                    IdTable::Shard& sh = idx.shards[tg & (TAG_PROBE - 1)];
+                    const auto same = [&](int32_t v) {
+                        if (v >= 0) return idx.hashes[size_t(v)] == r.hash && g_.ids[size_t(v)] == r.rid;
+                        const GoldLine& o = chunk.parsed[size_t(-2 - int64_t(v))];
+                        return o.hash == r.hash && o.rid == r.rid;
+                    };
+                    size_t at = IdTable::slot_of(sh, r.hash, same);
+                    if (sh.slots[at] != -1) {
+                        flags_[i] = DUPLICATE;
+                        continue;
+                    }
+                    if (tg & TAG_PROBE) continue;
+                    if ((sh.used + 1) * 2 > sh.slots.size()) {
+                        IdTable::grow(sh, hash_of, moved);
+                        at = IdTable::slot_of(sh, r.hash, [](int32_t) { return false; });
+                    }
+                    sh.slots[at] = int32_t(-2 - int64_t(i));
+                    ++sh.used;
+                    slot_[i] = at;
+                    flags_[i] = FIRST;
+                    counts[(i / part_lines_) * 2] += 1;
+                    counts[(i / part_lines_) * 2 + 1] += int64_t(r.answer.keys.size());
+                }
+            }
+        });
+        // Each part's first item and key, then room for them.
+        starts_.assign((parts_ + 1) * 2, 0);
+        starts_[0] = g_.n_items();
+        starts_[1] = int64_t(g_.keys.size());
+        for (size_t p = 0; p < parts_; ++p)
+            for (size_t k = 0; k < 2; ++k) {
+                int64_t sum = starts_[p * 2 + k];
+                for (size_t t = 0; t < T; ++t) sum += counts_[(t * parts_ + p) * 2 + k];
+                starts_[(p + 1) * 2 + k] = sum;
+            }
+        const size_t items = size_t(starts_[parts_ * 2]);
+        if (items > size_t(std::numeric_limits<int32_t>::max())) throw py::value_error("too many gold items");
+        g_.ids.resize(items);
+        idx.hashes.resize(items);
+        g_.key_offsets.resize(items + 1);
+        g_.keys.resize(size_t(starts_[parts_ * 2 + 1]));
+        for (auto& c : g_.codes) c.resize(items);
+    }
+
+    // Each part's new items at their numbers: ids, hashes, their slots, keys and the codes into the part's values.
+    void fill_items(Chunk<GoldLine>& chunk) {
+        if (part_values_.size() < parts_) part_values_.resize(parts_, std::vector<ValueTable>(fields_));
+        parallel_blocks(int64_t(parts_), workers_, 1, [&](int64_t p0, int64_t) {
+            const size_t p = size_t(p0);
+            std::vector<ValueTable>& tables = part_values_[p];
+            for (ValueTable& t : tables) t.clear();
+            int32_t item = int32_t(starts_[p * 2]);
+            int64_t k = starts_[p * 2 + 1];
+            for (size_t i = p * part_lines_; i < std::min(chunk.lines.size(), (p + 1) * part_lines_); ++i) {
+                if (flags_[i] != FIRST) continue;
+                GoldLine& r = chunk.parsed[i];
+                g_.index.hashes[size_t(item)] = r.hash;
+                g_.index.shards[IdTable::shard_of(r.hash)].slots[slot_[i]] = item;
+                std::copy(r.answer.keys.begin(), r.answer.keys.end(), g_.keys.begin() + k);
+                k += int64_t(r.answer.keys.size());
+                g_.key_offsets[size_t(item) + 1] = k;
+                for (size_t f = 0; f < fields_; ++f) g_.codes[f][size_t(item)] = tables[f].code(r.strata[f]);
+                g_.ids[size_t(item)] = std::move(r.rid);
+                ++item;
+            }
+        });
+    }
+
+    // The parts' values into each field's table, in part order: the field's codes for the segment's items.
+    void merge_values() {
+        if (fields_ == 0) return;
+        for (size_t p = 0; p < parts_; ++p) {
+            const int32_t begin = int32_t(starts_[p * 2]), end = int32_t(starts_[(p + 1) * 2]);
+            if (begin == end) continue;
+            Segment seg{begin, end, std::vector<std::vector<int32_t>>(fields_)};
+            for (size_t f = 0; f < fields_; ++f)
+                for (const std::string& v : part_values_[p][f].values) seg.codes[f].push_back(values_[f].code(v));
+            segments_.push_back(std::move(seg));
+        }
+    }
+
+    // The chunk's errors in line order: duplicates, and the reference's problems.
+    void report(Chunk<GoldLine>& chunk) {
+        const size_t n = chunk.lines.size();
+        const bool any_duplicate = n && std::memchr(flags_.data(), DUPLICATE, n);
+        if (!any_duplicate && undecided_.empty()) return;
+        size_t u = 0;
+        for (size_t i = 0; i < n; ++i) {
+            const bool undecided = u < undecided_.size() && undecided_[u].line == i;
+            if (flags_[i] == DUPLICATE)
+                g_.errors.append(make_error_("duplicate_gold", g_.path, chunk.first_line + int64_t(i),
+                                             chunk.parsed[i].rid, py::none()));
+            else if (undecided && (!undecided_[u].usable || !undecided_[u].problem.is_none()))
+                g_.errors.append(undecided_[u].problem);
+            u += undecided;
+            if (!any_duplicate && u == undecided_.size()) break;
+        }
+    }
+
+    static constexpr uint8_t FIRST = 1, DUPLICATE = 2;
+    GoldIndex& g_;
+    const int workers_;
+    py::function fallback_, make_error_;
+    const size_t fields_;
+    std::vector<ValueTable> values_ = std::vector<ValueTable>(fields_);  // per field, codes by first appearance
+    std::vector<Segment> segments_;
+    // Per chunk:
+    std::vector<Undecided> undecided_;
+    std::vector<uint8_t> flags_;                        // per line: FIRST, DUPLICATE or 0
+    std::vector<size_t> slot_;                          // per FIRST line: its slot in its shard
+    std::vector<int64_t> counts_;                       // per thread, per part: new items, their keys
+    std::vector<int64_t> starts_;                       // per part: first item, first key (and the ends)
+    std::vector<std::vector<ValueTable>> part_values_;  // per part, per field
+    size_t part_lines_ = 1, parts_ = 0;
+};
+
 std::shared_ptr<GoldIndex> load_gold(const std::string& path, const std::string& task, std::vector<std::string> by,
                                      int workers, py::function fallback, py::function make_error) {
     auto g = std::make_shared<GoldIndex>();
     g->path = path;
     g->task = task_code(task);
     g->by = std::move(by);
-    g->codes.resize(g->by.size());
-    g->values.resize(g->by.size());
-    g->value_codes.resize(g->by.size());
     workers = resolve_workers(workers);
-    auto parse = [&](std::string_view line, GoldLine& out, std::string&) { parse_gold_line(line, *g, out); };
-    auto insert = [&](GoldLine& r) {
-        g->index.insert(g->n_items(), r.hash);
-        g->ids.push_back(r.rid);
-        g->keys.insert(g->keys.end(), r.answer.keys.begin(), r.answer.keys.end());
-        g->key_offsets.push_back(int64_t(g->keys.size()));
-        for (size_t f = 0; f < g->by.size(); ++f) g->codes[f].push_back(g->value_code(f, r.strata[f]));
+    GoldLoader loader(*g, workers, std::move(fallback), std::move(make_error));
+    const GoldIndex& read_only = *g;  // what the parse threads read
+    auto parse = [&](std::string_view line, GoldLine& out, std::string& tags) {
+        GoldLoader::parse(line, read_only, out, tags);
     };
-    auto by_reference = [&](GoldLine& r, int64_t line, std::string_view raw) {
-        py::gil_scoped_acquire gil;
-        // The reference decides this line: (rid, answer, strata, problem).
-        py::tuple res = fallback(py::bytes(raw.data(), raw.size()), line);
-        py::object rid = res[0], answer = res[1], strata = res[2], problem = res[3];
-        if (rid.is_none()) {
-            g->errors.append(problem);
-            return;
-        }
-        r.rid = rid.cast<std::string>();
-        r.hash = hash_bytes(r.rid);
-        if (g->index.find(g->ids, r.rid, r.hash) >= 0) {
-            g->errors.append(make_error("duplicate_gold", path, line, r.rid, py::none()));
-            return;
-        }
-        if (answer.is_none()) {
-            g->errors.append(problem);
-            return;
-        }
-        if (!problem.is_none()) g->errors.append(problem);
-        answer_from_python(answer, g->task, r.answer);
-        r.strata = strata.cast<std::vector<std::string>>();
-        insert(r);
-    };
-    auto merge = [&](Chunk<GoldLine>& chunk) {
-        py::gil_scoped_release nogil;
-        for (size_t i = 0; i < chunk.lines.size(); ++i) {
-            GoldLine& r = chunk.parsed[i];
-            const int64_t line = chunk.first_line + int64_t(i);
-            if (r.blank) continue;
-            if (!r.decided) {
-                by_reference(r, line, chunk.lines[i]);
-            } else if (g->index.find(g->ids, r.rid, r.hash) >= 0) {
-                py::gil_scoped_acquire gil;
-                g->errors.append(make_error("duplicate_gold", path, line, r.rid, py::none()));
-            } else {
-                insert(r);
-            }
-        }
-    };
+    auto merge = [&](Chunk<GoldLine>& chunk) { loader.merge(chunk); };
     stream_file<GoldLine>(path, workers, parse, merge);
-    g->finish();
+    loader.finish();
     return g;
 }
 
