@@ -1318,6 +1318,16 @@ void bind_pipeline(py::module_& m) {
                  for (int64_t i : idx) out.push_back(g.ids.at(size_t(i)));
                  return out;
              })
+        .def(
+            "keys_of",
+            [](const GoldIndex& g, const std::vector<int64_t>& idx) {
+                std::vector<std::vector<int64_t>> out;
+                for (int64_t i : idx)
+                    out.emplace_back(g.keys.begin() + g.key_offsets.at(size_t(i)),
+                                     g.keys.begin() + g.key_offsets.at(size_t(i) + 1));
+                return out;
+            },
+            "Each item's answer keys (sorted); exposed for tests.")
         .def("strata", [](GoldIndex& g) {
             py::dict d;
             for (size_t f = 0; f < g.by.size(); ++f) {
