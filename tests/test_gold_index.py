@@ -12,7 +12,7 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 from benchmint import _dispatch, tasks
@@ -123,7 +123,9 @@ def build(path, recipe):
     return lines
 
 
-@settings(max_examples=int(os.environ.get("BENCHMINT_GOLD_EXAMPLES", "6")), deadline=None)
+# No shrinking: a failing recipe is already a seed and a few numbers, and each smaller file costs seconds.
+@settings(max_examples=int(os.environ.get("BENCHMINT_GOLD_EXAMPLES", "6")), deadline=None,
+          phases=[Phase.explicit, Phase.reuse, Phase.generate])
 @given(gold_files())
 def test_generated_gold_files(tmp_path_factory, recipe):
     path = tmp_path_factory.mktemp("gold") / "gold.jsonl"
