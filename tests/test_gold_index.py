@@ -40,6 +40,8 @@ def undecided(rid, rng, papers, kind):
         return json.dumps({"id": rid, "answer": ["C"], "meta": {"domain": 0.5, "paper": paper}}), "item"
     if kind == "json_like_stratum":  # a string that reads as a number: quoted by the reference
         return json.dumps({"id": rid, "answer": ["E"], "meta": {"domain": "12", "paper": paper}}), "item"
+    if kind == "meta_not_object":  # an item with a warning: "meta" ignored
+        return json.dumps({"id": rid, "answer": ["B"], "meta": "odd"}), "item"
     if kind == "empty_answer":  # an id with no usable answer: only the duplicate check sees it
         return json.dumps({"id": rid, "answer": [], "meta": {"paper": paper}}), "probe"
     if kind == "wrong_kind":
@@ -51,8 +53,8 @@ def undecided(rid, rng, papers, kind):
     raise AssertionError(kind)
 
 
-UNDECIDED = ("repeated_key", "float_stratum", "json_like_stratum", "empty_answer", "wrong_kind", "malformed",
-             "no_id")
+UNDECIDED = ("repeated_key", "float_stratum", "json_like_stratum", "meta_not_object", "empty_answer", "wrong_kind",
+             "malformed", "no_id")
 
 
 def compare(path, workers, by=FIELDS):
@@ -147,7 +149,7 @@ def test_repeated_ids_next_to_lines_the_reference_reads(tmp_path):
     chunks = chunk_of(lines)
     starts = [i for i in range(1, len(lines)) if chunks[i] != chunks[i - 1]]
     assert len(starts) == 2 and len(lines) - starts[-1] > 1000
-    kinds = ("repeated_key", "float_stratum", "json_like_stratum", "empty_answer", "wrong_kind")
+    kinds = ("repeated_key", "float_stratum", "json_like_stratum", "meta_not_object", "empty_answer", "wrong_kind")
     duplicates = set()  # (id, line) of the lines that must be duplicate_gold errors
     for k, at in enumerate([5, 10_000, starts[0] - 10, starts[0] + 30, starts[1] - 9, starts[1] + 40]):
         for j, kind in enumerate(kinds):
