@@ -470,10 +470,21 @@ void stream_file(const std::string& path, int workers, Parse&& parse, Merge&& me
         });
         return true;
     };
-    bool have;
+    bool have = false;
     {
         py::gil_scoped_release nogil;
-        have = load(chunks[0]);
+        std::exception_ptr failure;
+        {
+            // On threads of its own like every later read: what the calling thread does is the serial part.
+            Joiner first{std::thread([&] {
+                try {
+                    have = load(chunks[0]);
+                } catch (...) {
+                    failure = std::current_exception();
+                }
+            })};
+        }
+        if (failure) std::rethrow_exception(failure);
     }
     for (int k = 0; have; k ^= 1) {
         bool have_next = false;
@@ -989,6 +1000,7 @@ py::dict score_stream(const std::vector<std::string>& pred_paths, std::shared_pt
     std::vector<size_t> block_rows;  // per block of a chunk: its first row in the columns
     auto fill_columns = [&](const Chunk<PredLine>& chunk, size_t n_blocks) {
         const size_t n = chunk.lines.size();
+        cols.resize(block_rows[n_blocks]);  // off the calling thread: growing copies the columns so far
         each_block(n_blocks, [&](size_t blk) {
             size_t k = block_rows[blk];
             for (size_t i = blk * size_t(PARSE_BLOCK); i < std::min(n, (blk + 1) * size_t(PARSE_BLOCK)); ++i)
@@ -1077,7 +1089,6 @@ py::dict score_stream(const std::vector<std::string>& pred_paths, std::shared_pt
                 }
                 block_rows.assign(n_blocks + 1, cols.model.size());
                 for (size_t blk = 0; blk < n_blocks; ++blk) block_rows[blk + 1] = block_rows[blk] + plans[blk].kept;
-                cols.resize(block_rows[n_blocks]);
                 for (size_t blk = 0; blk < n_blocks; ++blk) {
                     std::string& piece = plans[blk].whole ? chunk.texts[blk] : plans[blk].rows;
                     if (piece.empty()) continue;
