@@ -4,10 +4,12 @@
 //   score_stream  PRED.jsonl files -> scores.jsonl rows + per-row columns
 //
 // Lines are parsed, answers extracted, gold items looked up and rows
-// formatted in parallel, chunk by chunk, while the previous chunk goes
-// through one sequential pass for what depends on order (model codes,
-// duplicates, first-kept rules: it copies the rows it keeps), and a writer
-// thread writes the chunk before. A line this reader does
+// formatted in parallel, chunk by chunk, while the previous chunk is merged:
+// what depends on order (model codes by first appearance, a model's first
+// answer kept, errors in line order) is decided per block of lines and per
+// shard of gold items on worker threads, the calling thread keeping only
+// short passes over the blocks; a writer thread writes the chunk before.
+// A line this reader does
 // not fully decide (malformed JSON, unusual values, an output the compiled
 // extractor leaves undecided, any problem to report) goes to the Python
 // reference for that one line, so rows and errors equal the reference path.
