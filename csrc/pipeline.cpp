@@ -1034,7 +1034,7 @@ py::dict score_stream(const std::vector<std::string>& pred_paths, std::shared_pt
                 py::gil_scoped_release nogil;
                 const size_t n = chunk.lines.size(), block = size_t(PARSE_BLOCK);
                 const size_t n_blocks = (n + block - 1) / block;
-                const int shards = n_blocks > 1 ? workers : 1;
+                const int shards = n_blocks > 1 ? workers : 1;  // a chunk of one block is not worth the threads
                 if (plans.size() < n_blocks) plans.resize(n_blocks);
                 auto first = [&](size_t blk) { return blk * block; };
                 auto last = [&](size_t blk) { return std::min(n, (blk + 1) * block); };
