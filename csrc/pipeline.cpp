@@ -4,10 +4,12 @@
 //   score_stream  PRED.jsonl files -> scores.jsonl rows + per-row columns
 //
 // Lines are parsed, answers extracted, gold items looked up and rows
-// formatted in parallel, chunk by chunk, while the previous chunk goes
-// through one sequential pass for what depends on order (model codes,
-// duplicates, first-kept rules: it copies the rows it keeps), and a writer
-// thread writes the chunk before. A line this reader does
+// formatted in parallel, chunk by chunk, while the previous chunk is merged:
+// what depends on order (model codes by first appearance, a model's first
+// answer kept, errors in line order) is decided per block of lines and per
+// shard of gold items on worker threads, the calling thread keeping only
+// short passes over the blocks; a writer thread writes the chunk before.
+// A line this reader does
 // not fully decide (malformed JSON, unusual values, an output the compiled
 // extractor leaves undecided, any problem to report) goes to the Python
 // reference for that one line, so rows and errors equal the reference path.
@@ -481,10 +483,21 @@ void stream_file(const std::string& path, int workers, Parse&& parse, Merge&& me
         });
         return true;
     };
-    bool have;
+    bool have = false;
     {
         py::gil_scoped_release nogil;
-        have = load(chunks[0]);
+        std::exception_ptr failure;
+        {
+            // On threads of its own like every later read: what the calling thread does is the serial part.
+            Joiner first{std::thread([&] {
+                try {
+                    have = load(chunks[0]);
+                } catch (...) {
+                    failure = std::current_exception();
+                }
+            })};
+        }
+        if (failure) std::rethrow_exception(failure);
     }
     for (int k = 0; have; k ^= 1) {
         bool have_next = false;
@@ -860,7 +873,11 @@ struct PredLine {
     // the block's text, formatted as if kept.
     int32_t gi = -1, tp = 0, np = 0, ng = 0;
     size_t row_off = 0, row_len = 0;
-    // Set by the ordered merge: whether the line gives a row, and its model's code.
+    // Set by the merge: a line the reference decided (by_ref: its row is in the chunk's reference text; dropped:
+    // it gives no record; warn: its problems' index), its model's index in its block's first-appearance list,
+    // whether it gives a row (not a model's second answer), and its model's code.
+    bool by_ref = false, dropped = false;
+    int32_t warn = -1, lm = -1;
     bool kept = false;
     int32_t m = -1;
 };
@@ -1040,6 +1057,26 @@ py::array_t<T> to_numpy(std::vector<T, A>&& v) {
     return py::array_t<T>(py::ssize_t(heap->size()), heap->data(), owner);
 }
 
+// Runs fn(t) for t < n on n threads of their own (none when n is 0); the caller waits, and the first failure is
+// raised on it.
+template <class Fn>
+void on_threads(int n, Fn&& fn) {
+    std::vector<std::exception_ptr> failures(size_t(std::max(n, 0)));
+    {
+        std::vector<Joiner> threads(failures.size());
+        for (int t = 0; t < n; ++t)
+            threads[size_t(t)].t = std::thread([&, t] {
+                try {
+                    fn(t);
+                } catch (...) {
+                    failures[size_t(t)] = std::current_exception();
+                }
+            });
+    }
+    for (auto& f : failures)
+        if (f) std::rethrow_exception(f);
+}
+
 int32_t count_tp(const int64_t* a, const int64_t* ae, const int64_t* b, const int64_t* be) {
     int32_t tp = 0;
     while (a < ae && b < be) {
@@ -1104,85 +1141,76 @@ py::dict score_stream(const std::vector<std::string>& pred_paths, std::shared_pt
         format_row(rows, rid, models[size_t(m)], gi, ans, status, tp, np, ng);
         add_columns(m, gi, tp, np, ng, status, conf, diff, tok);
     };
-    // Order-dependent checks, then the row. Runs without the GIL; Python is
-    // entered only for lines the reference decides and for problems to report.
-    auto keep = [&](PredLine& r, const std::string& path, int64_t line, const py::object* warnings) {
-        const int32_t gi = g.index.find(g.ids, r.rid, r.hash);
-        if (gi < 0) {
-            py::gil_scoped_acquire gil;
-            errors.append(make_error("unknown_id", path, line, r.rid, r.model));
-            return;
-        }
-        const int32_t m = model_code(r.model);
-        if (seen[size_t(m)][size_t(gi)]) {
-            py::gil_scoped_acquire gil;
-            errors.append(make_error("duplicate_prediction", path, line, r.rid, r.model));
-            return;
-        }
-        if (warnings) {
-            py::gil_scoped_acquire gil;
-            for (auto e : *warnings) errors.append(e);
-        }
-        seen[size_t(m)][size_t(gi)] = 1;
-        format_row(rows, r.rid, models[size_t(m)], gi, r.answer, r.status, r.tp, r.np, r.ng);
-        r.gi = gi;
-        r.m = m;
-        r.kept = true;
+    // Per parse block of a chunk, what the merge works out for it (kept from chunk to chunk for the storage).
+    struct BlockPlan {
+        bool by_ref = false;                    // it holds lines the reference decides
+        std::vector<const std::string*> names;  // its models by first appearance (lines with a gold item)
+        std::vector<int32_t> codes;             // their codes
+        std::vector<uint16_t> order;            // its lines with a gold item grouped by shard, in line order
+        std::vector<uint32_t> shard_start;      // shard s: order[shard_start[s], shard_start[s + 1])
+        std::vector<uint16_t> problems;         // its lines with errors to report, in line order
+        std::string rows;                       // its kept rows, when its text does not go to the writer whole
+        bool whole = false;
+        int64_t records = 0;
+        size_t kept = 0;
     };
-    // The same for a line the parse decided (its lookup and row are done): true when kept.
-    auto take = [&](PredLine& r, const std::string& path, int64_t line) {
-        if (r.gi < 0) {
-            py::gil_scoped_acquire gil;
-            errors.append(make_error("unknown_id", path, line, r.rid, r.model));
-            return false;
-        }
-        const int32_t m = model_code(r.model);
-        if (seen[size_t(m)][size_t(r.gi)]) {
-            py::gil_scoped_acquire gil;
-            errors.append(make_error("duplicate_prediction", path, line, r.rid, r.model));
-            return false;
-        }
-        seen[size_t(m)][size_t(r.gi)] = 1;
-        r.m = m;
-        return r.kept = true;
-    };
-    // Pieces for the writer, in order: rows copied or formatted here, and whole blocks' texts moved in uncopied.
-    std::vector<std::string> pieces;
-    std::vector<size_t> block_rows;  // per parse block of a chunk: its first row in the columns
-    auto fill_columns = [&](const Chunk<PredLine>& chunk) {
-        const int64_t n = int64_t(chunk.lines.size()), n_blocks = (n + PARSE_BLOCK - 1) / PARSE_BLOCK;
-        block_rows.assign(size_t(n_blocks) + 1, 0);
-        auto blocks = [&](auto&& each) {  // each(block, its first line, its end)
-            parallel_blocks(n_blocks, workers, 1, [&](int64_t b, int64_t e) {
-                for (int64_t blk = b; blk < e; ++blk)
-                    each(size_t(blk), size_t(blk * PARSE_BLOCK), size_t(std::min(n, (blk + 1) * PARSE_BLOCK)));
-            });
-        };
-        blocks([&](size_t blk, size_t i0, size_t i1) {
-            size_t k = 0;
-            for (size_t i = i0; i < i1; ++i) k += chunk.parsed[i].kept;
-            block_rows[blk + 1] = k;
-        });
-        block_rows[0] = cols.model.size();
-        for (size_t blk = 0; blk < size_t(n_blocks); ++blk) block_rows[blk + 1] += block_rows[blk];
-        cols.resize(block_rows[size_t(n_blocks)]);
-        blocks([&](size_t blk, size_t i0, size_t i1) {
-            size_t k = block_rows[blk];
-            for (size_t i = i0; i < i1; ++i)
-                if (chunk.parsed[i].kept) cols.set(k++, chunk.parsed[i]);
+    std::vector<BlockPlan> plans;
+    std::string ref_text;                  // the rows of a chunk's lines the reference decided
+    std::vector<py::object> ref_problems;  // and their problems (touched with the GIL held)
+    // The duplicate check is split by gold item over threads: 64 items (a cache line of a model's `seen`) a shard.
+    auto shard_of = [](int32_t gi, int shards) { return int((uint32_t(gi) >> 6) % uint32_t(shards)); };
+    // fn(block) over a chunk's blocks on worker threads (the calling thread waits, so its CPU is the serial part).
+    auto each_block = [&](size_t n_blocks, auto&& fn) {
+        std::atomic<size_t> next{0};
+        on_threads(int(std::min(size_t(workers), n_blocks)), [&](int) {
+            for (size_t blk; (blk = next.fetch_add(1)) < n_blocks;) fn(blk);
         });
     };
-    auto flush_rows = [&] {
-        if (!rows.empty()) pieces.push_back(std::move(rows));
-        rows = std::string();
+    // A block's models in first-appearance order and its lines with a gold item by shard; false when it holds a
+    // line the reference has still to decide. Lines of unknown ids give no model (the reference's order).
+    auto prepare = [&](BlockPlan& p, Chunk<PredLine>& chunk, size_t i0, size_t i1, int shards) {
+        p.names.clear();
+        p.records = 0;
+        p.shard_start.assign(size_t(shards) + 1, 0);
+        int32_t last = -1;
+        for (size_t i = i0; i < i1; ++i) {
+            PredLine& r = chunk.parsed[i];
+            if (r.blank) continue;
+            ++p.records;
+            if (!r.decided && !r.dropped) return false;
+            if (!r.decided || r.gi < 0) continue;
+            if (last < 0 || *p.names[size_t(last)] != r.model) {  // few models, in runs: a scan beats hashing
+                last = int32_t(p.names.size()) - 1;
+                while (last >= 0 && *p.names[size_t(last)] != r.model) --last;
+                if (last < 0) {
+                    last = int32_t(p.names.size());
+                    p.names.push_back(&r.model);
+                }
+            }
+            r.lm = last;
+            ++p.shard_start[size_t(shard_of(r.gi, shards)) + 1];
+        }
+        for (int s = 0; s < shards; ++s) p.shard_start[size_t(s) + 1] += p.shard_start[size_t(s)];
+        p.order.resize(p.shard_start[size_t(shards)]);
+        std::vector<uint32_t> at(p.shard_start.begin(), p.shard_start.end() - 1);
+        for (size_t i = i0; i < i1; ++i) {
+            const PredLine& r = chunk.parsed[i];
+            if (!r.blank && r.decided && r.gi >= 0) p.order[at[size_t(shard_of(r.gi, shards))]++] = uint16_t(i - i0);
+        }
+        return true;
     };
-    auto handle_by_reference = [&](PredLine& r, const std::string& path, int64_t line, std::string_view raw) {
+    // The reference's reading of an undecided line: its row goes to ref_text, its problems are kept for later.
+    auto resolve = [&](PredLine& r, const std::string& path, int64_t line, std::string_view raw) {
         py::gil_scoped_acquire gil;
         // (problems, None) or (problems, (rid, model, answer, status, confidence, difficulty, tokens))
         py::tuple res = fallback(py::bytes(raw.data(), raw.size()), path, line);
         py::object warnings = res[0];
+        if (py::len(warnings)) {
+            r.warn = int32_t(ref_problems.size());
+            ref_problems.push_back(warnings);
+        }
         if (res[1].is_none()) {
-            for (auto e : warnings) errors.append(e);
+            r.dropped = true;
             return;
         }
         py::tuple p = res[1];
@@ -1194,12 +1222,53 @@ py::dict score_stream(const std::vector<std::string>& pred_paths, std::shared_pt
         r.difficulty = p[5].cast<double>();
         r.tokens = p[6].cast<double>();
         r.hash = hash_bytes(r.rid);
-        keep(r, path, line, &warnings);  // re-entering the GIL from its holder is allowed
+        r.gi = g.index.find(g.ids, r.rid, r.hash);
+        r.decided = r.by_ref = true;
+        if (r.gi < 0) return;
+        r.row_off = ref_text.size();
+        format_row(ref_text, r.rid, r.model, r.gi, r.answer, r.status, r.tp, r.np, r.ng);
+        r.row_len = ref_text.size() - r.row_off;
     };
+    // Whether the block's text goes to the writer as it is (every line has its row there and every one is kept),
+    // else its kept rows copied; its kept rows counted; its lines with problems listed.
+    auto finish = [&](BlockPlan& p, Chunk<PredLine>& chunk, size_t i0, size_t i1) {
+        const std::string& text = chunk.texts[i0 / size_t(PARSE_BLOCK)];
+        p.problems.clear();
+        p.rows.clear();
+        p.kept = 0;
+        bool whole = !p.by_ref;
+        for (size_t i = i0; i < i1; ++i) {
+            const PredLine& r = chunk.parsed[i];
+            if (r.blank) continue;
+            p.kept += r.kept;
+            whole = whole && r.kept;
+            if ((r.decided && !r.kept) || r.warn >= 0) p.problems.push_back(uint16_t(i - i0));
+        }
+        p.whole = whole;
+        if (!whole)
+            for (size_t i = i0; i < i1; ++i) {
+                const PredLine& r = chunk.parsed[i];
+                if (r.kept) p.rows.append(r.by_ref ? ref_text : text, r.row_off, r.row_len);
+            }
+    };
+    // Each block's kept lines written into the columns at the block's offset.
+    std::vector<size_t> block_rows;  // per block of a chunk: its first row in the columns
+    auto fill_columns = [&](const Chunk<PredLine>& chunk, size_t n_blocks) {
+        const size_t n = chunk.lines.size();
+        cols.resize(block_rows[n_blocks]);  // off the calling thread: growing copies the columns so far
+        each_block(n_blocks, [&](size_t blk) {
+            size_t k = block_rows[blk];
+            for (size_t i = blk * size_t(PARSE_BLOCK); i < std::min(n, (blk + 1) * size_t(PARSE_BLOCK)); ++i)
+                if (chunk.parsed[i].kept) cols.set(k++, chunk.parsed[i]);
+        });
+    };
+    // Pieces for the writer, in order: blocks' texts moved in uncopied, or their kept rows.
+    std::vector<std::string> pieces;
 
     for (const std::string& path : pred_paths) {
         auto parse = [&](std::string_view line, PredLine& out, std::string& text) {
-            out.kept = false;
+            out.kept = out.by_ref = out.dropped = false;
+            out.warn = out.lm = out.gi = -1;
             parse_pred_line(line, g.task, out);
             if (!out.decided) return;
             // What does not depend on the lines before: the gold item, the counts and the row, as if kept.
@@ -1209,64 +1278,88 @@ py::dict score_stream(const std::vector<std::string>& pred_paths, std::shared_pt
             format_row(text, out.rid, out.model, out.gi, out.answer, out.status, out.tp, out.np, out.ng);
             out.row_len = text.size() - out.row_off;
         };
+        // What depends on the lines before (model codes by first appearance, a model's second answer, errors in
+        // line order) is decided per block and per shard of gold items on worker threads; this thread keeps the
+        // reference's lines (rare), the model codes of each block's few models, the problems and the pieces.
         auto merge = [&](Chunk<PredLine>& chunk) {
             int64_t n_records = 0;
             {
                 py::gil_scoped_release nogil;
                 const size_t n = chunk.lines.size(), block = size_t(PARSE_BLOCK);
-                for (size_t b0 = 0; b0 < n; b0 += block) {
-                    const size_t b1 = std::min(n, b0 + block);
-                    std::string& text = chunk.texts[b0 / block];
-                    // A block whose records all have their rows in its text: when every one is kept (no repeated
-                    // answer), the text is the block's rows as written, and goes to the writer as it is.
-                    bool whole = true;
-                    for (size_t i = b0; i < b1 && whole; ++i) {
-                        const PredLine& r = chunk.parsed[i];
-                        whole = r.blank || (r.decided && r.gi >= 0);
-                    }
-                    if (whole) {
-                        bool all = true;
-                        for (size_t i = b0; i < b1; ++i) {
-                            PredLine& r = chunk.parsed[i];
-                            if (r.blank) continue;
-                            ++n_records;
-                            all = take(r, path, chunk.first_line + int64_t(i)) && all;
-                        }
-                        if (all) {
-                            flush_rows();
-                            pieces.push_back(std::move(text));
-                            text = std::string();
-                        } else {
-                            for (size_t i = b0; i < b1; ++i)
-                                if (chunk.parsed[i].kept)
-                                    rows.append(text, chunk.parsed[i].row_off, chunk.parsed[i].row_len);
-                        }
-                        continue;
-                    }
-                    for (size_t i = b0; i < b1; ++i) {
+                const size_t n_blocks = (n + block - 1) / block;
+                const int shards = n_blocks > 1 ? workers : 1;  // a chunk of one block is not worth the threads
+                if (plans.size() < n_blocks) plans.resize(n_blocks);
+                auto first = [&](size_t blk) { return blk * block; };
+                auto last = [&](size_t blk) { return std::min(n, (blk + 1) * block); };
+                each_block(n_blocks, [&](size_t blk) {
+                    plans[blk].by_ref = !prepare(plans[blk], chunk, first(blk), last(blk), shards);
+                });
+                // The reference's lines in line order (their problems are reported in their places below).
+                ref_text.clear();
+                for (size_t blk = 0; blk < n_blocks; ++blk) {
+                    BlockPlan& p = plans[blk];
+                    if (!p.by_ref) continue;
+                    for (size_t i = first(blk); i < last(blk); ++i) {
                         PredLine& r = chunk.parsed[i];
-                        if (r.blank) continue;
-                        ++n_records;
-                        const int64_t line = chunk.first_line + int64_t(i);
-                        if (!r.decided)
-                            handle_by_reference(r, path, line, chunk.lines[i]);
-                        else if (take(r, path, line))
-                            rows.append(text, r.row_off, r.row_len);
+                        if (!r.blank && !r.decided) resolve(r, path, chunk.first_line + int64_t(i), chunk.lines[i]);
                     }
+                    prepare(p, chunk, first(blk), last(blk), shards);
                 }
-                // The loop above only decided which lines give rows and their models; their columns are filled
-                // off this thread (the rows kept per block counted, then each block written at its offset),
-                // while the rows go to the writer.
+                for (size_t blk = 0; blk < n_blocks; ++blk) {
+                    BlockPlan& p = plans[blk];
+                    n_records += p.records;
+                    p.codes.clear();
+                    for (const std::string* name : p.names) p.codes.push_back(model_code(*name));
+                }
+                // A model's first answer to an item is kept: each shard walks its items' lines in line order.
+                on_threads(shards, [&](int s) {
+                    for (size_t blk = 0; blk < n_blocks; ++blk) {
+                        const BlockPlan& p = plans[blk];
+                        for (uint32_t k = p.shard_start[size_t(s)]; k < p.shard_start[size_t(s) + 1]; ++k) {
+                            PredLine& r = chunk.parsed[first(blk) + p.order[k]];
+                            r.m = p.codes[size_t(r.lm)];
+                            uint8_t& was = seen[size_t(r.m)][size_t(r.gi)];
+                            r.kept = !was;
+                            was = 1;
+                        }
+                    }
+                });
+                each_block(n_blocks, [&](size_t blk) { finish(plans[blk], chunk, first(blk), last(blk)); });
+                bool any_problem = false;
+                for (size_t blk = 0; blk < n_blocks && !any_problem; ++blk) any_problem = !plans[blk].problems.empty();
+                if (any_problem) {
+                    py::gil_scoped_acquire gil;
+                    for (size_t blk = 0; blk < n_blocks; ++blk)
+                        for (uint16_t k : plans[blk].problems) {
+                            const PredLine& r = chunk.parsed[first(blk) + k];
+                            const int64_t line = chunk.first_line + int64_t(first(blk) + k);
+                            if (r.decided && r.gi < 0)
+                                errors.append(make_error("unknown_id", path, line, r.rid, r.model));
+                            else if (r.decided && !r.kept)
+                                errors.append(make_error("duplicate_prediction", path, line, r.rid, r.model));
+                            else  // the reference's problems with a line it kept or dropped
+                                for (auto e : ref_problems[size_t(r.warn)]) errors.append(e);
+                        }
+                    ref_problems.clear();
+                }
+                block_rows.assign(n_blocks + 1, cols.model.size());
+                for (size_t blk = 0; blk < n_blocks; ++blk) block_rows[blk + 1] = block_rows[blk] + plans[blk].kept;
+                for (size_t blk = 0; blk < n_blocks; ++blk) {
+                    std::string& piece = plans[blk].whole ? chunk.texts[blk] : plans[blk].rows;
+                    if (piece.empty()) continue;
+                    pieces.push_back(std::move(piece));
+                    piece = std::string();
+                }
+                // The columns are filled off this thread while the rows go to the writer.
                 std::exception_ptr failure;
                 {
                     Joiner fill{std::thread([&] {
                         try {
-                            fill_columns(chunk);
+                            fill_columns(chunk, n_blocks);
                         } catch (...) {
                             failure = std::current_exception();
                         }
                     })};
-                    flush_rows();
                     out.write(pieces);
                 }
                 if (failure) std::rethrow_exception(failure);
