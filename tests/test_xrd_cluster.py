@@ -92,7 +92,7 @@ PLANE = (np.array([[0.0, 0.0], [3.0, 4.0], [0.0, 4.0]]), np.array([7, 7, 2]), (-
 def test_silhouette_by_hand(case):
     x, labels, expected = case
     for workers in (1, 2):
-        assert cluster.silhouette(x, labels, workers) == pytest.approx(expected, abs=1e-15)
+        assert cluster.silhouette(x, labels, workers, kernel_from=0) == pytest.approx(expected, abs=1e-15)
     assert cluster_ref.silhouette(x, labels) == pytest.approx(expected, abs=1e-15)
 
 
@@ -107,7 +107,7 @@ def test_silhouette_agrees_with_scikit_learn_and_the_plain_form(case, clusters):
     labels = np.random.default_rng(seed).integers(0, clusters, len(x)) * 3  # codes need not be 0..m-1
     if not 2 <= len(np.unique(labels)) < len(x):
         return
-    got = cluster.silhouette(x, labels, workers)
+    got = cluster.silhouette(x, labels, workers, kernel_from=0)
     assert got == pytest.approx(cluster_ref.silhouette(x, labels), abs=1e-12)
     with threadpool_limits(limits=1):
         assert got == pytest.approx(silhouette_score(x, labels), abs=1e-9)
@@ -119,13 +119,26 @@ def test_silhouette_is_the_same_on_any_thread_count():
     x = rng.normal(size=(cluster.ROWS_PER_BLOCK * 5 + 37, 6))
     x[::7] = x[3]  # repeated rows
     labels = rng.integers(0, 13, len(x))
-    one = cluster.silhouette(x, labels, 1)
-    assert [cluster.silhouette(x, labels, w) for w in (2, 3, 8)] == [one] * 3
+    one = cluster.silhouette(x, labels, 1, kernel_from=0)
+    assert [cluster.silhouette(x, labels, w, kernel_from=0) for w in (2, 3, 8)] == [one] * 3
+
+
+def test_small_databases_take_the_plain_form_and_large_ones_the_kernel(dispatch_counts):
+    """Loading the kernel costs more than the plain form below ``KERNEL_FROM_ROWS`` rows; the two agree."""
+    rng = np.random.default_rng(8)
+    small = rng.normal(size=(300, 6))
+    labels = rng.integers(0, 5, 300)
+    got = cluster.silhouette(small, labels, 2)
+    assert dispatch_counts("cluster") == {"compiled": 0, "reference": 0, "fallback": 1}
+    assert got == pytest.approx(cluster.silhouette(small, labels, 2, kernel_from=0), abs=1e-13)
+    large = rng.normal(size=(cluster.KERNEL_FROM_ROWS, 2))
+    cluster.silhouette(large, rng.integers(0, 3, len(large)), 2)
+    assert dispatch_counts("cluster")["compiled"] == 2
 
 
 def test_reference_form_runs_under_benchmint_impl_reference(forced_impl, dispatch_counts):
     x, labels, expected = TWO_PAIRS
     with forced_impl("reference"):
-        assert cluster.silhouette(x, labels, 2) == pytest.approx(expected, abs=1e-15)
+        assert cluster.silhouette(x, labels, 2, kernel_from=0) == pytest.approx(expected, abs=1e-15)
         cluster.kmeans(x, 2, 0, 2)
     assert dispatch_counts("cluster")["reference"] == 2

@@ -440,12 +440,10 @@ def _serve_selection() -> None:
     import sys
 
     import sklearn.cluster  # noqa: F401 - the import is the point: it runs while the structures are built
-    import sklearn.metrics  # noqa: F401
     import sklearn.preprocessing  # noqa: F401
 
-    from benchmint.xrd import cluster
+    import benchmint.xrd.cluster  # noqa: F401 - its silhouette kernel's module only when a database needs it
 
-    cluster.warm_up()  # Numba's import and the silhouette kernel's loading, while the structures are built
     data = sys.stdin.buffer.read()
     if not data:  # the run ended without a selection
         return

@@ -11,9 +11,10 @@ otherwise, the starts are drawn again one after the other as KMeans draws them. 
 scikit-learn's, bit for bit, on any thread count.
 
 ``silhouette``: scikit-learn's ``silhouette_score(x, labels)`` (Euclidean), exact by construction and the
-same on any thread count: every row's distance sums to each cluster come from a Numba kernel (no fastmath)
-that takes each distance from the coordinates' differences and sums a cluster's distances in eight fixed
-lanes, rows split into fixed blocks over the threads. scikit-learn takes distances from ``|x|² - 2x·y + |y|²``
+same on any thread count: every row's distance sums to each cluster come from a Numba kernel
+(``cluster_kernel``, no fastmath) that takes each distance from the coordinates' differences and sums a
+cluster's distances in eight fixed lanes, rows split into fixed blocks over the threads; below
+``KERNEL_FROM_ROWS`` rows the plain form, which is cheaper than loading the kernel. scikit-learn takes distances from ``|x|² - 2x·y + |y|²``
 by BLAS, whose rounding differs: the two agree to ~1e-9, so ``select`` writes the silhouette rounded to 6
 decimals. ``cluster_ref`` holds the plain forms (``BENCHMINT_IMPL=reference``).
 
@@ -22,11 +23,9 @@ Both expect the caller to hold BLAS at one thread (``select`` does); each thread
 
 from __future__ import annotations
 
-import math
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import numba
 import numpy as np
 
 from benchmint import _dispatch
@@ -34,8 +33,10 @@ from benchmint.xrd import cluster_ref
 from benchmint.xrd.cluster_ref import N_INIT
 
 ROWS_PER_BLOCK = 256  # rows of the silhouette handed to a thread at a time
-_LANES = 8  # partial sums per cluster, added in a fixed order at the end
-_SPAN = 256  # distances computed at a time before they are summed
+# Below this many rows the plain form computes the silhouette (0.4 s of CPU at 4,000 rows, 0.01 s at 600): the
+# kernel's module costs about as much to load (Numba's import and the cached kernel, ~0.5 s), and the selection
+# helper would pay it for every run, on the cores the structures' workers use.
+KERNEL_FROM_ROWS = 4096
 
 
 def _pool(workers: int, tasks: int):
@@ -106,54 +107,19 @@ def kmeans(scaled: np.ndarray, k: int, seed: int, workers: int = 1) -> tuple[np.
     return best[0], best[2]
 
 
-@numba.njit(nogil=True, cache=True, error_model="numpy", boundscheck=False)
-def _distance_sums(xt, starts, lo, hi, out):  # pragma: no cover - compiled
-    """out[i - lo, c]: the sum of the distances of row i to the rows of cluster c, for i in [lo, hi).
-
-    ``xt``: the rows as columns (features x rows), sorted by cluster; cluster c is ``starts[c]:starts[c + 1]``.
-    Distance j of a cluster goes into lane j % 8 (its index from the cluster's start), the lanes are added as
-    ((0 + 1) + (2 + 3)) + ((4 + 5) + (6 + 7)): one order whatever the blocks or threads."""
-    d = xt.shape[0]
-    k = starts.shape[0] - 1
-    span = np.empty(_SPAN, np.float64)
-    acc = np.empty(_LANES, np.float64)
-    xi = np.empty(d, np.float64)
-    for i in range(lo, hi):
-        for f in range(d):
-            xi[f] = xt[f, i]
-        for c in range(k):
-            acc[:] = 0.0
-            first, end = starts[c], starts[c + 1]
-            for b in range(first, end, _SPAN):
-                m = min(_SPAN, end - b)
-                for j in range(m):
-                    span[j] = 0.0
-                for f in range(d):
-                    v = xi[f]
-                    row = xt[f]
-                    for j in range(m):
-                        t = v - row[b + j]
-                        span[j] += t * t
-                for j in range(m):
-                    span[j] = math.sqrt(span[j])
-                full = m - m % _LANES  # _SPAN is a multiple of _LANES: lane = (j - first) % 8 in every span
-                for j in range(0, full, _LANES):
-                    for lane in range(_LANES):
-                        acc[lane] += span[j + lane]
-                for j in range(full, m):
-                    acc[j - full] += span[j]
-            out[i - lo, c] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
-
-
 def warm_up() -> None:
     """Load (or compile) the silhouette kernel now, on a one-row input."""
-    _distance_sums(np.zeros((1, 1)), np.array([0, 1], dtype=np.int64), 0, 1, np.empty((1, 1)))
+    from benchmint.xrd.cluster_kernel import distance_sums
+
+    distance_sums(np.zeros((1, 1)), np.array([0, 1], dtype=np.int64), 0, 1, np.empty((1, 1)))
 
 
-def silhouette(x: np.ndarray, labels: np.ndarray, workers: int = 1) -> float:
-    """``silhouette_score(x, labels)`` (Euclidean) over ``workers`` threads; 2 <= clusters < rows."""
-    if _dispatch.use_reference("cluster"):
+def silhouette(x: np.ndarray, labels: np.ndarray, workers: int = 1, kernel_from: int = KERNEL_FROM_ROWS) -> float:
+    """``silhouette_score(x, labels)`` (Euclidean) over ``workers`` threads; 2 <= clusters < rows. Fewer rows
+    than ``kernel_from`` go to the plain form (counted as the kernel's fallback)."""
+    if _dispatch.use_reference("cluster", available=len(x) >= kernel_from):
         return cluster_ref.silhouette(x, labels)
+    from benchmint.xrd.cluster_kernel import distance_sums
     codes = np.unique(labels, return_inverse=True)[1].ravel()
     counts = np.bincount(codes)
     order = np.argsort(codes, kind="stable")
@@ -164,7 +130,7 @@ def silhouette(x: np.ndarray, labels: np.ndarray, workers: int = 1) -> float:
     blocks = [(lo, min(n, lo + ROWS_PER_BLOCK)) for lo in range(0, n, ROWS_PER_BLOCK)]
     pool = _pool(workers, len(blocks))
     try:
-        _map(pool, lambda b: _distance_sums(xt, starts, b[0], b[1], sums[b[0]:b[1]]), blocks)
+        _map(pool, lambda b: distance_sums(xt, starts, b[0], b[1], sums[b[0]:b[1]]), blocks)
     finally:
         if pool is not None:
             pool.shutdown()
