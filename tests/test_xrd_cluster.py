@@ -31,7 +31,7 @@ def data_sets(draw):
     x[rng.integers(0, n, repeats)] = x[rng.integers(0, n, repeats)]
     distinct = len(np.unique(x, axis=0))
     k = draw(st.integers(1, min(25, distinct)))
-    return x, k, draw(st.integers(0, 2**31 - 1)), draw(st.sampled_from([1, 2, 3]))
+    return x, k, draw(st.integers(0, 2**31 - 1)), draw(st.sampled_from([2, 3]))
 
 
 def plain_kmeans(x, k, seed):
@@ -49,7 +49,7 @@ def test_restarts_side_by_side_give_scikit_learns_kmeans_bit_for_bit(case):
     x, k, seed, workers = case
     labels, centres = plain_kmeans(x, k, seed)
     with threadpool_limits(limits=1, user_api="blas"):
-        got_labels, got_centres = cluster.kmeans(x, k, seed, workers)
+        got_labels, got_centres = cluster.kmeans(x, k, seed, workers, threads_from=0)
     assert np.array_equal(got_labels, labels)
     assert np.array_equal(got_centres, centres)  # bit for bit, not to a tolerance
 
@@ -62,7 +62,7 @@ def test_starts_are_drawn_in_turn_when_the_draw_count_is_not_scikit_learns(monke
     x = rng.normal(size=(300, 4))
     expected = plain_kmeans(x, 7, 11)
     monkeypatch.setattr(cluster, "draws_per_start", lambda k: 3)  # wrong on purpose
-    labels, centres = cluster.kmeans(x, 7, 11, 2)
+    labels, centres = cluster.kmeans(x, 7, 11, 2, threads_from=0)
     assert np.array_equal(labels, expected[0]) and np.array_equal(centres, expected[1])
 
 
