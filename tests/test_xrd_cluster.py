@@ -99,8 +99,9 @@ def test_silhouette_by_hand(case):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data_sets(), st.integers(2, 9))
 def test_silhouette_agrees_with_scikit_learn_and_the_plain_form(case, clusters):
-    """scikit-learn takes each distance from |x|² - 2x·y + |y|² (BLAS): within 1e-9 of the differences' distance
-    the kernel and the plain form take, which agree to 1e-12 (their sums differ in order only)."""
+    """scikit-learn takes each distance from |x|² - 2x·y + |y|² (BLAS), so equal rows (the data sets repeat many)
+    come out up to ~1e-7 apart, the root of a rounding error: its silhouette is within 1e-6 of the exact one the
+    kernel and the plain form take, which agree to 1e-12 (their sums differ in order only)."""
     from sklearn.metrics import silhouette_score
 
     x, _, seed, workers = case
@@ -110,7 +111,7 @@ def test_silhouette_agrees_with_scikit_learn_and_the_plain_form(case, clusters):
     got = cluster.silhouette(x, labels, workers, kernel_from=0)
     assert got == pytest.approx(cluster_ref.silhouette(x, labels), abs=1e-12)
     with threadpool_limits(limits=1):
-        assert got == pytest.approx(silhouette_score(x, labels), abs=1e-9)
+        assert got == pytest.approx(silhouette_score(x, labels), abs=1e-6)
 
 
 def test_silhouette_is_the_same_on_any_thread_count():
