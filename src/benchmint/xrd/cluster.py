@@ -14,10 +14,10 @@ scikit-learn's, bit for bit, on any thread count.
 same on any thread count: every row's distance sums to each cluster come from a Numba kernel
 (``cluster_kernel``, no fastmath) that takes each distance from the coordinates' differences and sums a
 cluster's distances in eight fixed lanes, rows split into fixed blocks over the threads; below
-``KERNEL_FROM_ROWS`` rows the plain form, which is cheaper than loading the kernel. scikit-learn takes distances from ``|x|² - 2x·y + |y|²``
-by BLAS, whose rounding differs (equal rows come out ~1e-8 apart, the root of a rounding error): the two
-agree to 1e-11-1e-9 on ordinary data and 1e-7 at worst, so ``select`` writes the silhouette rounded to 6
-decimals. ``cluster_ref`` holds the plain forms (``BENCHMINT_IMPL=reference``).
+``KERNEL_FROM_ROWS`` rows the plain form, which is cheaper than loading the kernel. scikit-learn takes
+distances from ``|x|² - 2x·y + |y|²`` by BLAS, whose rounding differs (equal rows come out ~1e-8 apart, the
+root of a rounding error): the two agree to 1e-11-1e-9 on ordinary data and 1e-7 at worst, so ``select``
+writes the silhouette rounded to 6 decimals. ``cluster_ref`` holds the plain forms (``BENCHMINT_IMPL=reference``).
 
 Both expect the caller to hold BLAS at one thread (``select`` does); each thread here holds OpenMP at one.
 """
