@@ -104,7 +104,7 @@ def _one_call_per_kernel(tmp_path):
     from benchmint.metrics.user import evaluate, metric
     from benchmint.pdf.geometry import transform
     from benchmint.pdf.triage import page_counts
-    from benchmint.xrd import pattern
+    from benchmint.xrd import cluster, pattern
     from benchmint.xrd.cifread import read_sites
     from benchmint.xrd.sticks import compute_sticks
 
@@ -125,8 +125,11 @@ def _one_call_per_kernel(tmp_path):
     ones = np.ones(3, np.int32)
     evaluate(metric(lambda tp, fp, fn, g: tp / (tp + fp + fn), name="dispatch_probe"), ones, ones, ones, 2 * ones)
     gelu(np.zeros(3, np.float32))
+    line = np.array([[0.0], [1.0], [4.0], [6.0]])
+    cluster.kmeans(line, 2, 0, 2, threads_from=0)  # small: the threads and the kernel asked for
+    cluster.silhouette(line, np.array([0, 0, 1, 1]), 2, kernel_from=0)
     return {"batch", "extract", "aggregate", "pipeline", "cifread", "sticks", "profile", "geometry", "triage", "user",
-            "sts"}
+            "sts", "cluster"}
 
 
 def test_reference_forces_every_reference(forced_impl, monkeypatch, tmp_path):

@@ -281,15 +281,20 @@ def _selection_items(n=30):
             for i in range(n)]
 
 
-def test_kmeans_runs_on_one_thread_whatever_the_machine_allows():
+@pytest.mark.parametrize("workers", [1, 2])
+def test_kmeans_runs_on_one_thread_whatever_the_machine_allows(workers, monkeypatch):
     """scikit-learn's Lloyd iterations take as many OpenMP threads as the process may use (four here, as on a
-    four-core machine); select() gives them one. Read from the thread count each KMeans run is handed."""
+    four-core machine); select() gives each restart one, on the calling thread or on its own threads. Read from
+    the thread count each KMeans run is handed."""
     import sys
+    import threading
 
     from threadpoolctl import threadpool_limits
 
+    from benchmint.xrd import cluster
     from benchmint.xrd.build import select
 
+    monkeypatch.setattr(cluster, "THREADS_FROM_ROWS", 0)  # threads for these few hundred rows too
     seen = []
 
     def watch(frame, event, arg):
@@ -299,11 +304,28 @@ def test_kmeans_runs_on_one_thread_whatever_the_machine_allows():
     items = _selection_items(600)
     with threadpool_limits(limits=4, user_api="openmp"):
         sys.setprofile(watch)
+        threading.setprofile(watch)  # the restarts' threads, started inside select()
         try:
-            rows, _ = select(items, 5, 0)
+            rows, _ = select(items, 5, 0, workers)
         finally:
             sys.setprofile(None)
-    assert len(rows) == 10 and seen and set(seen) == {1}
+            threading.setprofile(None)  # type: ignore[arg-type]
+    assert len(rows) == 10 and len(seen) == 2 * 10 and set(seen) == {1}  # two databases, ten restarts each
+
+
+def test_selection_and_silhouettes_are_the_same_on_any_worker_count(monkeypatch):
+    """The restarts and the silhouette's rows spread over the workers; what comes out does not depend on how
+    many, and the silhouette is written rounded as the standardized features are."""
+    from benchmint.xrd import cluster
+    from benchmint.xrd.build import select
+
+    items = _selection_items(700)
+    one = select(items, 6, 3, workers=1)
+    assert select(items, 6, 3, workers=2) == one
+    monkeypatch.setattr(cluster, "THREADS_FROM_ROWS", 0)  # the restarts on threads, the silhouette by the kernel
+    monkeypatch.setattr(cluster, "KERNEL_FROM_ROWS", 0)
+    assert select(items, 6, 3, workers=2) == one and select(items, 6, 3, workers=5) == one
+    assert all(v is not None and v == round(v, 6) for v in one[1].values())
 
 
 def test_selector_helper_returns_what_select_returns():
@@ -313,7 +335,7 @@ def test_selector_helper_returns_what_select_returns():
     selector = Selector()
     try:
         assert selector.proc is not None
-        got = selector.select(items, 4, 7)
+        got = selector.select(items, 4, 7, workers=2)
     finally:
         selector.close()
     assert got == select(items, 4, 7) and len(got[0]) == 8

@@ -14,6 +14,7 @@ grade/sts.py                grade/sts_ref.py             (Numba in sts.py)      
 xrd/cifread.py              xrd/cifread_ref.py           benchmint._core.cifread     csrc/cifread.cpp
 xrd/sticks.py               xrd/sticks_ref.py            benchmint._core.sticks      csrc/sticks.cpp
 xrd/profile.py              xrd/profile_ref.py           benchmint._core.profile     csrc/profile.cpp
+xrd/cluster.py              xrd/cluster_ref.py           (Numba, cluster_kernel.py)  --
 pdf/geometry.py             pdf/geometry_ref.py          benchmint._core.geometry    csrc/geometry.cpp
 pdf/triage.py               pdf/triage_ref.py            benchmint._core.triage      csrc/triage.cpp
 ==========================  ===========================  ==========================  ==================

@@ -333,25 +333,30 @@ def _symmetry(structure) -> dict:
             "symmetry_warning": "space group undetermined (" + "; ".join(failures) + "); triclinic Laue rotations"}
 
 
-def select(items: list[dict], per_db: int, seed: int = 0) -> tuple[list[dict], dict[str, float | None]]:
+def select(items: list[dict], per_db: int, seed: int = 0,
+           workers: int = 1) -> tuple[list[dict], dict[str, float | None]]:
     """KMeans per database on standardised features; the item nearest each centroid (crystalxrd-bench §2.2, App. D).
 
-    One thread: scikit-learn would start an OpenMP thread per core for a few thousand rows of six features, and
-    its threads spin at every Lloyd iteration (0.8-2.7 s for 598 items on two busy cores, 0.08 s on one thread).
-    One thread (BLAS too, for the silhouette's distances) also sums in one order whatever the machine's core count.
+    The ten KMeans restarts and the silhouette's rows run over ``workers`` threads (``xrd.cluster``), each
+    restart on one thread: scikit-learn would start an OpenMP thread per core inside one restart, whose threads
+    spin at every Lloyd iteration (0.8-2.7 s for 598 items on two busy cores, 0.08 s on one thread) and whose
+    sums would follow the core count. So the selection and the silhouettes are the same on any core count.
     """
     import sklearn.cluster  # noqa: F401 - loads the OpenMP runtime, which the limit below finds only once loaded
     from threadpoolctl import threadpool_limits
 
+    from benchmint.parallel import resolve_workers
+
     with threadpool_limits(limits=1):
-        return _select(items, per_db, seed)
+        return _select(items, per_db, seed, min(resolve_workers(workers), os.cpu_count() or 1))
 
 
-def _select(items: list[dict], per_db: int, seed: int) -> tuple[list[dict], dict[str, float | None]]:
+def _select(items: list[dict], per_db: int, seed: int,
+            workers: int) -> tuple[list[dict], dict[str, float | None]]:
     import numpy as np
-    from sklearn.cluster import KMeans
-    from sklearn.metrics import silhouette_score
     from sklearn.preprocessing import StandardScaler
+
+    from benchmint.xrd import cluster
 
     rows, silhouettes = [], {}
     for db in sorted({it["db"] for it in items}):
@@ -364,11 +369,13 @@ def _select(items: list[dict], per_db: int, seed: int) -> tuple[list[dict], dict
         # Repeated structures give repeated rows: more clusters than distinct rows would leave some empty (no
         # nearest item), so k is capped at the distinct rows, and an empty cluster is skipped all the same.
         k = min(per_db, len(np.unique(scaled, axis=0)))
-        km = KMeans(n_clusters=k, random_state=seed, n_init=10).fit(scaled)
-        used = len(np.unique(km.labels_))
-        silhouettes[db] = float(silhouette_score(scaled, km.labels_)) if 2 <= used < len(group) else None
-        for c, centre in enumerate(km.cluster_centers_):
-            members = np.flatnonzero(km.labels_ == c)
+        labels, centres = cluster.kmeans(scaled, k, seed, workers)
+        used = len(np.unique(labels))
+        # Rounded as the standardized features are: scikit-learn's silhouette_score takes its distances by
+        # BLAS and differs from the exact one here by 1e-11 to 1e-7 (most where rows repeat), not in the last digit.
+        silhouettes[db] = round(cluster.silhouette(scaled, labels, workers), 6) if 2 <= used < len(group) else None
+        for c, centre in enumerate(centres):
+            members = np.flatnonzero(labels == c)
             if len(members) == 0:
                 continue
             nearest = members[np.argmin(np.linalg.norm(scaled[members] - centre, axis=1))]
@@ -405,12 +412,13 @@ class Selector:
         except OSError:
             self.proc = None
 
-    def select(self, items: list[dict], per_db: int, seed: int) -> tuple[list[dict], dict[str, float | None]]:
+    def select(self, items: list[dict], per_db: int, seed: int,
+               workers: int = 1) -> tuple[list[dict], dict[str, float | None]]:
         import pickle
 
         proc, self.proc = self.proc, None
         if proc is not None:
-            request = ([{k: it[k] for k in _SELECT_FIELDS} for it in items], per_db, seed)
+            request = ([{k: it[k] for k in _SELECT_FIELDS} for it in items], per_db, seed, workers)
             try:
                 out, _ = proc.communicate(pickle.dumps(request), timeout=600)
                 if proc.returncode == 0 and out:
@@ -418,7 +426,7 @@ class Selector:
             except Exception:  # noqa: BLE001 - any failure of the helper: select here instead
                 proc.kill()
                 proc.wait()
-        return select(items, per_db, seed)
+        return select(items, per_db, seed, workers)
 
     def close(self) -> None:
         if self.proc is not None:
@@ -432,14 +440,15 @@ def _serve_selection() -> None:
     import sys
 
     import sklearn.cluster  # noqa: F401 - the import is the point: it runs while the structures are built
-    import sklearn.metrics  # noqa: F401
     import sklearn.preprocessing  # noqa: F401
+
+    import benchmint.xrd.cluster  # noqa: F401 - its silhouette kernel's module only when a database needs it
 
     data = sys.stdin.buffer.read()
     if not data:  # the run ended without a selection
         return
-    items, per_db, seed = pickle.loads(data)
-    sys.stdout.buffer.write(pickle.dumps(select(items, per_db, seed)))
+    items, per_db, seed, workers = pickle.loads(data)
+    sys.stdout.buffer.write(pickle.dumps(select(items, per_db, seed, workers)))
     sys.stdout.buffer.flush()
     # The answer is out: tearing down scikit-learn's and SciPy's modules (~0.25 s) would only delay the run.
     os._exit(0)
@@ -475,7 +484,7 @@ def build(inputs, out_dir, cfg: BuildConfig = BuildConfig(), workers: int = 1, p
                                           lambda p: (db_of(p), cfg), lambda p: {**settings, "db": db_of(p)},
                                           workers, progress, unit_seconds=cfg.cif_seconds, preload=_WORKER_MODULES,
                                           share_preload=True, engine=engine)
-        return _finish(out, results, skipped, cfg, selector)
+        return _finish(out, results, skipped, cfg, selector, workers)
     finally:
         selector.close()
 
@@ -499,7 +508,8 @@ class _Relative:
         return name if got[1] == "." else f"{got[1]}/{name}"
 
 
-def _finish(out: Path, results: list, skipped: int, cfg: BuildConfig, selector: Selector) -> BuildResult:
+def _finish(out: Path, results: list, skipped: int, cfg: BuildConfig, selector: Selector,
+            workers: int) -> BuildResult:
     """Items, errors and the selection from the files' results, in input order.
 
     Ids are given here: a file's stem, ``stem#block`` for each structure block of a file of several. A file
@@ -548,7 +558,7 @@ def _finish(out: Path, results: list, skipped: int, cfg: BuildConfig, selector: 
               + (f"/{f.member.name}" if f.member else ""), **f.where(),
               "hkl_convention": "4-index" if r["answer"] and len(r["answer"][0]) == 4 else "3-index"}
              for f, r in kept]
-    selection, silhouettes = selector.select(items, cfg.per_db, cfg.seed) if items else ([], {})
+    selection, silhouettes = selector.select(items, cfg.per_db, cfg.seed, workers) if items else ([], {})
     write_jsonl(out / "items.jsonl", items)
     write_jsonl(out / "errors.jsonl", errors)
     write_jsonl(out / "selection.jsonl", ({**row, "silhouette": silhouettes[row["db"]]} for row in selection))
