@@ -399,8 +399,8 @@ def run_files(inputs: Sequence[str | os.PathLike], suffix: str, out_dir: str | o
     key and an error result of its own (``FoundFile.error_row``); the run goes on.
     ``unit_seconds`` and ``stage_seconds`` are the ``ProcessExecutor`` time limits; the workers start
     before the files are hashed (``hash_files``, on ``hash_threads(workers)`` threads) and import the
-    ``preload`` modules meanwhile (``share_preload``: as ``ProcessExecutor`` has it). ``engine``: "local", or "ray" for tasks on the connected Ray cluster
-    (``executor_for_files``); the outputs are the same.
+    ``preload`` modules meanwhile (``share_preload``: as ``ProcessExecutor`` has it). ``engine``: "local",
+    or "ray" for tasks on the connected Ray cluster (``executor_for_files``); the outputs are the same.
     A file's size is its unit's ``cost``: the largest files are handed out first.
     Returns (output folder, [(FoundFile, key or None, result)], files already done).
     """
