@@ -486,3 +486,16 @@ def test_past_the_hashing_pools_threshold_an_unreadable_pdf_is_its_row_in_place(
         assert f"{n} PDFs ({n - 1} already done, 1 left out" in again.stdout, again.stdout
     finally:
         shutil.rmtree(root)
+
+
+def test_key_settings_are_each_configurations_own_and_a_new_dict_each_call():
+    """Computed once a configuration: a caller changing the dict it got changes no later key, and two
+    configurations never share theirs."""
+    cfg = HarvestConfig()
+    got = cfg.key_settings()
+    got["name"] = "x.pdf"
+    assert "name" not in cfg.key_settings()
+    assert cfg.key_settings() == {"min_paths": 12, "sieve": "second_look", "min_panels": 1, "triage_only": False,
+                                  "max_pages": 5000, "thumb_longest": 1024, "discussion_tokens": (100, 300)}
+    assert HarvestConfig(min_paths=3).key_settings()["min_paths"] == 3
+    assert HarvestConfig(page_seconds=5.0).key_settings() == cfg.key_settings()  # time limits shape no result
