@@ -73,7 +73,7 @@ def main() -> None:
     line.mark("imports of the command and xrd.build")
     line.around(runner, "find_files_into", "list the files")
     line.around(executors.ProcessExecutor, "start", "start the workers")
-    line.around(runner, "hash_file", "hash the files", each=True)
+    line.around(runner, "hash_files", "hash the files")
     line.around(runner, "run_units", "run the units")
     line.around(ledger.Ledger, "record", "record results", each=True)
     line.around(ledger.Ledger, "get", "read results back", each=True)

@@ -451,3 +451,51 @@ def test_a_text_pass_that_cannot_read_its_pages_is_an_error_row(tmp_path, monkey
     n = harvest_module.CHUNK_PAGES
     assert [(e["pdf"], e["text_of_pages"]) for e in errors] == [(str(pdf), first), (str(pdf), [n + 1, n + 2, n + 3])]
     assert errors[0]["error"] and res.errors == errors and res.figures == 2
+
+
+def test_past_the_hashing_pools_threshold_an_unreadable_pdf_is_its_row_in_place(corpus):
+    """More PDFs than the hashing pool's threshold, one of them unreadable, two workers: the unreadable one is
+    its error row, every other document is listed in input order with the SHA-256 of its bytes, and a rerun
+    finds them all done."""
+    import hashlib
+    import os
+
+    from unprivileged import open_folder, open_subfolder, run_cli
+
+    from benchmint.run.runner import HASH_POOL_MIN_FILES
+
+    root = open_folder()
+    try:
+        src = open_subfolder(root, "in")
+        n = HASH_POOL_MIN_FILES + 8
+        text_only = (corpus / "b_text_only.pdf").read_bytes()
+        for i in range(n):  # each a document of its own: a different comment after the end
+            (src / f"p{i:04d}.pdf").write_bytes(text_only + f"% copy {i}\n".encode())
+        locked = src / f"p{n // 2:04d}.pdf"
+        os.chmod(locked, 0)
+        out = open_subfolder(root, "out")
+        done = run_cli(["harvest", str(src), "--out", str(out), "--workers", "2", "--triage-only"], out)
+        assert done.returncode == 1, done.stderr
+        assert [(e["pdf"], e["kind"], e["error"]) for e in read(out / "errors.jsonl")] == [
+            (str(locked), "unreadable", "cannot be read: PermissionError: Permission denied")]
+        docs = read(out / "documents.jsonl")
+        others = [src / f"p{i:04d}.pdf" for i in range(n) if src / f"p{i:04d}.pdf" != locked]
+        assert [(d["pdf"], d["sha256"]) for d in docs] == [
+            (str(p), hashlib.sha256(p.read_bytes()).hexdigest()) for p in others]
+        again = run_cli(["harvest", str(src), "--out", str(out), "--workers", "2", "--triage-only"], out)
+        assert f"{n} PDFs ({n - 1} already done, 1 left out" in again.stdout, again.stdout
+    finally:
+        shutil.rmtree(root)
+
+
+def test_key_settings_are_each_configurations_own_and_a_new_dict_each_call():
+    """Computed once a configuration: a caller changing the dict it got changes no later key, and two
+    configurations never share theirs."""
+    cfg = HarvestConfig()
+    got = cfg.key_settings()
+    got["name"] = "x.pdf"
+    assert "name" not in cfg.key_settings()
+    assert cfg.key_settings() == {"min_paths": 12, "sieve": "second_look", "min_panels": 1, "triage_only": False,
+                                  "max_pages": 5000, "thumb_longest": 1024, "discussion_tokens": (100, 300)}
+    assert HarvestConfig(min_paths=3).key_settings()["min_paths"] == 3
+    assert HarvestConfig(page_seconds=5.0).key_settings() == cfg.key_settings()  # time limits shape no result

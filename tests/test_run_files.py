@@ -5,6 +5,9 @@ import os
 import time
 import tracemalloc
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from benchmint.run import Ledger, ProcessExecutor, Unit, content_key, hash_file, run_files, run_units, stage
 
 
@@ -161,3 +164,111 @@ def test_the_largest_files_and_members_are_handed_out_first(tmp_path):
                            workers=1)
     assert log.read_text().split() == ["b.cif", "d.cif", "c.cif", "a.cif"]
     assert [r["name"] for _, _, r in rows] == ["a.cif", "b.cif", "c.cif", "d.cif"]
+
+
+def test_hash_files_keys_are_hash_files_in_input_order_on_the_pool(tmp_path):
+    """Past the pool's threshold, on several threads: every file's key, SHA-256 and size in input order as
+    content_key and hashlib give them from the whole bytes; a file gone before it is read is its OSError in
+    its place; the settings objects each file was given (two shared by many, some of their own) key it."""
+    from benchmint.run import Hashed, hash_files
+    from benchmint.run.runner import HASH_CHUNK, HASH_POOL_MIN_FILES
+
+    n = HASH_POOL_MIN_FILES + HASH_CHUNK + 7
+    shared = [{"db": "a"}, {"db": "b", "n": [1, 2]}]
+    paths, given_settings, datas = [], [], []
+    for i in range(n):
+        p = tmp_path / f"f{i:04d}.cif"
+        datas.append(hashlib.sha256(str(i).encode()).digest() * (1 + i % 97))
+        p.write_bytes(datas[-1])
+        paths.append(p)
+        given_settings.append(shared[i % 2] if i % 3 else {"db": "own", "i": i})
+    gone = n // 2
+    paths[gone].unlink()
+    got = hash_files(paths, given_settings, threads=4)
+    assert len(got) == n
+    for i, (data, s, h) in enumerate(zip(datas, given_settings, got)):
+        if i == gone:
+            assert isinstance(h, FileNotFoundError) and h.filename == str(paths[gone])
+        else:
+            assert h == Hashed(content_key(data, s), hashlib.sha256(data).hexdigest(), len(data)), i
+
+
+def test_an_unreadable_file_among_many_is_its_row_in_place_and_a_rerun_skips_the_rest(tmp_path):
+    """A run over more files than the pool's threshold, two workers: the file gone before it is hashed is an
+    error row in its place, every other row carries content_key of its bytes; a rerun with the missing file
+    back runs that file alone (the keys hashed on the pool are those of the first run)."""
+    from benchmint.run.runner import HASH_POOL_MIN_FILES
+
+    src = tmp_path / "in"
+    src.mkdir()
+    n = HASH_POOL_MIN_FILES + 44
+    for i in range(n):
+        (src / f"c{i:04d}.cif").write_text(f"data_{i}\n" * (1 + i % 7))
+    gone = src / f"c{n // 3:04d}.cif"
+    kept_bytes = gone.read_bytes()
+
+    def settings_of(p):  # called before the files are hashed
+        if p == gone and p.exists():
+            p.unlink()
+        return {"db": "x"}
+
+    log = tmp_path / "ran.log"
+    _, rows, skipped = run_files([src], ".cif", tmp_path / "out", "t", log_name, lambda p: (str(log),), settings_of,
+                                 workers=2)
+    assert skipped == 0 and len(rows) == n
+    assert [f.path.name for f, _, _ in rows] == [f"c{i:04d}.cif" for i in range(n)]
+    for f, key, r in rows:
+        if f.path == gone:
+            assert (key, r) == (None, {"error": "cannot be read: FileNotFoundError: No such file or directory",
+                                       "kind": "unreadable"})
+        else:
+            assert (key, r) == (content_key(f.path.read_bytes(), {"db": "x"}), {"name": f.path.name})
+    assert len(log.read_text().split()) == n - 1
+
+    gone.write_bytes(kept_bytes)
+    log.unlink()
+    _, again, skipped = run_files([src], ".cif", tmp_path / "out", "t", log_name, lambda p: (str(log),),
+                                  lambda p: {"db": "x"}, workers=2)
+    assert skipped == n - 1 and log.read_text().split() == [gone.name]
+    assert [(f.path, r) for f, _, r in again] == [(f.path, {"name": f.path.name}) for f, _, _ in rows]
+
+
+_BLOCK = 1 << 20  # hash_file's read block
+
+
+@given(files=st.lists(st.tuples(st.sampled_from([0, 1, 2047, 2048, _BLOCK - 1, _BLOCK, _BLOCK + 1, 2 * _BLOCK + 5]),
+                                st.integers(-3, 3), st.integers(0, 2**32 - 1),
+                                st.dictionaries(st.sampled_from(["db", "name", "pages", "x"]),
+                                                st.one_of(st.integers(), st.text(max_size=5),
+                                                          st.lists(st.integers(), max_size=3)), max_size=3)),
+                      min_size=1, max_size=4))
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_hash_files_keys_equal_hash_file_and_content_key_around_the_block(files):
+    """Contents of sizes around the 1 MiB read block, settings of any shape: hash_files on the pool and alone
+    gives each file hash_file's key and SHA-256 and content_key of the whole bytes."""
+    import random
+    import tempfile
+
+    from benchmint.run import hash_files
+    from benchmint.run.runner import HASH_POOL_MIN_FILES
+
+    with tempfile.TemporaryDirectory() as d:
+        paths, settings_, datas = [], [], []
+        for i, (size, delta, seed, s) in enumerate(files):
+            data = random.Random(seed).randbytes(max(0, size + delta))
+            p = os.path.join(d, f"{i}.bin")
+            with open(p, "wb") as fh:
+                fh.write(data)
+            paths.append(p)
+            settings_.append(s or None)
+            datas.append(data)
+        tiny = os.path.join(d, "tiny.bin")
+        with open(tiny, "wb") as fh:
+            fh.write(b"t")
+        pad = HASH_POOL_MIN_FILES  # enough files for the pool
+        pooled = hash_files(paths + [tiny] * pad, settings_ + [None] * pad, threads=3)[:len(paths)]
+        alone = hash_files(paths, settings_, threads=1)
+        for p, s, data, a, b in zip(paths, settings_, datas, pooled, alone):
+            want = (content_key(data, s), hashlib.sha256(data).hexdigest())
+            assert hash_file(p, s) == want
+            assert (a.key, a.sha256, a.size) == (b.key, b.sha256, b.size) == (*want, len(data))

@@ -29,6 +29,7 @@ finished result); a unit stopped by a limit is tried again by the next run.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -42,12 +43,14 @@ from benchmint.io import InputError, write_jsonl
 from benchmint.pdf import default_text_switches
 from benchmint.run import (
     Executor,
+    Hashed,
     Ledger,
     Unit,
     content_key,
     executor_for_files,
     find_files_into,
-    hash_file,
+    hash_files,
+    hash_threads,
     read_error,
     run_units,
     stage,
@@ -92,10 +95,16 @@ class HarvestConfig:
                 raise ValueError(f"{name} must be a positive number of seconds, got {value}")
 
     def key_settings(self) -> dict:
-        """The settings that shape a result (the time limits do not)."""
-        settings = asdict(self)
-        del settings["page_seconds"], settings["document_seconds"], settings["range_seconds"]
-        return settings
+        """The settings that shape a result (the time limits do not): a dict of its own each call."""
+        return dict(_key_settings(self))
+
+
+@functools.lru_cache(maxsize=8)
+def _key_settings(cfg: HarvestConfig) -> dict:
+    # Every file's and page range's key spreads these: asdict takes 21 us a call, per unit of the driver.
+    settings = asdict(cfg)
+    del settings["page_seconds"], settings["document_seconds"], settings["range_seconds"]
+    return settings
 
 
 def _graphic(images: int, paths: int, cfg: HarvestConfig) -> bool:
@@ -409,25 +418,27 @@ def harvest(inputs, out_dir, cfg: HarvestConfig = HarvestConfig(), workers: int 
         kept, dropped, problems = _select(files, index, filters)
         docs: list[_Doc] = []
         left_out: list[tuple[int, dict]] = []  # (how many documents came before it, its error row)
-        for f, labels, meta in kept:
+        shared = cfg.key_settings()
+        settings = [{**shared, "name": f.path.name} for f, _, _ in kept]
+        # The document's key hashes its bytes with the settings (its first 16 digits name its thumbnails); the
+        # units' keys hash that key, so a long document's ranges do not hash it again.
+        read = [i for i, (f, _, _) in enumerate(kept) if f.error_row() is None and f.member is None]
+        hashed = dict(zip(read, hash_files([kept[i][0].path for i in read], [settings[i] for i in read],
+                                           hash_threads(workers))))
+        for i, (f, labels, meta) in enumerate(kept):
             row = f.error_row()
-            settings = {**cfg.key_settings(), "name": f.path.name}
             if row is None and f.member is not None:  # not read here: a finished member is skipped unread
-                docs.append(_Doc(f.path, bytes.fromhex(key := f.member.key(settings)), key[:16], None, f.member,
+                docs.append(_Doc(f.path, bytes.fromhex(key := f.member.key(settings[i])), key[:16], None, f.member,
                                  labels, meta, size=f.member.size))
                 continue
-            if row is None:
-                # The document's key hashes its bytes with the settings (its first 16 digits name its
-                # thumbnails); the units' keys hash that key, so a long document's ranges do not hash it again.
-                try:
-                    key, sha256 = hash_file(f.path, settings)
-                    size = os.stat(f.path).st_size
-                except OSError as exc:  # no permission, gone since the listing: this file's error, not the run's
-                    row = read_error(exc)
-            if row is not None:
-                left_out.append((len(docs), {"pdf": str(f.path), **labels, **row}))
+            got = hashed.get(i)  # None for a file left out already
+            if isinstance(got, Hashed):
+                docs.append(_Doc(f.path, bytes.fromhex(got.key), got.key[:16], got.sha256, str(f.path), labels,
+                                 meta, size=got.size))
                 continue
-            docs.append(_Doc(f.path, bytes.fromhex(key), key[:16], sha256, str(f.path), labels, meta, size=size))
+            if isinstance(got, OSError):  # no permission, gone since the listing: this file's error, not the run's
+                row = read_error(got)
+            left_out.append((len(docs), {"pdf": str(f.path), **labels, **(row or {})}))
         # Copies of one file under one base name (in several folders) share every unit: one of them runs.
         first: dict[bytes, _Doc] = {}
         for d in docs:

@@ -21,16 +21,20 @@ from benchmint.run.executors import (
 from benchmint.run.ledger import Ledger, content_key
 from benchmint.run.runner import (
     FoundFile,
+    Hashed,
     Unit,
     executor_for_files,
     find_files,
     find_files_into,
     hash_file,
+    hash_files,
+    hash_threads,
     read_error,
     run_files,
     run_units,
 )
 
-__all__ = ["Executor", "FoundFile", "Ledger", "ProcessExecutor", "SerialExecutor", "ThreadExecutor", "Unit", "UnitTimeout",
-           "WorkerDied", "content_key", "executor_for", "executor_for_files", "find_files", "find_files_into", "hash_file", "read_error",
+__all__ = ["Executor", "FoundFile", "Hashed", "Ledger", "ProcessExecutor", "SerialExecutor", "ThreadExecutor", "Unit", "UnitTimeout",
+           "WorkerDied", "content_key", "executor_for", "executor_for_files", "find_files", "find_files_into", "hash_file",
+           "hash_files", "hash_threads", "read_error",
            "run_files", "run_units", "stage"]

@@ -40,9 +40,14 @@ def content_key(data: bytes, settings: dict | None = None) -> str:
 
 def extend_key(h, settings: dict | None = None) -> str:
     """The key of a content already fed to the SHA-256 object ``h`` (read in blocks, say) with ``settings``."""
-    if settings:
-        h.update(json.dumps(settings, sort_keys=True, separators=(",", ":")).encode("utf-8"))
+    h.update(settings_text(settings))
     return h.hexdigest()
+
+
+def settings_text(settings: dict | None) -> bytes:
+    """What a key hashes after the content for ``settings``: their JSON, keys sorted, no spaces; nothing for
+    none. Encoded once, it keys any number of contents (``runner.hash_files``)."""
+    return json.dumps(settings, sort_keys=True, separators=(",", ":")).encode("utf-8") if settings else b""
 
 
 @dataclass(frozen=True, slots=True)

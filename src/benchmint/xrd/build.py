@@ -478,10 +478,12 @@ def build(inputs, out_dir, cfg: BuildConfig = BuildConfig(), workers: int = 1, p
     connected Ray cluster (``run.run_files``), with the same outputs."""
     settings = cfg.key_settings()
     db_of = (lambda p: p.parent.name) if cfg.db_from_dirname else (lambda p: "default")
+    per_db: dict[str, dict] = {}  # one settings object a database: the hashing encodes each once, not per CIF
     selector = Selector()
     try:
         out, results, skipped = run_files(inputs, ".cif", out_dir, "xrd-build", _build_one,
-                                          lambda p: (db_of(p), cfg), lambda p: {**settings, "db": db_of(p)},
+                                          lambda p: (db_of(p), cfg),
+                                          lambda p: per_db.setdefault(db_of(p), {**settings, "db": db_of(p)}),
                                           workers, progress, unit_seconds=cfg.cif_seconds, preload=_WORKER_MODULES,
                                           share_preload=True, engine=engine)
         return _finish(out, results, skipped, cfg, selector, workers)
