@@ -11,18 +11,13 @@
 // not fully decide (malformed JSON, unusual values, an output the compiled
 // extractor leaves undecided, any problem to report) goes to the Python
 // reference for that one line, so rows and errors equal the reference path.
-#include <fcntl.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
-#include <sys/uio.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
-#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -503,31 +498,25 @@ void stream_file(const std::string& path, int workers, Parse&& parse, Merge&& me
     }
 }
 
-// Writes row buffers on a background thread, one batch of buffers in flight, each batch in as few writev() calls
-// as IOV_MAX allows. On ext4 a batch in one call (some 5 MB) cost a quarter less CPU than a write() per piece: the
-// page cache takes larger folios for a larger write. It stays one thread: several threads writing the file
-// (parallel pwrite(), or copies into a shared mapping of the grown file) were measured slower on ext4 and on tmpfs
-// (docs/scaling.md, `score`).
+// Writes row buffers on a background thread, one batch of buffers in flight.
 // BENCHMINT_WRITER_TIMES=FILE appends the writer's own figures at finish() (wall and thread CPU seconds spent
 // writing, bytes, batches) as a JSON line, for scripts/score_phases.py.
 class RowWriter {
    public:
-    explicit RowWriter(const std::string& path)
-        : fd_(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666)) {
-        if (fd_ < 0) throw py::value_error("cannot write " + path);
+    explicit RowWriter(const std::string& path) : fh_(std::fopen(path.c_str(), "wb"), &std::fclose) {
+        if (!fh_) throw py::value_error("cannot write " + path);
     }
-    ~RowWriter() {
-        wait();
-        if (fd_ >= 0) ::close(fd_);
-    }
+    ~RowWriter() { wait(); }
     void write(std::vector<std::string>& pieces) {  // takes the pieces, written in order; pieces is left empty
         wait();
         std::swap(pending_, pieces);
         pieces.clear();
         worker_ = std::thread([this] {
             const WriterClock start;
-            write_pending();
-            pending_.clear();  // the batch's memory freed here, not on the thread handing the next one
+            for (const std::string& p : pending_) {
+                ok_ = ok_ && std::fwrite(p.data(), 1, p.size(), fh_.get()) == p.size();
+                bytes_ += p.size();
+            }
             start.add_to(wall_, cpu_);
             ++batches_;
         });
@@ -539,39 +528,11 @@ class RowWriter {
     }
     void finish() {
         wait();
-        const int fd = fd_;
-        fd_ = -1;
-        if (::close(fd) != 0 || !ok_) throw py::value_error("writing the scores failed (disk full?)");
+        if (!ok_ || std::fflush(fh_.get()) != 0) throw py::value_error("writing the scores failed (disk full?)");
         report_times();
     }
 
    private:
-    void write_pending() {
-        iov_.clear();
-        for (const std::string& p : pending_)
-            if (!p.empty()) iov_.push_back({const_cast<char*>(p.data()), p.size()});
-        size_t i = 0;
-        while (ok_ && i < iov_.size()) {
-            const int n = int(std::min(iov_.size() - i, size_t(IOV_MAX)));
-            const ssize_t got = ::writev(fd_, iov_.data() + i, n);
-            if (got < 0 && errno == EINTR) continue;
-            if (got <= 0) {
-                ok_ = false;
-                break;
-            }
-            bytes_ += size_t(got);
-            // A pipe, or a signal, may take part of what was given: go on from the first byte not written.
-            for (size_t left = size_t(got); left > 0;) {
-                if (left >= iov_[i].iov_len) {
-                    left -= iov_[i++].iov_len;
-                } else {
-                    iov_[i].iov_base = static_cast<char*>(iov_[i].iov_base) + left;
-                    iov_[i].iov_len -= left;
-                    left = 0;
-                }
-            }
-        }
-    }
     struct WriterClock {  // wall and this thread's CPU since construction
         std::chrono::steady_clock::time_point wall = std::chrono::steady_clock::now();
         double cpu = thread_cpu();
@@ -596,9 +557,8 @@ class RowWriter {
     void wait() {
         if (worker_.joinable()) worker_.join();
     }
-    int fd_;
+    std::unique_ptr<FILE, int (*)(FILE*)> fh_;
     std::vector<std::string> pending_;
-    std::vector<iovec> iov_;
     std::thread worker_;
     bool ok_ = true;
     double wall_ = 0, cpu_ = 0;  // the writer's own time, summed over batches
