@@ -19,8 +19,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <exception>
 #include <limits>
 #include <memory>
@@ -520,6 +523,8 @@ void stream_file(const std::string& path, int workers, Parse&& parse, Merge&& me
 }
 
 // Writes row buffers on a background thread, one batch of buffers in flight.
+// BENCHMINT_WRITER_TIMES=FILE appends the writer's own figures at finish() (wall and thread CPU seconds spent
+// writing, bytes, batches) as a JSON line, for scripts/score_phases.py.
 class RowWriter {
    public:
     explicit RowWriter(const std::string& path) : fh_(std::fopen(path.c_str(), "wb"), &std::fclose) {
@@ -531,8 +536,13 @@ class RowWriter {
         std::swap(pending_, pieces);
         pieces.clear();
         worker_ = std::thread([this] {
-            for (const std::string& p : pending_)
+            const WriterClock start;
+            for (const std::string& p : pending_) {
                 ok_ = ok_ && std::fwrite(p.data(), 1, p.size(), fh_.get()) == p.size();
+                bytes_ += p.size();
+            }
+            start.add_to(wall_, cpu_);
+            ++batches_;
         });
     }
     void write(std::string& rows) {  // takes the contents; rows is left empty
@@ -543,9 +553,31 @@ class RowWriter {
     void finish() {
         wait();
         if (!ok_ || std::fflush(fh_.get()) != 0) throw py::value_error("writing the scores failed (disk full?)");
+        report_times();
     }
 
    private:
+    struct WriterClock {  // wall and this thread's CPU since construction
+        std::chrono::steady_clock::time_point wall = std::chrono::steady_clock::now();
+        double cpu = thread_cpu();
+        static double thread_cpu() {
+            timespec ts{};
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+            return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+        }
+        void add_to(double& w, double& c) const {
+            w += std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count();
+            c += thread_cpu() - cpu;
+        }
+    };
+    void report_times() const {
+        const char* to = std::getenv("BENCHMINT_WRITER_TIMES");
+        if (!to || !*to) return;
+        std::unique_ptr<FILE, int (*)(FILE*)> fh(std::fopen(to, "a"), &std::fclose);
+        if (fh)
+            std::fprintf(fh.get(), "{\"wall\": %.6f, \"cpu\": %.6f, \"bytes\": %zu, \"batches\": %zu}\n", wall_, cpu_,
+                         bytes_, batches_);
+    }
     void wait() {
         if (worker_.joinable()) worker_.join();
     }
@@ -553,6 +585,8 @@ class RowWriter {
     std::vector<std::string> pending_;
     std::thread worker_;
     bool ok_ = true;
+    double wall_ = 0, cpu_ = 0;  // the writer's own time, summed over batches
+    size_t bytes_ = 0, batches_ = 0;
 };
 
 // Runs fn on a thread of its own while the calling thread waits without the GIL, so that the calling thread's
