@@ -6,9 +6,10 @@ computes the Cu Kα1 sticks, broadens them into the Kα1 + Kα2 curve on the
 0.01° grid (benchmint.xrd.profile), takes 2θ* and the HKL ground truth, and
 draws the pattern the way the benchmark's models see it; a CIF of several
 structure blocks gives one item per block. The parent records each unit in
-the run's SQLite ledger; items.jsonl, errors.jsonl and the KMeans selection
-are written from the ledger at the end in input order, so reruns and resumed
-runs give identical files. Ids (the file's stem, ``stem#block``) and CIF
+the run's SQLite ledger; items.jsonl and errors.jsonl are written from the
+ledger in input order while the CIFs run (each result once the files before
+it are done) and put in place with the KMeans selection at the end, so reruns
+and resumed runs give identical files. Ids (the file's stem, ``stem#block``) and CIF
 paths are the parent's to give: a unit's key is its content's, and files of
 one content share one result.
 """
