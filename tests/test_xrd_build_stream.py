@@ -101,3 +101,37 @@ def test_the_drivers_memory_follows_the_items_count_not_their_size(tmp_path, mon
         tracemalloc.stop()
     assert got.items == 10 and len((tmp_path / "out" / "items.jsonl").read_bytes()) > 10 * 2**20
     assert peak < 6 * 2**20, f"{peak / 2**20:.1f} MiB"
+
+
+def test_a_killed_run_leaves_no_half_items_file_and_its_rerun_writes_a_clean_runs_files(tmp_path):
+    """Rows are written while the CIFs run, to a temporary name: a run killed half way leaves no items.jsonl (a
+    reader never sees part of one), and its rerun, resumed from the ledger, writes the files of a clean run."""
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "cif").mkdir()
+    for i in range(40):
+        (tmp_path / "cif" / f"s{i:02d}.cif").write_text(salt_cif(f"s{i}", a=4.0 + 0.05 * i,
+                                                                 metal=("Na", "K", "Li")[i % 3]))
+    run = [sys.executable, "-m", "benchmint.cli", "xrd", "build", "cif", "--per-db", "3", "--out"]
+    env = {**os.environ, "BENCHMINT_DISPATCH": "input"}  # results in input order: rows go out as they come
+    proc = subprocess.Popen([*run, "killed"], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    partial = tmp_path / "killed" / ".items.jsonl.tmp"
+    deadline = time.time() + 120
+    while time.time() < deadline:  # kill it once some rows are written, long before the end
+        if partial.exists() and partial.stat().st_size > 0:
+            break
+        time.sleep(0.005)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with sqlite3.connect(tmp_path / "killed" / "ledger.sqlite") as db:
+        assert 1 <= db.execute("SELECT COUNT(*) FROM units").fetchone()[0] < 40
+    assert not (tmp_path / "killed" / "items.jsonl").exists()
+    assert subprocess.run([*run, "killed"], cwd=tmp_path, capture_output=True).returncode == 0
+    assert subprocess.run([*run, "clean"], cwd=tmp_path, capture_output=True).returncode == 0
+    assert outputs(tmp_path / "killed") == outputs(tmp_path / "clean")
+    assert not partial.exists()
