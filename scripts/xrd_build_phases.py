@@ -4,8 +4,9 @@
 
 Runs the command in this process (the CLI's own ``main``) with timers around the runner's and the build's steps:
 the imports, listing the files, starting the workers (with several, the imports they share happen here), hashing,
-the first and the last result, recording results in the ledger, reading them back, the KMeans selection (its
-answer awaited from the helper process) and writing the files. Times are seconds since the interpreter started;
+the first and the last result, recording results in the ledger, reading them back and finishing them in input
+order (while the units run), the KMeans selection (its answer awaited from the helper process) and putting the
+files in place. Times are seconds since the interpreter started;
 CPU is the driver process's own (its workers' and helper's CPU is reported apart, once they are reaped).
 OUT must not hold an earlier run (its ledger would skip every CIF).
 """
@@ -78,17 +79,29 @@ def main() -> None:
     line.around(ledger.Ledger, "record", "record results", each=True)
     line.around(ledger.Ledger, "get", "read results back", each=True)
     line.around(build.Selector, "select", "KMeans selection")
+    if hasattr(build, "_Finish"):  # absent from the code before the results were finished as they came
+        line.around(build._Finish, "add", "finish and write a result in input order", each=True)
+        line.around(build._Finish, "close", "the selection and the files into place")
     line.around(build, "write_jsonl", "write a JSONL file")
     first = ledger.Ledger.record
+    last: list[tuple[float, float]] = []
 
     def record(self, *a, **k):
         if not any(name == "first result" for name, _, _ in line.marks):
             line.mark("first result")
-        return first(self, *a, **k)
+        try:
+            return first(self, *a, **k)
+        finally:
+            last[:] = [(time.perf_counter() - START, cpu())]
 
     ledger.Ledger.record = record  # type: ignore[method-assign]
     code = cli(["xrd", "build", args.cifs, "--out", args.out, "--workers", str(args.workers)])
     line.mark("end")
+    if last:  # the moment the last result was recorded: what follows it is the run's serial tail
+        line.marks.append(("last result recorded", *last[0]))
+        line.marks.sort(key=lambda m: m[1])
+        tail = line.marks[-1][1] - last[0][0], line.marks[-1][2] - last[0][1]
+        line.totals["last result to the end"] = [tail[0], tail[1], 1]
     rows = [{"phase": n, "at_s": round(t, 3), "driver_cpu_s": round(c, 3)} for n, t, c in line.marks]
     totals = {n: {"wall_s": round(w, 3), "cpu_s": round(c, 3), "calls": k} for n, (w, c, k) in line.totals.items()}
     for r in rows:

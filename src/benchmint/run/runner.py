@@ -78,7 +78,8 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict | 
               desc: str = "units", progress: bool = False,
               on_recorded: Callable[[Unit, dict], None] | None = None,
               then: Callable[[Unit, dict], Sequence[Unit]] | None = None,
-              redo: Callable[[dict], bool] | None = None, read_back: bool = True) -> tuple[list[dict], int]:
+              redo: Callable[[dict], bool] | None = None, read_back: bool = True,
+              in_order: Callable[[int, dict], None] | None = None) -> tuple[list[dict], int]:
     """Run ``work(*unit.args)`` for every unit whose key the ledger lacks; return (results in unit order, skipped).
 
     A result is a JSON-able dict, with "error" when the unit failed, or such a dict
@@ -103,8 +104,14 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict | 
     ``redo(result)``: True for a recorded result to be done again all the same (a reply asked again on the user's
     word, an answer that ran out of attempts when more are given now). ``read_back=False``: the results are
     left in the ledger for the caller to read one at a time (the list returned is empty).
+
+    ``in_order(i, result)``: the read-back streamed instead of returned (the list is empty): each of ``units``
+    with its result as the ledger stored it, in unit order, as soon as it and every unit before it are recorded,
+    while the rest still run. Results arrive in any order (costliest first), so what waits is keys, not results:
+    the caller's memory holds one result at a time, and after the last unit only the rest of the order is read.
     """
     todo = dispatch_order(list({u.key: u for u in units if not _kept(ledger, u.key, redo)}.values()))
+    stream = _InOrder(ledger, units, todo, in_order) if in_order is not None else None
     args = [u.args for u in todo]
     bar = None
     if progress and todo:
@@ -129,6 +136,8 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict | 
                     result = {"error": f"{type(result).__name__}: {result}"}
                 ledger.record(todo[i].key, result, ok="error" not in result, final=final)
                 _report(todo[i], result, final, on_recorded, follow)
+            if stream is not None:
+                stream.recorded(todo[i].key)
             if bar is not None:
                 bar.update(1)
     finally:
@@ -136,13 +145,40 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict | 
         if bar is not None:
             bar.close()
     skipped = len({u.key for u in units}) - len(todo)
-    results: list[dict] = []
-    for u in units if read_back else ():
-        got = ledger.get(u.key)
-        if got is None:  # every unit was recorded above or by an earlier run
-            raise RuntimeError(f"unit {u.label} has no result in {ledger.path}")
-        results.append(got[1])
-    return results, skipped
+    if stream is not None:
+        stream.waiting.clear()  # every unit is recorded now: one without a result is an error of _read_back's
+        stream.flush()
+        return [], skipped
+    return [_read_back(ledger, u) for u in units] if read_back else [], skipped
+
+
+def _read_back(ledger: Ledger, unit: Unit) -> dict:
+    got = ledger.get(unit.key)
+    if got is None:  # every unit was recorded by run_units or by an earlier run
+        raise RuntimeError(f"unit {unit.label} has no result in {ledger.path}")
+    return got[1]
+
+
+class _InOrder:
+    """``run_units``' read-back as results are recorded: the next units in order go out once their keys are in
+    the ledger. A unit waits while its key is one this run has yet to record (results are read back, never
+    kept, so a stalled order costs a set of keys)."""
+
+    def __init__(self, ledger: Ledger, units: Sequence[Unit], todo: list[Unit],
+                 emit: Callable[[int, dict], None]) -> None:
+        self.ledger, self.units, self.emit = ledger, units, emit
+        self.waiting = {u.key for u in todo}
+        self.next = 0
+        self.flush()  # units an earlier run recorded, up to the first one this run has to do
+
+    def recorded(self, key: str) -> None:
+        self.waiting.discard(key)
+        self.flush()
+
+    def flush(self) -> None:
+        while self.next < len(self.units) and self.units[self.next].key not in self.waiting:
+            self.emit(self.next, _read_back(self.ledger, self.units[self.next]))
+            self.next += 1
 
 
 def _report(unit: Unit, result: dict, final: bool, on_recorded: Callable[[Unit, dict], None] | None,
@@ -386,8 +422,9 @@ def run_files(inputs: Sequence[str | os.PathLike], suffix: str, out_dir: str | o
               work: Callable[..., dict], args_of: Callable[[Path], tuple], settings_of: Callable[[Path], dict],
               workers: int = 1, progress: bool = False, unit_seconds: float | None = None,
               stage_seconds: float | None = None, preload: Sequence[str] = (),
-              share_preload: bool = False,
-              engine: str = "local") -> tuple[Path, list[tuple[FoundFile, str | None, dict]], int]:
+              share_preload: bool = False, engine: str = "local",
+              on_row: Callable[[FoundFile, str | None, dict], None] | None = None,
+              ) -> tuple[Path, list[tuple[FoundFile, str | None, dict]], int]:
     """A resumable run over the files in ``inputs``: ``work(source, key, out_dir, *args_of(path))`` per file.
 
     A file's key hashes its bytes with ``settings_of(path)``; ``source`` is its path, as a string. A member of
@@ -403,7 +440,9 @@ def run_files(inputs: Sequence[str | os.PathLike], suffix: str, out_dir: str | o
     ``preload`` modules meanwhile (``share_preload``: as ``ProcessExecutor`` has it). ``engine``: "local",
     or "ray" for tasks on the connected Ray cluster (``executor_for_files``); the outputs are the same.
     A file's size is its unit's ``cost``: the largest files are handed out first.
-    Returns (output folder, [(FoundFile, key or None, result)], files already done).
+    Returns (output folder, [(FoundFile, key or None, result)], files already done); with ``on_row``, each
+    (FoundFile, key or None, result) goes to it instead, in input order while the files run (``run_units``'
+    ``in_order``), and the list is empty.
     """
     resolve_workers(workers)
     out = Path(out_dir)
@@ -429,9 +468,39 @@ def run_files(inputs: Sequence[str | os.PathLike], suffix: str, out_dir: str | o
                     units.append(Unit(got.key, (str(f.path), got.key, str(out), *args_of(f.path)), str(f.path),
                                       got.size))
             rows.append((f, None, left_out) if left_out is not None else (f, units[-1].key, None))
+        stream = None if on_row is None else _RowsInOrder(rows, on_row)
         with Ledger(out / LEDGER_NAME, kind) as ledger:
-            results, skipped = run_units(ledger, units, functools.partial(encoded, work), executor, kind, progress)
+            results, skipped = run_units(ledger, units, functools.partial(encoded, work), executor, kind, progress,
+                                         in_order=None if stream is None else stream.unit_result)
     finally:
         executor.close()  # workers of a run that failed before its units ran
+    if stream is not None:
+        stream.until(len(rows))
+        return out, [], skipped
     ran = iter(results)
     return out, [(p, key, row if row is not None else next(ran)) for p, key, row in rows], skipped
+
+
+class _RowsInOrder:
+    """``run_files``' rows to ``on_row`` in input order: a file left out goes when the units before it went."""
+
+    def __init__(self, rows: Sequence[tuple[FoundFile, str | None, dict | None]],
+                 on_row: Callable[[FoundFile, str | None, dict], None]) -> None:
+        self.rows, self.on_row = rows, on_row
+        self.of_unit = [i for i, row in enumerate(rows) if row[2] is None]  # unit index -> row index
+        self.next = 0
+
+    def until(self, stop: int) -> None:
+        """The files left out before row ``stop``."""
+        while self.next < stop:
+            f, key, left_out = self.rows[self.next]
+            assert left_out is not None, "a unit's row goes with its result"
+            self.on_row(f, key, left_out)
+            self.next += 1
+
+    def unit_result(self, i: int, result: dict) -> None:
+        row = self.of_unit[i]
+        self.until(row)
+        f, key, _ = self.rows[row]
+        self.on_row(f, key, result)
+        self.next = row + 1

@@ -6,25 +6,28 @@ computes the Cu Kα1 sticks, broadens them into the Kα1 + Kα2 curve on the
 0.01° grid (benchmint.xrd.profile), takes 2θ* and the HKL ground truth, and
 draws the pattern the way the benchmark's models see it; a CIF of several
 structure blocks gives one item per block. The parent records each unit in
-the run's SQLite ledger; items.jsonl, errors.jsonl and the KMeans selection
-are written from the ledger at the end in input order, so reruns and resumed
-runs give identical files. Ids (the file's stem, ``stem#block``) and CIF
+the run's SQLite ledger; items.jsonl and errors.jsonl are written from the
+ledger in input order while the CIFs run (each result once the files before
+it are done) and put in place with the KMeans selection at the end, so reruns
+and resumed runs give identical files. Ids (the file's stem, ``stem#block``) and CIF
 paths are the parent's to give: a unit's key is its content's, and files of
 one content share one result.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import struct
 import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
-from benchmint.io import write_jsonl
+from benchmint.io import atomic_write, dumps, write_jsonl
 from benchmint.run import run_files
 from benchmint.xrd.profile import ProfileParams
 from benchmint.xrd.realism import Realism
@@ -480,14 +483,17 @@ def build(inputs, out_dir, cfg: BuildConfig = BuildConfig(), workers: int = 1, p
     db_of = (lambda p: p.parent.name) if cfg.db_from_dirname else (lambda p: "default")
     per_db: dict[str, dict] = {}  # one settings object a database: the hashing encodes each once, not per CIF
     selector = Selector()
+    finish = _Finish(Path(out_dir))
     try:
-        out, results, skipped = run_files(inputs, ".cif", out_dir, "xrd-build", _build_one,
-                                          lambda p: (db_of(p), cfg),
-                                          lambda p: per_db.setdefault(db_of(p), {**settings, "db": db_of(p)}),
-                                          workers, progress, unit_seconds=cfg.cif_seconds, preload=_WORKER_MODULES,
-                                          share_preload=True, engine=engine)
-        return _finish(out, results, skipped, cfg, selector, workers)
+        # Each file's result is finished and written as soon as the files before it are (``on_row``), while the
+        # rest run: after the last CIF only the rest of that order and the selection are left.
+        _, _, skipped = run_files(inputs, ".cif", out_dir, "xrd-build", _build_one, lambda p: (db_of(p), cfg),
+                                  lambda p: per_db.setdefault(db_of(p), {**settings, "db": db_of(p)}),
+                                  workers, progress, unit_seconds=cfg.cif_seconds, preload=_WORKER_MODULES,
+                                  share_preload=True, engine=engine, on_row=finish.add)
+        return finish.close(skipped, cfg, selector, workers)
     finally:
+        finish.abandon()
         selector.close()
 
 
@@ -510,60 +516,100 @@ class _Relative:
         return name if got[1] == "." else f"{got[1]}/{name}"
 
 
-def _finish(out: Path, results: list, skipped: int, cfg: BuildConfig, selector: Selector,
-            workers: int) -> BuildResult:
-    """Items, errors and the selection from the files' results, in input order.
+class _Finish:
+    """Items, errors and the selection from the files' results, given one at a time in input order (``add``).
 
     Ids are given here: a file's stem, ``stem#block`` for each structure block of a file of several. A file
     whose key (content, database and settings) an earlier file has gives the same items: it is listed as a
     duplicate of that file, and the items carry the earlier file's ids and path. A second file with an id
     already taken (real dumps hold copies in several folders) would make the gold ambiguous, so it is listed
     as an error naming the file that has the id, and left out.
+
+    Items and errors are written as they come, to temporary files that ``close`` renames into place (a reader
+    never sees half a file; a run that fails leaves the files before it); of an item only what the selection
+    reads (``_SELECT_FIELDS``) is kept, so memory follows the number of items, not their size.
     """
-    errors: list[dict] = []
-    seen_key: dict[str, str] = {}
-    seen_id: dict[str, str] = {}
-    kept = []
-    for f, key, r in results:
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.files = contextlib.ExitStack()
+        self.items_fh: IO[str] | None = None
+        self.errors_fh: IO[str] | None = None
+        self.errors: list[dict] = []
+        self.seen_key: dict[str, str] = {}
+        self.seen_id: dict[str, str] = {}
+        self.selected_fields: list[dict] = []
+        self.cifs = 0
+        self.relative: _Relative | None = None
+
+    def _open(self) -> None:
+        # Opened with the first row, once the run made the folder and its inputs were found.
+        self.items_fh = self.files.enter_context(atomic_write(self.out / "items.jsonl"))
+        self.errors_fh = self.files.enter_context(atomic_write(self.out / "errors.jsonl"))
+        self.relative = _Relative(self.out)
+
+    def _error(self, row: dict) -> None:
+        assert self.errors_fh is not None
+        self.errors.append(row)
+        self.errors_fh.write(dumps(row) + "\n")
+
+    def add(self, f, key: str | None, r: dict) -> None:
+        if self.items_fh is None:
+            self._open()
+        self.cifs += 1
         p = f.path
         where = {"cif": str(p), **f.where()}
-        if key is not None and key in seen_key:
-            errors.append({**where, "error": f"the same content as {seen_key[key]}; left out",
-                           "kind": "duplicate_content", "duplicate_of": seen_key[key]})
-            continue
+        if key is not None and key in self.seen_key:
+            self._error({**where, "error": f"the same content as {self.seen_key[key]}; left out",
+                         "kind": "duplicate_content", "duplicate_of": self.seen_key[key]})
+            return
         if key is not None:
-            seen_key[key] = str(p)
+            self.seen_key[key] = str(p)
         if "error" in r:
-            errors.append({**where, **r})
-            continue
+            self._error({**where, **r})
+            return
         for b in r.get("blocks", [{**r, "block": None}]):
             name = b.pop("block")
             item_id = Path(p).stem if name is None else f"{Path(p).stem}#{name}"
             where = {"cif": str(p), **f.where(), **({"block": name, "id": item_id} if name is not None else {})}
             if "error" in b:
-                errors.append({**where, **b})
-            elif item_id in seen_id:
-                errors.append({**where, "error": f"duplicate id {item_id!r}: {seen_id[item_id]} has it; left out",
-                               "kind": "duplicate_id", "duplicate_of": seen_id[item_id]})
+                self._error({**where, **b})
+            elif item_id in self.seen_id:
+                self._error({**where, "error": f"duplicate id {item_id!r}: {self.seen_id[item_id]} has it; left out",
+                             "kind": "duplicate_id", "duplicate_of": self.seen_id[item_id]})
             else:
-                seen_id[item_id] = str(p)
-                kept.append((f, {**b, "id": item_id}))
+                self.seen_id[item_id] = str(p)
+                self._item(f, {**b, "id": item_id})
                 if b.get("cif_symmetry") == ASSUMED_P1:  # kept, but never silently
-                    errors.append({**where, "id": item_id, "kind": "warning", "warning":
-                                   "the CIF gives no symmetry pymatgen can read (no operations, Hall or H-M symbol "
-                                   "or number): the sites are taken as written (P1); the item is kept"})
-    # What a prompt needs beside the item: the CIF (its path relative to items.jsonl, added here rather than in
-    # the worker so that a resumed run in another place still points at its files) and the index convention.
-    # A member of an archive is named by the archive's path and its name in it; its item carries its text.
-    relative = _Relative(out)
-    items = [{**r, "cif": relative(f.member.archive if f.member else f.path)
-              + (f"/{f.member.name}" if f.member else ""), **f.where(),
-              "hkl_convention": "4-index" if r["answer"] and len(r["answer"][0]) == 4 else "3-index"}
-             for f, r in kept]
-    selection, silhouettes = selector.select(items, cfg.per_db, cfg.seed, workers) if items else ([], {})
-    write_jsonl(out / "items.jsonl", items)
-    write_jsonl(out / "errors.jsonl", errors)
-    write_jsonl(out / "selection.jsonl", ({**row, "silhouette": silhouettes[row["db"]]} for row in selection))
-    failed = [e for e in errors if "error" in e]
-    return BuildResult(len(results), len(items), len(selection), failed, skipped, silhouettes,
-                       [e for e in errors if "error" not in e])
+                    self._error({**where, "id": item_id, "kind": "warning", "warning":
+                                 "the CIF gives no symmetry pymatgen can read (no operations, Hall or H-M symbol "
+                                 "or number): the sites are taken as written (P1); the item is kept"})
+
+    def _item(self, f, r: dict) -> None:
+        # What a prompt needs beside the item: the CIF (its path relative to items.jsonl, added here rather than
+        # in the worker so that a resumed run in another place still points at its files) and the index
+        # convention. A member of an archive is named by the archive's path and its name in it; its item
+        # carries its text.
+        assert self.items_fh is not None and self.relative is not None
+        item = {**r, "cif": self.relative(f.member.archive if f.member else f.path)
+                + (f"/{f.member.name}" if f.member else ""), **f.where(),
+                "hkl_convention": "4-index" if r["answer"] and len(r["answer"][0]) == 4 else "3-index"}
+        self.items_fh.write(dumps(item) + "\n")
+        self.selected_fields.append({k: item[k] for k in _SELECT_FIELDS})
+
+    def close(self, skipped: int, cfg: BuildConfig, selector: Selector, workers: int) -> BuildResult:
+        """The selection, and the three files in place."""
+        if self.items_fh is None:  # no row at all (the run always has one; kept for a clear state)
+            self._open()
+        items = self.selected_fields
+        selection, silhouettes = selector.select(items, cfg.per_db, cfg.seed, workers) if items else ([], {})
+        self.files.close()  # items.jsonl and errors.jsonl renamed into place
+        write_jsonl(self.out / "selection.jsonl",
+                    ({**row, "silhouette": silhouettes[row["db"]]} for row in selection))
+        failed = [e for e in self.errors if "error" in e]
+        return BuildResult(self.cifs, len(items), len(selection), failed, skipped, silhouettes,
+                           [e for e in self.errors if "error" not in e])
+
+    def abandon(self) -> None:
+        """After a failure: the temporary files removed, the files of the run before left as they were."""
+        self.files.__exit__(RuntimeError, RuntimeError("the run failed"), None)
