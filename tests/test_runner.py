@@ -8,6 +8,7 @@ import time
 import pytest
 
 from benchmint.run import Ledger, ProcessExecutor, SerialExecutor, ThreadExecutor, Unit, executor_for, run_units, stage
+from benchmint.run.runner import LONG_UNIT_SHARE, dispatch_order
 
 
 def square_or_fail(i):
@@ -354,6 +355,20 @@ def test_a_long_unit_given_last_runs_beside_the_short_ones_not_after_them(tmp_pa
     long_pid = next(pid for i, pid, _ in started if i == 6)
     assert [i for i, pid, _ in started if pid == long_pid][-1] == 6 and len({pid for _, pid, _ in started}) == 2
     assert len([i for i, pid, _ in started if pid == long_pid]) > 1
+
+
+def test_only_long_units_go_first_and_the_short_ones_keep_input_order(monkeypatch):
+    # 1,998 units of cost 1 to 3 and two of 40 and 60 (total 3,996 + 100): the bar is 1/512 of the total, 8,
+    # so only the two long ones are moved, costliest first; the others stay in input order, which lets results
+    # finish in that order (sorting every unit by cost would interleave them by size).
+    monkeypatch.delenv("BENCHMINT_DISPATCH", raising=False)
+    costs = [1 + (i * 7) % 3 for i in range(2000)]
+    costs[1500], costs[10] = 40, 60
+    units = [Unit(f"u{i}", (i,), f"unit {i}", c) for i, c in enumerate(costs)]
+    order = [u.args[0] for u in dispatch_order(units)]
+    assert order[:2] == [10, 1500]
+    assert order[2:] == [i for i in range(2000) if i not in (10, 1500)]
+    assert sum(costs) * LONG_UNIT_SHARE == 8.0
 
 
 def test_an_unknown_dispatch_order_is_refused(tmp_path, monkeypatch):

@@ -59,19 +59,31 @@ class Unit:
 DISPATCH_ENV = "BENCHMINT_DISPATCH"
 
 
+# A unit costing at least this share of the run's total is handed out before the rest (see dispatch_order).
+LONG_UNIT_SHARE = 1 / 512
+
+
 def dispatch_order(units: list[Unit]) -> list[Unit]:
-    """``units`` in the order they are handed to the executor: the costliest first, ties in input order.
+    """``units`` in the order they are handed to the executor: the long units first, costliest first, then the
+    others in input order (ties in input order throughout).
 
     A long unit started last keeps one worker busy after the others ran out of work; started first, it runs
-    while the short ones fill the other workers (the longest-processing-time rule). Results are read back in
-    unit order, so the order changes when units finish, not what a run writes.
+    while the short ones fill the other workers (the longest-processing-time rule). A unit is long when it costs
+    at least ``LONG_UNIT_SHARE`` of the run's total: one of the others started last delays the end by at most
+    that share of the total work, 3% of the ideal time at 16 workers. The short ones keep their input order so
+    that results finish in that order and the runs that write as they go (``run_units``' ``in_order``) can write
+    them while the rest run; sorting them all by cost held back all but a few items of xrd build to the end.
+    Results are read back in unit order, so the order changes when units finish, not what a run writes.
     """
     mode = os.environ.get(DISPATCH_ENV, "longest-first")
     if mode == "input":
         return units
     if mode != "longest-first":
         raise ValueError(f"{DISPATCH_ENV} must be 'longest-first' or 'input', not {mode!r}")
-    return sorted(units, key=lambda u: -u.cost)  # stable: ties keep input order
+    bar = LONG_UNIT_SHARE * sum(u.cost for u in units)
+    long = [u for u in units if u.cost > 0 and u.cost >= bar]
+    short = [u for u in units if not (u.cost > 0 and u.cost >= bar)]
+    return sorted(long, key=lambda u: -u.cost) + short  # stable: ties keep input order
 
 
 def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict | Encoded], executor: Executor,
