@@ -42,6 +42,12 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from benchmint.parallel import thread_map
+
+# Items from which calibration sorts its rank columns and correlates them on threads (the sorts release the GIL;
+# a column's ranks and a correlation are the same whichever thread computes them). Below it threads cost more.
+THREADED_ITEMS = 1 << 16
+
 
 @dataclass(frozen=True)
 class PersonalityRules:
@@ -187,21 +193,38 @@ class _Ranks:
     def on(self, mask: np.ndarray) -> np.ndarray:
         key = mask.tobytes()
         if key not in self.cache:
-            if self.classes is not None:
-                cls, class_values = self.classes
-                self.cache[key] = class_average_ranks(cls[mask], class_values)
-            else:
-                self.cache[key] = average_ranks(self.values[mask])
+            self.cache[key] = self._ranks(mask)
         return self.cache[key]
+
+    def _ranks(self, mask: np.ndarray) -> np.ndarray:
+        every = bool(mask.all())  # the usual case: every item states the column, no copy needed
+        if self.classes is not None:
+            cls, class_values = self.classes
+            return class_average_ranks(cls if every else cls[mask], class_values)
+        return average_ranks(self.values if every else self.values[mask])
+
+
+def _fill_ranks(wanted: list[tuple[_Ranks, np.ndarray]], workers: int) -> None:
+    """Computes the distinct (column, subset) ranks of ``wanted`` not yet cached, one thread each."""
+    todo: dict[tuple[int, bytes], tuple[_Ranks, np.ndarray, bytes]] = {}
+    for ranks, mask in wanted:
+        key = mask.tobytes()
+        if key not in ranks.cache:
+            todo.setdefault((id(ranks), key), (ranks, mask, key))
+    done = thread_map(lambda job: job[0]._ranks(job[1]), todo.values(), workers)
+    for (ranks, _, key), got in zip(todo.values(), done):
+        ranks.cache[key] = got
 
 
 def calibration(score: np.ndarray, confidence: np.ndarray, difficulty: np.ndarray, tokens: np.ndarray,
-                n_bins: int = 10, score_classes: tuple[np.ndarray, np.ndarray] | None = None) -> dict | None:
+                n_bins: int = 10, score_classes: tuple[np.ndarray, np.ndarray] | None = None,
+                workers: int = 1) -> dict | None:
     """Stated confidence against the per-item score; None when no item carries a confidence, difficulty or tokens.
 
     ECE uses ``n_bins`` equal-width bins on [0, 1] (confidence 1.0 in the top bin).
     Spearman correlations use average ranks for ties and are null when a column is constant.
-    ``score_classes`` = (class per item, value per class) lets score ranks skip a sort.
+    ``score_classes`` = (class per item, value per class) lets score ranks skip a sort. From THREADED_ITEMS items
+    the rank columns and the correlations run on up to ``workers`` threads.
     """
     out: dict = {}
     has_conf = ~np.isnan(confidence)
@@ -210,12 +233,19 @@ def calibration(score: np.ndarray, confidence: np.ndarray, difficulty: np.ndarra
     if not (has_conf.any() or has_diff.any() or has_tok.any()):
         return None
     r_score, r_conf, r_diff = _Ranks(score, score_classes), _Ranks(confidence), _Ranks(difficulty)
-
-    def spearman(ra: _Ranks, rb: _Ranks, mask: np.ndarray) -> float | None:
-        return _pearson(ra.on(mask), rb.on(mask)) if mask.sum() >= 2 else None
+    both = has_conf & has_diff
+    # Each Spearman correlation with its two rank columns and the items it is taken over (at least 2).
+    pairs = {name: (ra, rb, mask) for name, ra, rb, mask in (
+        ("spearman_confidence_score", r_conf, r_score, has_conf),
+        ("spearman_difficulty_score", r_diff, r_score, has_diff),
+        ("spearman_difficulty_confidence", r_diff, r_conf, both)) if mask.sum() >= 2}
+    workers = workers if len(score) >= THREADED_ITEMS else 1
+    _fill_ranks([(r, mask) for ra, rb, mask in pairs.values() for r in (ra, rb)], workers)
+    rho = dict(zip(pairs, thread_map(lambda p: _pearson(p[0].on(p[2]), p[1].on(p[2])), pairs.values(), workers)))
 
     if has_conf.any():
-        c, s = confidence[has_conf], score[has_conf]
+        every = bool(has_conf.all())
+        c, s = (confidence, score) if every else (confidence[has_conf], score[has_conf])
         bins = np.minimum((c * n_bins).astype(np.int64), n_bins - 1)
         n_b = np.bincount(bins, minlength=n_bins)
         used = n_b > 0
@@ -226,14 +256,13 @@ def calibration(score: np.ndarray, confidence: np.ndarray, difficulty: np.ndarra
             mean_score=float(s.mean()),
             ece=float(np.sum(n_b[used] / len(c) * gap)),
             brier=float(np.mean((c - s) ** 2)),
-            spearman_confidence_score=spearman(r_conf, r_score, has_conf),
+            spearman_confidence_score=rho.get("spearman_confidence_score"),
         )
     if has_diff.any():
-        both = has_conf & has_diff
         out["n_with_difficulty"] = int(has_diff.sum())
         out["mean_difficulty"] = float(difficulty[has_diff].mean())
-        out["spearman_difficulty_score"] = spearman(r_diff, r_score, has_diff)
-        out["spearman_difficulty_confidence"] = spearman(r_diff, r_conf, both) if both.any() else None
+        out["spearman_difficulty_score"] = rho.get("spearman_difficulty_score")
+        out["spearman_difficulty_confidence"] = rho.get("spearman_difficulty_confidence")
     if has_tok.any():
         out["mean_tokens"] = float(tokens[has_tok].mean())
     return out

@@ -531,7 +531,9 @@ def summarize(cols: Columns, gold: Gold, cfg: ScoreConfig) -> dict:
         m_block = overall[m]
         assert m_block is not None  # every listed model has rows
         block = dict(m_block)
-        sel = cols.model == m
+        # With one model every row is its own: its columns are taken as they are, not copied through a mask.
+        one = len(models) == 1
+        sel = slice(None) if one else cols.model == m
         block["by"] = {
             fname: {v: b for v, b in zip(values, blocks[m * len(values):(m + 1) * len(values)]) if b is not None}
             for fname, (blocks, values) in by_blocks.items()
@@ -539,16 +541,18 @@ def summarize(cols: Columns, gold: Gold, cfg: ScoreConfig) -> dict:
         metrics = block["metrics"]
         # Per-item scores through the item's triple class: one metric evaluation per class.
         cls = classes(keys[sel])
-        calib = calibration(class_score[cls], cols.confidence[sel], cols.difficulty[sel], cols.tokens[sel],
-                            score_classes=(cls, class_score))
+        score, difficulty, tokens = class_score[cls], cols.difficulty[sel], cols.tokens[sel]
+        calib = calibration(score, cols.confidence[sel], difficulty, tokens, score_classes=(cls, class_score),
+                            workers=cfg.workers)
         block["personality"] = personality(
             cols.tp[sel], cols.n_pred[sel], cols.n_gold[sel], metrics["spc"]["mean"], metrics["sip_f1"]["mean"],
             metrics["precision"]["mean"], metrics["recall"]["mean"], cfg.personality_rules, calib,
-            class_score[cls], cols.difficulty[sel], cols.tokens[sel])
+            score, difficulty, tokens)
         if calib is not None:
             calib["score_metric"] = cfg.kind.primary_metric
             block["calibration"] = calib
-        block["unparsed_ids"] = gold.ids_of(cols.gold_idx[sel & (cols.status == UNPARSED)])
+        unparsed = cols.status == UNPARSED
+        block["unparsed_ids"] = gold.ids_of(cols.gold_idx[unparsed if one else sel & unparsed])
         return block
 
     # Models are independent and their sorts release the GIL: one thread each.
