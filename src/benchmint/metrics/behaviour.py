@@ -39,13 +39,14 @@ Token profile (§4.2), beside the label, when the predictions carry tokens:
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from functools import partial
 
 import numpy as np
 
 from benchmint.parallel import thread_map
 
-# Items from which calibration sorts its rank columns and correlates them on threads (the sorts release the GIL;
-# a column's ranks and a correlation are the same whichever thread computes them). Below it threads cost more.
+# Items from which calibration's rank sorts, confidence figures and correlations run on threads (NumPy releases
+# the GIL; each is computed whole, the same whichever thread runs it). Below it threads cost more than they save.
 THREADED_ITEMS = 1 << 16
 
 
@@ -204,16 +205,31 @@ class _Ranks:
         return average_ranks(self.values if every else self.values[mask])
 
 
-def _fill_ranks(wanted: list[tuple[_Ranks, np.ndarray]], workers: int) -> None:
-    """Computes the distinct (column, subset) ranks of ``wanted`` not yet cached, one thread each."""
+def _missing_ranks(wanted: list[tuple[_Ranks, np.ndarray]]) -> list[tuple[_Ranks, np.ndarray, bytes]]:
+    """The distinct (column, subset) pairs of ``wanted`` whose ranks are not cached yet, with the cache's key."""
     todo: dict[tuple[int, bytes], tuple[_Ranks, np.ndarray, bytes]] = {}
     for ranks, mask in wanted:
         key = mask.tobytes()
         if key not in ranks.cache:
             todo.setdefault((id(ranks), key), (ranks, mask, key))
-    done = thread_map(lambda job: job[0]._ranks(job[1]), todo.values(), workers)
-    for (ranks, _, key), got in zip(todo.values(), done):
-        ranks.cache[key] = got
+    return list(todo.values())
+
+
+def _confidence_figures(score: np.ndarray, confidence: np.ndarray, has_conf: np.ndarray, n_bins: int) -> dict:
+    """The stated confidences' mean, ECE and Brier score against the items' scores (``has_conf`` not empty)."""
+    every = bool(has_conf.all())
+    c, s = (confidence, score) if every else (confidence[has_conf], score[has_conf])
+    bins = np.minimum((c * n_bins).astype(np.int64), n_bins - 1)
+    n_b = np.bincount(bins, minlength=n_bins)
+    used = n_b > 0
+    gap = np.abs(np.bincount(bins, c, n_bins)[used] - np.bincount(bins, s, n_bins)[used]) / n_b[used]
+    return {
+        "n_with_confidence": int(has_conf.sum()),
+        "mean_confidence": float(c.mean()),
+        "mean_score": float(s.mean()),
+        "ece": float(np.sum(n_b[used] / len(c) * gap)),
+        "brier": float(np.mean((c - s) ** 2)),
+    }
 
 
 def calibration(score: np.ndarray, confidence: np.ndarray, difficulty: np.ndarray, tokens: np.ndarray,
@@ -224,7 +240,7 @@ def calibration(score: np.ndarray, confidence: np.ndarray, difficulty: np.ndarra
     ECE uses ``n_bins`` equal-width bins on [0, 1] (confidence 1.0 in the top bin).
     Spearman correlations use average ranks for ties and are null when a column is constant.
     ``score_classes`` = (class per item, value per class) lets score ranks skip a sort. From THREADED_ITEMS items
-    the rank columns and the correlations run on up to ``workers`` threads.
+    the rank columns, the confidence figures and the correlations run on up to ``workers`` threads.
     """
     out: dict = {}
     has_conf = ~np.isnan(confidence)
@@ -240,24 +256,19 @@ def calibration(score: np.ndarray, confidence: np.ndarray, difficulty: np.ndarra
         ("spearman_difficulty_score", r_diff, r_score, has_diff),
         ("spearman_difficulty_confidence", r_diff, r_conf, both)) if mask.sum() >= 2}
     workers = workers if len(score) >= THREADED_ITEMS else 1
-    _fill_ranks([(r, mask) for ra, rb, mask in pairs.values() for r in (ra, rb)], workers)
+    # The rank sorts and the confidence figures are independent: one thread each, then one per correlation.
+    todo = _missing_ranks([(r, mask) for ra, rb, mask in pairs.values() for r in (ra, rb)])
+    jobs = [partial(r._ranks, mask) for r, mask, _ in todo]
+    stated = bool(has_conf.any())
+    if stated:
+        jobs.append(partial(_confidence_figures, score, confidence, has_conf, n_bins))
+    done = thread_map(lambda job: job(), jobs, workers)
+    for (r, _, key), got in zip(todo, done):
+        r.cache[key] = got
     rho = dict(zip(pairs, thread_map(lambda p: _pearson(p[0].on(p[2]), p[1].on(p[2])), pairs.values(), workers)))
 
-    if has_conf.any():
-        every = bool(has_conf.all())
-        c, s = (confidence, score) if every else (confidence[has_conf], score[has_conf])
-        bins = np.minimum((c * n_bins).astype(np.int64), n_bins - 1)
-        n_b = np.bincount(bins, minlength=n_bins)
-        used = n_b > 0
-        gap = np.abs(np.bincount(bins, c, n_bins)[used] - np.bincount(bins, s, n_bins)[used]) / n_b[used]
-        out.update(
-            n_with_confidence=int(has_conf.sum()),
-            mean_confidence=float(c.mean()),
-            mean_score=float(s.mean()),
-            ece=float(np.sum(n_b[used] / len(c) * gap)),
-            brier=float(np.mean((c - s) ** 2)),
-            spearman_confidence_score=rho.get("spearman_confidence_score"),
-        )
+    if stated:
+        out.update(done[-1], spearman_confidence_score=rho.get("spearman_confidence_score"))
     if has_diff.any():
         out["n_with_difficulty"] = int(has_diff.sum())
         out["mean_difficulty"] = float(difficulty[has_diff].mean())
