@@ -90,11 +90,24 @@ def token_profile(sip_mean: float, score: np.ndarray | None, difficulty: np.ndar
     return out
 
 
+def selection_figures(tp: np.ndarray, n_pred: np.ndarray, n_gold: np.ndarray) -> dict:
+    """The per-item passes ``personality`` rests on (none of them needs the calibration, so they may run beside
+    it): the shares of items left unanswered, over- and under-selected, and the precision over the answered."""
+    answered = n_pred > 0
+    out = {"abstention": float(np.mean(~answered)), "answered": bool(answered.any())}
+    if out["answered"]:
+        out.update(precision=float(np.mean(tp[answered] / n_pred[answered])),
+                   over=float(np.mean(n_pred > n_gold)),
+                   under=float(np.mean((tp == n_pred) & (n_pred > 0) & (n_pred < n_gold))))
+    return out
+
+
 def personality(tp: np.ndarray, n_pred: np.ndarray, n_gold: np.ndarray, spc_mean: float, sip_mean: float,
                 precision_mean: float, recall_mean: float, rules: PersonalityRules = PersonalityRules(),
                 calib: dict | None = None, score: np.ndarray | None = None, difficulty: np.ndarray | None = None,
-                tokens: np.ndarray | None = None) -> dict:
-    """The label and the figures it rests on; ``calib`` is ``calibration(...)`` of the same items.
+                tokens: np.ndarray | None = None, selection: dict | None = None) -> dict:
+    """The label and the figures it rests on; ``calib`` is ``calibration(...)`` of the same items, ``selection``
+    their ``selection_figures`` when already computed.
 
     ``precision_mean`` (the macro precision of the metrics, 0 on unanswered items) is not what the labels use:
     the precision over the selections is computed here from ``tp`` and ``n_pred``.
@@ -102,14 +115,13 @@ def personality(tp: np.ndarray, n_pred: np.ndarray, n_gold: np.ndarray, spc_mean
     n = len(tp)
     if n == 0:
         return {"label": None, "reason": "no items"}
-    answered = n_pred > 0
-    abstention = float(np.mean(~answered))
-    if not answered.any():
+    if selection is None:
+        selection = selection_figures(tp, n_pred, n_gold)
+    abstention = selection["abstention"]
+    if not selection["answered"]:
         return {"label": None, "reason": "it selected nothing on any item", "abstention_rate": abstention,
                 "rules": asdict(rules)}
-    precision_mean = float(np.mean(tp[answered] / n_pred[answered]))  # over what it selected
-    over = float(np.mean(n_pred > n_gold))
-    under = float(np.mean((tp == n_pred) & (n_pred > 0) & (n_pred < n_gold)))
+    precision_mean, over, under = selection["precision"], selection["over"], selection["under"]
     calibrated = _calibrated(calib, rules)
     overconfident = None
     if calib and "mean_confidence" in calib:
