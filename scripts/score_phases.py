@@ -1,9 +1,10 @@
 """Where `benchmint score` spends its time, phase by phase, as a whole process at 1 and 2 workers.
 
     python scripts/score_phases.py [--rows 1000000] [--workers 1,2] [--repeats 2] [--by domain,level]
-        [--dir /dev/shm] [--json out]
+        [--models 4] [--behaviour] [--dir /dev/shm] [--json out]
 
-Generates the bench's raw MCQ outputs (``benchmint.metrics.synthetic.mcq_dataset``, four models), then runs
+Generates the bench's raw MCQ outputs (``benchmint.metrics.synthetic.mcq_dataset``, four models unless
+``--models`` says fewer; ``--behaviour`` adds each output's confidence, difficulty and tokens), then runs
 ``benchmint score`` in a fresh process for each worker count. Inside that process the pipeline's phases are
 timed by wrapping them (wall seconds, the main thread's CPU and the whole process's CPU): the gold index,
 the prediction stream, the summary and the files written after it; start-up and exit are the rest of the
@@ -131,13 +132,15 @@ def main() -> None:
     ap.add_argument("--workers", default="1,2")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--by", default="domain,level")
+    ap.add_argument("--models", type=int, default=4, choices=range(1, 5))
+    ap.add_argument("--behaviour", action="store_true", help="outputs state confidence, difficulty and tokens")
     ap.add_argument("--extra", default="", help="more options for score, space-separated (e.g. '--engine ray')")
     ap.add_argument("--dir", help="folder for the inputs and outputs (default: the system's temporary folder)")
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="score-phases-", dir=args.dir))
     try:
-        gold, pred = score_inputs(tmp, args.rows)
+        gold, pred = score_inputs(tmp, args.rows, args.models, args.behaviour)
         rows = {}
         for w in map(int, args.workers.split(",")):
             # best of the repeats by CPU: the figures derived are CPU seconds, steadier than walls on a busy machine

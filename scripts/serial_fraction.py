@@ -51,14 +51,15 @@ def timed(cmd: list[str], rusage: Path) -> tuple[float, dict]:
     return took, json.loads(rusage.read_text())
 
 
-def score_inputs(root: Path, n: int) -> tuple[Path, Path]:
+def score_inputs(root: Path, n: int, n_models: int = 4, behaviour: bool = False) -> tuple[Path, Path]:
+    """``n`` raw outputs of ``n_models`` models (at most 4); ``behaviour``: with confidence, difficulty, tokens."""
     from benchmint.io import dumps
     from benchmint.metrics.synthetic import mcq_dataset
 
     gold, pred = root / "gold.jsonl", root / "pred.jsonl"
-    models = ["wise-model", "cautious-model", "bold-model", "gambling-model"]
+    models = ["wise-model", "cautious-model", "bold-model", "gambling-model"][:n_models]
     with open(gold, "w", encoding="utf-8") as g, open(pred, "w", encoding="utf-8") as p:
-        for kind, rec in mcq_dataset(n // len(models), models, seed=11, behaviour_fields=False):
+        for kind, rec in mcq_dataset(n // len(models), models, seed=11, behaviour_fields=behaviour):
             (g if kind == "gold" else p).write(dumps(rec) + "\n")
     return gold, pred
 

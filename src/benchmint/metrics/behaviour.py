@@ -39,8 +39,15 @@ Token profile (§4.2), beside the label, when the predictions carry tokens:
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from functools import partial
 
 import numpy as np
+
+from benchmint.parallel import thread_map
+
+# Items from which calibration's rank sorts, confidence figures and correlations run on threads (NumPy releases
+# the GIL; each is computed whole, the same whichever thread runs it). Below it threads cost more than they save.
+THREADED_ITEMS = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -83,11 +90,24 @@ def token_profile(sip_mean: float, score: np.ndarray | None, difficulty: np.ndar
     return out
 
 
+def selection_figures(tp: np.ndarray, n_pred: np.ndarray, n_gold: np.ndarray) -> dict:
+    """The per-item passes ``personality`` rests on (none of them needs the calibration, so they may run beside
+    it): the shares of items left unanswered, over- and under-selected, and the precision over the answered."""
+    answered = n_pred > 0
+    out = {"abstention": float(np.mean(~answered)), "answered": bool(answered.any())}
+    if out["answered"]:
+        out.update(precision=float(np.mean(tp[answered] / n_pred[answered])),
+                   over=float(np.mean(n_pred > n_gold)),
+                   under=float(np.mean((tp == n_pred) & (n_pred > 0) & (n_pred < n_gold))))
+    return out
+
+
 def personality(tp: np.ndarray, n_pred: np.ndarray, n_gold: np.ndarray, spc_mean: float, sip_mean: float,
                 precision_mean: float, recall_mean: float, rules: PersonalityRules = PersonalityRules(),
                 calib: dict | None = None, score: np.ndarray | None = None, difficulty: np.ndarray | None = None,
-                tokens: np.ndarray | None = None) -> dict:
-    """The label and the figures it rests on; ``calib`` is ``calibration(...)`` of the same items.
+                tokens: np.ndarray | None = None, selection: dict | None = None) -> dict:
+    """The label and the figures it rests on; ``calib`` is ``calibration(...)`` of the same items, ``selection``
+    their ``selection_figures`` when already computed.
 
     ``precision_mean`` (the macro precision of the metrics, 0 on unanswered items) is not what the labels use:
     the precision over the selections is computed here from ``tp`` and ``n_pred``.
@@ -95,14 +115,13 @@ def personality(tp: np.ndarray, n_pred: np.ndarray, n_gold: np.ndarray, spc_mean
     n = len(tp)
     if n == 0:
         return {"label": None, "reason": "no items"}
-    answered = n_pred > 0
-    abstention = float(np.mean(~answered))
-    if not answered.any():
+    if selection is None:
+        selection = selection_figures(tp, n_pred, n_gold)
+    abstention = selection["abstention"]
+    if not selection["answered"]:
         return {"label": None, "reason": "it selected nothing on any item", "abstention_rate": abstention,
                 "rules": asdict(rules)}
-    precision_mean = float(np.mean(tp[answered] / n_pred[answered]))  # over what it selected
-    over = float(np.mean(n_pred > n_gold))
-    under = float(np.mean((tp == n_pred) & (n_pred > 0) & (n_pred < n_gold)))
+    precision_mean, over, under = selection["precision"], selection["over"], selection["under"]
     calibrated = _calibrated(calib, rules)
     overconfident = None
     if calib and "mean_confidence" in calib:
@@ -187,21 +206,53 @@ class _Ranks:
     def on(self, mask: np.ndarray) -> np.ndarray:
         key = mask.tobytes()
         if key not in self.cache:
-            if self.classes is not None:
-                cls, class_values = self.classes
-                self.cache[key] = class_average_ranks(cls[mask], class_values)
-            else:
-                self.cache[key] = average_ranks(self.values[mask])
+            self.cache[key] = self._ranks(mask)
         return self.cache[key]
+
+    def _ranks(self, mask: np.ndarray) -> np.ndarray:
+        every = bool(mask.all())  # the usual case: every item states the column, no copy needed
+        if self.classes is not None:
+            cls, class_values = self.classes
+            return class_average_ranks(cls if every else cls[mask], class_values)
+        return average_ranks(self.values if every else self.values[mask])
+
+
+def _missing_ranks(wanted: list[tuple[_Ranks, np.ndarray]]) -> list[tuple[_Ranks, np.ndarray, bytes]]:
+    """The distinct (column, subset) pairs of ``wanted`` whose ranks are not cached yet, with the cache's key."""
+    todo: dict[tuple[int, bytes], tuple[_Ranks, np.ndarray, bytes]] = {}
+    for ranks, mask in wanted:
+        key = mask.tobytes()
+        if key not in ranks.cache:
+            todo.setdefault((id(ranks), key), (ranks, mask, key))
+    return list(todo.values())
+
+
+def _confidence_figures(score: np.ndarray, confidence: np.ndarray, has_conf: np.ndarray, n_bins: int) -> dict:
+    """The stated confidences' mean, ECE and Brier score against the items' scores (``has_conf`` not empty)."""
+    every = bool(has_conf.all())
+    c, s = (confidence, score) if every else (confidence[has_conf], score[has_conf])
+    bins = np.minimum((c * n_bins).astype(np.int64), n_bins - 1)
+    n_b = np.bincount(bins, minlength=n_bins)
+    used = n_b > 0
+    gap = np.abs(np.bincount(bins, c, n_bins)[used] - np.bincount(bins, s, n_bins)[used]) / n_b[used]
+    return {
+        "n_with_confidence": int(has_conf.sum()),
+        "mean_confidence": float(c.mean()),
+        "mean_score": float(s.mean()),
+        "ece": float(np.sum(n_b[used] / len(c) * gap)),
+        "brier": float(np.mean((c - s) ** 2)),
+    }
 
 
 def calibration(score: np.ndarray, confidence: np.ndarray, difficulty: np.ndarray, tokens: np.ndarray,
-                n_bins: int = 10, score_classes: tuple[np.ndarray, np.ndarray] | None = None) -> dict | None:
+                n_bins: int = 10, score_classes: tuple[np.ndarray, np.ndarray] | None = None,
+                workers: int = 1) -> dict | None:
     """Stated confidence against the per-item score; None when no item carries a confidence, difficulty or tokens.
 
     ECE uses ``n_bins`` equal-width bins on [0, 1] (confidence 1.0 in the top bin).
     Spearman correlations use average ranks for ties and are null when a column is constant.
-    ``score_classes`` = (class per item, value per class) lets score ranks skip a sort.
+    ``score_classes`` = (class per item, value per class) lets score ranks skip a sort. From THREADED_ITEMS items
+    the rank columns, the confidence figures and the correlations run on up to ``workers`` threads.
     """
     out: dict = {}
     has_conf = ~np.isnan(confidence)
@@ -210,30 +261,31 @@ def calibration(score: np.ndarray, confidence: np.ndarray, difficulty: np.ndarra
     if not (has_conf.any() or has_diff.any() or has_tok.any()):
         return None
     r_score, r_conf, r_diff = _Ranks(score, score_classes), _Ranks(confidence), _Ranks(difficulty)
+    both = has_conf & has_diff
+    # Each Spearman correlation with its two rank columns and the items it is taken over (at least 2).
+    pairs = {name: (ra, rb, mask) for name, ra, rb, mask in (
+        ("spearman_confidence_score", r_conf, r_score, has_conf),
+        ("spearman_difficulty_score", r_diff, r_score, has_diff),
+        ("spearman_difficulty_confidence", r_diff, r_conf, both)) if mask.sum() >= 2}
+    workers = workers if len(score) >= THREADED_ITEMS else 1
+    # The rank sorts and the confidence figures are independent: one thread each, then one per correlation.
+    todo = _missing_ranks([(r, mask) for ra, rb, mask in pairs.values() for r in (ra, rb)])
+    jobs = [partial(r._ranks, mask) for r, mask, _ in todo]
+    stated = bool(has_conf.any())
+    if stated:
+        jobs.append(partial(_confidence_figures, score, confidence, has_conf, n_bins))
+    done = thread_map(lambda job: job(), jobs, workers)
+    for (r, _, key), got in zip(todo, done):
+        r.cache[key] = got
+    rho = dict(zip(pairs, thread_map(lambda p: _pearson(p[0].on(p[2]), p[1].on(p[2])), pairs.values(), workers)))
 
-    def spearman(ra: _Ranks, rb: _Ranks, mask: np.ndarray) -> float | None:
-        return _pearson(ra.on(mask), rb.on(mask)) if mask.sum() >= 2 else None
-
-    if has_conf.any():
-        c, s = confidence[has_conf], score[has_conf]
-        bins = np.minimum((c * n_bins).astype(np.int64), n_bins - 1)
-        n_b = np.bincount(bins, minlength=n_bins)
-        used = n_b > 0
-        gap = np.abs(np.bincount(bins, c, n_bins)[used] - np.bincount(bins, s, n_bins)[used]) / n_b[used]
-        out.update(
-            n_with_confidence=int(has_conf.sum()),
-            mean_confidence=float(c.mean()),
-            mean_score=float(s.mean()),
-            ece=float(np.sum(n_b[used] / len(c) * gap)),
-            brier=float(np.mean((c - s) ** 2)),
-            spearman_confidence_score=spearman(r_conf, r_score, has_conf),
-        )
+    if stated:
+        out.update(done[-1], spearman_confidence_score=rho.get("spearman_confidence_score"))
     if has_diff.any():
-        both = has_conf & has_diff
         out["n_with_difficulty"] = int(has_diff.sum())
         out["mean_difficulty"] = float(difficulty[has_diff].mean())
-        out["spearman_difficulty_score"] = spearman(r_diff, r_score, has_diff)
-        out["spearman_difficulty_confidence"] = spearman(r_diff, r_conf, both) if both.any() else None
+        out["spearman_difficulty_score"] = rho.get("spearman_difficulty_score")
+        out["spearman_difficulty_confidence"] = rho.get("spearman_difficulty_confidence")
     if has_tok.any():
         out["mean_tokens"] = float(tokens[has_tok].mean())
     return out

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -34,7 +35,7 @@ from benchmint.metrics.aggregate import (
     unpack_triples,
 )
 from benchmint.metrics.batch import DEFAULT_SIP_GAMMA, DEFAULT_SIP_LAMBDA, METRIC_NAMES, check_params, score_counts
-from benchmint.metrics.behaviour import PersonalityRules, calibration, personality
+from benchmint.metrics.behaviour import THREADED_ITEMS, PersonalityRules, calibration, personality, selection_figures
 from benchmint.parallel import resolve_workers, thread_map
 from benchmint.records import ABSENT, Item, Prediction, RecordError, ScoreRow, error_row, lone_surrogate
 from benchmint.tasks import AnswerError, AnswerKind
@@ -531,7 +532,9 @@ def summarize(cols: Columns, gold: Gold, cfg: ScoreConfig) -> dict:
         m_block = overall[m]
         assert m_block is not None  # every listed model has rows
         block = dict(m_block)
-        sel = cols.model == m
+        # With one model every row is its own: its columns are taken as they are, not copied through a mask.
+        one = len(models) == 1
+        sel = slice(None) if one else cols.model == m
         block["by"] = {
             fname: {v: b for v, b in zip(values, blocks[m * len(values):(m + 1) * len(values)]) if b is not None}
             for fname, (blocks, values) in by_blocks.items()
@@ -539,16 +542,22 @@ def summarize(cols: Columns, gold: Gold, cfg: ScoreConfig) -> dict:
         metrics = block["metrics"]
         # Per-item scores through the item's triple class: one metric evaluation per class.
         cls = classes(keys[sel])
-        calib = calibration(class_score[cls], cols.confidence[sel], cols.difficulty[sel], cols.tokens[sel],
-                            score_classes=(cls, class_score))
+        score, difficulty, tokens = class_score[cls], cols.difficulty[sel], cols.tokens[sel]
+        tp, n_pred, n_gold = cols.tp[sel], cols.n_pred[sel], cols.n_gold[sel]
+        # Calibration and the personality's selection passes are independent: side by side on large models.
+        jobs: list[Callable[[], dict | None]] = [
+            partial(calibration, score, cols.confidence[sel], difficulty, tokens, score_classes=(cls, class_score),
+                    workers=cfg.workers),
+            partial(selection_figures, tp, n_pred, n_gold)]
+        calib, selection = thread_map(lambda job: job(), jobs, cfg.workers if len(tp) >= THREADED_ITEMS else 1)
         block["personality"] = personality(
-            cols.tp[sel], cols.n_pred[sel], cols.n_gold[sel], metrics["spc"]["mean"], metrics["sip_f1"]["mean"],
-            metrics["precision"]["mean"], metrics["recall"]["mean"], cfg.personality_rules, calib,
-            class_score[cls], cols.difficulty[sel], cols.tokens[sel])
+            tp, n_pred, n_gold, metrics["spc"]["mean"], metrics["sip_f1"]["mean"], metrics["precision"]["mean"],
+            metrics["recall"]["mean"], cfg.personality_rules, calib, score, difficulty, tokens, selection)
         if calib is not None:
             calib["score_metric"] = cfg.kind.primary_metric
             block["calibration"] = calib
-        block["unparsed_ids"] = gold.ids_of(cols.gold_idx[sel & (cols.status == UNPARSED)])
+        unparsed = cols.status == UNPARSED
+        block["unparsed_ids"] = gold.ids_of(cols.gold_idx[unparsed if one else sel & unparsed])
         return block
 
     # Models are independent and their sorts release the GIL: one thread each.
