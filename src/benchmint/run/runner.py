@@ -81,9 +81,9 @@ def dispatch_order(units: list[Unit]) -> list[Unit]:
     if mode != "longest-first":
         raise ValueError(f"{DISPATCH_ENV} must be 'longest-first' or 'input', not {mode!r}")
     bar = LONG_UNIT_SHARE * sum(u.cost for u in units)
-    long = [u for u in units if u.cost > 0 and u.cost >= bar]
-    short = [u for u in units if not (u.cost > 0 and u.cost >= bar)]
-    return sorted(long, key=lambda u: -u.cost) + short  # stable: ties keep input order
+    is_long = [u.cost > 0 and u.cost >= bar for u in units]
+    long = sorted((u for u, lg in zip(units, is_long) if lg), key=lambda u: -u.cost)  # stable: ties in input order
+    return long + [u for u, lg in zip(units, is_long) if not lg]
 
 
 def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict | Encoded], executor: Executor,

@@ -24,12 +24,12 @@ Both expect the caller to hold BLAS at one thread (``select`` does); each thread
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from benchmint import _dispatch
+from benchmint.parallel import thread_map
 from benchmint.xrd import cluster_ref
 from benchmint.xrd.cluster_ref import N_INIT
 
@@ -42,14 +42,6 @@ KERNEL_FROM_ROWS = 4096
 # is mostly scikit-learn's Python, which ten separate fits and threads passing the GIL back and forth would only
 # add to (0.065 s of CPU instead of 0.034 s for the corpus's 598 items).
 THREADS_FROM_ROWS = 4096
-
-
-def _pool(workers: int, tasks: int):
-    return ThreadPoolExecutor(max_workers=min(workers, tasks)) if workers > 1 and tasks > 1 else None
-
-
-def _map(pool, fn, args: list) -> list:
-    return list(pool.map(fn, args)) if pool is not None else [fn(a) for a in args]
 
 
 def draws_per_start(k: int) -> int:
@@ -97,16 +89,11 @@ def kmeans(scaled: np.ndarray, k: int, seed: int, workers: int = 1,
         chosen, before, after = start(i)
         return restart(chosen), before, after
 
-    pool = _pool(workers, N_INIT)
-    try:
-        done = _map(pool, start_and_restart, list(range(N_INIT)))
-        if not all(_same_state(done[i - 1][2], done[i][1]) for i in range(1, N_INIT)):
-            rng = np.random.RandomState(seed)  # the draws differ from the count above: draw in turn, as KMeans
-            starts = [kmeans_plusplus(centred, k, x_squared_norms=norms, random_state=rng)[1] for _ in range(N_INIT)]
-            done = [(r, None, None) for r in _map(pool, restart, starts)]
-    finally:
-        if pool is not None:
-            pool.shutdown()
+    done = thread_map(start_and_restart, range(N_INIT), workers)
+    if not all(_same_state(done[i - 1][2], done[i][1]) for i in range(1, N_INIT)):
+        rng = np.random.RandomState(seed)  # the draws differ from the count above: draw in turn, as KMeans does
+        starts = [kmeans_plusplus(centred, k, x_squared_norms=norms, random_state=rng)[1] for _ in range(N_INIT)]
+        done = [(r, None, None) for r in thread_map(restart, starts, workers)]
     best = None
     for (labels, inertia, centres), _, _ in done:  # scikit-learn's rule, in the order it runs the restarts
         if best is None or (inertia < best[1] and not _is_same_clustering(labels, best[0], k)):
@@ -137,12 +124,7 @@ def silhouette(x: np.ndarray, labels: np.ndarray, workers: int = 1, kernel_from:
     n = len(codes)
     sums = np.empty((n, len(counts)))
     blocks = [(lo, min(n, lo + ROWS_PER_BLOCK)) for lo in range(0, n, ROWS_PER_BLOCK)]
-    pool = _pool(workers, len(blocks))
-    try:
-        _map(pool, lambda b: distance_sums(xt, starts, b[0], b[1], sums[b[0]:b[1]]), blocks)
-    finally:
-        if pool is not None:
-            pool.shutdown()
+    thread_map(lambda b: distance_sums(xt, starts, b[0], b[1], sums[b[0]:b[1]]), blocks, workers)
     rows = np.empty(n)
     rows[order] = cluster_ref.silhouette_rows(codes[order], counts, sums)
     return float(np.mean(rows))  # in the rows' own order, as scikit-learn averages them
