@@ -76,6 +76,23 @@ def test_results_errors_and_time_limits_are_those_of_the_local_executor(cluster,
     assert got["ray"][7] == {"x": 7, "square": 49}
 
 
+def ray_was_imported(_):
+    return {"ray": "ray" in sys.modules}
+
+
+def test_local_workers_started_beside_a_ray_connection_start_clean(cluster, tmp_path):
+    # Forked from this process they would hold a copy of Ray's client, whose gRPC threads do not survive a fork
+    # (workers died of SIGSEGV); spawned, they have not imported ray at all.
+    units = [Unit(f"k{x}", (x,), f"unit {x}") for x in range(3)]
+    with Ledger(tmp_path / "local.sqlite", "t") as ledger:
+        executor = ProcessExecutor(2, preload=("json",), share_preload=True)
+        try:
+            results = run_units(ledger, units, ray_was_imported, executor)[0]
+        finally:
+            executor.close()
+    assert results == [{"ray": False}] * 3
+
+
 def test_the_window_of_tasks_in_flight_is_bounded(cluster):
     from benchmint.run.ray_engine import RayExecutor
 

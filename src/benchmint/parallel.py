@@ -1,13 +1,17 @@
-"""Worker counts, an ordered thread map and worker process pools, shared by the batch APIs and the runner."""
+"""Worker counts, an ordered thread map and how worker processes start and end, shared by the batch APIs and the
+runner."""
 
 from __future__ import annotations
 
+import multiprocessing
 import operator
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
+from multiprocessing.context import BaseContext
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -80,6 +84,17 @@ def watch_parent() -> None:
                      name="benchmint-parent-watch").start()
 
 
-def process_pool(workers: int) -> ProcessPoolExecutor:
-    """A process pool of ``workers`` (-1: all cores) whose workers exit when the calling process dies."""
-    return ProcessPoolExecutor(max_workers=resolve_workers(workers), initializer=watch_parent)
+def worker_context() -> BaseContext:
+    """How this process starts worker processes: the platform's default (fork on Linux), or spawn once Ray is
+    connected in it.
+
+    A fork copies the memory of every thread but runs only the forking one: the children of a process whose Ray
+    client runs its gRPC threads inherit their locks and state mid-use and died of SIGSEGV (seen in harvest's
+    local workers started by a process that had run a Ray harvest). Spawned workers start clean, at the cost
+    of importing everything themselves.
+    """
+    ray = sys.modules.get("ray")
+    if ray is not None and getattr(ray, "is_initialized", lambda: False)():
+        return multiprocessing.get_context("spawn")
+    return multiprocessing.get_context()
+

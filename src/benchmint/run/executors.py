@@ -10,15 +10,15 @@ executor (Ray) implements the same two methods.
 from __future__ import annotations
 
 import importlib
-import multiprocessing
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from multiprocessing import connection as mp_connection
+from multiprocessing.context import BaseContext
 from typing import Any, Protocol
 
-from benchmint.parallel import die_with_parent, resolve_workers, watch_parent
+from benchmint.parallel import die_with_parent, resolve_workers, watch_parent, worker_context
 
 
 class WorkerDied(RuntimeError):
@@ -123,6 +123,7 @@ class ProcessExecutor:
     With ``share_preload`` and several workers, the calling process imports them
     once before the first fork instead, and the workers share them: worth it
     for heavy imports on cores that other work (a helper process) keeps busy.
+    Workers spawned rather than forked (``parallel.worker_context``) import it each.
     A module that fails to import is left to the unit that needs it.
     """
 
@@ -135,10 +136,7 @@ class ProcessExecutor:
         self._n = resolve_workers(workers)
         self._unit_s, self._stage_s = unit_seconds, stage_seconds
         self._preload = tuple(preload)
-        if share_preload and self._n > 1:
-            self._preload_here, self._preload = self._preload, ()
-        else:
-            self._preload_here = ()
+        self._share_preload = share_preload and self._n > 1
         self._workers: list[_Worker] = []
 
     def start(self) -> None:
@@ -188,9 +186,12 @@ class ProcessExecutor:
         return max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
 
     def _start(self) -> _Worker:
-        _import_all(self._preload_here)
-        self._preload_here = ()
-        w = _Worker(self._preload)
+        ctx = worker_context()
+        if self._share_preload and ctx.get_start_method() == "fork":
+            _import_all(self._preload)  # once: a module imported is not imported again
+            w = _Worker(ctx, ())
+        else:
+            w = _Worker(ctx, self._preload)
         self._workers.append(w)
         return w
 
@@ -297,8 +298,7 @@ class UnitClock:
 
 
 class _Worker(UnitClock):
-    def __init__(self, preload: tuple[str, ...] = ()) -> None:
-        ctx = multiprocessing.get_context()
+    def __init__(self, ctx: BaseContext, preload: tuple[str, ...] = ()) -> None:
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_worker_main, args=(child, os.getpid(), preload), daemon=True,
                                 name="benchmint-unit-worker")
