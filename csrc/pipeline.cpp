@@ -525,12 +525,21 @@ void stream_file(const std::string& path, int workers, Parse&& parse, Merge&& me
 // Writes row buffers on a background thread, one batch of buffers in flight.
 // BENCHMINT_WRITER_TIMES=FILE appends the writer's own figures at finish() (wall and thread CPU seconds spent
 // writing, bytes, batches) as a JSON line, for scripts/score_phases.py.
+// Whatever may wait for the output's reader (opening a FIFO, joining a writer stuck on a full pipe, flushing)
+// runs without the GIL: the reader may be a Python thread of this process.
 class RowWriter {
    public:
-    explicit RowWriter(const std::string& path) : fh_(std::fopen(path.c_str(), "wb"), &std::fclose) {
+    explicit RowWriter(const std::string& path) : fh_(open_without_gil(path), &std::fclose) {
         if (!fh_) throw py::value_error("cannot write " + path);
     }
-    ~RowWriter() { wait(); }
+    ~RowWriter() {  // on an error's way out, with or without the GIL
+        if (PyGILState_Check()) {
+            py::gil_scoped_release nogil;
+            close();
+        } else {
+            close();
+        }
+    }
     void write(std::vector<std::string>& pieces) {  // takes the pieces, written in order; pieces is left empty
         wait();
         std::swap(pending_, pieces);
@@ -580,6 +589,14 @@ class RowWriter {
     }
     void wait() {
         if (worker_.joinable()) worker_.join();
+    }
+    void close() {
+        wait();
+        fh_.reset();
+    }
+    static FILE* open_without_gil(const std::string& path) {
+        py::gil_scoped_release nogil;
+        return std::fopen(path.c_str(), "wb");
     }
     std::unique_ptr<FILE, int (*)(FILE*)> fh_;
     std::vector<std::string> pending_;
@@ -1420,6 +1437,7 @@ py::dict score_stream(const std::vector<std::string>& pred_paths, std::shared_pt
             emit(g.ids[size_t(gi)], m, gi, empty, ST_MISSING, NaN, NaN, NaN);
             errors.append(make_error("missing_prediction", g.path, py::none(), g.ids[size_t(gi)], models[size_t(m)]));
         }
+        py::gil_scoped_release nogil;
         out.write(rows);
     }
     {

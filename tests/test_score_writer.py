@@ -96,3 +96,47 @@ def test_a_failed_write_is_an_error_and_leaves_no_scores(sparse, tmp_path, limit
     assert "writing the scores failed (disk full?)" in done.stderr.splitlines()[-1]
     assert not (out / "scores.jsonl").exists()  # nothing a rerun would take for a finished file
     assert not list(out.glob(".scores.jsonl*"))
+
+
+SAME_PROCESS_READER = """
+import sys, threading
+from benchmint.metrics.pipeline import ScoreConfig, _stream_compiled, load_gold
+gold, pred, fifo, copy = sys.argv[1:5]
+def read():
+    with open(fifo, "rb") as src, open(copy, "wb") as dst:
+        dst.write(src.read())
+reader = threading.Thread(target=read)
+reader.start()
+cfg = ScoreConfig(task="mcq", by=("domain",), workers=2)
+g = load_gold(gold, cfg.kind, cfg.by, cfg.workers)
+assert g.native is not None
+_stream_compiled([pred], g, cfg, fifo, [], lambda n: None)
+reader.join()
+"""
+
+
+def test_rows_to_a_pipe_read_by_a_thread_of_the_same_process(forced_impl, tmp_path):
+    # The reader needs the GIL between its reads: whatever waits on the pipe (opening it, the writer's batch on a
+    # full pipe at the next batch, at the missing answers' rows, at the end) must wait without it, or both stop.
+    records = list(mcq_dataset(12_000, ["wise-model", "bold-model"], seed=4))
+    gold, pred = tmp_path / "gold.jsonl", tmp_path / "pred.jsonl"
+    gold.write_text("".join(json.dumps(r) + "\n" for kind, r in records if kind == "gold"), encoding="utf-8")
+    answers = [r for kind, r in records if kind == "pred"]
+    # A third of the answers: the rows of the rest are written as missing answers, megabytes past the pipe's 64 kB.
+    pred.write_text("".join(json.dumps(r) + "\n" for r in answers[: len(answers) // 3]), encoding="utf-8")
+    reference = scores(forced_impl, "reference", pred, gold, tmp_path / "ref", 1)
+    fifo, copy = tmp_path / "rows.fifo", tmp_path / "copy.jsonl"
+    for attempt in range(5):  # the old code stopped in about half the runs: several chances to show it
+        fifo.unlink(missing_ok=True)
+        os.mkfifo(fifo)
+        env = {**os.environ, "BENCHMINT_IMPL": "compiled"}
+        child = subprocess.Popen([sys.executable, "-c", SAME_PROCESS_READER, str(gold), str(pred), str(fifo),
+                                  str(copy)], env=env, stderr=subprocess.PIPE, text=True)
+        try:
+            _, err = child.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+            pytest.fail(f"attempt {attempt}: the writer and the reading thread waited on each other")
+        assert child.returncode == 0, err
+        assert copy.read_bytes() == reference, attempt
