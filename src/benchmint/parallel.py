@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from multiprocessing.context import BaseContext
+from multiprocessing.context import DefaultContext, SpawnContext
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -84,7 +84,7 @@ def watch_parent() -> None:
                      name="benchmint-parent-watch").start()
 
 
-def worker_context() -> BaseContext:
+def worker_context() -> DefaultContext | SpawnContext:
     """How this process starts worker processes: the platform's default (fork on Linux), or spawn once Ray is
     connected in it.
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from multiprocessing import connection as mp_connection
-from multiprocessing.context import BaseContext
+from multiprocessing.context import DefaultContext, SpawnContext
 from typing import Any, Protocol
 
 from benchmint.parallel import die_with_parent, resolve_workers, watch_parent, worker_context
@@ -298,7 +298,7 @@ class UnitClock:
 
 
 class _Worker(UnitClock):
-    def __init__(self, ctx: BaseContext, preload: tuple[str, ...] = ()) -> None:
+    def __init__(self, ctx: DefaultContext | SpawnContext, preload: tuple[str, ...] = ()) -> None:
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_worker_main, args=(child, os.getpid(), preload), daemon=True,
                                 name="benchmint-unit-worker")
