@@ -216,6 +216,14 @@ def filed(folder: str, work: Callable[..., dict], *args) -> Filed | Encoded:
     return file_result(folder, work(*args))
 
 
+def in_workers(work: Callable[..., dict], executor: Executor, ledger: Ledger) -> Callable[..., Encoded | Filed]:
+    """``work`` as the workers of ``executor`` are to run it: its result filed beside ``ledger`` (``filed``) when
+    they write where this process reads (the executor's ``shares_files``), else encoded (``encoded``)."""
+    if getattr(executor, "shares_files", False):
+        return functools.partial(filed, str(ledger.results_folder.resolve()), work)
+    return functools.partial(encoded, work)
+
+
 def _kept(ledger: Ledger, key: str, redo: Callable[[dict], bool] | None) -> bool:
     if not ledger.done(key):
         return False
@@ -493,10 +501,7 @@ def run_files(inputs: Sequence[str | os.PathLike], suffix: str, out_dir: str | o
             rows.append((f, None, left_out) if left_out is not None else (f, units[-1].key, None))
         stream = None if on_row is None else _RowsInOrder(rows, on_row)
         with Ledger(out / LEDGER_NAME, kind) as ledger:
-            # Results filed by the workers where they can write what the driver reads, else sent back encoded.
-            wrapped = (functools.partial(filed, str(ledger.results_folder.resolve()), work)
-                       if getattr(executor, "shares_files", False) else functools.partial(encoded, work))
-            results, skipped = run_units(ledger, units, wrapped, executor, kind, progress,
+            results, skipped = run_units(ledger, units, in_workers(work, executor, ledger), executor, kind, progress,
                                          in_order=None if stream is None else stream.unit_result)
     finally:
         executor.close()  # workers of a run that failed before its units ran
