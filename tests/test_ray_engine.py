@@ -363,6 +363,53 @@ def test_xrd_build_on_ray_writes_the_local_engines_files_and_resumes(cluster, ci
     same_tree(part, tmp_path / "local", names)
 
 
+def _filed_rows(out: Path) -> tuple[int, int]:
+    """(rows whose result is in a result file, rows with their result inline)."""
+    with sqlite3.connect(out / "ledger.sqlite") as db:
+        return db.execute("SELECT COUNT(file), COUNT(*) - COUNT(file) FROM units").fetchone()
+
+
+def test_ray_workers_on_this_machine_file_their_results_and_elsewhere_send_them_back(cluster, cifs, tmp_path,
+                                                                                    monkeypatch):
+    """On a cluster whose every node is this machine the Ray workers append the results to files of their own
+    (named by their processes, not the driver's); told the cluster is not, they send the results back. The
+    files are the local engine's either way."""
+    from benchmint.run import ray_engine
+    from benchmint.xrd.build import BuildConfig, build
+
+    cfg = BuildConfig(per_db=2, db_from_dirname=True)
+    build([cifs], tmp_path / "local", cfg, workers=1)
+    assert _filed_rows(tmp_path / "local") == (11, 0)
+    build([cifs], tmp_path / "filed", cfg, engine="ray")
+    assert _filed_rows(tmp_path / "filed") == (11, 0)
+    shards = [p.name for p in (tmp_path / "filed" / "ledger.results").iterdir()]
+    assert shards and all(f"-{os.getpid()}-" not in name for name in shards)
+    monkeypatch.setattr(ray_engine, "cluster_shares_files", lambda ray: False)
+    build([cifs], tmp_path / "inline", cfg, engine="ray")
+    assert _filed_rows(tmp_path / "inline") == (0, 11) and not (tmp_path / "inline" / "ledger.results").exists()
+    names = ["items.jsonl", "selection.jsonl", "errors.jsonl"]
+    same_tree(tmp_path / "local", tmp_path / "filed", names)
+    same_tree(tmp_path / "local", tmp_path / "inline", names)
+
+
+def test_workers_are_taken_to_share_the_drivers_files_only_on_this_machine_or_when_told(cluster):
+    from benchmint.run.ray_engine import cluster_shares_files, ray_session
+
+    assert cluster_shares_files(cluster)  # the module's cluster: one node, this machine's
+
+    class TwoNodes:  # the connected cluster, seen with a second node somewhere else
+        def __getattr__(self, name):
+            return getattr(cluster, name)
+
+        def nodes(self):
+            return [*cluster.nodes(), {"NodeID": "f" * 56, "Alive": True}]
+
+    assert not cluster_shares_files(TwoNodes())
+    with ray_session(shared_out=True):  # --ray-shared-out: the user says every node sees the output folder
+        assert cluster_shares_files(TwoNodes())
+    assert not cluster_shares_files(TwoNodes())
+
+
 # --- the command line -----------------------------------------------------------------------------------------------
 
 
