@@ -39,6 +39,14 @@ def result_of(i: int, size: int) -> dict:
     return {"rows": rows, "page_count": 12 + i % 20, "sha256": hashlib.sha256(str(i).encode()).hexdigest()}
 
 
+def prepared(results: list[dict], record: str, ledgers: list[Ledger]) -> list[list]:
+    """Each ledger's results as its driver receives them (``--record``): encoded or filed as the workers do."""
+    if record == "filed":  # every ledger's results folder holds the results its rows point to
+        return [[file_result(str(results_folder(lg.path).resolve()), r) for r in results] for lg in ledgers]
+    same = [encode_result(r) for r in results] if record == "encoded" else results
+    return [same] * len(ledgers)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--units", type=int, default=100_000)
@@ -66,11 +74,8 @@ def main() -> None:
         cache = ReplyCache(root / "requests.sqlite")
         reply = CachedReply("x" * args.bytes, "stop", 100, 50, "m", None)
     # results made before the clock starts: the driver receives them from workers, it does not make them
-    results: list = [result_of(i, args.bytes) for i in range(min(args.units, 1000))]
-    if args.record == "encoded":
-        results = [encode_result(r) for r in results]
-    elif args.record == "filed":  # every ledger's results folder holds the results its rows point to
-        results = [[file_result(str(results_folder(lg.path).resolve()), r) for r in results] for lg in ledgers]
+    made = [result_of(i, args.bytes) for i in range(min(args.units, 1000))]
+    results = prepared(made, args.record, ledgers)
     keys = [hashlib.sha256(f"unit {i}".encode()).hexdigest() for i in range(args.units)]
     commits: list[float] = []
     t0 = time.perf_counter()
@@ -82,7 +87,7 @@ def main() -> None:
         c0 = time.perf_counter()
         shard = int(key[:4], 16) * args.shards >> 16
         ledger = ledgers[shard]
-        result = results[shard][i % len(results[shard])] if args.record == "filed" else results[i % len(results)]
+        result = results[shard][i % len(made)]
         if args.batch > 1:  # several results in one transaction (BEGIN ... COMMIT around the records)
             if i % args.batch == 0:
                 ledger._db.execute("BEGIN")
