@@ -15,6 +15,7 @@ bytes' CRC-32, and every read checks them. See ``file_result`` for what a kill c
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -145,7 +146,8 @@ def file_result(folder: str, result: dict) -> Filed | Encoded:
         except OSError:
             if shard is not None and _SHARDS.get(folder) is shard:
                 del _SHARDS[folder]  # the file may end in a torn record: later results go to a new one
-                os.close(shard.fd)
+                with contextlib.suppress(OSError):
+                    os.close(shard.fd)
             return enc
     return Filed(shard.name, start, len(data), zlib.crc32(data), enc.error, enc.retry)
 
