@@ -224,3 +224,28 @@ def test_a_result_that_cannot_be_filed_comes_back_inline(tmp_path):
     with Ledger(tmp_path / "ledger.sqlite", "t") as ledger:
         ledger.record("k", got)
         assert ledger.get("k") == (True, {"x": 1})
+
+
+def test_a_harvest_whose_result_file_was_damaged_runs_those_ranges_again_and_writes_a_clean_runs_files(tmp_path):
+    """harvest's page ranges are filed by its workers too: a result changed in its file is found by its check
+    on the rerun, which runs that range again (with a warning) and writes the files of a clean run."""
+    from importlib.resources import files
+
+    from benchmint.pdf.harvest import harvest
+
+    sample = (files("benchmint") / "samples" / "sample_paper.pdf").read_bytes()
+    (tmp_path / "in").mkdir()
+    for i in range(3):
+        (tmp_path / "in" / f"paper{i}.pdf").write_bytes(sample + f"%{i}\n".encode())
+    harvest([tmp_path / "in"], tmp_path / "clean", workers=2)
+    harvest([tmp_path / "in"], tmp_path / "out", workers=2)
+    units = stored(tmp_path / "out")
+    assert units and all(file for *_, file, _, _, _ in units)
+    _, _, _, file, start, length, _ = units[0]
+    path = results_folder(tmp_path / "out" / "ledger.sqlite") / file
+    data = path.read_bytes()
+    path.write_bytes(data[:start + length - 2] + b"x" + data[start + length - 1:])
+    with pytest.warns(RuntimeWarning, match="damaged"):
+        harvest([tmp_path / "in"], tmp_path / "out", workers=2)
+    for name in ("pages.jsonl", "figures.jsonl", "errors.jsonl"):
+        assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "clean" / name).read_bytes(), name
