@@ -1,7 +1,7 @@
 """The driver's ledger under load: record N units as the runner does and report units/s and commit times.
 
     python scripts/ledger_load.py --units 200000 --bytes 6000 [--rate 0] [--shards 1] [--batch 1] [--cache]
-        [--dir DIR]
+        [--record dict|encoded|filed] [--read-back] [--dir DIR]
 
 Each unit is one ``Ledger.record`` call (one transaction, WAL, synchronous=NORMAL), with a result of about
 ``--bytes`` bytes of JSON shaped like a harvest range's or an XRD item's (nested rows of numbers and short
@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmint.run.ledger import Ledger
+from benchmint.run.ledger import Ledger, encode_result, file_result, results_folder
 
 
 def result_of(i: int, size: int) -> dict:
@@ -39,6 +39,14 @@ def result_of(i: int, size: int) -> dict:
     return {"rows": rows, "page_count": 12 + i % 20, "sha256": hashlib.sha256(str(i).encode()).hexdigest()}
 
 
+def prepared(results: list[dict], record: str, ledgers: list[Ledger]) -> list[list]:
+    """Each ledger's results as its driver receives them (``--record``): encoded or filed as the workers do."""
+    if record == "filed":  # every ledger's results folder holds the results its rows point to
+        return [[file_result(str(results_folder(lg.path).resolve()), r) for r in results] for lg in ledgers]
+    same = [encode_result(r) for r in results] if record == "encoded" else results
+    return [same] * len(ledgers)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--units", type=int, default=100_000)
@@ -48,6 +56,10 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=1,
                     help="results per transaction (1: one each, as the runner commits them)")
     ap.add_argument("--cache", action="store_true", help="also store a reply per unit in a request cache")
+    ap.add_argument("--record", choices=("dict", "encoded", "filed"), default="dict",
+                    help="what the driver records: the result, the result encoded by its worker, or where its "
+                         "worker filed it")
+    ap.add_argument("--read-back", action="store_true", help="read each result back after recording it")
     ap.add_argument("--dir", help="folder for the files (default: a temporary one, removed after)")
     args = ap.parse_args()
     if args.batch > 1 and args.shards > 1:
@@ -62,7 +74,8 @@ def main() -> None:
         cache = ReplyCache(root / "requests.sqlite")
         reply = CachedReply("x" * args.bytes, "stop", 100, 50, "m", None)
     # results made before the clock starts: the driver receives them from workers, it does not make them
-    results = [result_of(i, args.bytes) for i in range(min(args.units, 1000))]
+    made = [result_of(i, args.bytes) for i in range(min(args.units, 1000))]
+    results = prepared(made, args.record, ledgers)
     keys = [hashlib.sha256(f"unit {i}".encode()).hexdigest() for i in range(args.units)]
     commits: list[float] = []
     t0 = time.perf_counter()
@@ -72,15 +85,19 @@ def main() -> None:
             while (now := time.perf_counter()) < due:
                 time.sleep(min(due - now, 0.001))
         c0 = time.perf_counter()
-        ledger = ledgers[int(key[:4], 16) * args.shards >> 16]
+        shard = int(key[:4], 16) * args.shards >> 16
+        ledger = ledgers[shard]
+        result = results[shard][i % len(made)]
         if args.batch > 1:  # several results in one transaction (BEGIN ... COMMIT around the records)
             if i % args.batch == 0:
                 ledger._db.execute("BEGIN")
-            ledger.record(key, results[i % len(results)])
+            ledger.record(key, result)
             if i % args.batch == args.batch - 1 or i == len(keys) - 1:
                 ledger._db.execute("COMMIT")
         else:
-            ledger.record(key, results[i % len(results)])
+            ledger.record(key, result)
+        if args.read_back:
+            ledger.get(key)
         if cache is not None:
             cache.put_many([(key, reply, 0.5)])
         commits.append(time.perf_counter() - c0)
@@ -93,7 +110,7 @@ def main() -> None:
     size = sum(f.stat().st_size for f in root.glob("*.sqlite*"))
     print(json.dumps({
         "units": args.units, "bytes": args.bytes, "rate_asked": args.rate, "shards": args.shards,
-        "batch": args.batch,
+        "batch": args.batch, "record": args.record, "read_back": args.read_back,
         "cache": args.cache, "units_per_s": round(args.units / took, 1),
         "commit_ms_p50": round(commits[len(commits) // 2] * 1e3, 3),
         "commit_ms_p99": round(commits[int(len(commits) * 0.99)] * 1e3, 3),

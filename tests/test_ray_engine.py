@@ -363,6 +363,90 @@ def test_xrd_build_on_ray_writes_the_local_engines_files_and_resumes(cluster, ci
     same_tree(part, tmp_path / "local", names)
 
 
+def _filed_rows(out: Path) -> tuple[int, int]:
+    """(rows whose result is in a result file, rows with their result inline)."""
+    with sqlite3.connect(out / "ledger.sqlite") as db:
+        return db.execute("SELECT COUNT(file), COUNT(*) - COUNT(file) FROM units").fetchone()
+
+
+def test_ray_workers_on_this_machine_file_their_results_and_elsewhere_send_them_back(cluster, cifs, tmp_path,
+                                                                                    monkeypatch):
+    """On a cluster whose every node is this machine the Ray workers append the results to files of their own
+    (named by their processes, not the driver's); told the cluster is not, they send the results back. The
+    files are the local engine's either way."""
+    from benchmint.run import ray_engine
+    from benchmint.xrd.build import BuildConfig, build
+
+    cfg = BuildConfig(per_db=2, db_from_dirname=True)
+    build([cifs], tmp_path / "local", cfg, workers=1)
+    assert _filed_rows(tmp_path / "local") == (11, 0)
+    build([cifs], tmp_path / "filed", cfg, engine="ray")
+    assert _filed_rows(tmp_path / "filed") == (11, 0)
+    shards = [p.name for p in (tmp_path / "filed" / "ledger.results").iterdir()]
+    assert shards and all(f"-{os.getpid()}-" not in name for name in shards)
+    monkeypatch.setattr(ray_engine, "cluster_shares_files", lambda ray: False)
+    build([cifs], tmp_path / "inline", cfg, engine="ray")
+    assert _filed_rows(tmp_path / "inline") == (0, 11) and not (tmp_path / "inline" / "ledger.results").exists()
+    names = ["items.jsonl", "selection.jsonl", "errors.jsonl"]
+    same_tree(tmp_path / "local", tmp_path / "filed", names)
+    same_tree(tmp_path / "local", tmp_path / "inline", names)
+
+
+def filed_or_killed(source, key, out, marker):
+    """The first attempt at "p03.cif" leaves half a record at the end of its Ray worker's result file and kills
+    that worker (SIGKILL), as a worker killed while appending its result."""
+    from benchmint.run import ledger as ledger_module
+
+    name = os.path.basename(source)
+    if name == "p03.cif" and not os.path.exists(marker):
+        Path(marker).write_text("")
+        folder = str(ledger_module.results_folder(Path(out) / "ledger.sqlite").resolve())
+        ledger_module.file_result(folder, {"warm": 1})
+        os.write(ledger_module._SHARDS[folder].fd, b'{"name": "p03.cif", "half a rec')
+        os.kill(os.getpid(), signal.SIGKILL)
+    return {"name": name, "text": Path(source).read_text()}
+
+
+def test_a_ray_worker_killed_while_appending_costs_its_unit_a_retry_and_the_results_read_back(cluster, cifs,
+                                                                                              tmp_path):
+    """The unit is run again on another worker within the run; the torn tail stays in the dead worker's file,
+    where no row points; every result reads back as the local engine's, and a rerun runs nothing."""
+    from benchmint.run import run_files
+
+    def run(out: str, engine: str, marker: str):
+        _, rows, skipped = run_files([cifs], ".cif", tmp_path / out, "t", filed_or_killed, lambda p: (marker,),
+                                     lambda p: {}, engine=engine)
+        return [(f.path.name, r) for f, _, r in rows], skipped
+
+    (tmp_path / "no-kill").write_text("")  # the local run's marker is there: nothing is killed
+    local, _ = run("local", "local", str(tmp_path / "no-kill"))
+    on_ray, skipped = run("ray", "ray", str(tmp_path / "killed"))
+    assert (tmp_path / "killed").exists() and skipped == 0
+    assert on_ray == local
+    assert _filed_rows(tmp_path / "ray") == (11, 0)
+    shards = list((tmp_path / "ray" / "ledger.results").iterdir())
+    assert any(s.read_bytes().endswith(b"half a rec") for s in shards)
+    assert run("ray", "ray", str(tmp_path / "killed")) == (local, 11)
+
+
+def test_workers_are_taken_to_share_the_drivers_files_only_on_this_machine_or_when_told(cluster):
+    from benchmint.run.ray_engine import cluster_shares_files, ray_session
+
+    assert cluster_shares_files(cluster)  # the module's cluster: one node, this machine's
+
+    class TwoNodes:  # the connected cluster, seen with a second node somewhere else
+        def __getattr__(self, name):
+            return getattr(cluster, name)
+
+        def nodes(self):
+            return [*cluster.nodes(), {"NodeID": "f" * 56, "Alive": True}]
+
+    assert not cluster_shares_files(TwoNodes())
+    with ray_session(shared_out=True):  # --ray-shared-out: the user says every node sees the output folder
+        assert cluster_shares_files(TwoNodes())
+    assert not cluster_shares_files(TwoNodes())
+
+
 # --- the command line -----------------------------------------------------------------------------------------------
 
 

@@ -122,17 +122,24 @@ def test_encoded_results_are_recorded_as_the_driver_records_them(tmp_path):
     import sqlite3
 
     from benchmint.run import SerialExecutor
-    from benchmint.run.runner import encoded
+    from benchmint.run.runner import encoded, filed
 
     units = [Unit(f"k{i}", (i,), str(i)) for i in range(6)]
-    seen: dict[str, list] = {"plain": [], "encoded": []}
-    for name, work in (("plain", varied), ("encoded", functools.partial(encoded, varied))):
+    seen: dict[str, list] = {"plain": [], "encoded": [], "filed": []}
+    folder = str(tmp_path / "filed.results")
+    for name, work in (("plain", varied), ("encoded", functools.partial(encoded, varied)),
+                       ("filed", functools.partial(filed, folder, varied))):
         with Ledger(tmp_path / f"{name}.sqlite", "t") as ledger:
             run_units(ledger, units, work, SerialExecutor(), on_recorded=lambda u, r, n=name: seen[n].append(r),
                       then=lambda u, r, n=name: seen[n].append(("then", u.key)) or [])
     rows = {name: sqlite3.connect(tmp_path / f"{name}.sqlite").execute(
         "SELECT key, ok, result FROM units ORDER BY key").fetchall() for name in seen}
     assert rows["encoded"] == rows["plain"]
+    # filed: the same states, the rows' texts in the result files (the raising unit's error stays inline)
+    assert [(k, ok) for k, ok, _ in rows["filed"]] == [(k, ok) for k, ok, _ in rows["plain"]]
+    with Ledger(tmp_path / "filed.sqlite", "t") as filed_ledger, Ledger(tmp_path / "plain.sqlite", "t") as plain:
+        assert list(filed_ledger.results()) == list(plain.results())
+    assert seen["filed"] == seen["encoded"]
     assert [state for _, state, _ in rows["plain"]] == [1, 0, 0, 0, -1, 1]
     stored_error = {"error": "result not storable as JSON: malformed JSON (nested deeper than 512 levels at column 518)"}
     assert seen["encoded"][4] == stored_error and seen["plain"][4] == varied(2)

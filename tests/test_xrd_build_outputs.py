@@ -65,22 +65,23 @@ CASES = {
 }
 
 
-def build_in(where: Path, case: str, workers: int, impl: str = "compiled") -> dict[str, str]:
+def build_in(where: Path, case: str, workers: int, impl: str = "compiled", engine: str = "local") -> dict[str, str]:
     """Run ``benchmint xrd build cif --out out`` in ``where`` as a whole process (relative paths, so the files
     do not depend on where the folder is) and return the digests of its outputs."""
     if not (where / "cif").exists():
         CASES[case][0](where / "cif")
-    out = where / f"out-{workers}-{impl}"
+    out = where / f"out-{workers}-{impl}-{engine}"
     env = {**os.environ, "BENCHMINT_IMPL": impl}
     done = subprocess.run([sys.executable, "-m", "benchmint.cli", "xrd", "build", "cif", "--out", out.name,
-                           "--workers", str(workers), *CASES[case][1]], cwd=where, env=env, capture_output=True,
+                           "--workers", str(workers), "--engine", engine, *CASES[case][1]], cwd=where, env=env,
+                          capture_output=True,
                           text=True)
     assert done.returncode in (0, 1), done.stderr[-2000:]  # 1: some CIFs failed, as the corpus has
     return digests(out)
 
 
-def _check(tmp_path: Path, case: str, workers: int, impl: str) -> None:
-    got = build_in(tmp_path, case, workers, impl)
+def _check(tmp_path: Path, case: str, workers: int, impl: str, engine: str = "local") -> None:
+    got = build_in(tmp_path, case, workers, impl, engine)
     recorded = json.loads(DIGESTS.read_text(encoding="utf-8"))
     assert got == recorded[case][impl], (f"{case}, {workers} worker(s), {impl}: other files than before; recorded with "
                                    f"{recorded['versions']}, now {versions()}")
@@ -96,6 +97,21 @@ def test_sample_outputs_are_the_files_written_before(tmp_path, workers, impl):
 @pytest.mark.parametrize(("workers", "impl"), [(1, "compiled"), (2, "compiled"), (2, "reference")])
 def test_corpus_outputs_are_the_files_written_before(tmp_path, workers, impl):
     _check(tmp_path, "corpus", workers, impl)
+
+
+def _ray_or_skip() -> None:
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        pytest.skip("ray is not installed (pip install 'benchmint[ray]')")
+
+
+@pytest.mark.parametrize("case", ["aflow36", pytest.param("corpus", marks=[pytest.mark.real, pytest.mark.skipif(
+    not CORPUS.is_dir(), reason="corpus absent: python scripts/fetch_corpus.py")])])
+def test_outputs_on_ray_are_the_files_written_before(tmp_path, case):
+    """--engine ray (a local instance the command starts: its workers file their results beside the ledger)."""
+    _ray_or_skip()
+    _check(tmp_path, case, 1, "compiled", "ray")
 
 
 if __name__ == "__main__":  # write the digests (with the code whose files the tests are to keep)

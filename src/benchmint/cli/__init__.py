@@ -46,6 +46,10 @@ def add_engine_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ray-address", metavar="auto|ray://HOST:PORT|ADDRESS",
                         help="with --engine ray: the cluster to use, 'auto' for the one this machine belongs to "
                              "(default: start a local Ray instance on 127.0.0.1 with this machine's CPUs for the run)")
+    parser.add_argument("--ray-shared-out", action="store_true",
+                        help="with --engine ray: every node of the cluster sees --out at the same path (a shared "
+                             "file system), so the workers of harvest and xrd build write their results there and "
+                             "send back only where (assumed without it only when every node is this machine)")
 
 
 def engine_session(args: argparse.Namespace):
@@ -55,16 +59,17 @@ def engine_session(args: argparse.Namespace):
         return contextlib.nullcontext()
     from benchmint.run.ray_engine import ray_session
 
-    return ray_session(args.ray_address)
+    return ray_session(args.ray_address, shared_out=getattr(args, "ray_shared_out", False))
 
 
 def engine_unavailable(args: argparse.Namespace, command: str) -> bool:
     """True (after one line on stderr saying why) when ``--engine ray`` is asked without Ray installed, or
-    ``--ray-address`` without ``--engine ray`` (it would be ignored)."""
+    ``--ray-address`` or ``--ray-shared-out`` without ``--engine ray`` (it would be ignored)."""
     if getattr(args, "engine", "local") != "ray":
-        if getattr(args, "ray_address", None):
-            print(f"benchmint {command}: error: --ray-address needs --engine ray", file=sys.stderr)
-            return True
+        for option in ("ray_address", "ray_shared_out"):
+            if getattr(args, option, None):
+                print(f"benchmint {command}: error: --{option.replace('_', '-')} needs --engine ray", file=sys.stderr)
+                return True
         return False
     from benchmint.run.ray_engine import RayMissing, require_ray
 

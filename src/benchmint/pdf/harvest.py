@@ -51,6 +51,7 @@ from benchmint.run import (
     find_files_into,
     hash_files,
     hash_threads,
+    in_workers,
     read_error,
     run_units,
     stage,
@@ -515,7 +516,9 @@ class _Run:
         for u, d in zip(units, owners):
             d.done_before &= self.ledger.done(u.key)
         executor, self.started = self.started or _executor(self.workers, self.cfg, preload, self.engine), None
-        return run_units(self.ledger, units, work, executor, desc, self.progress, then=then)[0]
+        # Encoded, and filed beside the ledger, by the workers: the driver records where each result is.
+        return run_units(self.ledger, units, in_workers(work, executor, self.ledger), executor, desc, self.progress,
+                         then=then)[0]
 
     def range_unit(self, d: _Doc, first: int, last: int) -> Unit:
         skip = {n: why for n, why in d.skips.items() if first <= n <= last}

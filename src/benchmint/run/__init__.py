@@ -29,6 +29,7 @@ from benchmint.run.runner import (
     hash_file,
     hash_files,
     hash_threads,
+    in_workers,
     read_error,
     run_files,
     run_units,
@@ -36,5 +37,5 @@ from benchmint.run.runner import (
 
 __all__ = ["Executor", "FoundFile", "Hashed", "Ledger", "ProcessExecutor", "SerialExecutor", "ThreadExecutor", "Unit", "UnitTimeout",
            "WorkerDied", "content_key", "executor_for", "executor_for_files", "find_files", "find_files_into", "hash_file",
-           "hash_files", "hash_threads", "read_error",
+           "hash_files", "hash_threads", "in_workers", "read_error",
            "run_files", "run_units", "stage"]

@@ -127,6 +127,9 @@ class ProcessExecutor:
     A module that fails to import is left to the unit that needs it.
     """
 
+    # The workers run on this machine: a file they write is one the caller reads (``run_files``' result files).
+    shares_files = True
+
     def __init__(self, workers: int = -1, *, unit_seconds: float | None = None,
                  stage_seconds: float | None = None, preload: Sequence[str] = (),
                  share_preload: bool = False) -> None:

@@ -7,15 +7,26 @@ a rerun skips every key already there.
 Output files are written from the ledger at the end of a run, in a stable
 order, so a run killed half way and rerun produces the same files as one
 uninterrupted run, with no duplicates.
+
+A result is stored in its row (``result``), or, when the worker that computed it appended it to a result file
+of its own (``file_result``), in that file: the row then holds where (``file``, ``start``, ``length``) and the
+bytes' CRC-32, and every read checks them. See ``file_result`` for what a kill can lose and why that is safe.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import re
+import secrets
+import socket
 import sqlite3
+import threading
 import time
+import warnings
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +42,13 @@ CREATE TABLE IF NOT EXISTS units (
 );
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+# The columns of a result kept in a result file (NULL for one stored inline), added to ledgers written before.
+FILED_COLUMNS = (("file", "TEXT"), ("start", "INTEGER"), ("length", "INTEGER"), ("crc", "INTEGER"))
+
+
+def results_folder(ledger_path: str | os.PathLike) -> Path:
+    """Where the workers of a ledger's run append their results: ``ledger.results/`` beside ``ledger.sqlite``."""
+    return Path(ledger_path).with_suffix(".results")
 
 
 def content_key(data: bytes, settings: dict | None = None) -> str:
@@ -68,6 +86,72 @@ def encode_result(result: dict) -> Encoded:
     return Encoded(text, problem is not None or "error" in result, retry)
 
 
+@dataclass(frozen=True, slots=True)
+class Filed:
+    """A unit's result appended by its worker to a result file (``file_result``): the file's name in the
+    results folder, where the bytes start, their length and CRC-32, and ``Encoded``'s two flags. This, not the
+    result, is what the worker sends back; the ledger records it as the unit's row."""
+
+    file: str
+    start: int
+    length: int
+    crc: int
+    error: bool
+    retry: bool
+
+
+class _Shard:
+    """The result file a process appends to: opened with the process's first result, never shared."""
+
+    __slots__ = ("pid", "fd", "name", "end")
+
+    def __init__(self, folder: str) -> None:
+        os.makedirs(folder, exist_ok=True)
+        host = re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname()) or "host"
+        # Host, process and a random part: processes of several nodes, or a pid used again, never meet in a file.
+        self.pid, self.name, self.end = os.getpid(), f"{host}-{os.getpid()}-{secrets.token_hex(4)}.jsonl", 0
+        self.fd = os.open(os.path.join(folder, self.name),
+                          os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644)
+
+
+_SHARDS: dict[str, _Shard] = {}  # results folder -> this process's file in it
+_SHARDS_LOCK = threading.Lock()  # units on threads of one process append to its one file in turn
+
+
+def file_result(folder: str, result: dict) -> Filed | Encoded:
+    """``result``, encoded as the ledger stores it (``encode_result``), appended to this process's result file in
+    ``folder`` (one file a process: appends need no lock between processes, and an offset counted here is the
+    file's); returns where it went. When the file cannot be written (disk full, folder gone), the result
+    comes back inline (``Encoded``) instead, and the process starts a new file with its next result.
+
+    No fsync: once ``os.write`` returned, the bytes are the kernel's and survive a SIGKILL of this process or
+    of the driver, and the driver records the unit only after this returned. A worker killed mid-write leaves
+    a torn tail no row points to, and its unit is run again (it was never recorded); a driver killed before it
+    committed a row leaves bytes no row points to, and the unit runs again too. A power cut may lose bytes a
+    committed row points to (the ledger's own commits are not fsynced either): the CRC shows it, and that
+    unit is run again.
+    """
+    enc = encode_result(result)
+    data = enc.text.encode("utf-8")
+    with _SHARDS_LOCK:
+        shard = _SHARDS.get(folder)
+        try:
+            if shard is None or shard.pid != os.getpid():  # a forked child has its parent's: not its own
+                shard = _SHARDS[folder] = _Shard(folder)
+            start = shard.end
+            view = memoryview(data + b"\n")  # one line a result: the file reads as JSONL
+            while view:
+                view = view[os.write(shard.fd, view):]
+            shard.end += len(data) + 1
+        except OSError:
+            if shard is not None and _SHARDS.get(folder) is shard:
+                del _SHARDS[folder]  # the file may end in a torn record: later results go to a new one
+                with contextlib.suppress(OSError):
+                    os.close(shard.fd)
+            return enc
+    return Filed(shard.name, start, len(data), zlib.crc32(data), enc.error, enc.retry)
+
+
 def _stored_text(result: dict) -> tuple[str, str | None]:
     """(the JSON stored for ``result``, None), or, when that would not read back (not JSON-able, nested too
     deep), (the unit's error saying so, the problem)."""
@@ -87,16 +171,27 @@ class Ledger:
     Each ``record`` is its own transaction: in WAL mode with synchronous=NORMAL
     a commit is an append to the log without an fsync, so it survives a killed
     process (not a power cut) and costs about a tenth of a millisecond (benches/bench_ledger.py).
+    A result its worker filed (``Filed``) is recorded as where it is; reading it checks its length and CRC-32,
+    and one that fails (a torn or changed file, a file gone) counts as not done, with a warning, so it runs again.
     """
+
+    # Result files held open for reading at once (a run has one a worker process; more are opened again as needed).
+    OPEN_FILES = 64
 
     def __init__(self, path: str | os.PathLike, kind: str) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.results_folder = results_folder(self.path)
         self._db = sqlite3.connect(self.path, isolation_level=None)
         self._closed = False
+        self._files: dict[str, int] = {}  # result file name -> its descriptor, oldest first
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # a committed unit survives a killed process
         self._db.executescript(SCHEMA)
+        have = {row[1] for row in self._db.execute("PRAGMA table_info(units)")}
+        for name, kind_ in FILED_COLUMNS:  # a ledger written before results were filed: its rows stay inline
+            if name not in have:
+                self._db.execute(f"ALTER TABLE units ADD COLUMN {name} {kind_}")
         stored = self._db.execute("SELECT value FROM meta WHERE name = 'kind'").fetchone()
         if stored is None:
             self._db.execute("INSERT INTO meta VALUES ('kind', ?)", (kind,))
@@ -113,29 +208,68 @@ class Ledger:
         self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (f"note:{name}", value))
 
     def done(self, key: str) -> bool:
-        """The unit has a final result (one recorded with ``final=False`` runs again on the next run)."""
-        return self._db.execute("SELECT 1 FROM units WHERE key = ? AND ok >= 0", (key,)).fetchone() is not None
+        """The unit has a final result (one recorded with ``final=False`` runs again on the next run) that reads
+        back: a filed result is read and checked."""
+        row = self._db.execute("SELECT file, start, length, crc FROM units WHERE key = ? AND ok >= 0",
+                               (key,)).fetchone()
+        if row is None:
+            return False
+        return row[0] is None or self._filed_bytes(key, *row)[1] is None
 
-    def record(self, key: str, result: dict | Encoded, ok: bool = True, final: bool = True) -> None:
-        """Store a unit's result (a JSON-able dict, or one ``encode_result`` encoded), committed before this
-        returns.
+    def record(self, key: str, result: dict | Encoded | Filed, ok: bool = True, final: bool = True) -> None:
+        """Store a unit's result (a JSON-able dict, or one ``encode_result`` encoded, or where ``file_result``
+        filed it), committed before this returns.
 
         A result that would not read back (not JSON-able, nested too deep) is
         stored as that unit's error instead. ``final=False`` (a failure that
         may not happen again: a time limit, a crashed worker) keeps the result
         for this run's outputs and lets the next run try the unit again.
         """
-        if isinstance(result, Encoded):
+        where: tuple = (None, None, None, None)
+        if isinstance(result, Filed):
+            text, where = "", (result.file, result.start, result.length, result.crc)
+        elif isinstance(result, Encoded):
             text = result.text
         else:
             text, problem = _stored_text(result)
             ok = ok and problem is None
         # ok column: 1 done, 0 failed, -1 failed and to be tried again by the next run
         state = int(ok) if final else -1
-        self._db.execute("INSERT OR REPLACE INTO units VALUES (?, ?, ?, ?)", (key, state, text, time.time()))
+        self._db.execute("INSERT OR REPLACE INTO units (key, ok, result, recorded, file, start, length, crc) "
+                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (key, state, text, time.time(), *where))
 
-    @staticmethod
-    def _decode(ok, stored: bytes) -> tuple[bool, dict]:
+    def _filed_bytes(self, key: str, file: str, start: int, length: int, crc: int) -> tuple[bytes, str | None]:
+        """(the bytes of a filed result, None), or (b"", why they cannot be used) after a warning naming them."""
+        try:
+            fd = self._files.pop(file, None)  # re-inserted below: the dict's order is the use order
+            if fd is None:
+                if os.path.basename(file) != file:  # a name in the folder, never a path out of it
+                    raise OSError(f"not a result file name: {file!r}")
+                fd = os.open(self.results_folder / file, os.O_RDONLY | os.O_CLOEXEC)
+                while len(self._files) >= self.OPEN_FILES:
+                    os.close(self._files.pop(next(iter(self._files))))
+            self._files[file] = fd
+            data = os.pread(fd, length, start)
+        except OSError as exc:
+            problem = f"cannot be read: {type(exc).__name__}: {exc.strerror or exc}"
+        else:
+            if len(data) < length:
+                problem = f"cut short ({len(data)} of {length} bytes at byte {start})"
+            elif zlib.crc32(data) != crc:
+                problem = f"damaged (its CRC-32 differs; {length} bytes at byte {start})"
+            else:
+                return data, None
+        warnings.warn(f"{self.path}: the result of unit {key} in {self.results_folder / file} {problem}; "
+                      "the unit counts as not done and runs again", RuntimeWarning, stacklevel=3)
+        return b"", problem
+
+    def _decode(self, key: str, ok, stored: bytes, file: str | None = None, start: int = 0, length: int = 0,
+                crc: int = 0) -> tuple[bool, dict]:
+        if file is not None:
+            stored, problem = self._filed_bytes(key, file, start, length, crc)
+            if problem is not None:  # the next run does it again
+                self._db.execute("UPDATE units SET ok = -1 WHERE key = ?", (key,))
+                return False, {"error": f"stored result unreadable: the result file {problem}"}
         # Read as bytes: a damaged file may hold text that is not UTF-8, which is that unit's error, not the run's.
         result, problem = decode_line(stored)
         if problem is None and not isinstance(result, dict):
@@ -145,13 +279,16 @@ class Ledger:
         return ok == 1, result
 
     def get(self, key: str) -> tuple[bool, dict] | None:
-        row = self._db.execute("SELECT ok, CAST(result AS BLOB) FROM units WHERE key = ?", (key,)).fetchone()
-        return None if row is None else self._decode(*row)
+        row = self._db.execute("SELECT ok, CAST(result AS BLOB), file, start, length, crc FROM units WHERE key = ?",
+                               (key,)).fetchone()
+        return None if row is None else self._decode(key, *row)
 
     def results(self) -> Iterator[tuple[str, bool, dict]]:
         """Every recorded unit, ordered by key (callers re-order by their inputs)."""
-        for key, ok, result in self._db.execute("SELECT key, ok, CAST(result AS BLOB) FROM units ORDER BY key"):
-            yield (key, *self._decode(ok, result))
+        # A filed result that fails its check is marked on the way (an update of a row already read: allowed).
+        for key, *row in self._db.execute("SELECT key, ok, CAST(result AS BLOB), file, start, length, crc "
+                                          "FROM units ORDER BY key"):
+            yield (key, *self._decode(key, *row))
 
     def __len__(self) -> int:
         return self._db.execute("SELECT COUNT(*) FROM units").fetchone()[0]
@@ -159,6 +296,9 @@ class Ledger:
     def close(self) -> None:
         if not self._closed:
             self._db.close()
+            for fd in self._files.values():
+                os.close(fd)
+            self._files.clear()
             self._closed = True
 
     def __enter__(self) -> Ledger:

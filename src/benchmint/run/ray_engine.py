@@ -46,9 +46,14 @@ def require_ray():
     return ray
 
 
+# True inside ``ray_session(shared_out=True)``: the user says the run's output folder is the same folder, at the
+# same path, on every node of the cluster (``cluster_shares_files``).
+_SHARED_OUT = False
+
+
 @contextmanager
 def ray_session(address: str | None = None, *, num_cpus: int | None = None, temp_dir: str | None = None,
-                runtime_env: dict | None = None) -> Iterator[Any]:
+                runtime_env: dict | None = None, shared_out: bool = False) -> Iterator[Any]:
     """Ray, connected for the body of the ``with``; yields the ``ray`` module.
 
     ``address`` is "auto" (the cluster this machine belongs to), "ray://host:port" (Ray Client) or a cluster's
@@ -57,11 +62,42 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None, temp
     its node the machine's address even when told 127.0.0.1, and its servers listen on every interface: run it
     where the network is trusted, or with Ray's token authentication on.
     Only what this call started or connected is shut down; inside an existing connection it is reused as is.
-    ValueError when there is no cluster to connect to.
+    ValueError when there is no cluster to connect to. ``shared_out``: every node sees the output folders at the
+    paths the driver gives (``cluster_shares_files``).
     """
+    global _SHARED_OUT
     ray = require_ray()
+    before, _SHARED_OUT = _SHARED_OUT, _SHARED_OUT or shared_out
+    try:
+        with _connected(ray, address, num_cpus, temp_dir, runtime_env):
+            yield ray
+    finally:
+        _SHARED_OUT = before
+
+
+def cluster_shares_files(ray) -> bool:
+    """Whether a file a Ray worker writes under the driver's output folder is one the driver can read: the user
+    said so (``ray_session(shared_out=True)``, ``--ray-shared-out``), or every live node of the cluster is the
+    driver's own (a local instance, or ``auto`` on a one-machine cluster). A Ray Client connection (ray://) is
+    never taken as local: its driver runs elsewhere."""
+    if _SHARED_OUT:
+        return True
+    try:
+        from ray.util.client import ray as client
+
+        if client.is_connected():
+            return False
+        here = ray.get_runtime_context().get_node_id()
+        return all(n["NodeID"] == here for n in ray.nodes() if n.get("Alive"))
+    except Exception:  # noqa: BLE001 - no answer from the cluster: results come back inline, which always works
+        return False
+
+
+@contextmanager
+def _connected(ray, address: str | None, num_cpus: int | None, temp_dir: str | None,
+               runtime_env: dict | None) -> Iterator[None]:
     if ray.is_initialized():  # the caller's own connection: neither ours to change nor to shut down
-        yield ray
+        yield
         return
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no reports to Ray's servers, no prompt about them
     quiet = {"logging_level": logging.ERROR, "log_to_driver": False, "runtime_env": runtime_env}
@@ -80,7 +116,7 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None, temp
         where = f"the Ray cluster at {address}" if address else "a local Ray instance"
         raise ValueError(f"cannot connect to {where}: {exc}") from exc
     try:
-        yield ray
+        yield
     finally:
         ray.shutdown()
         if own_dir is not None:
@@ -196,6 +232,8 @@ class RayExecutor:
         self._window = in_flight or 2 * cpus
         # Ray retries nothing itself: a retry here is counted, and a cancelled (timed-out) unit stays cancelled.
         self._remote = self._ray.remote(num_cpus=1, max_retries=0, num_returns="streaming")(_unit_task)
+        # Workers may append results to files under the output folder (run_files) only where the driver reads them.
+        self.shares_files = cluster_shares_files(self._ray)
         self._live: dict[Any, _Task] = {}  # generator -> its unit, for close()
         self._warmers: list = []
 

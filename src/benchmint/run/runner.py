@@ -16,7 +16,7 @@ from benchmint.io import InputError
 from benchmint.parallel import resolve_workers, thread_map
 from benchmint.run.archives import Listings, Member, is_archive, list_members
 from benchmint.run.executors import Executor, ProcessExecutor, UnitTimeout, WorkerDied
-from benchmint.run.ledger import Encoded, Ledger, encode_result, settings_text
+from benchmint.run.ledger import Encoded, Filed, Ledger, encode_result, file_result, settings_text
 
 if TYPE_CHECKING:
     from benchmint.run.ray_engine import RayExecutor
@@ -86,7 +86,7 @@ def dispatch_order(units: list[Unit]) -> list[Unit]:
     return long + [u for u, lg in zip(units, is_long) if not lg]
 
 
-def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict | Encoded], executor: Executor,
+def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict | Encoded | Filed], executor: Executor,
               desc: str = "units", progress: bool = False,
               on_recorded: Callable[[Unit, dict], None] | None = None,
               then: Callable[[Unit, dict], Sequence[Unit]] | None = None,
@@ -95,8 +95,8 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict | 
     """Run ``work(*unit.args)`` for every unit whose key the ledger lacks; return (results in unit order, skipped).
 
     A result is a JSON-able dict, with "error" when the unit failed, or such a dict
-    already encoded where it was computed (``Encoded``, from ``encoded``; it reaches
-    ``on_recorded`` and ``then`` as the ledger stored it); an exception
+    already encoded where it was computed (``Encoded``, from ``encoded``), or filed there (``Filed``, from
+    ``filed``); such a result reaches ``on_recorded`` and ``then`` as the ledger stored it; an exception
     raised by ``work`` becomes that unit's ``{"error": "Type: message"}``; a unit
     that ran past a time limit (``ProcessExecutor``) also carries ``"time_limit"``
     ({limit, seconds, stage}); such units, those whose worker died, and those
@@ -134,7 +134,7 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict | 
     try:
         # ``args`` grows while the executor reads it: every executor takes the next unit by index.
         for i, result in executor.map_unordered(work, args):
-            if isinstance(result, Encoded):  # encoded in the worker (``encoded``): only inserted here
+            if isinstance(result, (Encoded, Filed)):  # encoded, or filed, in the worker: only inserted here
                 ledger.record(todo[i].key, result, ok=not result.error, final=not result.retry)
                 stored = ledger.get(todo[i].key) if on_recorded is not None or then is not None else None
                 if stored is not None:
@@ -206,6 +206,22 @@ def encoded(work: Callable[..., dict], *args) -> Encoded:
     work)`` to ``run_units`` and the worker processes do the JSON encoding and its read-back check (half a
     millisecond for a result of 20 kB), which the one process recording every result would otherwise do."""
     return encode_result(work(*args))
+
+
+def filed(folder: str, work: Callable[..., dict], *args) -> Filed | Encoded:
+    """``work(*args)``'s result appended by the worker to its own file in ``folder`` (the ledger's
+    ``results_folder``, by absolute path), which sends back only where it went (``ledger.file_result``): the
+    driver records a row of a few numbers instead of receiving and inserting the result. Only for executors
+    whose workers write where the driver reads (``shares_files``)."""
+    return file_result(folder, work(*args))
+
+
+def in_workers(work: Callable[..., dict], executor: Executor, ledger: Ledger) -> Callable[..., Encoded | Filed]:
+    """``work`` as the workers of ``executor`` are to run it: its result filed beside ``ledger`` (``filed``) when
+    they write where this process reads (the executor's ``shares_files``), else encoded (``encoded``)."""
+    if getattr(executor, "shares_files", False):
+        return functools.partial(filed, str(ledger.results_folder.resolve()), work)
+    return functools.partial(encoded, work)
 
 
 def _kept(ledger: Ledger, key: str, redo: Callable[[dict], bool] | None) -> bool:
@@ -443,7 +459,10 @@ def run_files(inputs: Sequence[str | os.PathLike], suffix: str, out_dir: str | o
     an archive (``find_files``) is keyed by its identity in the archive instead, so a finished one is skipped
     without being read, and ``source`` is the ``Member`` (``read_source`` reads either); files run in worker
     processes (a crash in a C library takes down a worker, not the run's
-    ledger), which also encode each result's JSON for the ledger (``encoded``).
+    ledger), which also encode each result's JSON for the ledger and, when the executor's workers write where
+    this process reads (``shares_files``: local workers, a Ray cluster on this machine or one that shares the
+    output folder), append it to a result file of their own and send back only where it is (``filed``);
+    otherwise the encoded result comes back (``encoded``).
     Results come back in input order from ``out_dir/ledger.sqlite``.
     A file that cannot be read (no permission, gone, a loop of links) or that was found twice has no
     key and an error result of its own (``FoundFile.error_row``); the run goes on.
@@ -482,7 +501,7 @@ def run_files(inputs: Sequence[str | os.PathLike], suffix: str, out_dir: str | o
             rows.append((f, None, left_out) if left_out is not None else (f, units[-1].key, None))
         stream = None if on_row is None else _RowsInOrder(rows, on_row)
         with Ledger(out / LEDGER_NAME, kind) as ledger:
-            results, skipped = run_units(ledger, units, functools.partial(encoded, work), executor, kind, progress,
+            results, skipped = run_units(ledger, units, in_workers(work, executor, ledger), executor, kind, progress,
                                          in_order=None if stream is None else stream.unit_result)
     finally:
         executor.close()  # workers of a run that failed before its units ran

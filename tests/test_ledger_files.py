@@ -1,0 +1,251 @@
+"""Results filed by the workers: each worker appends its results to a file of its own beside the ledger and the
+ledger records where each is (file, start, length, CRC-32). What is read back is what was computed, or the unit
+runs again: a torn, damaged or missing result file, a killed worker, a killed driver; ledgers written with
+results inline still read, alone or mixed with filed rows."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import warnings
+from pathlib import Path
+
+import pytest
+
+from benchmint.run import Ledger, run_files
+from benchmint.run.ledger import Filed, encode_result, file_result, results_folder
+
+
+def described(source, key, out, log):
+    """A result of some size, different for every file; each call logged, to count the units that ran."""
+    with open(log, "a") as fh:
+        fh.write(os.path.basename(source) + "\n")
+    name = os.path.basename(source)
+    if name.startswith("bad"):
+        return {"error": "not a structure", "kind": "parse"}
+    return {"name": name, "text": Path(source).read_text(), "pad": [name * 40] * 20, "é": "ünïcode ✓"}
+
+
+def inputs(root: Path, n: int = 12) -> Path:
+    folder = root / "in"
+    folder.mkdir(exist_ok=True)
+    for i in range(n):
+        (folder / f"{'bad' if i == 5 else 'f'}{i:02d}.cif").write_text(f"file {i}\n" * (i + 1))
+    return folder
+
+
+def run(root: Path, out: str, log: Path, workers: int = 2, n: int = 12):
+    """(rows as (file name, result), files already done)."""
+    _, rows, skipped = run_files([inputs(root, n)], ".cif", root / out, "t", described, lambda p: (str(log),),
+                                 lambda p: {}, workers=workers)
+    return [(f.path.name, r) for f, _, r in rows], skipped
+
+
+def ran(log: Path) -> list[str]:
+    names = log.read_text().split() if log.exists() else []
+    log.unlink(missing_ok=True)
+    return sorted(names)
+
+
+def stored(out: Path) -> list[tuple]:
+    with sqlite3.connect(out / "ledger.sqlite") as db:
+        return db.execute("SELECT key, ok, result, file, start, length, crc FROM units ORDER BY key").fetchall()
+
+
+def test_workers_file_their_results_and_the_driver_records_where(tmp_path):
+    """Every row holds a place in a result file and no result; the bytes there are the result as the ledger
+    would have stored it inline (its encoded text, one JSON line), and the rows read back to the results."""
+    log = tmp_path / "log"
+    rows, skipped = run(tmp_path, "out", log)
+    assert skipped == 0 and len(ran(log)) == 12
+    units = stored(tmp_path / "out")
+    assert len(units) == 12 and all(result == "" and file for _, _, result, file, *_ in units)
+    assert [ok for *_, ok, _, _, _, _, _ in units].count(0) == 1  # bad05: an error, final
+    folder = results_folder(tmp_path / "out" / "ledger.sqlite")
+    assert folder == tmp_path / "out" / "ledger.results"
+    for name, result in rows:
+        text = encode_result(result).text.encode("utf-8")
+        matches = [u for u in units if (folder / u[3]).read_bytes()[u[4]:u[4] + u[5]] == text]
+        assert len(matches) == 1, name  # the result, byte for byte, where its row says
+    for shard in folder.iterdir():  # one JSON object a line, nothing else
+        assert all(isinstance(json.loads(line), dict) for line in shard.read_text(encoding="utf-8").splitlines())
+    assert [r["name"] for n, r in rows if n != "bad05.cif"] == [n for n, _ in rows if n != "bad05.cif"]
+
+
+def _damage(out: Path, how: str) -> set[str]:
+    """Damage the result file of the third unit by key: one byte of its result, the file cut in the middle of
+    it, or the whole file gone; the names of the inputs whose results go with it."""
+    units = stored(out)
+    with Ledger(out / "ledger.sqlite", "t") as ledger:
+        name = {u[0]: ledger.get(u[0])[1].get("name", "bad05.cif") for u in units}
+    key, _, _, file, start, length, _ = units[2]
+    path = results_folder(out / "ledger.sqlite") / file
+    data = path.read_bytes()
+    cut = start + length // 2
+    if how == "byte":
+        path.write_bytes(data[:cut] + bytes([data[cut] ^ 0x01]) + data[cut + 1:])
+        return {name[key]}
+    if how == "torn":  # as by a crash mid-write: the record and everything after it cut
+        path.write_bytes(data[:cut])
+        return {name[u[0]] for u in units if u[3] == file and u[4] + u[5] > cut}
+    assert how == "missing"
+    path.unlink()
+    return {name[u[0]] for u in units if u[3] == file}
+
+
+@pytest.mark.parametrize("how", ["byte", "torn", "missing"])
+def test_a_damaged_torn_or_missing_result_file_runs_its_units_again_with_a_warning(tmp_path, how):
+    """A result whose bytes fail their check counts as not done: the rerun warns, runs exactly those units again
+    and returns what a clean run returns; nothing raises."""
+    log = tmp_path / "log"
+    clean, _ = run(tmp_path, "clean", log)
+    run(tmp_path, "out", log)
+    ran(log)
+    gone = _damage(tmp_path / "out", how)
+    assert gone
+    with pytest.warns(RuntimeWarning, match="counts as not done and runs again"):
+        rows, skipped = run(tmp_path, "out", log)
+    assert ran(log) == sorted(gone)
+    assert skipped == 12 - len(gone)
+    assert rows == clean
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # every result reads back now: no warning
+        assert run(tmp_path, "out", log) == (clean, 12)
+    assert ran(log) == []
+
+
+def test_a_result_damaged_after_its_check_is_that_units_error_and_the_next_run_does_it_again(tmp_path):
+    """Read back after the run checked it (the file changed meanwhile): the unit's result is an error saying
+    why, never other bytes, and its row is marked to be done again."""
+    folder = results_folder(tmp_path / "ledger.sqlite")
+    with Ledger(tmp_path / "ledger.sqlite", "t") as ledger:
+        filed = file_result(str(folder), {"x": 1})
+        assert isinstance(filed, Filed) and not filed.error
+        ledger.record("k", filed)
+        assert ledger.done("k") and ledger.get("k") == (True, {"x": 1})
+        path = folder / filed.file
+        path.write_bytes(path.read_bytes().replace(b'"x": 1', b'"x": 7'))
+        with pytest.warns(RuntimeWarning, match="damaged"):
+            ok, result = ledger.get("k")
+        assert not ok and result["error"].startswith("stored result unreadable: the result file ")
+        assert not ledger.done("k")  # marked: no second read, no second warning
+    with sqlite3.connect(tmp_path / "ledger.sqlite") as db:
+        assert db.execute("SELECT ok FROM units").fetchone() == (-1,)
+
+
+def test_a_record_no_row_points_to_is_run_again_as_if_never_done(tmp_path):
+    """A driver killed after a worker filed a result and before it committed the row: the rerun does the unit
+    again (its result appended anew) and reads what a clean run reads."""
+    log = tmp_path / "log"
+    clean, _ = run(tmp_path, "clean", log)
+    run(tmp_path, "out", log)
+    ran(log)
+    key = stored(tmp_path / "out")[4][0]
+    with sqlite3.connect(tmp_path / "out" / "ledger.sqlite") as db:
+        db.execute("DELETE FROM units WHERE key = ?", (key,))
+    rows, skipped = run(tmp_path, "out", log)
+    assert skipped == 11 and len(ran(log)) == 1 and rows == clean
+
+
+OLD_SCHEMA = """
+CREATE TABLE units (key TEXT PRIMARY KEY, ok INTEGER NOT NULL, result TEXT NOT NULL, recorded REAL NOT NULL);
+CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO meta VALUES ('kind', 't');
+"""
+
+
+def test_a_ledger_with_results_inline_reads_and_takes_filed_rows_beside_them(tmp_path):
+    """A ledger written before results were filed (its table without their columns, results in their rows):
+    its units are skipped and read back, the others are filed beside them, and the rows are a clean run's."""
+    log = tmp_path / "log"
+    clean, _ = run(tmp_path, "clean", log)
+    keys = [k for k, *_ in stored(tmp_path / "clean")]
+    with Ledger(tmp_path / "clean" / "ledger.sqlite", "t") as ledger:
+        inline = [(k, *ledger.get(k)) for k in keys[::2]]  # half of the units, as the old code stored them
+    (tmp_path / "old").mkdir()
+    with sqlite3.connect(tmp_path / "old" / "ledger.sqlite") as db:
+        db.executescript(OLD_SCHEMA)
+        db.executemany("INSERT INTO units VALUES (?, ?, ?, 0)",
+                       [(k, int(ok), encode_result(r).text) for k, ok, r in inline])
+    ran(log)
+    rows, skipped = run(tmp_path, "old", log)
+    assert skipped == 6 and len(ran(log)) == 6
+    assert rows == clean
+    units = stored(tmp_path / "old")
+    assert sum(file is None for *_, file, _, _, _ in units) == 6  # still inline
+    assert sum(file is not None and result == "" for _, _, result, file, *_ in units) == 6
+    assert run(tmp_path, "old", log) == (clean, 12) and ran(log) == []
+
+
+def killed_mid_write(source, key, out, log):
+    """The first attempt at "f03.cif" writes half a record to its worker's result file, then the worker is
+    killed (SIGKILL): as a worker killed in the middle of appending its result."""
+    from benchmint.run import ledger as ledger_module
+
+    name = os.path.basename(source)
+    marker = Path(log).with_suffix(".killed")
+    if name == "f03.cif" and not marker.exists():
+        marker.write_text("")
+        folder = str(results_folder(Path(out) / "ledger.sqlite").resolve())
+        file_result(folder, {"warm": 1})  # this process's file exists and holds a record
+        os.write(ledger_module._SHARDS[folder].fd, b'{"name": "f03.cif", "text": "half a rec')
+        os.kill(os.getpid(), signal.SIGKILL)
+    return described(source, key, out, log)
+
+
+def test_a_worker_killed_while_appending_leaves_a_torn_tail_no_row_points_to(tmp_path):
+    """The killed worker's unit is that run's error and the next run's work; the other units' results, filed by
+    the worker started in its place in a file of its own, read back; the rerun's rows are a clean run's."""
+    log = tmp_path / "log"
+    clean, _ = run(tmp_path, "clean", log)
+    _, rows, _ = run_files([inputs(tmp_path)], ".cif", tmp_path / "out", "t", killed_mid_write,
+                           lambda p: (str(log),), lambda p: {}, workers=2)
+    got = {f.path.name: r for f, _, r in rows}
+    assert "the worker process died" in got["f03.cif"]["error"]
+    assert {n: r for n, r in got.items() if n != "f03.cif"} == {n: r for n, r in clean if n != "f03.cif"}
+    shards = list(results_folder(tmp_path / "out" / "ledger.sqlite").iterdir())
+    assert any(s.read_bytes().endswith(b"half a rec") for s in shards) and len(shards) >= 2
+    ran(log)
+    _, rows, skipped = run_files([inputs(tmp_path)], ".cif", tmp_path / "out", "t", killed_mid_write,
+                                 lambda p: (str(log),), lambda p: {}, workers=2)
+    assert skipped == 11 and ran(log) == ["f03.cif"]
+    assert [(f.path.name, r) for f, _, r in rows] == clean
+
+
+def test_a_result_that_cannot_be_filed_comes_back_inline(tmp_path):
+    """A results folder that cannot be made (a file stands in its place): the result returns encoded, as
+    before results were filed, and the ledger stores it in its row."""
+    blocked = tmp_path / "ledger.results"
+    blocked.write_text("not a folder")
+    got = file_result(str(blocked), {"x": 1})
+    assert got == encode_result({"x": 1})
+    with Ledger(tmp_path / "ledger.sqlite", "t") as ledger:
+        ledger.record("k", got)
+        assert ledger.get("k") == (True, {"x": 1})
+
+
+def test_a_harvest_whose_result_file_was_damaged_runs_those_ranges_again_and_writes_a_clean_runs_files(tmp_path):
+    """harvest's page ranges are filed by its workers too: a result changed in its file is found by its check
+    on the rerun, which runs that range again (with a warning) and writes the files of a clean run."""
+    from importlib.resources import files
+
+    from benchmint.pdf.harvest import harvest
+
+    sample = (files("benchmint") / "samples" / "sample_paper.pdf").read_bytes()
+    (tmp_path / "in").mkdir()
+    for i in range(3):
+        (tmp_path / "in" / f"paper{i}.pdf").write_bytes(sample + f"%{i}\n".encode())
+    harvest([tmp_path / "in"], tmp_path / "clean", workers=2)
+    harvest([tmp_path / "in"], tmp_path / "out", workers=2)
+    units = stored(tmp_path / "out")
+    assert units and all(file for *_, file, _, _, _ in units)
+    _, _, _, file, start, length, _ = units[0]
+    path = results_folder(tmp_path / "out" / "ledger.sqlite") / file
+    data = path.read_bytes()
+    path.write_bytes(data[:start + length - 2] + b"x" + data[start + length - 1:])
+    with pytest.warns(RuntimeWarning, match="damaged"):
+        harvest([tmp_path / "in"], tmp_path / "out", workers=2)
+    for name in ("pages.jsonl", "figures.jsonl", "errors.jsonl"):
+        assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "clean" / name).read_bytes(), name
