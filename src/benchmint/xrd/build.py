@@ -468,11 +468,11 @@ class BuildResult:
     warnings: list[dict] = dataclasses.field(default_factory=list)  # items kept with a warning (errors.jsonl too)
 
 
-# What a worker imports for its first structure (~0.6 s): imported while the run hashes the CIFs, and with several
-# workers once before they are forked (shared: two workers and the selection helper's own import would otherwise
-# share two cores three ways).
-_WORKER_MODULES = ("benchmint.xrd.cifread", "benchmint.xrd.sticks", "benchmint.xrd.profile", "benchmint.xrd.symmetry",
-                   "pymatgen.symmetry.analyzer", "matplotlib.figure", "matplotlib.backends.backend_agg")
+# What a worker imports for its first structure (``xrd.preload``: pymatgen without the scipy.cluster it never
+# uses, matplotlib's figure and Agg canvas): imported while the run hashes the CIFs, and with several workers
+# once before they are forked (shared: two workers and the selection helper's own import would otherwise share
+# two cores three ways).
+_WORKER_MODULES = ("benchmint.xrd.preload",)
 
 
 def build(inputs, out_dir, cfg: BuildConfig = BuildConfig(), workers: int = 1, progress: bool = False,
