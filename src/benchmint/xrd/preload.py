@@ -19,9 +19,11 @@ import sys
 import types
 
 # The analyzer first, with its stand-in; then what a CIF's work imports (reading, sticks, profile, symmetry,
-# the renderer's figure and canvas). gemmi and pymatgen.io.cif come with the fast CIF reader.
+# the renderer's figure and canvas). gemmi and pymatgen.io.cif come with the fast CIF reader; the sticks read
+# their scattering factors from pymatgen.analysis.diffraction's package files (its __init__ alone).
 MODULES = ("benchmint.xrd.cifread", "benchmint.xrd.sticks", "benchmint.xrd.profile", "benchmint.xrd.symmetry",
-           "gemmi", "pymatgen.io.cif", "matplotlib.figure", "matplotlib.backends.backend_agg")
+           "gemmi", "pymatgen.io.cif", "pymatgen.analysis.diffraction", "matplotlib.figure",
+           "matplotlib.backends.backend_agg")
 
 
 def import_analyzer() -> None:
