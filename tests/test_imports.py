@@ -89,6 +89,38 @@ def test_scipy_cluster_comes_when_the_analyzer_calls_it(tmp_path):
     assert got == {"before": False, "origin": "C", "shells": 1, "real": True}
 
 
+def test_an_analyzer_that_reads_scipy_cluster_at_import_is_imported_the_plain_way(tmp_path):
+    # A pymatgen release whose analyzer ran ``from scipy.cluster import hierarchy`` at its top would fail beside
+    # the stand-in: the preload then imports it plainly, with the real scipy.cluster.
+    got = run_python("""
+        import importlib.abc, importlib.machinery, json, sys
+
+        class Reads(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path, target=None):
+                if name != "pymatgen.symmetry.analyzer":
+                    return None
+                spec = importlib.machinery.PathFinder.find_spec(name, path)
+                run = spec.loader.exec_module
+
+                def exec_module(module):
+                    exec("from scipy.cluster import hierarchy", module.__dict__)
+                    run(module)
+
+                spec.loader.exec_module = exec_module
+                return spec
+
+        sys.meta_path.insert(0, Reads())
+        import benchmint.xrd.preload
+        from pymatgen.symmetry import analyzer
+        import scipy
+        print(json.dumps({"hierarchy": analyzer.hierarchy is sys.modules["scipy.cluster.hierarchy"],
+                          "real": sys.modules["scipy.cluster"] is scipy.cluster
+                                  and hasattr(sys.modules["scipy.cluster"], "vq"),
+                          "renderer": "matplotlib.backends.backend_agg" in sys.modules}))
+    """, tmp_path)
+    assert got == {"hierarchy": True, "real": True, "renderer": True}
+
+
 @pytest.mark.parametrize(("cores", "shared"), [(4, False), (1, True)])
 def test_xrd_build_driver_imports(cifs, tmp_path, cores, shared):
     # 2 workers with a core each beside the selection helper: each imports its own preload and the driver

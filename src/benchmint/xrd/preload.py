@@ -7,7 +7,8 @@ CPU of the 0.3 s pymatgen's modules take, paid by every worker (or by the driver
 the analyzer is imported here with a stand-in for ``scipy.cluster``, which is taken out again at once: the
 analyzer reaches the module only as ``scipy.cluster.…`` at call time, and SciPy imports a submodule on first
 access, so a later call that needs it gets the real one. Should the stand-in break the analyzer's import (a
-release of pymatgen importing names from ``scipy.cluster``), it is imported the plain way.
+release of pymatgen importing names from ``scipy.cluster`` or reading it at import), it is imported the plain
+way.
 
 Importing this module is all it does; the modules are listed in ``MODULES``, imported in that order.
 """
@@ -37,7 +38,7 @@ def import_analyzer() -> None:
     sys.modules[name] = stand_in
     try:
         importlib.import_module("pymatgen.symmetry.analyzer")
-    except ImportError:
+    except Exception:  # noqa: BLE001 - a release that reads scipy.cluster at import: the plain import below
         if sys.modules.get(name) is stand_in:
             del sys.modules[name]
         importlib.import_module("pymatgen.symmetry.analyzer")
