@@ -10,13 +10,13 @@ streamed once into a SQLite file and looked up by id, so memory does not grow wi
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import os
 import re
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from pathlib import Path
 
 from benchmint.io import InputError
@@ -52,10 +52,18 @@ CREATE TABLE problems (line INTEGER PRIMARY KEY, error TEXT NOT NULL);
 BATCH = 2000  # records a transaction while indexing
 
 
+@functools.cache
+def _parsedate():
+    # Imported when a metadata snapshot is indexed: email's modules are a tenth of a harvest driver's imports.
+    from email.utils import parsedate_to_datetime
+
+    return parsedate_to_datetime
+
+
 def _date(created) -> str | None:
     """ISO date of a version's ``created`` ("Mon, 2 Apr 2007 19:18:42 GMT"); None when absent or unreadable."""
     try:
-        return parsedate_to_datetime(created).date().isoformat()
+        return _parsedate()(created).date().isoformat()
     except (TypeError, ValueError, IndexError):
         return None
 

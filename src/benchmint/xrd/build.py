@@ -468,11 +468,24 @@ class BuildResult:
     warnings: list[dict] = dataclasses.field(default_factory=list)  # items kept with a warning (errors.jsonl too)
 
 
-# What a worker imports for its first structure (~0.6 s): imported while the run hashes the CIFs, and with several
-# workers once before they are forked (shared: two workers and the selection helper's own import would otherwise
-# share two cores three ways).
-_WORKER_MODULES = ("benchmint.xrd.cifread", "benchmint.xrd.sticks", "benchmint.xrd.profile", "benchmint.xrd.symmetry",
-                   "pymatgen.symmetry.analyzer", "matplotlib.figure", "matplotlib.backends.backend_agg")
+# What a worker imports for its first structure (``xrd.preload``: pymatgen without the scipy.cluster it never
+# uses, matplotlib's figure and Agg canvas).
+_WORKER_MODULES = ("benchmint.xrd.preload",)
+
+
+def share_imports(workers: int) -> bool:
+    """Whether the driver imports ``_WORKER_MODULES`` once before forking the workers (``share_preload``),
+    rather than each worker importing them as it starts while the driver hashes the CIFs.
+
+    The first CIF waits for one import either way. Imported in parallel, it costs each worker's core an
+    import and overlaps the hashing: free where every worker has a core of its own. Where they have not (the
+    selection helper imports scikit-learn at the same time), the extra imports take cores from the other
+    processes' imports and delay every worker's first CIF. So: shared when the workers and the helper
+    outnumber the cores (2 workers on 2 cores; all 16 on 16), in parallel otherwise.
+    """
+    from benchmint.parallel import resolve_workers
+
+    return resolve_workers(workers) + 1 > (os.cpu_count() or 1)
 
 
 def build(inputs, out_dir, cfg: BuildConfig = BuildConfig(), workers: int = 1, progress: bool = False,
@@ -490,7 +503,7 @@ def build(inputs, out_dir, cfg: BuildConfig = BuildConfig(), workers: int = 1, p
         _, _, skipped = run_files(inputs, ".cif", out_dir, "xrd-build", _build_one, lambda p: (db_of(p), cfg),
                                   lambda p: per_db.setdefault(db_of(p), {**settings, "db": db_of(p)}),
                                   workers, progress, unit_seconds=cfg.cif_seconds, preload=_WORKER_MODULES,
-                                  share_preload=True, engine=engine, on_row=finish.add)
+                                  share_preload=share_imports(workers), engine=engine, on_row=finish.add)
         return finish.close(skipped, cfg, selector, workers)
     finally:
         finish.abandon()
