@@ -249,3 +249,26 @@ def test_a_harvest_whose_result_file_was_damaged_runs_those_ranges_again_and_wri
         harvest([tmp_path / "in"], tmp_path / "out", workers=2)
     for name in ("pages.jsonl", "figures.jsonl", "errors.jsonl"):
         assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "clean" / name).read_bytes(), name
+
+
+def test_the_command_line_says_a_damaged_result_in_one_warning_line(tmp_path):
+    """At the command line the warning is one line saying what was found, not Python's warning with a line of
+    benchmint's source under it."""
+    import subprocess
+    import sys
+    from importlib.resources import files
+
+    sample = (files("benchmint") / "samples" / "sample_paper.pdf").read_bytes()
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "paper.pdf").write_bytes(sample)
+    command = [sys.executable, "-m", "benchmint.cli", "harvest", str(tmp_path / "in"), "--out", str(tmp_path / "out"),
+               "--workers", "1", "--triage-only"]
+    subprocess.run(command, check=True, capture_output=True)
+    _, _, _, file, start, length, _ = stored(tmp_path / "out")[0]
+    path = results_folder(tmp_path / "out" / "ledger.sqlite") / file
+    data = path.read_bytes()
+    path.write_bytes(data[:start + length - 2] + b"x" + data[start + length - 1:])
+    err = subprocess.run(command, capture_output=True, text=True).stderr
+    lines = [line for line in err.splitlines() if "damaged" in line]
+    assert len(lines) == 1 and lines[0].startswith("warning: "), err
+    assert "RuntimeWarning" not in err and "warnings.warn" not in err, err

@@ -7,6 +7,7 @@ import contextlib
 import importlib
 import os
 import sys
+import warnings
 
 # benchmint does no large matrix products; idle BLAS worker threads would only
 # compete with its own threads for the cores. Set before numpy is imported.
@@ -116,6 +117,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _plain_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    # The warnings a command gives (a result file found damaged, say) name what they concern; the line of
+    # benchmint's source that raised them means nothing at the command line.
+    print(f"warning: {message}", file=file or sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv:  # no command: the whole help rather than argparse's one-line complaint, as a usage error
@@ -123,4 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     only = argv[0] if argv and argv[0] in COMMANDS else None
     args = build_parser(only).parse_args(argv)
-    return args.func(args)
+    shown, warnings.showwarning = warnings.showwarning, _plain_warning
+    try:
+        return args.func(args)
+    finally:
+        warnings.showwarning = shown

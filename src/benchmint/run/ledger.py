@@ -214,7 +214,10 @@ class Ledger:
                                (key,)).fetchone()
         if row is None:
             return False
-        return row[0] is None or self._filed_bytes(key, *row)[1] is None
+        if row[0] is None or self._filed_bytes(key, *row)[1] is None:
+            return True
+        self._db.execute("UPDATE units SET ok = -1 WHERE key = ?", (key,))  # one warning: not read again
+        return False
 
     def record(self, key: str, result: dict | Encoded | Filed, ok: bool = True, final: bool = True) -> None:
         """Store a unit's result (a JSON-able dict, or one ``encode_result`` encoded, or where ``file_result``
