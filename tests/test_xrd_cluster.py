@@ -88,6 +88,25 @@ WITH_A_SINGLETON = (np.array([[0.0], [1.0], [3.0]]), np.array([5, 9, 9]), (0 - 1
 PLANE = (np.array([[0.0, 0.0], [3.0, 4.0], [0.0, 4.0]]), np.array([7, 7, 2]), (-1 / 5 - 2 / 5) / 3)
 
 
+# TWO_PAIRS with each row three times: the kernel takes each distinct row once, weighted 3. Row 0: a = (0 + 0 + 1 +
+# 1 + 1)/5 = 3/5, b = (3*4 + 3*6)/6 = 5, s = 22/25; row 1: a = 3/5, b = (3*3 + 3*5)/6 = 4, s = 17/20; row 4: a =
+# 3*2/5 = 6/5, b = (3*4 + 3*3)/6 = 7/2, s = 23/35; row 6: a = 6/5, b = (3*6 + 3*5)/6 = 11/2, s = 43/55.
+TRIPLED = (np.repeat(TWO_PAIRS[0], 3, axis=0), np.repeat(TWO_PAIRS[1], 3), (22 / 25 + 17 / 20 + 23 / 35 + 43 / 55) / 4)
+
+
+def test_repeated_rows_count_by_their_weight():
+    x, labels, expected = TRIPLED
+    codes, rows, counts = cluster.distinct_rows(x, labels)
+    assert codes.tolist() == [0, 0, 1, 1] and rows.ravel().tolist() == [0, 1, 4, 6] and counts.tolist() == [3] * 4
+    for workers in (1, 2):
+        assert cluster.silhouette(x, labels, workers, kernel_from=0) == pytest.approx(expected, abs=1e-15)
+    assert cluster_ref.silhouette(x, labels) == pytest.approx(expected, abs=1e-15)
+    # Equal rows in different clusters stay apart (their own cluster differs, so do their silhouettes).
+    split = np.array([0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2])
+    assert cluster.distinct_rows(x, split)[2].tolist() == [2, 1, 3, 3, 3]  # 0 | 0, 1 | 4, 6
+    assert cluster.silhouette(x, split, 2, kernel_from=0) == pytest.approx(cluster_ref.silhouette(x, split), abs=1e-15)
+
+
 @pytest.mark.parametrize("case", [TWO_PAIRS, WITH_A_SINGLETON, PLANE])
 def test_silhouette_by_hand(case):
     x, labels, expected = case

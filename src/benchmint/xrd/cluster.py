@@ -24,6 +24,9 @@ Both expect the caller to hold BLAS at one thread (``select`` does); each thread
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -54,46 +57,77 @@ def _same_state(a: Any, b: Any) -> bool:
     return a[0] == b[0] and np.array_equal(a[1], b[1]) and a[2:] == b[2:]
 
 
-def kmeans(scaled: np.ndarray, k: int, seed: int, workers: int = 1,
+class Threads:
+    """The local engine's spread: ``map(fn, shared, items)`` is ``[fn(shared, item) ...]`` over up to ``workers``
+    threads of this process (``parallel.thread_map``), one item a silhouette block.
+    ``run.ray_engine.RayMap`` is its twin over Ray tasks."""
+
+    tasks_per_worker = None  # a block an item: threads share memory, so small items cost nothing to hand out
+
+    def __init__(self, workers: int = 1) -> None:
+        self.workers = workers
+
+    def map(self, fn: Callable[[Any, Any], Any], shared: Any, items: list) -> list:
+        return thread_map(partial(fn, shared), items, self.workers)
+
+
+def _spread(spread: Any) -> Any:
+    return spread if hasattr(spread, "map") else Threads(spread)
+
+
+def _start(shared: tuple, k: int, seed: int, i: int) -> tuple[np.ndarray, Any, Any]:
+    from sklearn.cluster import kmeans_plusplus
+
+    _, centred, norms = shared
+    rng = np.random.RandomState(seed)
+    rng.random_sample(i * draws_per_start(k))
+    before = rng.get_state()
+    _, chosen = kmeans_plusplus(centred, k, x_squared_norms=norms, random_state=rng)
+    return chosen, before, rng.get_state()
+
+
+def _restart(shared: tuple, job: tuple[int, int, np.ndarray]) -> tuple[np.ndarray, float, np.ndarray]:
+    """One restart's Lloyd iterations from the start ``chosen`` (``job``: k, seed, chosen)."""
+    from sklearn.cluster import KMeans
+    from threadpoolctl import threadpool_limits
+
+    x = shared[0]
+    k, seed, chosen = job
+    # KMeans takes an explicit start as given rows and centres it as it centres the data: x[chosen] - mean is
+    # bitwise the start KMeans would have drawn from the centred rows.
+    with threadpool_limits(limits=1, user_api="openmp"):  # OpenMP's limit is each thread's own
+        km = KMeans(n_clusters=k, init=x[chosen], n_init=1, random_state=seed).fit(x)
+    return km.labels_, km.inertia_, km.cluster_centers_
+
+
+def _start_and_restart(shared: tuple, job: tuple[int, int, int]):
+    """Restart i (``job``: k, seed, i): its start, its iterations, and the RandomState before and after the start."""
+    k, seed, i = job
+    chosen, before, after = _start(shared, k, seed, i)
+    return _restart(shared, (k, seed, chosen)), before, after
+
+
+def kmeans(scaled: np.ndarray, k: int, seed: int, spread: Any = 1,
            threads_from: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Labels and centres of ``KMeans(n_clusters=k, random_state=seed, n_init=10)`` on one thread; the
-    restarts over ``workers`` threads from ``threads_from`` rows (``THREADS_FROM_ROWS`` by default), below
-    that the plain call (counted as a fallback)."""
+    restarts over ``spread`` (a worker count for ``Threads``, or ``run.ray_engine.RayMap``: a Ray task each) from
+    ``threads_from`` rows (``THREADS_FROM_ROWS`` by default), below that the plain call (counted as a fallback)."""
+    spread = _spread(spread)
     threads_from = THREADS_FROM_ROWS if threads_from is None else threads_from
-    if _dispatch.use_reference("cluster", available=workers > 1 and len(scaled) >= threads_from):
+    if _dispatch.use_reference("cluster", available=spread.workers > 1 and len(scaled) >= threads_from):
         return cluster_ref.kmeans(scaled, k, seed)
-    from sklearn.cluster import KMeans, kmeans_plusplus
+    from sklearn.cluster import kmeans_plusplus
     from sklearn.cluster._k_means_common import _is_same_clustering
     from sklearn.utils.extmath import row_norms
-    from threadpoolctl import threadpool_limits
 
     x = np.ascontiguousarray(scaled, dtype=np.float64)
     centred = x - x.mean(axis=0)  # what KMeans.fit draws its starts from (it centres the data first)
-    norms = row_norms(centred, squared=True)
-
-    def start(i: int) -> tuple[np.ndarray, Any, Any]:
-        rng = np.random.RandomState(seed)
-        rng.random_sample(i * draws_per_start(k))
-        before = rng.get_state()
-        _, chosen = kmeans_plusplus(centred, k, x_squared_norms=norms, random_state=rng)
-        return chosen, before, rng.get_state()
-
-    def restart(chosen: np.ndarray) -> tuple[np.ndarray, float, np.ndarray]:
-        # KMeans takes an explicit start as given rows and centres it as it centres the data: x[chosen] - mean
-        # is bitwise the start KMeans would have drawn from the centred rows.
-        with threadpool_limits(limits=1, user_api="openmp"):  # OpenMP's limit is each thread's own
-            km = KMeans(n_clusters=k, init=x[chosen], n_init=1, random_state=seed).fit(x)
-        return km.labels_, km.inertia_, km.cluster_centers_
-
-    def start_and_restart(i: int):
-        chosen, before, after = start(i)
-        return restart(chosen), before, after
-
-    done = thread_map(start_and_restart, range(N_INIT), workers)
+    shared = (x, centred, row_norms(centred, squared=True))  # put in Ray's object store once for all restarts
+    done = spread.map(_start_and_restart, shared, [(k, seed, i) for i in range(N_INIT)])
     if not all(_same_state(done[i - 1][2], done[i][1]) for i in range(1, N_INIT)):
         rng = np.random.RandomState(seed)  # the draws differ from the count above: draw in turn, as KMeans does
-        starts = [kmeans_plusplus(centred, k, x_squared_norms=norms, random_state=rng)[1] for _ in range(N_INIT)]
-        done = [(r, None, None) for r in thread_map(restart, starts, workers)]
+        starts = [kmeans_plusplus(centred, k, x_squared_norms=shared[2], random_state=rng)[1] for _ in range(N_INIT)]
+        done = [(r, None, None) for r in spread.map(_restart, shared, [(k, seed, c) for c in starts])]
     best = None
     for (labels, inertia, centres), _, _ in done:  # scikit-learn's rule, in the order it runs the restarts
         if best is None or (inertia < best[1] and not _is_same_clustering(labels, best[0], k)):
@@ -104,27 +138,60 @@ def kmeans(scaled: np.ndarray, k: int, seed: int, workers: int = 1,
 
 def warm_up() -> None:
     """Load (or compile) the silhouette kernel now, on a one-row input."""
+    from benchmint.xrd.cluster_kernel import FEATURES_PER_PASS, distance_sums
+
+    distance_sums(np.zeros((FEATURES_PER_PASS, 1)), np.ones(1), np.array([0, 1], dtype=np.int64), 0, 1,
+                  np.empty((1, 1)))
+
+
+def distinct_rows(x: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct (cluster, row) pairs of ``x`` labelled ``codes``, sorted by cluster: their codes, rows and
+    counts. Rows equal in every feature and cluster have the same distance sums and the same silhouette, so one
+    row stands for all of them, weighted by their count (a fifth of the synthetic rows repeat; so do the
+    corpus's, where one structure comes in several files)."""
+    keyed = np.column_stack([codes.astype(np.float64), np.asarray(x, dtype=np.float64)])
+    pairs, counts = np.unique(keyed, axis=0, return_counts=True)  # sorted by code first: clusters are contiguous
+    return pairs[:, 0].astype(np.int64), pairs[:, 1:], counts
+
+
+def _block_sums(shared: tuple, rows: tuple[int, int]) -> np.ndarray:
+    """The distance sums of the distinct rows ``rows`` (lo, hi) to every cluster."""
     from benchmint.xrd.cluster_kernel import distance_sums
 
-    distance_sums(np.zeros((1, 1)), np.array([0, 1], dtype=np.int64), 0, 1, np.empty((1, 1)))
+    xt, weights, starts = shared
+    out = np.empty((rows[1] - rows[0], len(starts) - 1))
+    distance_sums(xt, weights, starts, rows[0], rows[1], out)
+    return out
 
 
-def silhouette(x: np.ndarray, labels: np.ndarray, workers: int = 1, kernel_from: int | None = None) -> float:
-    """``silhouette_score(x, labels)`` (Euclidean) over ``workers`` threads; 2 <= clusters < rows. Fewer rows
-    than ``kernel_from`` (``KERNEL_FROM_ROWS`` by default) go to the plain form (counted as a fallback)."""
+def silhouette(x: np.ndarray, labels: np.ndarray, spread: Any = 1, kernel_from: int | None = None) -> float:
+    """``silhouette_score(x, labels)`` (Euclidean) over ``spread`` (a worker count for ``Threads``, or
+    ``run.ray_engine.RayMap``: groups of blocks as Ray tasks); 2 <= clusters < rows. Fewer rows than
+    ``kernel_from`` (``KERNEL_FROM_ROWS`` by default) go to the plain form (counted as a fallback).
+
+    The kernel runs over the distinct (cluster, row) pairs, each weighted by its count (``distinct_rows``): the
+    sums are those over every row, each term w * d in place of w terms d, so they differ from the plain form's
+    by rounding only (1e-15 relative); the mean is the exactly rounded sum (``math.fsum``) of each pair's
+    silhouette times its count, over the rows."""
+    spread = _spread(spread)
     kernel_from = KERNEL_FROM_ROWS if kernel_from is None else kernel_from
     if _dispatch.use_reference("cluster", available=len(x) >= kernel_from):
         return cluster_ref.silhouette(x, labels)
-    from benchmint.xrd.cluster_kernel import distance_sums
+    from benchmint.xrd.cluster_kernel import FEATURES_PER_PASS
+
     codes = np.unique(labels, return_inverse=True)[1].ravel()
+    pair_codes, rows, weights = distinct_rows(x, codes)
+    n, d = rows.shape
+    # The features as rows, padded with rows of zeros to whole passes of the kernel (each adds 0.0 to a square sum).
+    xt = np.zeros((-(-d // FEATURES_PER_PASS) * FEATURES_PER_PASS, n))
+    xt[:d] = rows.T
     counts = np.bincount(codes)
-    order = np.argsort(codes, kind="stable")
-    xt = np.ascontiguousarray(np.asarray(x, dtype=np.float64)[order].T)
-    starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    n = len(codes)
-    sums = np.empty((n, len(counts)))
+    starts = np.concatenate([[0], np.cumsum(np.bincount(pair_codes, minlength=len(counts)))]).astype(np.int64)
     blocks = [(lo, min(n, lo + ROWS_PER_BLOCK)) for lo in range(0, n, ROWS_PER_BLOCK)]
-    thread_map(lambda b: distance_sums(xt, starts, b[0], b[1], sums[b[0]:b[1]]), blocks, workers)
-    rows = np.empty(n)
-    rows[order] = cluster_ref.silhouette_rows(codes[order], counts, sums)
-    return float(np.mean(rows))  # in the rows' own order, as scikit-learn averages them
+    if spread.tasks_per_worker:  # whole groups of blocks a task, a few a worker, as evenly as the blocks allow
+        groups = min(len(blocks), spread.tasks_per_worker * spread.workers)
+        bounds = [len(blocks) * g // groups for g in range(groups + 1)]
+        blocks = [(blocks[a][0], blocks[b - 1][1]) for a, b in zip(bounds, bounds[1:])]
+    sums = np.concatenate(spread.map(_block_sums, (xt, weights.astype(np.float64), starts), blocks))
+    each = cluster_ref.silhouette_rows(pair_codes, counts, sums)
+    return math.fsum((each * weights).tolist()) / len(codes)
