@@ -23,7 +23,7 @@ import struct
 import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import numpy as np
 
@@ -336,26 +336,28 @@ def _symmetry(structure) -> dict:
             "symmetry_warning": "space group undetermined (" + "; ".join(failures) + "); triclinic Laue rotations"}
 
 
-def select(items: list[dict], per_db: int, seed: int = 0,
-           workers: int = 1) -> tuple[list[dict], dict[str, float | None]]:
+def select(items: list[dict], per_db: int, seed: int = 0, workers: int = 1,
+           spread: Any = None) -> tuple[list[dict], dict[str, float | None]]:
     """KMeans per database on standardised features; the item nearest each centroid (crystalxrd-bench §2.2, App. D).
 
     The ten KMeans restarts and the silhouette's rows run over ``workers`` threads (``xrd.cluster``), each
     restart on one thread: scikit-learn would start an OpenMP thread per core inside one restart, whose threads
     spin at every Lloyd iteration (0.8-2.7 s for 598 items on two busy cores, 0.08 s on one thread) and whose
     sums would follow the core count. So the selection and the silhouettes are the same on any core count.
+    ``spread`` (``run.ray_engine.RayMap``) runs those parts as Ray tasks instead, with the same results.
     """
     import sklearn.cluster  # noqa: F401 - loads the OpenMP runtime, which the limit below finds only once loaded
     from threadpoolctl import threadpool_limits
 
     from benchmint.parallel import resolve_workers
+    from benchmint.xrd.cluster import Threads
 
     with threadpool_limits(limits=1):
-        return _select(items, per_db, seed, min(resolve_workers(workers), os.cpu_count() or 1))
+        return _select(items, per_db, seed,
+                       spread or Threads(min(resolve_workers(workers), os.cpu_count() or 1)))
 
 
-def _select(items: list[dict], per_db: int, seed: int,
-            workers: int) -> tuple[list[dict], dict[str, float | None]]:
+def _select(items: list[dict], per_db: int, seed: int, spread: Any) -> tuple[list[dict], dict[str, float | None]]:
     import numpy as np
     from sklearn.preprocessing import StandardScaler
 
@@ -372,11 +374,11 @@ def _select(items: list[dict], per_db: int, seed: int,
         # Repeated structures give repeated rows: more clusters than distinct rows would leave some empty (no
         # nearest item), so k is capped at the distinct rows, and an empty cluster is skipped all the same.
         k = min(per_db, len(np.unique(scaled, axis=0)))
-        labels, centres = cluster.kmeans(scaled, k, seed, workers)
+        labels, centres = cluster.kmeans(scaled, k, seed, spread)
         used = len(np.unique(labels))
         # Rounded as the standardized features are: scikit-learn's silhouette_score takes its distances by
         # BLAS and differs from the exact one here by 1e-11 to 1e-7 (most where rows repeat), not in the last digit.
-        silhouettes[db] = round(cluster.silhouette(scaled, labels, workers), 6) if 2 <= used < len(group) else None
+        silhouettes[db] = round(cluster.silhouette(scaled, labels, spread), 6) if 2 <= used < len(group) else None
         for c, centre in enumerate(centres):
             members = np.flatnonzero(labels == c)
             if len(members) == 0:
@@ -400,16 +402,28 @@ class Selector:
     The helper imports scikit-learn, then waits for one pickled request on stdin and answers on stdout; it
     ends with the run (a parent-death signal, and end of input). Should it fail, ``select`` runs here: the
     same function, so the same selection.
+
+    With ``engine`` "ray" there is no helper: ``select`` runs here, its restarts and silhouette blocks as tasks
+    on the connected cluster (``run.ray_engine.RayMap``), so the cluster's cores share the step a database's
+    size makes long; scikit-learn is imported on a thread of this process while the structures run.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, engine: str = "local") -> None:
         import subprocess
         import sys
+        import threading
 
         from benchmint.parallel import die_with_parent
 
+        self.proc: subprocess.Popen | None = None
+        self.imports: threading.Thread | None = None
+        if engine == "ray":
+            self.imports = threading.Thread(target=_import_for_selection, daemon=True,
+                                            name="benchmint-selection-imports")
+            self.imports.start()
+            return
         try:
-            self.proc: subprocess.Popen | None = subprocess.Popen(
+            self.proc = subprocess.Popen(
                 [sys.executable, "-c", "from benchmint.xrd.build import _serve_selection; _serve_selection()"],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent)
         except OSError:
@@ -419,6 +433,11 @@ class Selector:
                workers: int = 1) -> tuple[list[dict], dict[str, float | None]]:
         import pickle
 
+        if self.imports is not None:
+            from benchmint.run.ray_engine import RayMap
+
+            self.imports.join()
+            return select(items, per_db, seed, spread=RayMap())
         proc, self.proc = self.proc, None
         if proc is not None:
             request = ([{k: it[k] for k in _SELECT_FIELDS} for it in items], per_db, seed, workers)
@@ -438,14 +457,19 @@ class Selector:
             self.proc = None
 
 
+def _import_for_selection() -> None:
+    """What ``select`` imports: done while the structures are built."""
+    import sklearn.cluster  # noqa: F401
+    import sklearn.preprocessing  # noqa: F401
+
+    import benchmint.xrd.cluster  # noqa: F401 - its silhouette kernel's module only when a database needs it
+
+
 def _serve_selection() -> None:
     import pickle
     import sys
 
-    import sklearn.cluster  # noqa: F401 - the import is the point: it runs while the structures are built
-    import sklearn.preprocessing  # noqa: F401
-
-    import benchmint.xrd.cluster  # noqa: F401 - its silhouette kernel's module only when a database needs it
+    _import_for_selection()
 
     data = sys.stdin.buffer.read()
     if not data:  # the run ended without a selection
@@ -482,7 +506,7 @@ def build(inputs, out_dir, cfg: BuildConfig = BuildConfig(), workers: int = 1, p
     settings = cfg.key_settings()
     db_of = (lambda p: p.parent.name) if cfg.db_from_dirname else (lambda p: "default")
     per_db: dict[str, dict] = {}  # one settings object a database: the hashing encodes each once, not per CIF
-    selector = Selector()
+    selector = Selector(engine)
     finish = _Finish(Path(out_dir))
     try:
         # Each file's result is finished and written as soon as the files before it are (``on_row``), while the
