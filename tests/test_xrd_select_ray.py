@@ -3,6 +3,8 @@ Ray cluster (127.0.0.1), with the local engine's selection.jsonl byte for byte, 
 from which the local engine uses its threads and the silhouette's kernel."""
 
 import json
+import os
+import sys
 
 import numpy as np
 import pytest
@@ -19,6 +21,8 @@ def ray_cluster(tmp_path_factory):
         pytest.skip("ray is not installed (pip install 'benchmint[ray]')")
     from benchmint.run.ray_engine import ray_session
 
+    # The task functions of this file travel by value: the Ray workers cannot import the tests folder.
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     with ray_session(num_cpus=2, temp_dir=str(tmp_path_factory.mktemp("ray"))) as connected:
         yield connected
     assert not ray.is_initialized()
@@ -93,3 +97,20 @@ def test_restarts_and_silhouette_on_ray_match_the_threads_and_scikit_learn(ray_c
     got = cluster.silhouette(x, labels, RayMap(), kernel_from=0)
     assert got == cluster.silhouette(x, labels, 2, kernel_from=0)
     assert got == pytest.approx(cluster_ref.silhouette(x, labels), abs=1e-12)
+
+
+def _die_once(marker_dir, item):
+    """Square ``item``; the first time an item is seen, its worker process dies instead (no exception: gone)."""
+    marker = os.path.join(marker_dir, f"{item}.seen")
+    if item % 2 and not os.path.exists(marker):
+        open(marker, "w").close()
+        os._exit(1)
+    return item * item
+
+
+def test_a_task_whose_worker_died_is_run_again(ray_cluster, tmp_path):
+    from benchmint.run.ray_engine import RayMap
+
+    spread = RayMap()
+    assert spread.map(_die_once, str(tmp_path), list(range(6))) == [0, 1, 4, 9, 16, 25]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["1.seen", "3.seen", "5.seen"]  # three workers killed
