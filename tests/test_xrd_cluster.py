@@ -133,14 +133,21 @@ def test_silhouette_agrees_with_scikit_learn_and_the_plain_form(case, clusters):
         assert got == pytest.approx(silhouette_score(x, labels), abs=1e-6)
 
 
-def test_silhouette_is_the_same_on_any_thread_count():
-    """Rows split into blocks over the threads; each row's sums are taken in one order whatever the split."""
+@pytest.mark.parametrize("rows_per_unit", [None, 300])
+def test_silhouette_is_the_same_on_any_thread_count(rows_per_unit, monkeypatch):
+    """Each distance is computed once for both its rows, in fixed units over the threads; each sum is taken in
+    one order whatever the split. With 300 rows a unit a cluster's rows come in several units, whose partial
+    sums for the other cluster's rows are added in turn."""
+    if rows_per_unit:
+        monkeypatch.setattr(cluster, "ROWS_PER_UNIT", rows_per_unit)
     rng = np.random.default_rng(2)
-    x = rng.normal(size=(cluster.ROWS_PER_BLOCK * 5 + 37, 6))
+    x = rng.normal(size=(2000, 6))
     x[::7] = x[3]  # repeated rows
     labels = rng.integers(0, 13, len(x))
+    labels[:900] = 4  # one cluster much larger than the others
     one = cluster.silhouette(x, labels, 1, kernel_from=0)
     assert [cluster.silhouette(x, labels, w, kernel_from=0) for w in (2, 3, 8)] == [one] * 3
+    assert one == pytest.approx(cluster_ref.silhouette(x, labels), abs=1e-12)
 
 
 def test_small_databases_take_the_plain_form_and_large_ones_the_kernel(dispatch_counts):

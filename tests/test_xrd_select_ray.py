@@ -54,8 +54,14 @@ def _selection_jsonl(path, selection) -> bytes:
     return path.read_bytes()
 
 
-def test_selection_on_ray_is_the_local_engines_byte_for_byte(ray_cluster, tmp_path):
+@pytest.mark.parametrize("rows_per_unit", [None, 64])
+def test_selection_on_ray_is_the_local_engines_byte_for_byte(ray_cluster, tmp_path, monkeypatch, rows_per_unit):
+    """(With 64 rows a unit, the silhouette's larger clusters come in several units, whose partial sums are
+    added in turn in the driver.)"""
     from benchmint.run.ray_engine import RayMap
+
+    if rows_per_unit:
+        monkeypatch.setattr(cluster, "ROWS_PER_UNIT", rows_per_unit)
 
     big = cluster.THREADS_FROM_ROWS + 1500  # past both thresholds; the small database takes the plain forms
     assert big > cluster.KERNEL_FROM_ROWS
@@ -63,7 +69,7 @@ def test_selection_on_ray_is_the_local_engines_byte_for_byte(ray_cluster, tmp_pa
     local = select(items, 25, 4, workers=2)
     spread = RayMap()
     on_ray = select(items, 25, 4, spread=spread)
-    # Ten restarts, and the silhouette's distinct rows in a few groups of blocks a CPU (2 CPUs: 8 tasks).
+    # Ten restarts, and the silhouette's units in a few groups a CPU (2 CPUs: 8 tasks).
     assert spread.workers == 2 and spread.tasks == 10 + 8
     assert on_ray == local
     assert _selection_jsonl(tmp_path / "ray.jsonl", on_ray) == _selection_jsonl(tmp_path / "local.jsonl", local)

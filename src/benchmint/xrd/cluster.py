@@ -12,8 +12,9 @@ scikit-learn's, bit for bit, on any thread count.
 
 ``silhouette``: scikit-learn's ``silhouette_score(x, labels)`` (Euclidean), exact by construction and the
 same on any thread count: every row's distance sums to each cluster come from a Numba kernel
-(``cluster_kernel``, no fastmath) that takes each distance from the coordinates' differences and sums a
-cluster's distances in eight fixed lanes, rows split into fixed blocks over the threads; below
+(``cluster_kernel``, no fastmath) that takes each distance from the coordinates' differences once for both
+rows it joins, over the distinct rows (a repeated row weighted by its count), in fixed units over the threads
+(or Ray tasks), every sum in an order fixed by the data alone; below
 ``KERNEL_FROM_ROWS`` rows the plain form, which is cheaper than loading the kernel. scikit-learn takes
 distances from ``|x|² - 2x·y + |y|²`` by BLAS, whose rounding differs (equal rows come out ~1e-8 apart, the
 root of a rounding error): the two agree to 1e-11-1e-9 on ordinary data and 1e-7 at worst, so ``select``
@@ -27,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from functools import partial
+from itertools import groupby
 from typing import Any
 
 import numpy as np
@@ -36,7 +38,10 @@ from benchmint.parallel import thread_map
 from benchmint.xrd import cluster_ref
 from benchmint.xrd.cluster_ref import N_INIT
 
-ROWS_PER_BLOCK = 256  # rows of the silhouette handed to a thread at a time
+# Rows of a cluster in one unit of the silhouette's work (against one cluster): fixed, since the partial column
+# sums of a cluster's units are added in their order, and large enough that those partials (one a row of the
+# other cluster) stay near the size of the sums themselves (80 MB at 400,000 distinct rows and 25 clusters).
+ROWS_PER_UNIT = 8192
 # Below this many rows the plain form computes the silhouette (0.4 s of CPU at 4,000 rows, 0.01 s at 600): the
 # kernel's module costs about as much to load (Numba's import and the cached kernel, ~0.5 s), and the selection
 # helper would pay it for every run, on the cores the structures' workers use.
@@ -138,10 +143,9 @@ def kmeans(scaled: np.ndarray, k: int, seed: int, spread: Any = 1,
 
 def warm_up() -> None:
     """Load (or compile) the silhouette kernel now, on a one-row input."""
-    from benchmint.xrd.cluster_kernel import FEATURES_PER_PASS, distance_sums
+    from benchmint.xrd.cluster_kernel import FEATURES_PER_PASS, pair_sums
 
-    distance_sums(np.zeros((FEATURES_PER_PASS, 1)), np.ones(1), np.array([0, 1], dtype=np.int64), 0, 1,
-                  np.empty((1, 1)))
+    pair_sums(np.zeros((FEATURES_PER_PASS, 1)), np.ones(1), 0, 1, 0, 1, np.empty(1), np.zeros(1))
 
 
 def distinct_rows(x: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -154,19 +158,53 @@ def distinct_rows(x: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndar
     return pairs[:, 0].astype(np.int64), pairs[:, 1:], counts
 
 
-def _block_sums(shared: tuple, rows: tuple[int, int]) -> np.ndarray:
-    """The distance sums of the distinct rows ``rows`` (lo, hi) to every cluster."""
-    from benchmint.xrd.cluster_kernel import distance_sums
+def _pair_blocks(shared: tuple, units: list[tuple[int, int, int, int]]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """For each unit (rows lo:hi of cluster a, cluster c): the rows' sums to c and, for a < c, the partial sums
+    of c's rows to those rows (``cluster_kernel.pair_sums``)."""
+    from benchmint.xrd.cluster_kernel import pair_sums
 
     xt, weights, starts = shared
-    out = np.empty((rows[1] - rows[0], len(starts) - 1))
-    distance_sums(xt, weights, starts, rows[0], rows[1], out)
-    return out
+    done = []
+    for a, c, lo, hi in units:
+        first, end = starts[c], starts[c + 1]
+        rows = np.empty(hi - lo)
+        columns = np.zeros(end - first if a < c else 0)
+        pair_sums(xt, weights, lo, hi, first, end, rows, columns)
+        done.append((rows, columns))
+    return done
+
+
+def _pair_sums(xt: np.ndarray, weights: np.ndarray, starts: np.ndarray, spread: Any) -> np.ndarray:
+    """Every row's distance sums to every cluster (rows x clusters), each distance computed once: the block of
+    clusters a <= c gives a's rows' sums to c and, for a < c, c's rows' sums to a, cut into units of
+    ``ROWS_PER_UNIT`` rows of a; the units (a few a worker grouped into a task when ``spread`` says so) run
+    over ``spread``."""
+    k = len(starts) - 1
+    units = [(a, c, lo, min(lo + ROWS_PER_UNIT, starts[a + 1]))
+             for a in range(k) for c in range(a, k) for lo in range(starts[a], starts[a + 1], ROWS_PER_UNIT)]
+    if spread.tasks_per_worker:  # consecutive units in a few groups a worker of about equal cost
+        cost = np.array([(hi - lo) * (starts[c + 1] - starts[c]) for a, c, lo, hi in units], dtype=np.float64)
+        groups = min(len(units), spread.tasks_per_worker * spread.workers)
+        group_of = ((np.cumsum(cost) - cost) * groups // cost.sum()).tolist()  # what precedes each unit
+        batches = [[u for u, _ in run] for _, run in groupby(zip(units, group_of), key=lambda p: p[1])]
+    else:  # threads: a unit each
+        batches = [[u] for u in units]
+    # Which batch computes a unit changes nothing it gives.
+    got = [r for batch in spread.map(_pair_blocks, (xt, weights, starts), batches) for r in batch]
+    sums = np.empty((xt.shape[1], k))
+    columns: dict[tuple[int, int], np.ndarray] = {}
+    for (a, c, lo, hi), (rows, part) in zip(units, got):
+        sums[lo:hi, c] = rows
+        if a < c:  # c's rows to a: the units' partial sums added in the units' order, the same on any spread
+            columns[a, c] = part if (a, c) not in columns else columns[a, c] + part
+    for (a, c), total_part in columns.items():
+        sums[starts[c]:starts[c + 1], a] = total_part
+    return sums
 
 
 def silhouette(x: np.ndarray, labels: np.ndarray, spread: Any = 1, kernel_from: int | None = None) -> float:
     """``silhouette_score(x, labels)`` (Euclidean) over ``spread`` (a worker count for ``Threads``, or
-    ``run.ray_engine.RayMap``: groups of blocks as Ray tasks); 2 <= clusters < rows. Fewer rows than
+    ``run.ray_engine.RayMap``: groups of units as Ray tasks); 2 <= clusters < rows. Fewer rows than
     ``kernel_from`` (``KERNEL_FROM_ROWS`` by default) go to the plain form (counted as a fallback).
 
     The kernel runs over the distinct (cluster, row) pairs, each weighted by its count (``distinct_rows``): the
@@ -187,11 +225,6 @@ def silhouette(x: np.ndarray, labels: np.ndarray, spread: Any = 1, kernel_from: 
     xt[:d] = rows.T
     counts = np.bincount(codes)
     starts = np.concatenate([[0], np.cumsum(np.bincount(pair_codes, minlength=len(counts)))]).astype(np.int64)
-    blocks = [(lo, min(n, lo + ROWS_PER_BLOCK)) for lo in range(0, n, ROWS_PER_BLOCK)]
-    if spread.tasks_per_worker:  # whole groups of blocks a task, a few a worker, as evenly as the blocks allow
-        groups = min(len(blocks), spread.tasks_per_worker * spread.workers)
-        bounds = [len(blocks) * g // groups for g in range(groups + 1)]
-        blocks = [(blocks[a][0], blocks[b - 1][1]) for a, b in zip(bounds, bounds[1:])]
-    sums = np.concatenate(spread.map(_block_sums, (xt, weights.astype(np.float64), starts), blocks))
+    sums = _pair_sums(xt, weights.astype(np.float64), starts, spread)
     each = cluster_ref.silhouette_rows(pair_codes, counts, sums)
     return math.fsum((each * weights).tolist()) / len(codes)
