@@ -287,7 +287,7 @@ class RayMap:
     """``map(fn, shared, items)``: ``[fn(shared, item) for item in items]`` as Ray tasks of one CPU each on the
     connected cluster, results in input order; ``shared`` is put in the object store once for all of them (a
     NumPy array reaches the tasks of one node without a copy). For the pure parallel parts of a step the driver
-    runs, like the KMeans selection's restarts and silhouette blocks (``xrd.cluster``); a task whose worker died
+    runs, like the KMeans selection's restarts and silhouette units (``xrd.cluster``); a task whose worker died
     is run again by Ray (it has no side effects). ``workers``: the cluster's CPUs.
     ``tasks_per_worker``: how many tasks a worker a caller that groups its work should make (a task costs
     about a millisecond of the driver's and the scheduler's time, so a task is a group, not a row block)."""

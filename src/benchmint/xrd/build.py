@@ -403,7 +403,7 @@ class Selector:
     ends with the run (a parent-death signal, and end of input). Should it fail, ``select`` runs here: the
     same function, so the same selection.
 
-    With ``engine`` "ray" there is no helper: ``select`` runs here, its restarts and silhouette blocks as tasks
+    With ``engine`` "ray" there is no helper: ``select`` runs here, its restarts and silhouette units as tasks
     on the connected cluster (``run.ray_engine.RayMap``), so the cluster's cores share the step a database's
     size makes long; scikit-learn is imported on a thread of this process while the structures run.
     """

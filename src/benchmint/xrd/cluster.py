@@ -64,10 +64,10 @@ def _same_state(a: Any, b: Any) -> bool:
 
 class Threads:
     """The local engine's spread: ``map(fn, shared, items)`` is ``[fn(shared, item) ...]`` over up to ``workers``
-    threads of this process (``parallel.thread_map``), one item a silhouette block.
+    threads of this process (``parallel.thread_map``), one item a silhouette unit.
     ``run.ray_engine.RayMap`` is its twin over Ray tasks."""
 
-    tasks_per_worker = None  # a block an item: threads share memory, so small items cost nothing to hand out
+    tasks_per_worker = None  # a unit an item: threads share memory, so small items cost nothing to hand out
 
     def __init__(self, workers: int = 1) -> None:
         self.workers = workers
@@ -158,7 +158,7 @@ def distinct_rows(x: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndar
     return pairs[:, 0].astype(np.int64), pairs[:, 1:], counts
 
 
-def _pair_blocks(shared: tuple, units: list[tuple[int, int, int, int]]) -> list[tuple[np.ndarray, np.ndarray]]:
+def _units(shared: tuple, units: list[tuple[int, int, int, int]]) -> list[tuple[np.ndarray, np.ndarray]]:
     """For each unit (rows lo:hi of cluster a, cluster c): the rows' sums to c and, for a < c, the partial sums
     of c's rows to those rows (``cluster_kernel.pair_sums``)."""
     from benchmint.xrd.cluster_kernel import pair_sums
@@ -190,7 +190,7 @@ def _pair_sums(xt: np.ndarray, weights: np.ndarray, starts: np.ndarray, spread: 
     else:  # threads: a unit each
         batches = [[u] for u in units]
     # Which batch computes a unit changes nothing it gives.
-    got = [r for batch in spread.map(_pair_blocks, (xt, weights, starts), batches) for r in batch]
+    got = [r for batch in spread.map(_units, (xt, weights, starts), batches) for r in batch]
     sums = np.empty((xt.shape[1], k))
     columns: dict[tuple[int, int], np.ndarray] = {}
     for (a, c, lo, hi), (rows, part) in zip(units, got):
