@@ -120,3 +120,18 @@ def test_a_task_whose_worker_died_is_run_again(ray_cluster, tmp_path):
     spread = RayMap()
     assert spread.map(_die_once, str(tmp_path), list(range(6))) == [0, 1, 4, 9, 16, 25]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["1.seen", "3.seen", "5.seen"]  # three workers killed
+
+
+def test_the_ray_selector_selects_here_when_the_cluster_fails_it(tmp_path):
+    """Without a Ray connection (a process of its own: this module's cluster is connected here) the selection
+    falls back to the process's threads, with the same result."""
+    import pickle
+    import subprocess
+
+    items = _items(600, "a", 3)
+    (tmp_path / "items.pkl").write_bytes(pickle.dumps(items))
+    code = ("import pickle, sys, ray; from benchmint.xrd.build import Selector; "
+            "items = pickle.load(open(sys.argv[1], 'rb')); assert not ray.is_initialized(); "
+            "sys.stdout.buffer.write(pickle.dumps(Selector('ray').select(items, 5, 1, workers=2)))")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "items.pkl")], capture_output=True, check=True)
+    assert pickle.loads(done.stdout) == select(items, 5, 1)

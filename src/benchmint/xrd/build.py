@@ -405,7 +405,8 @@ class Selector:
 
     With ``engine`` "ray" there is no helper: ``select`` runs here, its restarts and silhouette units as tasks
     on the connected cluster (``run.ray_engine.RayMap``), so the cluster's cores share the step a database's
-    size makes long; scikit-learn is imported on a thread of this process while the structures run.
+    size makes long; scikit-learn is imported on a thread of this process while the structures run. Should
+    the cluster fail it, ``select`` runs on this process's threads.
     """
 
     def __init__(self, engine: str = "local") -> None:
@@ -437,7 +438,10 @@ class Selector:
             from benchmint.run.ray_engine import RayMap
 
             self.imports.join()
-            return select(items, per_db, seed, spread=RayMap())
+            try:
+                return select(items, per_db, seed, spread=RayMap())
+            except Exception:  # noqa: BLE001 - the cluster failed it (a task's workers died past its retries,
+                pass  # the connection lost): select here instead, the same selection
         proc, self.proc = self.proc, None
         if proc is not None:
             request = ([{k: it[k] for k in _SELECT_FIELDS} for it in items], per_db, seed, workers)
