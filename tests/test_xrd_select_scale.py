@@ -1,6 +1,7 @@
-"""xrd build's KMeans selection with --engine ray: its restarts and silhouette blocks as tasks on a local 2-CPU
-Ray cluster (127.0.0.1), with the local engine's selection.jsonl byte for byte, at a size past the thresholds
-from which the local engine uses its threads and the silhouette's kernel."""
+"""xrd build's KMeans selection at database size: its input kept as the items come, and with --engine ray its
+restarts and silhouette units as tasks on a local 2-CPU Ray cluster (127.0.0.1), with the local engine's
+selection.jsonl byte for byte, at a size past the thresholds from which the local engine uses its threads and
+the silhouette's kernel."""
 
 import json
 import os
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 from benchmint.xrd import cluster
-from benchmint.xrd.build import Selector, select
+from benchmint.xrd.build import SelectionInput, Selector, select
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +44,25 @@ def _items(n: int, db: str, seed: int) -> list[dict]:
                       "union_size": int(rng.integers(1, 6)), "crystal_system": system,
                       "spacegroup_number": None if system is None else int(rng.integers(1, 231))})
     return items
+
+
+def test_the_selection_input_keeps_six_features_an_item_as_items_come():
+    items = _items(cluster.KERNEL_FROM_ROWS + 100, "a", 5) + _items(200, "b", 6)
+    items[1] = {**items[1], "crystal_system": None, "spacegroup_number": None}
+    inp = SelectionInput()
+    for item in items:
+        inp.add({**item, "cif_text": "x" * 1000})  # what the selection does not read is not kept
+    assert len(inp) == len(items)
+    assert [inp.dbs[db][1].itemsize * len(inp.dbs[db][1]) for db in "ab"] == [(len(items) - 200) * 48, 200 * 48]
+    ids, feats = inp.features("a")
+    first, second = items[0], items[1]
+    # Crystal systems are coded by their place in CRYSTAL_SYSTEMS, an undetermined one as 7 with space group 0.
+    assert ids[:2] == [first["id"], second["id"]]
+    assert feats[1].tolist() == [second["two_theta_star"], second["peak_intensity"], second["n_peaks"],
+                                 second["union_size"], 7.0, 0.0]
+    assert feats[0, 4] == ["triclinic", "monoclinic", "orthorhombic", "tetragonal", "trigonal", "hexagonal",
+                           "cubic"].index(first["crystal_system"]) if first["crystal_system"] else 7
+    assert select(inp, 25, 2, workers=2) == select(items, 25, 2, workers=2)
 
 
 def _selection_jsonl(path, selection) -> bytes:
