@@ -1,7 +1,8 @@
 """The KMeans selection of `xrd build` at database size: its two costly steps against plain scikit-learn.
 
 ours: benchmint.xrd.cluster.kmeans (the ten restarts over the threads, each on one thread) and
-      benchmint.xrd.cluster.silhouette (the Numba kernel over row blocks)
+      benchmint.xrd.cluster.silhouette (the Numba kernel over the distinct rows' blocks, each weighted by its
+      count)
 reference: KMeans(n_clusters=25, random_state=0, n_init=10) and silhouette_score, on one thread, as `select`
       called them before
 

@@ -88,6 +88,25 @@ WITH_A_SINGLETON = (np.array([[0.0], [1.0], [3.0]]), np.array([5, 9, 9]), (0 - 1
 PLANE = (np.array([[0.0, 0.0], [3.0, 4.0], [0.0, 4.0]]), np.array([7, 7, 2]), (-1 / 5 - 2 / 5) / 3)
 
 
+# TWO_PAIRS with each row three times: the kernel takes each distinct row once, weighted 3. Row 0: a = (0 + 0 + 1 +
+# 1 + 1)/5 = 3/5, b = (3*4 + 3*6)/6 = 5, s = 22/25; row 1: a = 3/5, b = (3*3 + 3*5)/6 = 4, s = 17/20; row 4: a =
+# 3*2/5 = 6/5, b = (3*4 + 3*3)/6 = 7/2, s = 23/35; row 6: a = 6/5, b = (3*6 + 3*5)/6 = 11/2, s = 43/55.
+TRIPLED = (np.repeat(TWO_PAIRS[0], 3, axis=0), np.repeat(TWO_PAIRS[1], 3), (22 / 25 + 17 / 20 + 23 / 35 + 43 / 55) / 4)
+
+
+def test_repeated_rows_count_by_their_weight():
+    x, labels, expected = TRIPLED
+    codes, rows, counts = cluster.distinct_rows(x, labels)
+    assert codes.tolist() == [0, 0, 1, 1] and rows.ravel().tolist() == [0, 1, 4, 6] and counts.tolist() == [3] * 4
+    for workers in (1, 2):
+        assert cluster.silhouette(x, labels, workers, kernel_from=0) == pytest.approx(expected, abs=1e-15)
+    assert cluster_ref.silhouette(x, labels) == pytest.approx(expected, abs=1e-15)
+    # Equal rows in different clusters stay apart (their own cluster differs, so do their silhouettes).
+    split = np.array([0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2])
+    assert cluster.distinct_rows(x, split)[2].tolist() == [2, 1, 3, 3, 3]  # 0 | 0, 1 | 4, 6
+    assert cluster.silhouette(x, split, 2, kernel_from=0) == pytest.approx(cluster_ref.silhouette(x, split), abs=1e-15)
+
+
 @pytest.mark.parametrize("case", [TWO_PAIRS, WITH_A_SINGLETON, PLANE])
 def test_silhouette_by_hand(case):
     x, labels, expected = case
@@ -114,14 +133,21 @@ def test_silhouette_agrees_with_scikit_learn_and_the_plain_form(case, clusters):
         assert got == pytest.approx(silhouette_score(x, labels), abs=1e-6)
 
 
-def test_silhouette_is_the_same_on_any_thread_count():
-    """Rows split into blocks over the threads; each row's sums are taken in one order whatever the split."""
+@pytest.mark.parametrize("rows_per_unit", [None, 300])
+def test_silhouette_is_the_same_on_any_thread_count(rows_per_unit, monkeypatch):
+    """Each distance is computed once for both its rows, in fixed units over the threads; each sum is taken in
+    one order whatever the split. With 300 rows a unit a cluster's rows come in several units, whose partial
+    sums for the other cluster's rows are added in turn."""
+    if rows_per_unit:
+        monkeypatch.setattr(cluster, "ROWS_PER_UNIT", rows_per_unit)
     rng = np.random.default_rng(2)
-    x = rng.normal(size=(cluster.ROWS_PER_BLOCK * 5 + 37, 6))
+    x = rng.normal(size=(2000, 6))
     x[::7] = x[3]  # repeated rows
     labels = rng.integers(0, 13, len(x))
+    labels[:900] = 4  # one cluster much larger than the others
     one = cluster.silhouette(x, labels, 1, kernel_from=0)
     assert [cluster.silhouette(x, labels, w, kernel_from=0) for w in (2, 3, 8)] == [one] * 3
+    assert one == pytest.approx(cluster_ref.silhouette(x, labels), abs=1e-12)
 
 
 def test_small_databases_take_the_plain_form_and_large_ones_the_kernel(dispatch_counts):

@@ -314,6 +314,39 @@ class RayExecutor:
         self._warmers = []
 
 
+def _held_to_one_cpu(fn: Callable[[Any, Any], Any], shared: Any, item: Any) -> Any:
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):  # the native thread pools loaded so far (BLAS) at the task's one CPU
+        return fn(shared, item)
+
+
+class RayMap:
+    """``map(fn, shared, items)``: ``[fn(shared, item) for item in items]`` as Ray tasks of one CPU each on the
+    connected cluster, results in input order; ``shared`` is put in the object store once for all of them (a
+    NumPy array reaches the tasks of one node without a copy). For the pure parallel parts of a step the driver
+    runs, like the KMeans selection's restarts and silhouette units (``xrd.cluster``); a task whose worker died
+    is run again by Ray (it has no side effects). ``workers``: the cluster's CPUs.
+    ``tasks_per_worker``: how many tasks a worker a caller that groups its work should make (a task costs
+    about a millisecond of the driver's and the scheduler's time, so a task is a group, not a row block)."""
+
+    tasks_per_worker = 4
+
+    def __init__(self, retries: int = 2) -> None:
+        self._ray = require_ray()
+        if not self._ray.is_initialized():
+            raise RuntimeError("RayMap needs a Ray connection: run it inside ray_session()")
+        self.workers = int(self._ray.cluster_resources().get("CPU", 1)) or 1
+        self._remote = self._ray.remote(num_cpus=1, max_retries=retries)(_held_to_one_cpu)
+        self.tasks = 0  # submitted so far
+
+    def map(self, fn: Callable[[Any, Any], Any], shared: Any, items: Sequence[Any]) -> list:
+        ref = self._ray.put(shared)
+        refs = [self._remote.remote(fn, ref, item) for item in items]
+        self.tasks += len(refs)
+        return self._ray.get(refs)
+
+
 def _cause(exc: BaseException) -> str:
     cause = getattr(exc, "cause", None)
     return f"{type(cause).__name__}: {cause}" if cause is not None else f"{type(exc).__name__}: {exc}"

@@ -21,9 +21,11 @@ import dataclasses
 import os
 import struct
 import zlib
+from array import array
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import numpy as np
 
@@ -336,61 +338,82 @@ def _symmetry(structure) -> dict:
             "symmetry_warning": "space group undetermined (" + "; ".join(failures) + "); triclinic Laue rotations"}
 
 
-def select(items: list[dict], per_db: int, seed: int = 0,
-           workers: int = 1) -> tuple[list[dict], dict[str, float | None]]:
+class SelectionInput:
+    """What ``select`` reads of the items, taken from each item as it comes: per database its ids and its rows of
+    the six features (``add``), 48 bytes a row. ``xrd build`` fills it while the structures run, so after the
+    last one the rows are ready, not read from every item, and the helper is handed arrays, not dicts."""
+
+    def __init__(self, items: Iterable[dict] = ()) -> None:
+        self.dbs: dict[str, tuple[list[str], array]] = {}
+        for item in items:
+            self.add(item)
+
+    def add(self, item: dict) -> None:
+        ids, rows = self.dbs.get(item["db"]) or self.dbs.setdefault(item["db"], ([], array("d")))
+        ids.append(item["id"])
+        # An undetermined symmetry is a code of its own (one past cubic) and space group 0.
+        system = item["crystal_system"]
+        rows.extend((item["two_theta_star"], item["peak_intensity"], item["n_peaks"], item["union_size"],
+                     CRYSTAL_SYSTEMS.index(system) if system else len(CRYSTAL_SYSTEMS),
+                     item["spacegroup_number"] or 0))
+
+    def __len__(self) -> int:
+        return sum(len(ids) for ids, _ in self.dbs.values())
+
+    def features(self, db: str) -> tuple[list[str], np.ndarray]:
+        """A database's ids and its features (rows x the six of ``FEATURES``)."""
+        ids, rows = self.dbs[db]
+        return ids, np.frombuffer(rows, dtype=np.float64).reshape(-1, len(FEATURES)).copy()  # rows may grow on
+
+
+def select(items: list[dict] | SelectionInput, per_db: int, seed: int = 0, workers: int = 1,
+           spread: Any = None) -> tuple[list[dict], dict[str, float | None]]:
     """KMeans per database on standardised features; the item nearest each centroid (crystalxrd-bench §2.2, App. D).
 
     The ten KMeans restarts and the silhouette's rows run over ``workers`` threads (``xrd.cluster``), each
     restart on one thread: scikit-learn would start an OpenMP thread per core inside one restart, whose threads
     spin at every Lloyd iteration (0.8-2.7 s for 598 items on two busy cores, 0.08 s on one thread) and whose
     sums would follow the core count. So the selection and the silhouettes are the same on any core count.
+    ``spread`` (``run.ray_engine.RayMap``) runs those parts as Ray tasks instead, with the same results.
+    ``items``: the items, or their ``SelectionInput``.
     """
     import sklearn.cluster  # noqa: F401 - loads the OpenMP runtime, which the limit below finds only once loaded
     from threadpoolctl import threadpool_limits
 
     from benchmint.parallel import resolve_workers
+    from benchmint.xrd.cluster import Threads
 
+    inp = items if isinstance(items, SelectionInput) else SelectionInput(items)
     with threadpool_limits(limits=1):
-        return _select(items, per_db, seed, min(resolve_workers(workers), os.cpu_count() or 1))
+        return _select(inp, per_db, seed, spread or Threads(min(resolve_workers(workers), os.cpu_count() or 1)))
 
 
-def _select(items: list[dict], per_db: int, seed: int,
-            workers: int) -> tuple[list[dict], dict[str, float | None]]:
-    import numpy as np
+def _select(inp: SelectionInput, per_db: int, seed: int, spread: Any) -> tuple[list[dict], dict[str, float | None]]:
     from sklearn.preprocessing import StandardScaler
 
     from benchmint.xrd import cluster
 
     rows, silhouettes = [], {}
-    for db in sorted({it["db"] for it in items}):
-        group = [it for it in items if it["db"] == db]
-        # An undetermined symmetry is a code of its own (one past cubic) and space group 0.
-        feats = np.array([[it["two_theta_star"], it["peak_intensity"], it["n_peaks"], it["union_size"],
-                           CRYSTAL_SYSTEMS.index(it["crystal_system"]) if it["crystal_system"] else len(CRYSTAL_SYSTEMS),
-                           it["spacegroup_number"] or 0] for it in group], dtype=np.float64)
+    for db in sorted(inp.dbs):
+        ids, feats = inp.features(db)
         scaled = StandardScaler().fit_transform(feats)
         # Repeated structures give repeated rows: more clusters than distinct rows would leave some empty (no
         # nearest item), so k is capped at the distinct rows, and an empty cluster is skipped all the same.
         k = min(per_db, len(np.unique(scaled, axis=0)))
-        labels, centres = cluster.kmeans(scaled, k, seed, workers)
+        labels, centres = cluster.kmeans(scaled, k, seed, spread)
         used = len(np.unique(labels))
         # Rounded as the standardized features are: scikit-learn's silhouette_score takes its distances by
         # BLAS and differs from the exact one here by 1e-11 to 1e-7 (most where rows repeat), not in the last digit.
-        silhouettes[db] = round(cluster.silhouette(scaled, labels, workers), 6) if 2 <= used < len(group) else None
+        silhouettes[db] = round(cluster.silhouette(scaled, labels, spread), 6) if 2 <= used < len(ids) else None
         for c, centre in enumerate(centres):
             members = np.flatnonzero(labels == c)
             if len(members) == 0:
                 continue
             nearest = members[np.argmin(np.linalg.norm(scaled[members] - centre, axis=1))]
-            rows.append({"db": db, "cluster": c, "id": group[nearest]["id"],
+            rows.append({"db": db, "cluster": c, "id": ids[nearest],
                          "features": dict(zip(FEATURES, feats[nearest].tolist())),
                          "standardized": [round(v, 6) for v in scaled[nearest].tolist()]})
     return rows, silhouettes
-
-
-# What select() reads of an item.
-_SELECT_FIELDS = ("db", "id", "two_theta_star", "peak_intensity", "n_peaks", "union_size", "crystal_system",
-                  "spacegroup_number")
 
 
 class Selector:
@@ -400,28 +423,50 @@ class Selector:
     The helper imports scikit-learn, then waits for one pickled request on stdin and answers on stdout; it
     ends with the run (a parent-death signal, and end of input). Should it fail, ``select`` runs here: the
     same function, so the same selection.
+
+    With ``engine`` "ray" there is no helper: ``select`` runs here, its restarts and silhouette units as tasks
+    on the connected cluster (``run.ray_engine.RayMap``), so the cluster's cores share the step a database's
+    size makes long; scikit-learn is imported on a thread of this process while the structures run. Should
+    the cluster fail it, ``select`` runs on this process's threads.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, engine: str = "local") -> None:
         import subprocess
         import sys
+        import threading
 
         from benchmint.parallel import die_with_parent
 
+        self.proc: subprocess.Popen | None = None
+        self.imports: threading.Thread | None = None
+        if engine == "ray":
+            self.imports = threading.Thread(target=_import_for_selection, daemon=True,
+                                            name="benchmint-selection-imports")
+            self.imports.start()
+            return
         try:
-            self.proc: subprocess.Popen | None = subprocess.Popen(
+            self.proc = subprocess.Popen(
                 [sys.executable, "-c", "from benchmint.xrd.build import _serve_selection; _serve_selection()"],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent)
         except OSError:
             self.proc = None
 
-    def select(self, items: list[dict], per_db: int, seed: int,
+    def select(self, items: list[dict] | SelectionInput, per_db: int, seed: int,
                workers: int = 1) -> tuple[list[dict], dict[str, float | None]]:
         import pickle
 
+        items = items if isinstance(items, SelectionInput) else SelectionInput(items)
+        if self.imports is not None:
+            from benchmint.run.ray_engine import RayMap
+
+            self.imports.join()
+            try:
+                return select(items, per_db, seed, spread=RayMap())
+            except Exception:  # noqa: BLE001 - the cluster failed it (a task's workers died past its retries,
+                pass  # the connection lost): select here instead, the same selection
         proc, self.proc = self.proc, None
         if proc is not None:
-            request = ([{k: it[k] for k in _SELECT_FIELDS} for it in items], per_db, seed, workers)
+            request = (items, per_db, seed, workers)
             try:
                 out, _ = proc.communicate(pickle.dumps(request), timeout=600)
                 if proc.returncode == 0 and out:
@@ -438,14 +483,19 @@ class Selector:
             self.proc = None
 
 
+def _import_for_selection() -> None:
+    """What ``select`` imports: done while the structures are built."""
+    import sklearn.cluster  # noqa: F401
+    import sklearn.preprocessing  # noqa: F401
+
+    import benchmint.xrd.cluster  # noqa: F401 - its silhouette kernel's module only when a database needs it
+
+
 def _serve_selection() -> None:
     import pickle
     import sys
 
-    import sklearn.cluster  # noqa: F401 - the import is the point: it runs while the structures are built
-    import sklearn.preprocessing  # noqa: F401
-
-    import benchmint.xrd.cluster  # noqa: F401 - its silhouette kernel's module only when a database needs it
+    _import_for_selection()
 
     data = sys.stdin.buffer.read()
     if not data:  # the run ended without a selection
@@ -495,7 +545,7 @@ def build(inputs, out_dir, cfg: BuildConfig = BuildConfig(), workers: int = 1, p
     settings = cfg.key_settings()
     db_of = (lambda p: p.parent.name) if cfg.db_from_dirname else (lambda p: "default")
     per_db: dict[str, dict] = {}  # one settings object a database: the hashing encodes each once, not per CIF
-    selector = Selector()
+    selector = Selector(engine)
     finish = _Finish(Path(out_dir))
     try:
         # Each file's result is finished and written as soon as the files before it are (``on_row``), while the
@@ -540,7 +590,7 @@ class _Finish:
 
     Items and errors are written as they come, to temporary files that ``close`` renames into place (a reader
     never sees half a file; a run that fails leaves the files before it); of an item only what the selection
-    reads (``_SELECT_FIELDS``) is kept, so memory follows the number of items, not their size.
+    reads (its features, ``SelectionInput``) is kept, so memory follows the number of items, not their size.
     """
 
     def __init__(self, out: Path) -> None:
@@ -551,7 +601,7 @@ class _Finish:
         self.errors: list[dict] = []
         self.seen_key: dict[str, str] = {}
         self.seen_id: dict[str, str] = {}
-        self.selected_fields: list[dict] = []
+        self.selection_input = SelectionInput()
         self.cifs = 0
         self.relative: _Relative | None = None
 
@@ -608,14 +658,14 @@ class _Finish:
                 + (f"/{f.member.name}" if f.member else ""), **f.where(),
                 "hkl_convention": "4-index" if r["answer"] and len(r["answer"][0]) == 4 else "3-index"}
         self.items_fh.write(dumps(item) + "\n")
-        self.selected_fields.append({k: item[k] for k in _SELECT_FIELDS})
+        self.selection_input.add(item)
 
     def close(self, skipped: int, cfg: BuildConfig, selector: Selector, workers: int) -> BuildResult:
         """The selection, and the three files in place."""
         if self.items_fh is None:  # no row at all (the run always has one; kept for a clear state)
             self._open()
-        items = self.selected_fields
-        selection, silhouettes = selector.select(items, cfg.per_db, cfg.seed, workers) if items else ([], {})
+        items = self.selection_input
+        selection, silhouettes = selector.select(items, cfg.per_db, cfg.seed, workers) if len(items) else ([], {})
         self.files.close()  # items.jsonl and errors.jsonl renamed into place
         write_jsonl(self.out / "selection.jsonl",
                     ({**row, "silhouette": silhouettes[row["db"]]} for row in selection))
