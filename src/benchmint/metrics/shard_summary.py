@@ -64,6 +64,7 @@ class PairwiseSum:
         self.stack: list[np.float64] = []
         self.plan = self._walk(n)
         self.step = next(self.plan, None)
+        self._drain()  # an empty column: its one subtree is already complete
 
     def _walk(self, m: int) -> Iterator[int]:
         """Post-order: a subtree of up to CHUNK values as its length, -1 to add the last two partial sums."""
@@ -79,6 +80,9 @@ class PairwiseSum:
     def add(self, values: np.ndarray) -> None:
         self.fed += len(values)
         self.buf = np.concatenate([self.buf, values]) if len(self.buf) else np.asarray(values, dtype=np.float64)
+        self._drain()
+
+    def _drain(self) -> None:
         while self.step is not None:
             if self.step < 0:
                 b, a = self.stack.pop(), self.stack.pop()
