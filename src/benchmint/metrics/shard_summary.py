@@ -20,6 +20,7 @@ Per model the driver holds a block of rows per shard, the sums' subtrees in prog
 
 from __future__ import annotations
 
+import math
 import os
 from collections import Counter
 from collections.abc import Iterator
@@ -126,32 +127,43 @@ class ModelRows:
 
     def __init__(self) -> None:
         self.rows: list[tuple] = []
-        self.items: list[int] = []
-        self.status: list[int] = []
 
     def add(self, key: int, item: int, tp: int, n_pred: int, n_gold: int, status: int, confidence: float,
             difficulty: float, tokens: float) -> None:
-        self.rows.append((key, tp, n_pred, n_gold, confidence, difficulty, tokens))
-        self.items.append(item)
-        self.status.append(status)
+        self.rows.append((key, tp, n_pred, n_gold, confidence, difficulty, tokens, item, status))
 
 
 def _counter(*columns: np.ndarray) -> Counter:
+    """Rows per distinct tuple of the columns (small non-negative integers), packed into one int64 to count."""
     if not len(columns[0]):
         return Counter()
-    table = np.stack([np.asarray(c, dtype=np.int64) for c in columns], axis=1)
-    uniq, counts = np.unique(table, axis=0, return_counts=True)
-    return Counter(dict(zip(map(tuple, uniq.tolist()), counts.tolist())))
+    cols = [np.asarray(c, dtype=np.int64) for c in columns]
+    radix = [int(c.max()) + 1 for c in cols]
+    if math.prod(radix) >= 1 << 62:  # sets too large to pack: count the rows' tuples as they are
+        uniq, counts = np.unique(np.stack(cols, axis=1), axis=0, return_counts=True)
+        return Counter(dict(zip(map(tuple, uniq.tolist()), counts.tolist())))
+    key = np.zeros(len(cols[0]), dtype=np.int64)
+    for c, r in zip(cols, radix):
+        key = key * r + c
+    uniq, counts = np.unique(key, return_counts=True)
+    parts = []
+    for r in reversed(radix):
+        parts.append(uniq % r)
+        uniq = uniq // r
+    return Counter(dict(zip(zip(*(p.tolist() for p in reversed(parts))), counts.tolist())))
 
 
 def write_model_rows(rows: ModelRows, strata: dict[str, tuple[np.ndarray, list[str]]], prefix: str) -> dict:
     """In a shard unit: a model's rows to ``prefix.rows`` and each ranked column's distinct values and counts to
     ``prefix.<name>.v`` / ``.c``; returns its counts (by stratum value, never by code: codes are per shard)."""
-    arr = np.array(rows.rows, dtype=ROW)
+    both = np.array(rows.rows, dtype=ROW.descr + [("item", "<i8"), ("status", "<i8")])
+    arr = np.empty(len(both), dtype=ROW)
+    for name in ROW.names:
+        arr[name] = both[name]
     if np.any(np.diff(arr["key"]) <= 0):
         raise RuntimeError("a shard's rows are not in the order of scores.jsonl")
     arr.tofile(prefix + ".rows")
-    items, status = np.asarray(rows.items, dtype=np.int64), np.asarray(rows.status, dtype=np.int64)
+    items, status = both["item"], both["status"]
     tp, n_pred, n_gold = arr["tp"], arr["n_pred"], arr["n_gold"]
     masks = {"conf": ~np.isnan(arr["confidence"]), "diff": ~np.isnan(arr["difficulty"])}
     masks["both"] = masks["conf"] & masks["diff"]
