@@ -147,3 +147,16 @@ def test_summary_of_one_model_above_every_threading_threshold(tmp_path):
     _rewrite(pred, lambda i, rec: {**rec, "confidence": round(rec["confidence"], 2)})
     summary = _same_files(tmp_path, [pred], gold, {"task": "mcq", "by": ("domain",), "workers": 2}, 4)
     assert summary["models"]["wise-model"]["calibration"]["spearman_difficulty_confidence"] is not None
+
+
+def test_summary_with_the_rank_means_summed_in_a_pass_of_their_own(tmp_path, monkeypatch):
+    # Past EXACT_RANKS rows a model's mean ranks are summed as numpy sums them before the correlations' pass;
+    # below it both ways give the same bits, so forcing the pass must change nothing.
+    monkeypatch.setattr(shard_summary, "EXACT_RANKS", 0)
+    calls = []
+    real = shard_summary.RankMeans.means
+    monkeypatch.setattr(shard_summary.RankMeans, "means", lambda self: calls.append(1) or real(self))
+    gold, pred = _write(tmp_path, "d", mcq_dataset(800, ["wise-model", "bold-model"], seed=9))
+    _rewrite(pred, _ties)
+    _same_files(tmp_path, [pred], gold, {"task": "mcq", "by": ("domain",)}, 3)
+    assert len(calls) == 2

@@ -116,8 +116,8 @@ def selection_figures(tp: np.ndarray, n_pred: np.ndarray, n_gold: np.ndarray) ->
     return out
 
 
-def personality(tp: np.ndarray, n_pred: np.ndarray, n_gold: np.ndarray, spc_mean: float, sip_mean: float,
-                precision_mean: float, recall_mean: float, rules: PersonalityRules = PersonalityRules(),
+def personality(tp: np.ndarray | None, n_pred: np.ndarray | None, n_gold: np.ndarray | None, spc_mean: float,
+                sip_mean: float, precision_mean: float, recall_mean: float, rules: PersonalityRules = PersonalityRules(),
                 calib: dict | None = None, score: np.ndarray | None = None, difficulty: np.ndarray | None = None,
                 tokens: np.ndarray | None = None, selection: dict | None = None, profile=...) -> dict:
     """The label and the figures it rests on; ``calib`` is ``calibration(...)`` of the same items, ``selection``
@@ -128,6 +128,7 @@ def personality(tp: np.ndarray, n_pred: np.ndarray, n_gold: np.ndarray, spc_mean
     the precision over the selections is computed here from ``tp`` and ``n_pred``.
     """
     if selection is None:
+        assert tp is not None and n_pred is not None and n_gold is not None  # the columns or their figures
         if len(tp) == 0:
             return {"label": None, "reason": "no items"}
         selection = selection_figures(tp, n_pred, n_gold)

@@ -329,20 +329,23 @@ def count_tables(counts: dict[str, dict], models: list[str], fields: dict[str, l
     return tables
 
 
-def _mean_rank(n: int) -> float:
-    """The mean of n average ranks as numpy takes it: they add up to n (n + 1) / 2 whatever the ties, a sum of
-    halves that float64 holds exactly (each partial sum too) below 2**52, so the pairwise sum is that number."""
-    total = n * (n + 1) // 2
-    if total >= 1 << 52:
-        raise ValueError(f"{n} ranked rows of one model: their mean rank is no longer exact in float64")
-    return float(total) / n
+# Ranked rows of one model up to which their mean rank is known without a pass (below).
+EXACT_RANKS = 94_906_264
+
+
+def _mean_rank(n: int) -> float | None:
+    """The mean of n average ranks as numpy takes it, or None past EXACT_RANKS: they add up to n (n + 1) / 2
+    whatever the ties, a sum of halves that float64 holds exactly (each partial sum too) below 2**52, so the
+    pairwise sum is that number."""
+    return float(n * (n + 1) // 2) / n if n <= EXACT_RANKS else None
 
 
 class ModelPass:
     """One model's float reductions, fed its rows in the order of scores.jsonl."""
 
-    def __init__(self, n: Counter, score_ranks: dict[str, np.ndarray], pairs: dict[str, tuple[str, str, str]]):
-        self.n, self.score_ranks, self.pairs = n, score_ranks, pairs
+    def __init__(self, n: Counter, score_ranks: dict[str, np.ndarray], pairs: dict[str, tuple[str, str, str]],
+                 rank_means: dict[str, tuple[float, float]]):
+        self.n, self.score_ranks, self.pairs, self.rank_means = n, score_ranks, pairs, rank_means
         self.precision = PairwiseSum(n["answered"])
         if n["conf"]:
             self.conf, self.conf_score, self.brier = (PairwiseSum(n["conf"]) for _ in range(3))
@@ -351,7 +354,6 @@ class ModelPass:
         self.difficulty, self.tokens = PairwiseSum(n["diff"]), PairwiseSum(n["tokens"])
         self.tokens_nan0 = PairwiseSum(n["rows"])  # nanmean's sum: every row, NaN as 0
         self.hard, self.easy = PairwiseSum(n["hard"]), PairwiseSum(n["easy"])
-        self.rank_means = {name: _mean_rank(n[mask]) for name, (_, _, mask) in pairs.items()}  # both columns alike
         self.products = {name: [PairwiseSum(n[mask]) for _ in range(3)] for name, (_, _, mask) in pairs.items()}
 
     def add(self, rows: np.ndarray, cls: np.ndarray, score: np.ndarray) -> None:
@@ -381,7 +383,8 @@ class ModelPass:
             sel = masks[mask]
             a = self._ranks(ra, rows, cls, sel)
             b = self._ranks(rb, rows, cls, sel)
-            da, db = a - self.rank_means[name], b - self.rank_means[name]
+            mean_a, mean_b = self.rank_means[name]
+            da, db = a - mean_a, b - mean_b
             for acc, v in zip(self.products[name], (da * db, da * da, db * db)):
                 acc.add(v)
 
@@ -430,6 +433,34 @@ class ModelPass:
         return token_label(sip_mean, float(self.tokens_nan0.total() / n["tokens"]), hard_easy, rules)
 
 
+def _ordered_pass(acc, prefixes: list[str], uniq: np.ndarray, class_score: np.ndarray, base: int) -> None:
+    """``acc.add`` fed a model's rows from its shards' files, merged in the order of scores.jsonl, by blocks."""
+    sources = [_Blocks(p + ".final", FINAL) for p in prefixes]
+    for parts, order in _merged(sources, lambda b: b["key"]):
+        rows = np.concatenate(parts)[order]
+        cls = np.searchsorted(uniq, pack_triples(rows["tp"], rows["n_pred"], rows["n_gold"], base))
+        acc.add(rows, cls, class_score[cls])
+
+
+class RankMeans(ModelPass):
+    """The rank columns' means, summed pairwise over the rows in order (for more than EXACT_RANKS rows)."""
+
+    def __init__(self, n: Counter, score_ranks: dict[str, np.ndarray], pairs: dict[str, tuple[str, str, str]]):
+        self.n, self.score_ranks, self.pairs = n, score_ranks, pairs
+        self.sums = {name: (PairwiseSum(n[mask]), PairwiseSum(n[mask])) for name, (_, _, mask) in pairs.items()}
+
+    def add(self, rows: np.ndarray, cls: np.ndarray, score: np.ndarray) -> None:
+        masks = {"conf": ~np.isnan(rows["confidence"]), "diff": ~np.isnan(rows["difficulty"])}
+        masks["both"] = masks["conf"] & masks["diff"]
+        for name, (ra, rb, mask) in self.pairs.items():
+            sel = masks[mask]
+            self.sums[name][0].add(self._ranks(ra, rows, cls, sel))
+            self.sums[name][1].add(self._ranks(rb, rows, cls, sel))
+
+    def means(self) -> dict[str, tuple[float, float]]:
+        return {name: (a.total() / a.n, b.total() / b.n) for name, (a, b) in self.sums.items()}
+
+
 def model_figures(model: str, counts: dict, prefixes: list[str], uniq: np.ndarray, class_score: np.ndarray,
                   base: int, block: dict, cfg, distinct: dict[str, int]) -> None:
     """Calibration and personality of one model into its summary ``block``, from its rows streamed in the order of
@@ -452,13 +483,13 @@ def model_figures(model: str, counts: dict, prefixes: list[str], uniq: np.ndarra
     constant = {name for name, (ra, rb, _) in pairs.items()
                 if any(distinct.get(r, 2) < 2 if not r.startswith("score_") else r[6:] in constant_score
                        for r in (ra, rb))}
-    acc = ModelPass(n, score_ranks, pairs)
-    sources = [_Blocks(p + ".final", FINAL) for p in prefixes]
-    for parts, order in _merged(sources, lambda b: b["key"]):
-        rows = np.concatenate(parts)[order]
-        keys = pack_triples(rows["tp"], rows["n_pred"], rows["n_gold"], base)
-        cls = np.searchsorted(uniq, keys)
-        acc.add(rows, cls, class_score[cls])
+    means = {name: (_mean_rank(n[mask]),) * 2 for name, (_, _, mask) in pairs.items()}
+    if any(a is None for a, _ in means.values()):  # past EXACT_RANKS: a pass for the means as numpy sums them
+        first = RankMeans(n, score_ranks, pairs)
+        _ordered_pass(first, prefixes, uniq, class_score, base)
+        means = {**means, **first.means()}
+    acc = ModelPass(n, score_ranks, pairs, means)
+    _ordered_pass(acc, prefixes, uniq, class_score, base)
     metrics = block["metrics"]
     calib = acc.calibration(constant)
     block["personality"] = personality(
