@@ -53,6 +53,7 @@ def test_sequential_sums_are_bincounts_weights():
 def test_ranks_merged_over_shards_are_scipys_average_ranks(tmp_path, monkeypatch):
     # Three shards' values with ties inside a shard, across shards and across the merge's blocks (blocks of 5).
     monkeypatch.setattr(shard_summary, "BLOCK", 5)
+    monkeypatch.setattr(shard_summary, "MIN_BLOCK", 2)
     rng = np.random.default_rng(1)
     shards = [np.round(rng.random(40) * 4) / 4, np.full(30, 0.5), np.round(rng.random(25) * 8) / 8, np.empty(0)]
     prefixes = [str(tmp_path / f"s{k}") for k in range(len(shards))]
@@ -115,6 +116,7 @@ def _ties(i, rec):
 def test_summary_of_several_models_with_ties_strata_and_missing_rows(tmp_path, monkeypatch, n_shards):
     # Small merge blocks and subtrees, so every merge and sum crosses many of them.
     monkeypatch.setattr(shard_summary, "BLOCK", 37)
+    monkeypatch.setattr(shard_summary, "MIN_BLOCK", 5)
     monkeypatch.setattr(shard_summary.PairwiseSum, "CHUNK", 128)
     gold, pred = _write(tmp_path, "d", mcq_dataset(3_000, ["wise-model", "bold-model", "gambling-model"], seed=5),
                         ['{"id": "q0000003", "model": "rare", "output": "Answer: B", "confidence": 0.2}'])

@@ -38,8 +38,10 @@ from benchmint.metrics.behaviour import (
     token_label,
 )
 
-# Rows (or distinct values) read per shard and step of the driver's merges.
-BLOCK = 1 << 13
+# Rows (or distinct values) read per step of the driver's merges, shared among the shards (a shard per 64 MB of
+# input: their number grows with the input, the driver's buffers must not), at least MIN_BLOCK a shard.
+BLOCK = 1 << 15
+MIN_BLOCK = 256
 N_BINS = 10  # calibration's default ECE bins, as summarize uses them
 # A prediction row's order key is (file number << 40) + line; a missing row's comes after every prediction row.
 MISSING_KEY = 1 << 62
@@ -220,20 +222,25 @@ def attach_ranks(prefixes: list[str]) -> int:
 
 
 class _Blocks:
-    """A raw file of records read ``BLOCK`` at a time (plain reads, not a map, so pages read do not stay)."""
+    """A raw file of records read ``rows`` at a time (plain reads, not a map, so pages read do not stay)."""
 
-    def __init__(self, path: str, dtype) -> None:
+    def __init__(self, path: str, dtype, rows: int) -> None:
         self.fh = open(path, "rb") if os.path.exists(path) else None
-        self.dtype = dtype
+        self.dtype, self.rows = dtype, rows
 
     def read(self) -> np.ndarray:
         if self.fh is None:
             return np.empty(0, dtype=self.dtype)
-        got = np.fromfile(self.fh, dtype=self.dtype, count=BLOCK)
-        if len(got) < BLOCK:
+        got = np.fromfile(self.fh, dtype=self.dtype, count=self.rows)
+        if len(got) < self.rows:
             self.fh.close()
             self.fh = None
         return got
+
+
+def _sources(paths: list[str], dtype) -> list[_Blocks]:
+    """One reader per shard's file, BLOCK records a step among them."""
+    return [_Blocks(p, dtype, max(MIN_BLOCK, BLOCK // max(1, len(paths)))) for p in paths]
 
 
 def _merged(sources: list[_Blocks], key) -> Iterator[tuple[list[np.ndarray], np.ndarray]]:
@@ -261,8 +268,8 @@ def merge_ranks(prefixes: list[str], name: str) -> int:
     """The average rank of every distinct value of column ``name`` in each shard (``prefix.<name>.r``), over the
     values of every shard, ties given their average rank as ``behaviour.average_ranks`` gives it; returns the
     number of distinct values over all shards."""
-    sources = [_Blocks(f"{p}.{name}.v", np.float64) for p in prefixes]
-    counts = [_Blocks(f"{p}.{name}.c", np.int64) for p in prefixes]
+    sources = _sources([f"{p}.{name}.v" for p in prefixes], np.float64)
+    counts = _sources([f"{p}.{name}.c" for p in prefixes], np.int64)
     outs = [open(f"{p}.{name}.r", "wb") for p in prefixes]
     pending = [np.empty(0, dtype=np.int64) for _ in prefixes]
     below, n_distinct = 0, 0
@@ -435,7 +442,7 @@ class ModelPass:
 
 def _ordered_pass(acc, prefixes: list[str], uniq: np.ndarray, class_score: np.ndarray, base: int) -> None:
     """``acc.add`` fed a model's rows from its shards' files, merged in the order of scores.jsonl, by blocks."""
-    sources = [_Blocks(p + ".final", FINAL) for p in prefixes]
+    sources = _sources([p + ".final" for p in prefixes], FINAL)
     for parts, order in _merged(sources, lambda b: b["key"]):
         rows = np.concatenate(parts)[order]
         cls = np.searchsorted(uniq, pack_triples(rows["tp"], rows["n_pred"], rows["n_gold"], base))
