@@ -1,5 +1,5 @@
 """The streaming stage of ``benchmint.metrics.pipeline`` sharded by item id (``score --engine ray``), for inputs
-larger than one machine's memory; the rows, errors and columns of the local stream, byte for byte.
+larger than one machine's memory; the rows, errors and summary of the local engine, byte for byte.
 
 1. Split (a unit per byte range of each file, cut at line ends): every non-blank line of the gold and prediction
    files goes to the id shard of its "id" (a CRC-32 of it; a line without a string id to shard 0), written to
@@ -7,16 +7,18 @@ larger than one machine's memory; the rows, errors and columns of the local stre
 2. Score (a unit per id shard): the shard's gold lines are read as the local reader reads them
    (``pipeline_ref.GoldReader``), then its prediction lines in file order; everything that depends on earlier
    lines (a repeated gold id, an unknown id, a model's second answer to an item) involves lines of one id and so
-   of one shard. Its rows, problems and columns go to the shard's result file in (file, line) order, and for
-   each model it met, its missing rows in gold order.
+   of one shard. Its rows and problems go to the shard's result file in (file, line) order, and for each model
+   it met, its missing rows in gold order; each model's counts and summary files (``shard_summary``).
 3. Missing rows for the models a shard never met (known once every shard is scored), a unit per such shard.
 4. The driver merges the shards' files by (file, line), then each model's missing rows by gold line, into
    scores.jsonl and the error list, assigning model codes in order of first appearance as the local stream does.
+5. The summary: the counts added, each model's ranks merged over shards and given to the rows (a unit per
+   shard), each model's rows streamed in the order of scores.jsonl (``shard_summary``).
 
-The driver holds neither the predictions nor the gold answers: only the columns behind the summary (about 45
-bytes a row, as the local stream), each kept gold item's line and strata codes, and the error rows. Each unit
-holds one shard's gold and the lines it reads. The intermediate files live in the output folder (a folder every
-worker reaches, as they reach the inputs) and are removed at the end.
+The driver holds neither the predictions, the gold answers nor a column per row: the count tables, a block of
+rows a step of its merges, the error rows and what the summary lists (unparsed ids). Each unit holds one shard's
+gold and the lines it reads. The intermediate files live in the output folder (a folder every worker reaches, as
+they reach the inputs) and are removed at the end.
 """
 
 from __future__ import annotations
