@@ -26,7 +26,9 @@ import re, sys
 import benchmint.run.ray_engine as ray_engine
 from benchmint.run.executors import ProcessExecutor, SerialExecutor
 ray_engine.RayExecutor = lambda: ProcessExecutor(2)
+from benchmint.metrics import pipeline_shards
 from benchmint.metrics.pipeline import ScoreConfig, score_files
+pipeline_shards.MIN_ID_SHARDS = int(sys.argv[4])
 score_files(sys.argv[1], sys.argv[2], sys.argv[3], ScoreConfig(task="mcq", by=("domain",), engine="ray"))
 print(re.search(r"VmHWM:\\s+(\\d+) kB", open("/proc/self/status").read()).group(1))
 """
@@ -118,22 +120,25 @@ def test_id_shards_with_no_usable_gold_fail_as_the_local_engine(tmp_path):
     assert (tmp_path / "local" / "errors.jsonl").read_bytes() == (tmp_path / "sharded" / "errors.jsonl").read_bytes()
 
 
-def _driver_peak_mib(pred, gold, out) -> float:
-    done = subprocess.run([sys.executable, "-c", DRIVER, str(pred), str(gold), str(out)], capture_output=True,
-                          text=True, check=True)
+def _driver_peak_mib(pred, gold, out, n_shards) -> float:
+    done = subprocess.run([sys.executable, "-c", DRIVER, str(pred), str(gold), str(out), str(n_shards)],
+                          capture_output=True, text=True, check=True)
     return int(done.stdout.split()[-1]) / 1024
 
 
-def test_the_driver_holds_neither_gold_nor_predictions(tmp_path):
-    # One model, so there are as many gold items as predictions: 4,000 lines against 80,000 (16 MB of predictions
-    # with their behaviour fields, 4 MB of gold). The driver keeps ~40 bytes of columns a row for the summary
-    # and 8 a gold item; holding the gold answers or the rows' values as Python objects costs ~500 bytes a row.
-    small = _write(tmp_path, "small", mcq_dataset(4_000, ["wise-model"], seed=8))
-    big = _write(tmp_path, "big", mcq_dataset(80_000, ["wise-model"], seed=8))
-    grown = _driver_peak_mib(big[1], big[0], tmp_path / "o2") - _driver_peak_mib(small[1], small[0], tmp_path / "o1")
-    assert grown < 20, grown
+def test_the_driver_holds_no_row_of_the_inputs_or_the_summary(tmp_path):
+    # One model, so there are as many gold items as predictions: 50,000 lines in 4 id shards against 250,000 in
+    # 16 (50 MB of predictions with their behaviour fields, 12 MB of gold; a shard per 64 MB of input makes more
+    # shards of larger inputs). The driver keeps per model a block of rows shared among the shards and the count
+    # tables; holding the summary's columns (~100 bytes a row, ~190 while calibration sorts) grew its peak by
+    # 27 MB between the two sizes, and a block of 8,192 rows per shard by as much between the shard counts.
+    small = _write(tmp_path, "small", mcq_dataset(50_000, ["wise-model"], seed=8))
+    big = _write(tmp_path, "big", mcq_dataset(250_000, ["wise-model"], seed=8))
+    grown = _driver_peak_mib(big[1], big[0], tmp_path / "o2", 16) - _driver_peak_mib(small[1], small[0],
+                                                                                     tmp_path / "o1", 4)
+    assert grown < 8, grown
     rows = (tmp_path / "o2" / "scores.jsonl").read_text(encoding="utf-8").splitlines()
-    assert len(rows) == 80_000 and json.loads(rows[-1])["id"] == "q0079999"
+    assert len(rows) == 250_000 and json.loads(rows[-1])["id"] == "q0249999"
 
 
 def test_progress_counts_every_prediction_line(tmp_path):

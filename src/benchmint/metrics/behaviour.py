@@ -75,15 +75,29 @@ def token_profile(sip_mean: float, score: np.ndarray | None, difficulty: np.ndar
                   tokens: np.ndarray | None, rules: PersonalityRules) -> dict | None:
     if tokens is None or np.isnan(tokens).all():
         return None
-    mean_tokens = float(np.nanmean(tokens))
+
+    def hard_easy() -> tuple[float, float] | None:
+        if score is None or difficulty is None:
+            return None
+        known = ~np.isnan(difficulty)
+        hard, easy = known & (difficulty >= 0.5), known & (difficulty < 0.5)
+        if not (hard.any() and easy.any()):
+            return None
+        return float(score[hard].mean()), float(score[easy].mean())
+
+    return token_label(sip_mean, float(np.nanmean(tokens)), hard_easy, rules)
+
+
+def token_label(sip_mean: float, mean_tokens: float, hard_easy, rules: PersonalityRules) -> dict:
+    """The token profile's rule from its figures: ``hard_easy()`` gives the mean scores on the hard and the easy
+    items, or None when either set is empty (asked only where the rule needs it)."""
     out: dict = {"label": None, "mean_tokens": mean_tokens}
     if mean_tokens >= rules.many_tokens and sip_mean >= rules.wise_sip:
         out["label"] = "Deliberative Analyst"
-    elif mean_tokens <= rules.few_tokens and score is not None and difficulty is not None:
-        known = ~np.isnan(difficulty)
-        hard, easy = known & (difficulty >= 0.5), known & (difficulty < 0.5)
-        if hard.any() and easy.any():
-            hard_score, easy_score = float(score[hard].mean()), float(score[easy].mean())
+    elif mean_tokens <= rules.few_tokens:
+        scores = hard_easy()
+        if scores is not None:
+            hard_score, easy_score = scores
             out.update(hard_score=hard_score, easy_score=easy_score)
             if hard_score < rules.collapse_ratio * easy_score:
                 out["label"] = "Naive Intuitionist"
@@ -94,7 +108,7 @@ def selection_figures(tp: np.ndarray, n_pred: np.ndarray, n_gold: np.ndarray) ->
     """The per-item passes ``personality`` rests on (none of them needs the calibration, so they may run beside
     it): the shares of items left unanswered, over- and under-selected, and the precision over the answered."""
     answered = n_pred > 0
-    out = {"abstention": float(np.mean(~answered)), "answered": bool(answered.any())}
+    out = {"n": len(tp), "abstention": float(np.mean(~answered)), "answered": bool(answered.any())}
     if out["answered"]:
         out.update(precision=float(np.mean(tp[answered] / n_pred[answered])),
                    over=float(np.mean(n_pred > n_gold)),
@@ -102,21 +116,24 @@ def selection_figures(tp: np.ndarray, n_pred: np.ndarray, n_gold: np.ndarray) ->
     return out
 
 
-def personality(tp: np.ndarray, n_pred: np.ndarray, n_gold: np.ndarray, spc_mean: float, sip_mean: float,
-                precision_mean: float, recall_mean: float, rules: PersonalityRules = PersonalityRules(),
+def personality(tp: np.ndarray | None, n_pred: np.ndarray | None, n_gold: np.ndarray | None, spc_mean: float,
+                sip_mean: float, precision_mean: float, recall_mean: float, rules: PersonalityRules = PersonalityRules(),
                 calib: dict | None = None, score: np.ndarray | None = None, difficulty: np.ndarray | None = None,
-                tokens: np.ndarray | None = None, selection: dict | None = None) -> dict:
+                tokens: np.ndarray | None = None, selection: dict | None = None, profile=...) -> dict:
     """The label and the figures it rests on; ``calib`` is ``calibration(...)`` of the same items, ``selection``
-    their ``selection_figures`` when already computed.
+    their ``selection_figures`` and ``profile`` their ``token_profile`` when already computed (then ``tp`` and
+    the columns may be None).
 
     ``precision_mean`` (the macro precision of the metrics, 0 on unanswered items) is not what the labels use:
     the precision over the selections is computed here from ``tp`` and ``n_pred``.
     """
-    n = len(tp)
-    if n == 0:
-        return {"label": None, "reason": "no items"}
     if selection is None:
+        assert tp is not None and n_pred is not None and n_gold is not None  # the columns or their figures
+        if len(tp) == 0:
+            return {"label": None, "reason": "no items"}
         selection = selection_figures(tp, n_pred, n_gold)
+    if selection["n"] == 0:
+        return {"label": None, "reason": "no items"}
     abstention = selection["abstention"]
     if not selection["answered"]:
         return {"label": None, "reason": "it selected nothing on any item", "abstention_rate": abstention,
@@ -156,7 +173,7 @@ def personality(tp: np.ndarray, n_pred: np.ndarray, n_gold: np.ndarray, spc_mean
         "sip_f1": sip_mean,
         "calibrated": calibrated,
         "overconfident": overconfident,
-        "token_profile": token_profile(sip_mean, score, difficulty, tokens, rules),
+        "token_profile": token_profile(sip_mean, score, difficulty, tokens, rules) if profile is ... else profile,
         "rules": asdict(rules),
     }
 
@@ -177,7 +194,12 @@ def average_ranks(x: np.ndarray) -> np.ndarray:
 
 def class_average_ranks(cls: np.ndarray, class_values: np.ndarray) -> np.ndarray:
     """average_ranks(class_values[cls]) in O(n + K log K): items of a class share one value."""
-    counts = np.bincount(cls, minlength=len(class_values)).astype(np.float64)
+    return class_rank_table(np.bincount(cls, minlength=len(class_values)), class_values)[cls]
+
+
+def class_rank_table(counts: np.ndarray, class_values: np.ndarray) -> np.ndarray:
+    """The average rank of each class's items among ``counts[k]`` items of value ``class_values[k]`` per class."""
+    counts = np.asarray(counts).astype(np.float64)
     order = np.argsort(class_values)
     vals, cnt = class_values[order], counts[order]
     first = np.ones(len(vals), dtype=bool)
@@ -187,7 +209,7 @@ def class_average_ranks(cls: np.ndarray, class_values: np.ndarray) -> np.ndarray
     group_start = np.concatenate([[0.0], np.cumsum(group_count)[:-1]])
     rank = np.empty(len(vals))
     rank[order] = (group_start + (group_count + 1) / 2)[group]
-    return rank[cls]
+    return rank
 
 
 def _pearson(a: np.ndarray, b: np.ndarray) -> float | None:
@@ -231,17 +253,43 @@ def _confidence_figures(score: np.ndarray, confidence: np.ndarray, has_conf: np.
     """The stated confidences' mean, ECE and Brier score against the items' scores (``has_conf`` not empty)."""
     every = bool(has_conf.all())
     c, s = (confidence, score) if every else (confidence[has_conf], score[has_conf])
-    bins = np.minimum((c * n_bins).astype(np.int64), n_bins - 1)
+    bins = confidence_bins(c, n_bins)
     n_b = np.bincount(bins, minlength=n_bins)
-    used = n_b > 0
-    gap = np.abs(np.bincount(bins, c, n_bins)[used] - np.bincount(bins, s, n_bins)[used]) / n_b[used]
     return {
         "n_with_confidence": int(has_conf.sum()),
         "mean_confidence": float(c.mean()),
         "mean_score": float(s.mean()),
-        "ece": float(np.sum(n_b[used] / len(c) * gap)),
+        "ece": expected_calibration_error(n_b, np.bincount(bins, c, n_bins), np.bincount(bins, s, n_bins), len(c)),
         "brier": float(np.mean((c - s) ** 2)),
     }
+
+
+def confidence_bins(c: np.ndarray, n_bins: int) -> np.ndarray:
+    """Each confidence's ECE bin: equal widths on [0, 1], 1.0 in the top bin."""
+    return np.minimum((c * n_bins).astype(np.int64), n_bins - 1)
+
+
+def expected_calibration_error(n_b: np.ndarray, sum_c: np.ndarray, sum_s: np.ndarray, n: int) -> float:
+    """ECE from the items per bin and the sums of their confidences and scores (each bin's sum in item order)."""
+    used = n_b > 0
+    gap = np.abs(sum_c[used] - sum_s[used]) / n_b[used]
+    return float(np.sum(n_b[used] / n * gap))
+
+
+def calibration_block(confidence: dict | None, rho: dict, difficulty: tuple[int, float] | None,
+                      mean_tokens: float | None) -> dict:
+    """``calibration``'s result from its parts: the confidence figures (None when no item states one), the
+    Spearman correlations by name, (items, mean) of the stated difficulties and the stated tokens' mean."""
+    out: dict = {}
+    if confidence is not None:
+        out.update(confidence, spearman_confidence_score=rho.get("spearman_confidence_score"))
+    if difficulty is not None:
+        out["n_with_difficulty"], out["mean_difficulty"] = difficulty
+        out["spearman_difficulty_score"] = rho.get("spearman_difficulty_score")
+        out["spearman_difficulty_confidence"] = rho.get("spearman_difficulty_confidence")
+    if mean_tokens is not None:
+        out["mean_tokens"] = mean_tokens
+    return out
 
 
 def calibration(score: np.ndarray, confidence: np.ndarray, difficulty: np.ndarray, tokens: np.ndarray,
@@ -254,7 +302,6 @@ def calibration(score: np.ndarray, confidence: np.ndarray, difficulty: np.ndarra
     ``score_classes`` = (class per item, value per class) lets score ranks skip a sort. From THREADED_ITEMS items
     the rank columns, the confidence figures and the correlations run on up to ``workers`` threads.
     """
-    out: dict = {}
     has_conf = ~np.isnan(confidence)
     has_diff = ~np.isnan(difficulty)
     has_tok = ~np.isnan(tokens)
@@ -279,13 +326,6 @@ def calibration(score: np.ndarray, confidence: np.ndarray, difficulty: np.ndarra
         r.cache[key] = got
     rho = dict(zip(pairs, thread_map(lambda p: _pearson(p[0].on(p[2]), p[1].on(p[2])), pairs.values(), workers)))
 
-    if stated:
-        out.update(done[-1], spearman_confidence_score=rho.get("spearman_confidence_score"))
-    if has_diff.any():
-        out["n_with_difficulty"] = int(has_diff.sum())
-        out["mean_difficulty"] = float(difficulty[has_diff].mean())
-        out["spearman_difficulty_score"] = rho.get("spearman_difficulty_score")
-        out["spearman_difficulty_confidence"] = rho.get("spearman_difficulty_confidence")
-    if has_tok.any():
-        out["mean_tokens"] = float(tokens[has_tok].mean())
-    return out
+    return calibration_block(done[-1] if stated else None, rho,
+                             (int(has_diff.sum()), float(difficulty[has_diff].mean())) if has_diff.any() else None,
+                             float(tokens[has_tok].mean()) if has_tok.any() else None)

@@ -362,7 +362,13 @@ def _add_user_columns(path: Path, cols: Columns, metrics) -> None:
     """Insert each row's user-metric values into scores.jsonl at their sorted-key places; other bytes stay."""
     keys, base = triple_keys(cols.tp, cols.n_pred, cols.n_gold)
     uniq, inverse = np.unique(keys, return_inverse=True)
-    values = _user_values(metrics, *unpack_triples(uniq, base)).tolist()
+    insert_user_columns(path, metrics, unpack_triples(uniq, base), [inverse], len(inverse))
+
+
+def insert_user_columns(path: Path, metrics, triples: tuple, row_classes, n_rows: int) -> None:
+    """``_add_user_columns`` given the distinct (tp, |P|, |G|) triples in sorted order and each row's index into
+    them, in blocks (``row_classes``) of the rows in file order."""
+    values = _user_values(metrics, *triples).tolist()
     # Group the names by the first fixed key after them. A quote inside a JSON string is escaped and
     # the only nested values are lists, so ',"key":' occurs only where that top-level key starts.
     anchors: dict[str | None, list[int]] = {}
@@ -377,7 +383,7 @@ def _add_user_columns(path: Path, cols: Columns, metrics) -> None:
     try:
         n = 0
         with open(path, "rb") as src, open(tmp, "wb") as dst:
-            for line, k in zip(src, inverse.tolist()):
+            for line, k in zip(src, (k for block in row_classes for k in block.tolist())):
                 for anchor, first, texts in inserts:
                     if anchor is None:
                         cut = line.rindex(b"}")
@@ -389,8 +395,8 @@ def _add_user_columns(path: Path, cols: Columns, metrics) -> None:
                         line = line[:cut] + b"," + texts[k] + line[cut:]
                 dst.write(line)
                 n += 1
-        if n != len(inverse):
-            raise RuntimeError(f"scores.jsonl has {n} rows, the scored columns {len(inverse)}")
+        if n != n_rows:
+            raise RuntimeError(f"scores.jsonl has {n} rows, the scored columns {n_rows}")
         os.replace(tmp, path)
     finally:
         if tmp.exists():
@@ -485,6 +491,35 @@ def _blocks(counted: tuple, by_status: np.ndarray, n_groups: int, base: int, cfg
     return out
 
 
+def grouped_blocks(tables: list[tuple], strata_values: list[list[str]], models: list[str], base: int, cfg: ScoreConfig,
+                   fields: list[str]) -> tuple[list[dict | None], dict]:
+    """The summary blocks of each grouping (the models, then each stratum field by model and value) from its
+    count tables: the models' blocks, and per field (blocks, values)."""
+    names = [[f"model={m}" for m in models]]
+    names += [[f"model={m}/{name}={v}" for m in models for v in values] for name, values in zip(fields, strata_values)]
+    n_values = [1] + [len(values) for values in strata_values]
+
+    # Each grouping's blocks (bootstrap per group) are independent: one thread each.
+    def blocks(r: int) -> list[dict | None]:
+        counted, by_status = tables[r]
+        return _blocks(counted, by_status, len(models) * n_values[r], base, cfg, names[r])
+
+    done = thread_map(blocks, range(len(tables)), -1)
+    return done[0], {name: (blocks, values) for name, values, blocks in zip(fields, strata_values, done[1:])}
+
+
+def model_block_base(overall: list[dict | None], by_blocks: dict, m: int) -> dict:
+    """Model ``m``'s summary block before its calibration and personality: its figures and its strata's."""
+    m_block = overall[m]
+    assert m_block is not None  # every listed model has rows
+    block = dict(m_block)
+    block["by"] = {
+        fname: {v: b for v, b in zip(values, blocks[m * len(values):(m + 1) * len(values)]) if b is not None}
+        for fname, (blocks, values) in by_blocks.items()
+    }
+    return block
+
+
 def summarize(cols: Columns, gold: Gold, cfg: ScoreConfig) -> dict:
     models = cols.models
     base = triple_base(cols.n_pred, cols.n_gold)
@@ -509,14 +544,8 @@ def summarize(cols: Columns, gold: Gold, cfg: ScoreConfig) -> dict:
 
         tables = thread_map(grouped, jobs, -1)
 
-    # Each grouping's blocks (bootstrap per group) are independent: one thread each.
-    def blocks(r: int) -> list[dict | None]:
-        (_, n_values, names), (counted, by_status) = jobs[r], tables[r]
-        return _blocks(counted, by_status, len(models) * n_values, base, cfg, names)
-
-    done = thread_map(blocks, range(len(jobs)), -1)
-    overall = done[0]
-    by_blocks = {name: (blocks, values) for (name, (_, values)), blocks in zip(gold.strata.items(), done[1:])}
+    overall, by_blocks = grouped_blocks(tables, [values for _, (_, values) in gold.strata.items()], models, base, cfg,
+                                        list(gold.strata))
     # The distinct triples (few) and the primary score of each: per-item scores are lookups.
     uniq_keys = np.unique(tables[0][0][1])
     class_score = score_counts(*unpack_triples(uniq_keys, base), sip_lambda=cfg.sip_lambda,
@@ -529,16 +558,10 @@ def summarize(cols: Columns, gold: Gold, cfg: ScoreConfig) -> dict:
     def classes(row_keys: np.ndarray) -> np.ndarray:
         return np.searchsorted(uniq_keys, row_keys) if class_of is None else class_of[row_keys]
     def model_block(m: int) -> dict:
-        m_block = overall[m]
-        assert m_block is not None  # every listed model has rows
-        block = dict(m_block)
+        block = model_block_base(overall, by_blocks, m)
         # With one model every row is its own: its columns are taken as they are, not copied through a mask.
         one = len(models) == 1
         sel = slice(None) if one else cols.model == m
-        block["by"] = {
-            fname: {v: b for v, b in zip(values, blocks[m * len(values):(m + 1) * len(values)]) if b is not None}
-            for fname, (blocks, values) in by_blocks.items()
-        }
         metrics = block["metrics"]
         # Per-item scores through the item's triple class: one metric evaluation per class.
         cls = classes(keys[sel])
@@ -623,6 +646,7 @@ def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult
     out_dir = Path(out_dir)
     errors: list[dict] = []
     gold: Gold | None = None
+    models: dict | None = None  # the summary's models, when the id shards computed them
     if cfg.engine == "local":  # the id shards read the gold in their units
         gold = load_gold(gold_path, cfg.kind, cfg.by, cfg.workers, symmetry=cfg.symmetry)
         errors.extend(gold.errors)
@@ -635,9 +659,8 @@ def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult
                 from benchmint.metrics import pipeline_shards
                 from benchmint.run.ray_engine import RayExecutor
 
-                with open(tmp, "w", encoding="utf-8", newline="\n") as out:
-                    cols, gold = pipeline_shards.stream(pred_paths, gold_path, cfg, out, errors, progress,
-                                                        RayExecutor(), out_dir / ".score-shards")
+                models, gold = pipeline_shards.stream(pred_paths, gold_path, cfg, tmp, errors, progress,
+                                                      RayExecutor(), out_dir / ".score-shards")
                 if not gold.n_items:
                     _no_usable_gold(gold_path, out_dir, list(gold.errors))
             elif gold.native is None:
@@ -646,16 +669,17 @@ def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult
                     cols = pipeline_ref.append_missing(cols, seen, gold, cfg, out, errors)
             else:
                 cols = _stream_compiled(pred_paths, gold, cfg, tmp, errors, progress)
-            if cfg.user_metrics:
+            if cfg.user_metrics and models is None:
                 _add_user_columns(tmp, cols, cfg.user_metrics)
     finally:
         progress.close()
     _name_rejected_gold(errors, gold.errors)
     write_jsonl(out_dir / "errors.jsonl", errors)
-    if not cols.models:
+    if not (cols.models if models is None else models):
         raise InputError(f"no usable predictions in {', '.join(map(str, pred_paths))}: "
                          f"{len(errors)} problems, listed in {out_dir / 'errors.jsonl'}")
-    models = summarize(cols, gold, cfg)
+    if models is None:
+        models = summarize(cols, gold, cfg)
     counts: dict[str, int] = {}
     for e in errors:
         counts[e["kind"]] = counts.get(e["kind"], 0) + 1

@@ -1,5 +1,5 @@
 """The streaming stage of ``benchmint.metrics.pipeline`` sharded by item id (``score --engine ray``), for inputs
-larger than one machine's memory; the rows, errors and columns of the local stream, byte for byte.
+larger than one machine's memory; the rows, errors and summary of the local engine, byte for byte.
 
 1. Split (a unit per byte range of each file, cut at line ends): every non-blank line of the gold and prediction
    files goes to the id shard of its "id" (a CRC-32 of it; a line without a string id to shard 0), written to
@@ -7,16 +7,18 @@ larger than one machine's memory; the rows, errors and columns of the local stre
 2. Score (a unit per id shard): the shard's gold lines are read as the local reader reads them
    (``pipeline_ref.GoldReader``), then its prediction lines in file order; everything that depends on earlier
    lines (a repeated gold id, an unknown id, a model's second answer to an item) involves lines of one id and so
-   of one shard. Its rows, problems and columns go to the shard's result file in (file, line) order, and for
-   each model it met, its missing rows in gold order.
+   of one shard. Its rows and problems go to the shard's result file in (file, line) order, and for each model
+   it met, its missing rows in gold order; each model's counts and summary files (``shard_summary``).
 3. Missing rows for the models a shard never met (known once every shard is scored), a unit per such shard.
 4. The driver merges the shards' files by (file, line), then each model's missing rows by gold line, into
    scores.jsonl and the error list, assigning model codes in order of first appearance as the local stream does.
+5. The summary: the counts added, each model's ranks merged over shards and given to the rows (a unit per
+   shard), each model's rows streamed in the order of scores.jsonl (``shard_summary``).
 
-The driver holds neither the predictions nor the gold answers: only the columns behind the summary (about 45
-bytes a row, as the local stream), each kept gold item's line and strata codes, and the error rows. Each unit
-holds one shard's gold and the lines it reads. The intermediate files live in the output folder (a folder every
-worker reaches, as they reach the inputs) and are removed at the end.
+The driver holds neither the predictions, the gold answers nor a column per row: the count tables, a block of
+rows a step of its merges, the error rows and what the summary lists (unparsed ids). Each unit holds one shard's
+gold and the lines it reads. The intermediate files live in the output folder (a folder every worker reaches, as
+they reach the inputs) and are removed at the end.
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ import pickle
 import shutil
 import struct
 import zlib
-from array import array
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,15 +38,19 @@ import numpy as np
 
 from benchmint import tasks
 from benchmint.io import InputError, decode_line, open_input
-from benchmint.metrics import batch_ref
+from benchmint.metrics import batch_ref, shard_summary
+from benchmint.metrics.aggregate import pack_triples, unpack_triples
 from benchmint.metrics.pipeline import (
     MISSING,
+    STATUS_NAMES,
     UNPARSED,
-    Columns,
     Gold,
     ScoreConfig,
     event_error,
     format_row,
+    grouped_blocks,
+    insert_user_columns,
+    model_block_base,
     read_answer,
 )
 from benchmint.records import Item, Prediction, RecordError
@@ -136,8 +141,9 @@ def _read_gold(gold_path: str, parts: list[str], kind, fields: tuple[str, ...], 
     return reader
 
 
-def _missing_rows(reader, model: str, seen: set, cfg_args: tuple, path: str) -> None:
-    """One model's rows for the shard's gold items it did not answer, in gold order: (gold line, id, row, |G|)."""
+def _missing_rows(reader, model: str, seen: set, cfg_args: tuple, path: str, rows: shard_summary.ModelRows) -> None:
+    """One model's rows for the shard's gold items it did not answer, in gold order: (gold line, id, row, |G|) to
+    ``path``, their columns to ``rows``."""
     kind, sip_lambda, sip_gamma = cfg_args
     if len(seen) == len(reader.ids):
         return  # no file: nothing missing (the usual case, one per model and shard)
@@ -148,17 +154,22 @@ def _missing_rows(reader, model: str, seen: set, cfg_args: tuple, path: str) -> 
             n_gold = len(reader.answers[gi])
             metrics = batch_ref.metrics_from_counts(0, 0, n_gold, sip_lambda, sip_gamma)
             pickle.dump((reader.lines[gi], rid, format_row(rid, model, (), kind, MISSING, metrics), n_gold), fh)
+            rows.add(shard_summary.MISSING_KEY + reader.lines[gi], gi, 0, 0, n_gold, MISSING, math.nan, math.nan,
+                     math.nan)
 
 
 def score_id_shard(shard: int, gold_path: str, pred_paths: list[str], gold_parts: list[str], pred_parts: list[str],
                    task: str, fields: tuple[str, ...], symmetry: bool, sip_lambda: float, sip_gamma: float,
                    out_prefix: str) -> dict:
     """In a worker: one id shard scored. Writes ``out_prefix.rows`` (per prediction line in file order: file number,
-    line, problems, row text or None, its columns) and ``out_prefix.missing.<k>`` per model met (its missing rows);
-    returns the gold side (kept items' lines and strata, gold errors by line) and the models met."""
+    line, problems, row text or None, its model, unparsed id and count triple), ``out_prefix.missing.<k>`` per
+    model met (its missing rows) and the summary's files of each model met (``out_prefix.m<k>.*``,
+    ``shard_summary.write_model_rows``); returns the gold side (item count, strata values, gold errors by line),
+    the models met and their counts."""
     kind = _CompiledExtract(tasks.get(task))
     reader = _read_gold(gold_path, gold_parts, kind, fields, symmetry)
     models: dict[str, set] = {}
+    rows: dict[str, shard_summary.ModelRows] = {}
     with open(out_prefix + ".rows", "wb") as out:
         for file_no, line, raw in _frames(pred_parts):
             path = pred_paths[file_no]
@@ -193,15 +204,17 @@ def score_id_shard(shard: int, gold_path: str, pred_paths: list[str], gold_parts
             tp = len(set(compared) & set(g))
             metrics = batch_ref.metrics_from_counts(tp, len(compared), len(g), sip_lambda, sip_gamma)
             text = format_row(p.rid, p.model, p.answer, kind, p.status, metrics)
-            cols = (p.model, reader.lines[gi], p.rid if p.status == UNPARSED else None, tp, len(compared), len(g),
-                    p.status, p.confidence, p.difficulty, p.tokens)
+            rows.setdefault(p.model, shard_summary.ModelRows()).add(
+                (file_no << 40) + line, gi, tp, len(compared), len(g), p.status, p.confidence, p.difficulty, p.tokens)
+            cols = (p.model, p.rid if p.status == UNPARSED else None, tp, len(compared), len(g))
             pickle.dump((file_no, line, problems, text, cols), out)
-    for k, (model, seen) in enumerate(models.items()):
-        _missing_rows(reader, model, seen, (kind, sip_lambda, sip_gamma), f"{out_prefix}.missing.{k}")
     strata = reader.strata()
-    return {"models": list(models), "lines": np.asarray(reader.lines, dtype=np.int64),
-            "strata": {f: (codes, values) for f, (codes, values) in strata.items()},
-            "gold_errors": list(zip(_error_lines(reader.errors), reader.errors))}
+    counts = {}
+    for k, (model, seen) in enumerate(models.items()):
+        _missing_rows(reader, model, seen, (kind, sip_lambda, sip_gamma), f"{out_prefix}.missing.{k}", rows[model])
+        counts[model] = shard_summary.write_model_rows(rows.pop(model), strata, f"{out_prefix}.m{k}")
+    return {"models": list(models), "n_items": len(reader.ids), "strata": {f: values for f, (_, values) in strata.items()},
+            "counts": counts, "gold_errors": list(zip(_error_lines(reader.errors), reader.errors))}
 
 
 def _error_lines(errors: list[dict]) -> list[int]:
@@ -210,14 +223,19 @@ def _error_lines(errors: list[dict]) -> list[int]:
 
 def missing_for(shard: int, gold_path: str, gold_parts: list[str], task: str, fields: tuple[str, ...],
                 symmetry: bool, sip_lambda: float, sip_gamma: float, models: list[tuple[int, str]],
-                out_prefix: str) -> int:
+                out_prefix: str) -> dict:
     """In a worker: the missing rows of the shard's gold items for models that answered none of them, to
-    ``out_prefix.absent.<model code>``."""
+    ``out_prefix.absent.<model code>``, and their summary's files (``out_prefix.a<model code>.*``); returns
+    each such model's counts by code."""
     kind = tasks.get(task)
     reader = _read_gold(gold_path, gold_parts, kind, fields, symmetry)
+    strata = reader.strata()
+    counts = {}
     for code, model in models:
-        _missing_rows(reader, model, set(), (kind, sip_lambda, sip_gamma), f"{out_prefix}.absent.{code}")
-    return len(reader.ids)
+        rows = shard_summary.ModelRows()
+        _missing_rows(reader, model, set(), (kind, sip_lambda, sip_gamma), f"{out_prefix}.absent.{code}", rows)
+        counts[code] = shard_summary.write_model_rows(rows, strata, f"{out_prefix}.a{code}")
+    return counts
 
 
 class _CompiledExtract:
@@ -235,13 +253,8 @@ class _CompiledExtract:
 
 
 class ShardedGold(Gold):
-    """The gold as the driver of an id-sharded run knows it: item count, strata codes, errors, and the ids of
-    the items some row left unparsed (all ``summarize`` asks for)."""
-
-    unparsed: dict[int, str]
-
-    def ids_of(self, indices) -> list[str]:
-        return [self.unparsed[int(i)] for i in indices]
+    """The gold as the driver of an id-sharded run knows it: item count, each stratum field's values (no codes per
+    item) and errors."""
 
 
 def _pickles(path: str) -> Iterator:
@@ -274,11 +287,12 @@ def n_id_shards(paths: list[str]) -> int:
     return max(MIN_ID_SHARDS, math.ceil(total / ID_SHARD_BYTES))
 
 
-def stream(pred_paths, gold_path, cfg: ScoreConfig, out, errors: list[dict], progress, executor, work_dir: Path,
-           n_shards: int | None = None) -> tuple[Columns, Gold]:
-    """Score ``pred_paths`` against ``gold_path`` by id shards on ``executor``: rows to ``out``, problems appended
-    to ``errors`` (the gold's first), as ``pipeline_ref.load_gold`` + ``stream`` + ``append_missing`` would.
-    ``work_dir`` (created and removed here) holds the intermediate files. InputError when no gold item is usable."""
+def stream(pred_paths, gold_path, cfg: ScoreConfig, out_path: Path, errors: list[dict], progress, executor,
+           work_dir: Path, n_shards: int | None = None) -> tuple[dict, ShardedGold]:
+    """Score ``pred_paths`` against ``gold_path`` by id shards on ``executor``: rows to ``out_path`` (with the user
+    metrics' columns), problems appended to ``errors`` (the gold's first), as ``pipeline_ref.load_gold`` + ``stream``
+    + ``append_missing`` would, and the summary's models as ``summarize`` gives them. ``work_dir`` (created and
+    removed here) holds the intermediate files. InputError when no gold item is usable."""
     from benchmint.metrics.pipeline import _strata_fields
 
     pred_paths, gold_path = [str(p) for p in pred_paths], str(gold_path)
@@ -303,81 +317,124 @@ def stream(pred_paths, gold_path, cfg: ScoreConfig, out, errors: list[dict], pro
         shards = _run(executor, score_id_shard, shard_args, lambda i: f"id shard {i} of {n}")
         gold_errors = [e for _, e in sorted((e for s in shards for e in s["gold_errors"]), key=lambda le: le[0])]
         errors.extend(gold_errors)
-        lines = np.sort(np.concatenate([s["lines"] for s in shards]))
-        if not len(lines):
-            return Columns([], *(np.empty(0) for _ in range(9))), _gold(gold_path, lines, shards, fields, gold_errors)
+        gold = _gold(gold_path, shards, fields, gold_errors)
+        if not gold.n_items:
+            return {}, gold
         # 4a. the prediction lines, merged in file order
-        cols = _ColumnArrays()
         models: dict[str, int] = {}
-        unparsed_lines: dict[int, str] = {}
-        events = heapq.merge(*(_pickles(str(work / f"s{s}.rows")) for s in range(n)), key=lambda e: (e[0], e[1]))
-        for _, _, problems, text, row in events:
-            progress(1)
-            errors.extend(problems)
-            if text is None:
-                continue
-            out.write(text + "\n")
-            model, gold_line, unparsed_id = row[0], row[1], row[2]
-            if unparsed_id is not None:
-                unparsed_lines[gold_line] = unparsed_id
-            cols.add(models.setdefault(model, len(models)), gold_line, *row[3:])
-        # 3. missing rows of models a shard never met
-        absent = [(s, [(c, m) for m, c in models.items() if m not in shards[s]["models"]]) for s in range(n)]
-        absent = [(s, ms) for s, ms in absent if ms]
-        _run(executor, missing_for, [(s, gold_path, [f"{p}.{s}" for p in gold_prefixes], *common, ms,
-                                      str(work / f"s{s}")) for s, ms in absent],
-             lambda i: f"missing rows of id shard {absent[i][0]}")
-        # 4b. each model's missing rows, merged in gold order
-        for model, code in models.items():
-            sources = []
-            for s in range(n):
-                met = shards[s]["models"]
-                name = f"s{s}.missing.{met.index(model)}" if model in met else f"s{s}.absent.{code}"
-                sources.append(_pickles(str(work / name)))
-            for gold_line, rid, text, n_gold in heapq.merge(*sources, key=lambda r: r[0]):
+        unparsed: dict[str, list[str]] = {}
+        triples = open(work / "triples", "wb") if cfg.user_metrics else None
+        with open(out_path, "w", encoding="utf-8", newline="\n") as out:
+            events = heapq.merge(*(_pickles(str(work / f"s{s}.rows")) for s in range(n)), key=lambda e: (e[0], e[1]))
+            for _, _, problems, text, row in events:
+                progress(1)
+                errors.extend(problems)
+                if text is None:
+                    continue
                 out.write(text + "\n")
-                errors.append(event_error("missing_prediction", gold_path, None, rid, model))
-                cols.add(code, gold_line, 0, 0, n_gold, MISSING, math.nan, math.nan, math.nan)
-        gold = _gold(gold_path, lines, shards, fields, gold_errors)
-        gold.unparsed = {int(np.searchsorted(lines, ln)): rid for ln, rid in unparsed_lines.items()}
-        return cols.build(list(models), lines), gold
+                model, unparsed_id = row[0], row[1]
+                models.setdefault(model, len(models))
+                if unparsed_id is not None:
+                    unparsed.setdefault(model, []).append(unparsed_id)
+                if triples:
+                    triples.write(_TRIPLE.pack(*row[2:]))
+            # 3. missing rows of models a shard never met
+            absent = [(s, [(c, m) for m, c in models.items() if m not in shards[s]["models"]]) for s in range(n)]
+            absent = [(s, ms) for s, ms in absent if ms]
+            absent_counts = _run(executor, missing_for, [(s, gold_path, [f"{p}.{s}" for p in gold_prefixes], *common,
+                                                          ms, str(work / f"s{s}")) for s, ms in absent],
+                                 lambda i: f"missing rows of id shard {absent[i][0]}")
+            # 4b. each model's missing rows, merged in gold order
+            for model, code in models.items():
+                sources = []
+                for s in range(n):
+                    met = shards[s]["models"]
+                    name = f"s{s}.missing.{met.index(model)}" if model in met else f"s{s}.absent.{code}"
+                    sources.append(_pickles(str(work / name)))
+                for _, rid, text, n_gold in heapq.merge(*sources, key=lambda r: r[0]):
+                    out.write(text + "\n")
+                    errors.append(event_error("missing_prediction", gold_path, None, rid, model))
+                    if triples:
+                        triples.write(_TRIPLE.pack(0, 0, n_gold))
+        if triples:
+            triples.close()
+        # 5. the summary, from each model's counts and its rows streamed in order
+        counts, where = _model_counts(list(models), shards, absent, absent_counts, work)
+        summary = _summary(list(models), counts, where, gold, unparsed, cfg, executor, work)
+        uniq, base = summary.pop(None)
+        if cfg.user_metrics:
+            insert_user_columns(out_path, cfg.user_metrics, unpack_triples(uniq, base),
+                                _triple_classes(work / "triples", uniq, base), sum(c["n"]["rows"] for c in counts.values()))
+        return summary, gold
     finally:
         executor.close()
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _gold(path: str, lines: np.ndarray, shards: list[dict], fields: tuple[str, ...], errors: list[dict]) -> ShardedGold:
-    """Strata codes over every kept item in gold order, each field's values sorted as the local reader sorts them."""
-    strata = {}
-    for f in fields:
-        values = sorted({v for s in shards for v in s["strata"][f][1]})
-        where = {v: i for i, v in enumerate(values)}
-        item_lines = np.concatenate([s["lines"] for s in shards])
-        codes = np.concatenate([np.array([where[v] for v in s["strata"][f][1]], dtype=np.int64)[s["strata"][f][0]]
-                                if len(s["lines"]) else np.empty(0, dtype=np.int64) for s in shards])
-        strata[f] = (codes[np.argsort(item_lines, kind="stable")], values)
-    gold = ShardedGold(path, len(lines), strata, errors)
-    gold.unparsed = {}
-    return gold
+_TRIPLE = struct.Struct("<iii")
 
 
-class _ColumnArrays:
-    """The columns of scores.jsonl's rows in arrays of their final types (a row's gold item by its line until
-    ``build``, which wraps them without copying)."""
+def _model_counts(models: list[str], shards: list[dict], absent: list[tuple], absent_counts: list[dict],
+                  work: Path) -> tuple[dict[str, dict], dict[str, list[str]]]:
+    """Each model's counts added over the shards, and the prefixes of its summary's files, one per shard."""
+    counts: dict[str, dict] = {m: {} for m in models}
+    where: dict[str, list[str]] = {m: [] for m in models}
+    for s, shard in enumerate(shards):
+        for k, model in enumerate(shard["models"]):
+            shard_summary.add_counts(counts[model], shard["counts"][model])
+            where[model].append(str(work / f"s{s}.m{k}"))
+    for (s, ms), got in zip(absent, absent_counts):
+        for code, model in ms:
+            shard_summary.add_counts(counts[model], got[code])
+            where[model].append(str(work / f"s{s}.a{code}"))
+    return counts, where
 
-    TYPES = (("model", "i", np.int32), ("gold_line", "q", np.int64), ("tp", "i", np.int32),
-             ("n_pred", "i", np.int32), ("n_gold", "i", np.int32), ("status", "B", np.uint8),
-             ("confidence", "d", np.float64), ("difficulty", "d", np.float64), ("tokens", "d", np.float64))
 
-    def __init__(self) -> None:
-        self.arrays = [array(code) for _, code, _ in self.TYPES]
+def _triple_classes(path: Path, uniq: np.ndarray, base: int) -> Iterator[np.ndarray]:
+    """Each row's index into the distinct triples, read from the triples file a block at a time."""
+    with open(path, "rb") as fh:
+        while True:
+            t = np.fromfile(fh, dtype=np.int32, count=3 * shard_summary.BLOCK).reshape(-1, 3)
+            if not len(t):
+                return
+            yield np.searchsorted(uniq, pack_triples(t[:, 0], t[:, 1], t[:, 2], base))
 
-    def add(self, *values) -> None:
-        for a, v in zip(self.arrays, values):
-            a.append(v)
 
-    def build(self, models: list[str], lines: np.ndarray) -> Columns:
-        cols = {name: np.frombuffer(a, dtype=dt) if len(a) else np.empty(0, dt)
-                for (name, _, dt), a in zip(self.TYPES, self.arrays)}
-        cols["gold_idx"] = np.searchsorted(lines, cols.pop("gold_line")).astype(np.int32)
-        return Columns(models=models, **cols)
+def _summary(models: list[str], counts: dict[str, dict], where: dict[str, list[str]], gold: ShardedGold,
+             unparsed: dict[str, list[str]], cfg: ScoreConfig, executor, work: Path) -> dict:
+    """``summarize``'s models from the shards' counts and files (under the key None: the distinct triples and the
+    base they are packed with, for the user metrics' columns)."""
+    n_pred = max(t[1] for c in counts.values() for t in c["groups"][None][0])
+    n_gold = max(t[2] for c in counts.values() for t in c["groups"][None][0])
+    base = max(n_pred, n_gold) + 1
+    fields = {f: values for f, (_, values) in gold.strata.items()}
+    tables = shard_summary.count_tables(counts, models, fields, base, len(STATUS_NAMES))
+    overall, by_blocks = grouped_blocks(tables, list(fields.values()), models, base, cfg, list(fields))
+    uniq, class_score = shard_summary.class_scores(counts, base, cfg)
+    # Ranks: each ranked column's distinct values merged over the shards, then given to the rows by shard.
+    distinct: dict[str, dict[str, int]] = {}
+    for model in models:
+        n = counts[model]["n"]
+        distinct[model] = {name: shard_summary.merge_ranks(where[model], name)
+                           for name, _, mask in shard_summary.RANKED if n[mask] >= 2}
+    by_shard: dict[str, list[str]] = {}
+    for model in models:
+        for prefix in where[model]:
+            by_shard.setdefault(Path(prefix).name.split(".")[0], []).append(prefix)
+    _run(executor, shard_summary.attach_ranks, [(ps,) for ps in by_shard.values()],
+         lambda i: f"ranks of id shard {list(by_shard)[i]}")
+    out: dict = {}
+    for m, model in enumerate(models):
+        block = model_block_base(overall, by_blocks, m)
+        shard_summary.model_figures(model, counts[model], where[model], uniq, class_score, base, block, cfg,
+                                    distinct[model])
+        block["unparsed_ids"] = unparsed.get(model, [])
+        out[model] = block
+    out[None] = (uniq, base)
+    return out
+
+
+def _gold(path: str, shards: list[dict], fields: tuple[str, ...], errors: list[dict]) -> ShardedGold:
+    """The gold's item count and each field's values over every shard, sorted as the local reader sorts them."""
+    strata = {f: (None, sorted({v for s in shards for v in s["strata"][f]})) for f in fields}
+    return ShardedGold(path, sum(s["n_items"] for s in shards), strata, errors)
