@@ -2,6 +2,7 @@
 (``run_units``' ``in_order``), the same files whatever order the results arrive in, memory that follows the
 number of items and not their size."""
 
+import json
 import os
 import shutil
 import tracemalloc
@@ -139,3 +140,109 @@ def test_a_killed_run_leaves_no_half_items_file_and_its_rerun_writes_a_clean_run
     assert subprocess.run([*run, "clean"], cwd=tmp_path, capture_output=True).returncode == 0
     assert outputs(tmp_path / "killed") == outputs(tmp_path / "clean")
     assert not partial.exists()
+
+
+def rows_set(root):
+    """``cif_set`` (its last file padded by 64 KiB), a CIF of two structure blocks, and three CIFs in a tar
+    archive (items that carry the archive's and the member's fields)."""
+    import tarfile
+
+    cif_set(root, big_kib=64)
+    (root / "two_blocks.cif").write_text(salt_cif("b1", a=5.1) + salt_cif("b2", a=5.9, metal="K"))
+    packed = root.parent / "packed"
+    packed.mkdir()
+    for i in range(3):
+        (packed / f"t{i}.cif").write_text(salt_cif(f"t{i}", a=4.3 + 0.3 * i, metal="Li"))
+    with tarfile.open(root / "more.tar", "w") as tar:
+        for i in range(3):
+            tar.add(packed / f"t{i}.cif", arcname=f"t{i}.cif")
+
+
+def as_recorded_before(result, text, where):
+    """The result of a structure as the code before rows were encoded in the workers recorded it: the item."""
+    return result if "error" in result else {**result, "cif_text": text}
+
+
+def stored_forms(out):
+    """How many structures the ledger holds as items ("answer" in them) and as rows."""
+    forms = {"item": 0, "row": 0}
+    with Ledger(out / "ledger.sqlite", "xrd-build") as ledger:
+        for _, _, r in ledger.results():
+            for b in r.get("blocks", [r]):
+                forms["item"] += "answer" in b
+                forms["row"] += "row" in b
+    return forms
+
+
+def test_rows_encoded_by_the_workers_are_the_rows_the_driver_encoded_and_old_ledgers_resume_to_them(tmp_path,
+                                                                                                    monkeypatch):
+    """The same files from results recorded as items (a ledger written before the workers encoded the rows, read
+    the old way), as rows, and from a ledger holding both (a run of the code before resumed by this one), at 1
+    and 2 workers; with a CIF of two blocks and archive members, whose fields the driver joins in."""
+    import benchmint.xrd.build as xb
+
+    rows_set(tmp_path / "cif")
+    monkeypatch.chdir(tmp_path)
+    cfg = BuildConfig(per_db=3)
+    with monkeypatch.context() as m:  # the workers fork from here: they make results the way the code before did
+        m.setattr(xb, "_as_row", as_recorded_before)
+        old = build(["cif"], "old", cfg)
+        build(["cif/s00.cif", "cif/two_blocks.cif", "cif/more.tar"], "mixed", cfg, workers=2)
+    assert (old.cifs, old.items, len(old.errors)) == (16, 15, 2)
+    assert stored_forms(tmp_path / "old") == {"item": 15, "row": 0}
+    for workers in (1, 2):
+        build(["cif"], f"new-{workers}", cfg, workers=workers)
+        assert stored_forms(tmp_path / f"new-{workers}") == {"item": 0, "row": 15}
+        assert outputs(tmp_path / f"new-{workers}") == outputs(tmp_path / "old"), workers
+    items = [json.loads(line) for line in (tmp_path / "old" / "items.jsonl").read_text().splitlines()]
+    assert {it["id"] for it in items if "archive" in it} == {"t0", "t1", "t2"}
+    assert {it["id"] for it in items if it["id"].startswith("two_blocks")} == {"two_blocks#b1", "two_blocks#b2"}
+    # The old ledger read again by this code, and the mixed one resumed with every file.
+    assert build(["cif"], "old", cfg, workers=2).skipped == 15
+    assert build(["cif"], "mixed", cfg).skipped == 5
+    assert stored_forms(tmp_path / "mixed") == {"item": 6, "row": 9}
+    for name in ("old", "mixed"):
+        assert outputs(tmp_path / name) == outputs(tmp_path / "new-1"), name
+
+
+def test_the_driver_decodes_no_item_whatever_its_size(tmp_path, monkeypatch):
+    """The driver reads each result back from the ledger (one ``json.loads``) and writes its row without
+    decoding the item: what ``json.loads`` builds in the driver is a few values a structure, however many
+    reflections, rotations and lines of CIF the item holds, and ``json.dumps`` encodes no item there. The code
+    before decoded every item (hundreds of values each here) and encoded it again."""
+    import benchmint.xrd.build  # noqa: F401  (imported before json is watched)
+
+    rows_set(tmp_path / "cif")
+    monkeypatch.chdir(tmp_path)
+    built = {"values": 0, "items_decoded": 0, "items_encoded": 0}
+
+    def values(x):
+        if isinstance(x, dict):
+            built["items_decoded"] += "answer" in x
+            return 1 + sum(values(v) for v in x.values())
+        if isinstance(x, list):
+            return 1 + sum(values(v) for v in x)
+        return 1
+
+    loads, dumps = json.loads, json.dumps
+
+    def counted_loads(*a, **k):
+        got = loads(*a, **k)
+        built["values"] += values(got)
+        return got
+
+    def counted_dumps(obj, *a, **k):
+        built["items_encoded"] += isinstance(obj, dict) and "answer" in obj
+        return dumps(obj, *a, **k)
+
+    monkeypatch.setattr(json, "loads", counted_loads)
+    monkeypatch.setattr(json, "dumps", counted_dumps)
+    got = build(["cif"], "out", BuildConfig(per_db=3), workers=1)
+    monkeypatch.undo()
+    driver = dict(built)
+    assert got.items == 15
+    items = [loads(line) for line in (tmp_path / "out" / "items.jsonl").read_text().splitlines()]
+    in_items = sum(values(it) for it in items)
+    assert in_items > 15 * 100  # the items are large enough for the bound below to tell
+    assert driver["items_decoded"] == 0 and driver["items_encoded"] == 0, driver
+    assert driver["values"] <= 30 * got.cifs, driver  # {row: [5 or 9 pieces], select: {7}, cif_symmetry}, a block

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import re
 import struct
 import zlib
 from dataclasses import asdict, dataclass
@@ -27,7 +28,7 @@ from typing import IO
 
 import numpy as np
 
-from benchmint.io import atomic_write, dumps, write_jsonl
+from benchmint.io import atomic_write, dumps, dumps_text, write_jsonl
 from benchmint.run import run_files
 from benchmint.xrd.profile import ProfileParams
 from benchmint.xrd.realism import Realism
@@ -184,18 +185,39 @@ def _build_one(path, key: str, out_dir: str, db: str, cfg: BuildConfig) -> dict:
     from benchmint.xrd.cifread import structure_blocks
 
     blocks = structure_blocks(read_source(path).decode("utf-8", errors="replace"))
+    where = tuple(sorted(path.where())) if hasattr(path, "where") else ()  # an archive's member: its fields
     # An item carries its structure's text, so the items folder stands alone: eval reads it there (a path back to
     # the CIF, or to an archive's member, would lie outside the folder, which eval refuses unless told), and a
     # block's text is its own (the file's would give a model, and the baseline, every block).
     if len(blocks) == 1:
-        return _with_text(_build_block(blocks[0][1], key, f"{key[:12]}.png", out_dir, db, cfg), blocks[0][1])
-    return {"blocks": [{"block": name, **_with_text(_build_block(text, f"{key}#{name}", f"{key[:12]}-{i:03d}.png",
-                                                                 out_dir, db, cfg), text)}
+        return _as_row(_build_block(blocks[0][1], key, f"{key[:12]}.png", out_dir, db, cfg), blocks[0][1], where)
+    return {"blocks": [{"block": name, **_as_row(_build_block(text, f"{key}#{name}", f"{key[:12]}-{i:03d}.png",
+                                                              out_dir, db, cfg), text, where)}
                        for i, (name, text) in enumerate(blocks)]}
 
 
-def _with_text(result: dict, text: str) -> dict:
-    return result if "error" in result else {**result, "cif_text": text}
+# A field of the item row that only the driver knows is written by the worker as "\0name\0", which the row's
+# JSON spells "\u0000name\u0000" (a raw NUL is never in it): the row is cut there, the names kept between.
+_SPLICE = re.compile(r'"\\u0000([a-z_]+)\\u0000"')
+
+
+def _as_row(result: dict, text: str, where: tuple[str, ...]) -> dict:
+    """A structure's item as its worker hands it to the driver: its items.jsonl row already encoded but for the
+    fields the driver gives (``_Finish``: id, CIF path, archive and member), cut where they go (``row``: text,
+    name, text, ... in the row's sorted-key order), with what the driver reads of it (``select``: the selection's
+    fields but the id; ``cif_symmetry``). The driver then joins the row instead of decoding the item and encoding
+    it again. An error is kept as it is."""
+    if "error" in result:
+        return result
+    item = {**result, "cif_text": text}
+    answer = item["answer"]
+    names = ("cif", "id", *where)
+    row = _SPLICE.split(dumps({**item, **{n: f"\0{n}\0" for n in names},
+                               "hkl_convention": "4-index" if answer and len(answer[0]) == 4 else "3-index"}))
+    if sorted(row[1::2]) != sorted(names):  # a value of the item's own spelled like a mark: the item as it is
+        return item
+    return {"row": row, "select": {k: item[k] for k in _SELECT_FIELDS if k != "id"},
+            "cif_symmetry": item["cif_symmetry"]}
 
 
 def _build_block(text: str, key: str, image_name: str, out_dir: str, db: str, cfg: BuildConfig) -> dict:
@@ -592,21 +614,31 @@ class _Finish:
                              "kind": "duplicate_id", "duplicate_of": self.seen_id[item_id]})
             else:
                 self.seen_id[item_id] = str(p)
-                self._item(f, {**b, "id": item_id})
+                self._item(f, b, item_id)
                 if b.get("cif_symmetry") == ASSUMED_P1:  # kept, but never silently
                     self._error({**where, "id": item_id, "kind": "warning", "warning":
                                  "the CIF gives no symmetry pymatgen can read (no operations, Hall or H-M symbol "
                                  "or number): the sites are taken as written (P1); the item is kept"})
 
-    def _item(self, f, r: dict) -> None:
+    def _item(self, f, b: dict, item_id: str) -> None:
         # What a prompt needs beside the item: the CIF (its path relative to items.jsonl, added here rather than
         # in the worker so that a resumed run in another place still points at its files) and the index
         # convention. A member of an archive is named by the archive's path and its name in it; its item
         # carries its text.
         assert self.items_fh is not None and self.relative is not None
-        item = {**r, "cif": self.relative(f.member.archive if f.member else f.path)
-                + (f"/{f.member.name}" if f.member else ""), **f.where(),
-                "hkl_convention": "4-index" if r["answer"] and len(r["answer"][0]) == 4 else "3-index"}
+        cif = self.relative(f.member.archive if f.member else f.path) + (f"/{f.member.name}" if f.member else "")
+        row = b.get("row")
+        if row is not None:  # encoded by the worker (``_as_row``): the driver's fields joined in, nothing decoded
+            given = {"cif": cif, "id": item_id, **f.where()}
+            if len(row) != 2 * len(given) + 1 or not all(n in given for n in row[1::2]):
+                raise RuntimeError(f"{f.path}: its row was made for the fields {row[1::2]}, not {sorted(given)}")
+            self.items_fh.write(row[0] + "".join(dumps_text(given[n]) + t for n, t in zip(row[1::2], row[2::2]))
+                                + "\n")
+            self.selected_fields.append({**b["select"], "id": item_id})
+            return
+        # A result recorded before the workers encoded the rows (a ledger of an earlier version): the item itself.
+        item = {**b, "id": item_id, "cif": cif, **f.where(),
+                "hkl_convention": "4-index" if b["answer"] and len(b["answer"][0]) == 4 else "3-index"}
         self.items_fh.write(dumps(item) + "\n")
         self.selected_fields.append({k: item[k] for k in _SELECT_FIELDS})
 
