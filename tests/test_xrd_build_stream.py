@@ -168,9 +168,11 @@ def stored_forms(out):
     forms = {"item": 0, "row": 0}
     with Ledger(out / "ledger.sqlite", "xrd-build") as ledger:
         for _, _, r in ledger.results():
+            if "head" in r:  # rows framed for the driver: the head, the rows apart
+                forms["row"] += len(r["items"])
+                continue
             for b in r.get("blocks", [r]):
                 forms["item"] += "answer" in b
-                forms["row"] += "row" in b
     return forms
 
 
@@ -206,8 +208,8 @@ def test_rows_encoded_by_the_workers_are_the_rows_the_driver_encoded_and_old_led
 
 
 def test_the_driver_decodes_no_item_whatever_its_size(tmp_path, monkeypatch):
-    """The driver reads each result back from the ledger (one ``json.loads``) and writes its row without
-    decoding the item: what ``json.loads`` builds in the driver is a few values a structure, however many
+    """The driver reads each result back from the ledger and writes its row without decoding the item: what
+    the JSON decoder builds in the driver is a few values a structure (the result's head), however many
     reflections, rotations and lines of CIF the item holds, and ``json.dumps`` encodes no item there. The code
     before decoded every item (hundreds of values each here) and encoded it again."""
     import benchmint.xrd.build  # noqa: F401  (imported before json is watched)
@@ -235,7 +237,15 @@ def test_the_driver_decodes_no_item_whatever_its_size(tmp_path, monkeypatch):
         built["items_encoded"] += isinstance(obj, dict) and "answer" in obj
         return dumps(obj, *a, **k)
 
+    raw_decode = json.JSONDecoder.raw_decode
+
+    def counted_raw_decode(self, *a, **k):
+        got = raw_decode(self, *a, **k)
+        built["values"] += values(got[0])
+        return got
+
     monkeypatch.setattr(json, "loads", counted_loads)
+    monkeypatch.setattr(json.JSONDecoder, "raw_decode", counted_raw_decode)
     monkeypatch.setattr(json, "dumps", counted_dumps)
     got = build(["cif"], "out", BuildConfig(per_db=3), workers=1)
     monkeypatch.undo()
@@ -245,4 +255,22 @@ def test_the_driver_decodes_no_item_whatever_its_size(tmp_path, monkeypatch):
     in_items = sum(values(it) for it in items)
     assert in_items > 15 * 100  # the items are large enough for the bound below to tell
     assert driver["items_decoded"] == 0 and driver["items_encoded"] == 0, driver
-    assert driver["values"] <= 30 * got.cifs, driver  # {row: [5 or 9 pieces], select: {7}, cif_symmetry}, a block
+    assert driver["values"] <= 30 * got.cifs, driver  # {row: [3 to 5 spans and names], select: {7}, cif_symmetry}
+
+
+def test_a_framed_result_reads_back_as_its_rows_and_one_whose_head_does_not_fit_is_an_error():
+    from benchmint.xrd.build import _as_row, _framed, _read_rows
+
+    item = {"answer": [[1, 1, 1]], "cif_symmetry": "operations", "db": "d", "two_theta_star": 27.4,
+            "peak_intensity": 100.0, "n_peaks": 9, "union_size": 1, "crystal_system": "cubic",
+            "spacegroup_number": 225, "formula": 'Na"Cl\n'}
+    row = _as_row(dict(item), "data_x\n", ("archive", "member"))
+    assert row["row"][1::2] == ["archive", "cif", "id", "member"]
+    text = _framed({"blocks": [{"block": "a", "error": "unreadable"}, {"block": "b", **row}]}).text
+    stored = json.loads(text)  # the ledger's own reader sees a JSON object: the head and the rows, marks and all
+    assert stored["items"][0]["cif"] == "\0cif\0" and stored["items"][0]["formula"] == 'Na"Cl\n'
+    assert _read_rows(text.encode()) == {"blocks": [{"block": "a", "error": "unreadable"}, {"block": "b", **row}]}
+    assert _read_rows(b'{"error":"x"}') is None  # another form: decoded by the ledger
+    cut = text[:text.index(',"items":[') + 40] + "]}"
+    assert "stored result unreadable" in _read_rows(cut.encode())["error"]
+    assert "stored result unreadable" in _read_rows(b'{"head":{"row":[[0,5]]')["error"]

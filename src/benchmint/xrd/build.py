@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import re
 import struct
@@ -30,6 +31,7 @@ import numpy as np
 
 from benchmint.io import atomic_write, dumps, dumps_text, write_jsonl
 from benchmint.run import run_files
+from benchmint.run.ledger import Encoded, encode_text
 from benchmint.xrd.profile import ProfileParams
 from benchmint.xrd.realism import Realism
 
@@ -177,10 +179,11 @@ def render_pattern(grid, curve, path: Path, size: tuple[int, int]) -> None:
     renderer.save(curve, path)
 
 
-def _build_one(path, key: str, out_dir: str, db: str, cfg: BuildConfig) -> dict:
+def _build_one(path, key: str, out_dir: str, db: str, cfg: BuildConfig) -> dict | Encoded:
     """One CIF -> its item, or {"error": ...}; a CIF of several structure blocks -> {"blocks": [{"block": name,
-    and its item or error}, ...]}. Runs in a worker process. The item's id and CIF path are the parent's to give
-    (a file's content may stand for several files)."""
+    and its item or error}, ...]}; an item comes as its row (``_as_row``), and a result with rows encoded as the
+    ledger stores it (``_framed``). Runs in a worker process. The item's id and CIF path are the parent's to
+    give (a file's content may stand for several files)."""
     from benchmint.run.archives import read_source
     from benchmint.xrd.cifread import structure_blocks
 
@@ -190,10 +193,12 @@ def _build_one(path, key: str, out_dir: str, db: str, cfg: BuildConfig) -> dict:
     # the CIF, or to an archive's member, would lie outside the folder, which eval refuses unless told), and a
     # block's text is its own (the file's would give a model, and the baseline, every block).
     if len(blocks) == 1:
-        return _as_row(_build_block(blocks[0][1], key, f"{key[:12]}.png", out_dir, db, cfg), blocks[0][1], where)
-    return {"blocks": [{"block": name, **_as_row(_build_block(text, f"{key}#{name}", f"{key[:12]}-{i:03d}.png",
-                                                              out_dir, db, cfg), text, where)}
-                       for i, (name, text) in enumerate(blocks)]}
+        return _framed(_as_row(_build_block(blocks[0][1], key, f"{key[:12]}.png", out_dir, db, cfg), blocks[0][1],
+                               where))
+    return _framed({"blocks": [{"block": name, **_as_row(_build_block(text, f"{key}#{name}",
+                                                                      f"{key[:12]}-{i:03d}.png", out_dir, db, cfg),
+                                                         text, where)}
+                               for i, (name, text) in enumerate(blocks)]})
 
 
 # A field of the item row that only the driver knows is written by the worker as "\0name\0", which the row's
@@ -218,6 +223,61 @@ def _as_row(result: dict, text: str, where: tuple[str, ...]) -> dict:
         return item
     return {"row": row, "select": {k: item[k] for k in _SELECT_FIELDS if k != "id"},
             "cif_symmetry": item["cif_symmetry"]}
+
+
+# A result with rows, as the ledger stores it: {"head": the result with each row's place instead of its text,
+# "items": [the rows, marks and all]}. The driver decodes the head alone and slices the rows out of the text
+# (``_read_rows``): its work a CIF does not grow with the items, which a result decoded whole made it do.
+_HEAD = '{"head":'
+_ITEMS = ',"items":['
+_HEAD_READER = json.JSONDecoder()
+
+
+def _framed(result: dict) -> dict | Encoded:
+    """``result`` with its rows (``_as_row``) encoded as ``_read_rows`` reads it: a row's place is its pieces'
+    spans in the text after the head, its fields' names between them. Without a row, the result as it is."""
+    blocks = result.get("blocks", [result])
+    if not any("row" in b for b in blocks):
+        return result
+    rows: list[str] = []
+    at = len(_ITEMS)
+    heads = []
+    for b in blocks:
+        if "row" not in b:
+            heads.append(b)
+            continue
+        place: list = []
+        for i, piece in enumerate(b["row"]):
+            if i % 2:
+                place.append(piece)
+                at += len(piece) + 14  # the mark the split took out: "\u0000name\u0000"
+            else:
+                place.append([at, at + len(piece)])
+                at += len(piece)
+        rows.append("".join(p if i % 2 == 0 else f'"\\u0000{p}\\u0000"' for i, p in enumerate(b["row"])))
+        at += 1  # the comma before the next row
+        heads.append({**b, "row": place})
+    head = {"blocks": heads} if "blocks" in result else heads[0]
+    return encode_text(_HEAD + dumps(head) + _ITEMS + ",".join(rows) + "]}")
+
+
+def _read_rows(stored: bytes) -> dict | None:
+    """A result ``_framed`` encoded, as ``_Finish`` reads it (each row as its pieces and fields' names), its
+    head alone decoded; None for a result of another form (an error, one recorded before rows were framed)."""
+    if not stored.startswith(b'{"head":'):
+        return None
+    text = stored.decode("utf-8")
+    try:
+        head, end = _HEAD_READER.raw_decode(text, len(_HEAD))
+        for b in head.get("blocks", [head]):
+            if "row" in b:
+                place = b["row"]
+                if end + place[-1][1] > len(text):  # spans past the text: a head not of these rows
+                    raise IndexError(f"a row's place ends at {end + place[-1][1]}, past the text's {len(text)}")
+                b["row"] = [text[end + p[0]:end + p[1]] if i % 2 == 0 else p for i, p in enumerate(place)]
+    except (ValueError, TypeError, IndexError, KeyError, AttributeError) as exc:
+        return {"error": f"stored result unreadable: {type(exc).__name__}: {exc}"}
+    return head
 
 
 def _build_block(text: str, key: str, image_name: str, out_dir: str, db: str, cfg: BuildConfig) -> dict:
@@ -525,7 +585,8 @@ def build(inputs, out_dir, cfg: BuildConfig = BuildConfig(), workers: int = 1, p
         _, _, skipped = run_files(inputs, ".cif", out_dir, "xrd-build", _build_one, lambda p: (db_of(p), cfg),
                                   lambda p: per_db.setdefault(db_of(p), {**settings, "db": db_of(p)}),
                                   workers, progress, unit_seconds=cfg.cif_seconds, preload=_WORKER_MODULES,
-                                  share_preload=share_imports(workers), engine=engine, on_row=finish.add)
+                                  share_preload=share_imports(workers), engine=engine, on_row=finish.add,
+                                  read=_read_rows)
         return finish.close(skipped, cfg, selector, workers)
     finally:
         finish.abandon()
