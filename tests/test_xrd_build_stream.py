@@ -1,6 +1,7 @@
 """`xrd build` finishes each CIF's result in input order while the others run: the read-back streamed
 (``run_units``' ``in_order``), the same files whatever order the results arrive in, memory that follows the
-number of items and not their size."""
+number of items and not their size; rows made by the workers, joined by the driver without decoding the item,
+the same as the rows it encoded from results recorded before."""
 
 import json
 import os
@@ -274,3 +275,25 @@ def test_a_framed_result_reads_back_as_its_rows_and_one_whose_head_does_not_fit_
     cut = text[:text.index(',"items":[') + 40] + "]}"
     assert "stored result unreadable" in _read_rows(cut.encode())["error"]
     assert "stored result unreadable" in _read_rows(b'{"head":{"row":[[0,5]]')["error"]
+
+
+def test_a_row_made_for_other_fields_is_that_items_error_and_the_run_goes_on(tmp_path):
+    """A plain file's result whose row waits for an archive's fields (never made so: a member's key is not a
+    file's) is listed as that item's error; the next result is written."""
+    from pathlib import Path
+
+    from benchmint.run.runner import FoundFile
+    from benchmint.xrd.build import _as_row, _Finish
+
+    item = {"answer": [[1, 1, 1]], "cif_symmetry": "operations", "db": "d", "two_theta_star": 27.4,
+            "peak_intensity": 100.0, "n_peaks": 9, "union_size": 1, "crystal_system": "cubic",
+            "spacegroup_number": 225}
+    finish = _Finish(tmp_path)
+    try:
+        finish.add(FoundFile(Path("a.cif")), "k1", _as_row(dict(item), "data_a\n", ("archive", "member")))
+        finish.add(FoundFile(Path("b.cif")), "k2", _as_row(dict(item), "data_b\n", ()))
+        assert [e["cif"] for e in finish.errors] == ["a.cif"]
+        assert "stored result unreadable" in finish.errors[0]["error"]
+        assert [r["id"] for r in finish.selected_fields] == ["b"]
+    finally:
+        finish.abandon()

@@ -673,15 +673,16 @@ class _Finish:
             elif item_id in self.seen_id:
                 self._error({**where, "error": f"duplicate id {item_id!r}: {self.seen_id[item_id]} has it; left out",
                              "kind": "duplicate_id", "duplicate_of": self.seen_id[item_id]})
+            elif (problem := self._item(f, b, item_id)) is not None:
+                self._error({**where, "error": problem, "kind": "unreadable"})
             else:
                 self.seen_id[item_id] = str(p)
-                self._item(f, b, item_id)
                 if b.get("cif_symmetry") == ASSUMED_P1:  # kept, but never silently
                     self._error({**where, "id": item_id, "kind": "warning", "warning":
                                  "the CIF gives no symmetry pymatgen can read (no operations, Hall or H-M symbol "
                                  "or number): the sites are taken as written (P1); the item is kept"})
 
-    def _item(self, f, b: dict, item_id: str) -> None:
+    def _item(self, f, b: dict, item_id: str) -> str | None:
         # What a prompt needs beside the item: the CIF (its path relative to items.jsonl, added here rather than
         # in the worker so that a resumed run in another place still points at its files) and the index
         # convention. A member of an archive is named by the archive's path and its name in it; its item
@@ -691,17 +692,18 @@ class _Finish:
         row = b.get("row")
         if row is not None:  # encoded by the worker (``_as_row``): the driver's fields joined in, nothing decoded
             given = {"cif": cif, "id": item_id, **f.where()}
-            if len(row) != 2 * len(given) + 1 or not all(n in given for n in row[1::2]):
-                raise RuntimeError(f"{f.path}: its row was made for the fields {row[1::2]}, not {sorted(given)}")
+            if len(row) != 2 * len(given) + 1 or not all(n in given for n in row[1::2]):  # this item's error
+                return f"stored result unreadable: its row has the fields {row[1::2]}, the file {sorted(given)}"
             self.items_fh.write(row[0] + "".join(dumps_text(given[n]) + t for n, t in zip(row[1::2], row[2::2]))
                                 + "\n")
             self.selected_fields.append({**b["select"], "id": item_id})
-            return
+            return None
         # A result recorded before the workers encoded the rows (a ledger of an earlier version): the item itself.
         item = {**b, "id": item_id, "cif": cif, **f.where(),
                 "hkl_convention": "4-index" if b["answer"] and len(b["answer"][0]) == 4 else "3-index"}
         self.items_fh.write(dumps(item) + "\n")
         self.selected_fields.append({k: item[k] for k in _SELECT_FIELDS})
+        return None
 
     def close(self, skipped: int, cfg: BuildConfig, selector: Selector, workers: int) -> BuildResult:
         """The selection, and the three files in place."""
