@@ -159,9 +159,9 @@ def rows_set(root):
             tar.add(packed / f"t{i}.cif", arcname=f"t{i}.cif")
 
 
-def as_recorded_before(result, text, where):
+def as_recorded_before(result, where):
     """The result of a structure as the code before rows were encoded in the workers recorded it: the item."""
-    return result if "error" in result else {**result, "cif_text": text}
+    return result
 
 
 def stored_forms(out):
@@ -265,7 +265,7 @@ def test_a_framed_result_reads_back_as_its_rows_and_one_whose_head_does_not_fit_
     item = {"answer": [[1, 1, 1]], "cif_symmetry": "operations", "db": "d", "two_theta_star": 27.4,
             "peak_intensity": 100.0, "n_peaks": 9, "union_size": 1, "crystal_system": "cubic",
             "spacegroup_number": 225, "formula": 'Na"Cl\n'}
-    row = _as_row(dict(item), "data_x\n", ("archive", "member"))
+    row = _as_row({**item, "cif_text": "data_x\n"}, ("archive", "member"))
     assert row["row"][1::2] == ["archive", "cif", "id", "member"]
     text = _framed({"blocks": [{"block": "a", "error": "unreadable"}, {"block": "b", **row}]}).text
     stored = json.loads(text)  # the ledger's own reader sees a JSON object: the head and the rows, marks and all
@@ -290,8 +290,8 @@ def test_a_row_made_for_other_fields_is_that_items_error_and_the_run_goes_on(tmp
             "spacegroup_number": 225}
     finish = _Finish(tmp_path)
     try:
-        finish.add(FoundFile(Path("a.cif")), "k1", _as_row(dict(item), "data_a\n", ("archive", "member")))
-        finish.add(FoundFile(Path("b.cif")), "k2", _as_row(dict(item), "data_b\n", ()))
+        finish.add(FoundFile(Path("a.cif")), "k1", _as_row({**item, "cif_text": "data_a\n"}, ("archive", "member")))
+        finish.add(FoundFile(Path("b.cif")), "k2", _as_row({**item, "cif_text": "data_b\n"}, ()))
         assert [e["cif"] for e in finish.errors] == ["a.cif"]
         assert "stored result unreadable" in finish.errors[0]["error"]
         assert [r["id"] for r in finish.selected_fields] == ["b"]

@@ -180,25 +180,35 @@ def render_pattern(grid, curve, path: Path, size: tuple[int, int]) -> None:
 
 
 def _build_one(path, key: str, out_dir: str, db: str, cfg: BuildConfig) -> dict | Encoded:
+    """One CIF's result as its worker stores it: ``_build_items``' items as their rows (``_as_row``), the
+    result encoded as the driver reads it (``_framed``). Runs in a worker process."""
+    result = _build_items(path, key, out_dir, db, cfg)
+    where = tuple(sorted(path.where())) if hasattr(path, "where") else ()  # an archive's member: its fields
+    if "blocks" in result:
+        return _framed({"blocks": [_as_row(b, where) for b in result["blocks"]]})
+    return _framed(_as_row(result, where))
+
+
+def _build_items(path, key: str, out_dir: str, db: str, cfg: BuildConfig) -> dict:
     """One CIF -> its item, or {"error": ...}; a CIF of several structure blocks -> {"blocks": [{"block": name,
-    and its item or error}, ...]}; an item comes as its row (``_as_row``), and a result with rows encoded as the
-    ledger stores it (``_framed``). Runs in a worker process. The item's id and CIF path are the parent's to
-    give (a file's content may stand for several files)."""
+    and its item or error}, ...]}. The item's id and CIF path are the parent's to give (a file's content may
+    stand for several files)."""
     from benchmint.run.archives import read_source
     from benchmint.xrd.cifread import structure_blocks
 
     blocks = structure_blocks(read_source(path).decode("utf-8", errors="replace"))
-    where = tuple(sorted(path.where())) if hasattr(path, "where") else ()  # an archive's member: its fields
     # An item carries its structure's text, so the items folder stands alone: eval reads it there (a path back to
     # the CIF, or to an archive's member, would lie outside the folder, which eval refuses unless told), and a
     # block's text is its own (the file's would give a model, and the baseline, every block).
     if len(blocks) == 1:
-        return _framed(_as_row(_build_block(blocks[0][1], key, f"{key[:12]}.png", out_dir, db, cfg), blocks[0][1],
-                               where))
-    return _framed({"blocks": [{"block": name, **_as_row(_build_block(text, f"{key}#{name}",
-                                                                      f"{key[:12]}-{i:03d}.png", out_dir, db, cfg),
-                                                         text, where)}
-                               for i, (name, text) in enumerate(blocks)]})
+        return _with_text(_build_block(blocks[0][1], key, f"{key[:12]}.png", out_dir, db, cfg), blocks[0][1])
+    return {"blocks": [{"block": name, **_with_text(_build_block(text, f"{key}#{name}", f"{key[:12]}-{i:03d}.png",
+                                                                 out_dir, db, cfg), text)}
+                       for i, (name, text) in enumerate(blocks)]}
+
+
+def _with_text(result: dict, text: str) -> dict:
+    return result if "error" in result else {**result, "cif_text": text}
 
 
 # A field of the item row that only the driver knows is written by the worker as "\0name\0", which the row's
@@ -206,22 +216,23 @@ def _build_one(path, key: str, out_dir: str, db: str, cfg: BuildConfig) -> dict 
 _SPLICE = re.compile(r'"\\u0000([a-z_]+)\\u0000"')
 
 
-def _as_row(result: dict, text: str, where: tuple[str, ...]) -> dict:
+def _as_row(result: dict, where: tuple[str, ...]) -> dict:
     """A structure's item as its worker hands it to the driver: its items.jsonl row already encoded but for the
     fields the driver gives (``_Finish``: id, CIF path, archive and member), cut where they go (``row``: text,
     name, text, ... in the row's sorted-key order), with what the driver reads of it (``select``: the selection's
-    fields but the id; ``cif_symmetry``). The driver then joins the row instead of decoding the item and encoding
-    it again. An error is kept as it is."""
+    fields but the id; ``cif_symmetry``; a block's name stays). The driver then joins the row instead of decoding
+    the item and encoding it again. An error is kept as it is."""
     if "error" in result:
         return result
-    item = {**result, "cif_text": text}
+    block = {"block": result["block"]} if "block" in result else {}
+    item = {k: v for k, v in result.items() if k != "block"}
     answer = item["answer"]
     names = ("cif", "id", *where)
     row = _SPLICE.split(dumps({**item, **{n: f"\0{n}\0" for n in names},
                                "hkl_convention": "4-index" if answer and len(answer[0]) == 4 else "3-index"}))
     if sorted(row[1::2]) != sorted(names):  # a value of the item's own spelled like a mark: the item as it is
-        return item
-    return {"row": row, "select": {k: item[k] for k in _SELECT_FIELDS if k != "id"},
+        return result
+    return {**block, "row": row, "select": {k: item[k] for k in _SELECT_FIELDS if k != "id"},
             "cif_symmetry": item["cif_symmetry"]}
 
 
