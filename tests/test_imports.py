@@ -53,7 +53,7 @@ def test_the_xrd_worker_preload_leaves_out_scipy_cluster_and_a_cif_needs_none_of
         for name in build._WORKER_MODULES:
             importlib.import_module(name)
         preloaded = set(sys.modules)
-        items = [build._build_one(str(p), "k" * 64, "out", "db", build.BuildConfig())
+        items = [build._build_items(str(p), "k" * 64, "out", "db", build.BuildConfig())
                  for p in sorted(__import__("pathlib").Path("cif").glob("*.cif"))]
         print(json.dumps({"preloaded": sorted(preloaded), "unit": sorted(set(sys.modules) - preloaded),
                           "items": items}))

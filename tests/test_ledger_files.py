@@ -272,3 +272,33 @@ def test_the_command_line_says_a_damaged_result_in_one_warning_line(tmp_path):
     lines = [line for line in err.splitlines() if "damaged" in line]
     assert len(lines) == 1 and lines[0].startswith("warning: "), err
     assert "RuntimeWarning" not in err and "warnings.warn" not in err, err
+
+def test_a_result_its_work_encoded_is_stored_as_it_is_and_read_by_the_callers_reader(tmp_path):
+    """A result the work encoded in a form of its own (``encode_text``) is filed or recorded byte for byte; a
+    caller's ``read`` gets its checked bytes (filed and inline alike) and the other results are decoded; a text
+    that is not a JSON object is stored as the unit's error."""
+    from benchmint.run.ledger import Encoded, encode_text
+
+    text = '{"head":{"n":2},"items":["x","y"]}'
+    enc = encode_text(text)
+    assert enc == Encoded(text, False, False) and encode_result(enc) is enc
+    bad = encode_text('["a list"]')
+    assert bad.error and "not a JSON object" in bad.text
+    seen: list[bytes] = []
+
+    def read(stored: bytes):
+        seen.append(stored)
+        return {"sliced": stored[:8].decode()} if stored.startswith(b'{"head"') else None
+
+    folder = str(results_folder(tmp_path / "ledger.sqlite"))
+    with Ledger(tmp_path / "ledger.sqlite", "k") as ledger:
+        ledger.record("filed", file_result(folder, enc))
+        ledger.record("inline", enc)
+        ledger.record("plain", {"v": 1})
+        ledger.record("bad", bad, ok=not bad.error)
+        assert ledger.get("filed", read) == (True, {"sliced": '{"head":'})
+        assert ledger.get("inline", read) == (True, {"sliced": '{"head":'})
+        assert ledger.get("plain", read) == (True, {"v": 1})
+        assert ledger.get("filed") == (True, {"head": {"n": 2}, "items": ["x", "y"]})
+        assert ledger.get("bad")[0] is False
+    assert seen[:2] == [text.encode()] * 2

@@ -171,9 +171,9 @@ def test_an_undetermined_space_group_keeps_its_item(tmp_path, monkeypatch):
 
     nacl = Structure.from_spacegroup("Fm-3m", Lattice.cubic(5.64), ["Na", "Cl"], [[0, 0, 0], [0.5, 0.5, 0.5]])
     CifWriter(nacl).write_file(tmp_path / "nacl.cif")
-    kept = build_module._build_one(str(tmp_path / "nacl.cif"), "k" * 16, str(tmp_path), "db", BuildConfig())
+    kept = build_module._build_items(str(tmp_path / "nacl.cif"), "k" * 16, str(tmp_path), "db", BuildConfig())
     monkeypatch.setattr(analyzer, "SpacegroupAnalyzer", fails)
-    item = build_module._build_one(str(tmp_path / "nacl.cif"), "k" * 16, str(tmp_path), "db", BuildConfig())
+    item = build_module._build_items(str(tmp_path / "nacl.cif"), "k" * 16, str(tmp_path), "db", BuildConfig())
     assert item["answer"] == kept["answer"] == [[2, 0, 0]]  # the pattern and its truth do not need the group
     assert (item["spacegroup"], item["crystal_system"], item["meta"]["spacegroup_number"]) == (None, None, None)
     assert item["laue_rotations"] == [[-1, 0, 0, 0, -1, 0, 0, 0, -1], [1, 0, 0, 0, 1, 0, 0, 0, 1]]
@@ -475,13 +475,13 @@ def test_an_unreadable_cif_and_a_link_loop_are_rows_and_the_run_goes_on():
 def test_a_hall_symbol_gives_the_structure_its_h_m_symbol_gives(tmp_path, impl):
     """Rock salt by its Hall symbol alone: the item of rock salt (Fm-3m, (200)), as the H-M symbol and as
     pymatgen's own Fm-3m structure give it; pymatgen alone reads it as P1 (Pm-3m, (110) at 22.29°)."""
-    from benchmint.xrd.build import _build_one
+    from benchmint.xrd.build import _build_items
     from benchmint.xrd.simulate import simulate
 
     (tmp_path / "hall.cif").write_text(salt_cif(symmetry="_symmetry_space_group_name_Hall '-F 4 2 3'\n"))
     (tmp_path / "hm.cif").write_text(salt_cif())
-    hall = _build_one(str(tmp_path / "hall.cif"), "h" * 16, str(tmp_path), "db", BuildConfig())
-    hm = _build_one(str(tmp_path / "hm.cif"), "m" * 16, str(tmp_path), "db", BuildConfig())
+    hall = _build_items(str(tmp_path / "hall.cif"), "h" * 16, str(tmp_path), "db", BuildConfig())
+    hm = _build_items(str(tmp_path / "hm.cif"), "m" * 16, str(tmp_path), "db", BuildConfig())
     assert (hall["spacegroup"], hall["spacegroup_number"], hall["answer"]) == ("Fm-3m", 225, [[2, 0, 0]])
     assert hall["cif_symmetry"] == "Hall symbol -F 4 2 3"
     assert hm["cif_symmetry"] == "space group symbol _symmetry_space_group_name_H-M"

@@ -1,7 +1,9 @@
 """`xrd build` finishes each CIF's result in input order while the others run: the read-back streamed
 (``run_units``' ``in_order``), the same files whatever order the results arrive in, memory that follows the
-number of items and not their size."""
+number of items and not their size; rows made by the workers, joined by the driver without decoding the item,
+the same as the rows it encoded from results recorded before."""
 
+import json
 import os
 import shutil
 import tracemalloc
@@ -139,3 +141,159 @@ def test_a_killed_run_leaves_no_half_items_file_and_its_rerun_writes_a_clean_run
     assert subprocess.run([*run, "clean"], cwd=tmp_path, capture_output=True).returncode == 0
     assert outputs(tmp_path / "killed") == outputs(tmp_path / "clean")
     assert not partial.exists()
+
+
+def rows_set(root):
+    """``cif_set`` (its last file padded by 64 KiB), a CIF of two structure blocks, and three CIFs in a tar
+    archive (items that carry the archive's and the member's fields)."""
+    import tarfile
+
+    cif_set(root, big_kib=64)
+    (root / "two_blocks.cif").write_text(salt_cif("b1", a=5.1) + salt_cif("b2", a=5.9, metal="K"))
+    packed = root.parent / "packed"
+    packed.mkdir()
+    for i in range(3):
+        (packed / f"t{i}.cif").write_text(salt_cif(f"t{i}", a=4.3 + 0.3 * i, metal="Li"))
+    with tarfile.open(root / "more.tar", "w") as tar:
+        for i in range(3):
+            tar.add(packed / f"t{i}.cif", arcname=f"t{i}.cif")
+
+
+def as_recorded_before(result, where):
+    """The result of a structure as the code before rows were encoded in the workers recorded it: the item."""
+    return result
+
+
+def stored_forms(out):
+    """How many structures the ledger holds as items ("answer" in them) and as rows."""
+    forms = {"item": 0, "row": 0}
+    with Ledger(out / "ledger.sqlite", "xrd-build") as ledger:
+        for _, _, r in ledger.results():
+            if "head" in r:  # rows framed for the driver: the head, the rows apart
+                forms["row"] += len(r["items"])
+                continue
+            for b in r.get("blocks", [r]):
+                forms["item"] += "answer" in b
+    return forms
+
+
+def test_rows_encoded_by_the_workers_are_the_rows_the_driver_encoded_and_old_ledgers_resume_to_them(tmp_path,
+                                                                                                    monkeypatch):
+    """The same files from results recorded as items (a ledger written before the workers encoded the rows, read
+    the old way), as rows, and from a ledger holding both (a run of the code before resumed by this one), at 1
+    and 2 workers; with a CIF of two blocks and archive members, whose fields the driver joins in."""
+    import benchmint.xrd.build as xb
+
+    rows_set(tmp_path / "cif")
+    monkeypatch.chdir(tmp_path)
+    cfg = BuildConfig(per_db=3)
+    with monkeypatch.context() as m:  # the workers fork from here: they make results the way the code before did
+        m.setattr(xb, "_as_row", as_recorded_before)
+        old = build(["cif"], "old", cfg)
+        build(["cif/s00.cif", "cif/two_blocks.cif", "cif/more.tar"], "mixed", cfg, workers=2)
+    assert (old.cifs, old.items, len(old.errors)) == (16, 15, 2)
+    assert stored_forms(tmp_path / "old") == {"item": 15, "row": 0}
+    for workers in (1, 2):
+        build(["cif"], f"new-{workers}", cfg, workers=workers)
+        assert stored_forms(tmp_path / f"new-{workers}") == {"item": 0, "row": 15}
+        assert outputs(tmp_path / f"new-{workers}") == outputs(tmp_path / "old"), workers
+    items = [json.loads(line) for line in (tmp_path / "old" / "items.jsonl").read_text().splitlines()]
+    assert {it["id"] for it in items if "archive" in it} == {"t0", "t1", "t2"}
+    assert {it["id"] for it in items if it["id"].startswith("two_blocks")} == {"two_blocks#b1", "two_blocks#b2"}
+    # The old ledger read again by this code, and the mixed one resumed with every file.
+    assert build(["cif"], "old", cfg, workers=2).skipped == 15
+    assert build(["cif"], "mixed", cfg).skipped == 5
+    assert stored_forms(tmp_path / "mixed") == {"item": 6, "row": 9}
+    for name in ("old", "mixed"):
+        assert outputs(tmp_path / name) == outputs(tmp_path / "new-1"), name
+
+
+def test_the_driver_decodes_no_item_whatever_its_size(tmp_path, monkeypatch):
+    """The driver reads each result back from the ledger and writes its row without decoding the item: what
+    the JSON decoder builds in the driver is a few values a structure (the result's head), however many
+    reflections, rotations and lines of CIF the item holds, and ``json.dumps`` encodes no item there. The code
+    before decoded every item (hundreds of values each here) and encoded it again."""
+    import benchmint.xrd.build  # noqa: F401  (imported before json is watched)
+
+    rows_set(tmp_path / "cif")
+    monkeypatch.chdir(tmp_path)
+    built = {"values": 0, "items_decoded": 0, "items_encoded": 0}
+
+    def values(x):
+        if isinstance(x, dict):
+            built["items_decoded"] += "answer" in x
+            return 1 + sum(values(v) for v in x.values())
+        if isinstance(x, list):
+            return 1 + sum(values(v) for v in x)
+        return 1
+
+    loads, dumps = json.loads, json.dumps
+
+    def counted_loads(*a, **k):
+        got = loads(*a, **k)
+        built["values"] += values(got)
+        return got
+
+    def counted_dumps(obj, *a, **k):
+        built["items_encoded"] += isinstance(obj, dict) and "answer" in obj
+        return dumps(obj, *a, **k)
+
+    raw_decode = json.JSONDecoder.raw_decode
+
+    def counted_raw_decode(self, *a, **k):
+        got = raw_decode(self, *a, **k)
+        built["values"] += values(got[0])
+        return got
+
+    monkeypatch.setattr(json, "loads", counted_loads)
+    monkeypatch.setattr(json.JSONDecoder, "raw_decode", counted_raw_decode)
+    monkeypatch.setattr(json, "dumps", counted_dumps)
+    got = build(["cif"], "out", BuildConfig(per_db=3), workers=1)
+    monkeypatch.undo()
+    driver = dict(built)
+    assert got.items == 15
+    items = [loads(line) for line in (tmp_path / "out" / "items.jsonl").read_text().splitlines()]
+    in_items = sum(values(it) for it in items)
+    assert in_items > 15 * 100  # the items are large enough for the bound below to tell
+    assert driver["items_decoded"] == 0 and driver["items_encoded"] == 0, driver
+    assert driver["values"] <= 30 * got.cifs, driver  # {row: [3 to 5 spans and names], select: {7}, cif_symmetry}
+
+
+def test_a_framed_result_reads_back_as_its_rows_and_one_whose_head_does_not_fit_is_an_error():
+    from benchmint.xrd.build import _as_row, _framed, _read_rows
+
+    item = {"answer": [[1, 1, 1]], "cif_symmetry": "operations", "db": "d", "two_theta_star": 27.4,
+            "peak_intensity": 100.0, "n_peaks": 9, "union_size": 1, "crystal_system": "cubic",
+            "spacegroup_number": 225, "formula": 'Na"Cl\n'}
+    row = _as_row({**item, "cif_text": "data_x\n"}, ("archive", "member"))
+    assert row["row"][1::2] == ["archive", "cif", "id", "member"]
+    text = _framed({"blocks": [{"block": "a", "error": "unreadable"}, {"block": "b", **row}]}).text
+    stored = json.loads(text)  # the ledger's own reader sees a JSON object: the head and the rows, marks and all
+    assert stored["items"][0]["cif"] == "\0cif\0" and stored["items"][0]["formula"] == 'Na"Cl\n'
+    assert _read_rows(text.encode()) == {"blocks": [{"block": "a", "error": "unreadable"}, {"block": "b", **row}]}
+    assert _read_rows(b'{"error":"x"}') is None  # another form: decoded by the ledger
+    cut = text[:text.index(',"items":[') + 40] + "]}"
+    assert "stored result unreadable" in _read_rows(cut.encode())["error"]
+    assert "stored result unreadable" in _read_rows(b'{"head":{"row":[[0,5]]')["error"]
+
+
+def test_a_row_made_for_other_fields_is_that_items_error_and_the_run_goes_on(tmp_path):
+    """A plain file's result whose row waits for an archive's fields (never made so: a member's key is not a
+    file's) is listed as that item's error; the next result is written."""
+    from pathlib import Path
+
+    from benchmint.run.runner import FoundFile
+    from benchmint.xrd.build import _as_row, _Finish
+
+    item = {"answer": [[1, 1, 1]], "cif_symmetry": "operations", "db": "d", "two_theta_star": 27.4,
+            "peak_intensity": 100.0, "n_peaks": 9, "union_size": 1, "crystal_system": "cubic",
+            "spacegroup_number": 225}
+    finish = _Finish(tmp_path)
+    try:
+        finish.add(FoundFile(Path("a.cif")), "k1", _as_row({**item, "cif_text": "data_a\n"}, ("archive", "member")))
+        finish.add(FoundFile(Path("b.cif")), "k2", _as_row({**item, "cif_text": "data_b\n"}, ()))
+        assert [e["cif"] for e in finish.errors] == ["a.cif"]
+        assert "stored result unreadable" in finish.errors[0]["error"]
+        assert [r["id"] for r in finish.selected_fields] == ["b"]
+    finally:
+        finish.abandon()

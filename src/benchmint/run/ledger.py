@@ -27,7 +27,7 @@ import threading
 import time
 import warnings
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,11 +79,24 @@ class Encoded:
     retry: bool
 
 
-def encode_result(result: dict) -> Encoded:
-    """``result`` as ``Ledger.record`` stores it."""
+def encode_result(result: dict | Encoded) -> Encoded:
+    """``result`` as ``Ledger.record`` stores it (one its work encoded already, with ``encode_text``, as it is)."""
+    if isinstance(result, Encoded):
+        return result
     text, problem = _stored_text(result)
     retry = isinstance(result, dict) and result.get("retry") is True
     return Encoded(text, problem is not None or "error" in result, retry)
+
+
+def encode_text(text: str) -> Encoded:
+    """A result its work encoded itself (a JSON object in a form of its own, say with parts its reader slices
+    out without decoding them: ``Ledger.get``'s ``read``), checked as ``encode_result`` checks a dict's."""
+    result, problem = decode_line(text.encode("utf-8"))
+    if problem is None and not isinstance(result, dict):
+        problem = "not a JSON object"
+    if problem is not None:
+        return Encoded(json.dumps({"error": f"result not storable as JSON: {problem}"}), True, False)
+    return Encoded(text, "error" in result, result.get("retry") is True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +131,7 @@ _SHARDS: dict[str, _Shard] = {}  # results folder -> this process's file in it
 _SHARDS_LOCK = threading.Lock()  # units on threads of one process append to its one file in turn
 
 
-def file_result(folder: str, result: dict) -> Filed | Encoded:
+def file_result(folder: str, result: dict | Encoded) -> Filed | Encoded:
     """``result``, encoded as the ledger stores it (``encode_result``), appended to this process's result file in
     ``folder`` (one file a process: appends need no lock between processes, and an offset counted here is the
     file's); returns where it went. When the file cannot be written (disk full, folder gone), the result
@@ -267,12 +280,15 @@ class Ledger:
         return b"", problem
 
     def _decode(self, key: str, ok, stored: bytes, file: str | None = None, start: int = 0, length: int = 0,
-                crc: int = 0) -> tuple[bool, dict]:
+                crc: int = 0, read: Callable[[bytes], dict | None] | None = None) -> tuple[bool, dict]:
         if file is not None:
             stored, problem = self._filed_bytes(key, file, start, length, crc)
             if problem is not None:  # the next run does it again
                 self._db.execute("UPDATE units SET ok = -1 WHERE key = ?", (key,))
                 return False, {"error": f"stored result unreadable: the result file {problem}"}
+        got = read(stored) if read is not None else None
+        if got is not None:
+            return ok == 1 and "error" not in got, got
         # Read as bytes: a damaged file may hold text that is not UTF-8, which is that unit's error, not the run's.
         result, problem = decode_line(stored)
         if problem is None and not isinstance(result, dict):
@@ -281,10 +297,15 @@ class Ledger:
             return False, {"error": f"stored result unreadable: {problem}"}
         return ok == 1, result
 
-    def get(self, key: str) -> tuple[bool, dict] | None:
+    def get(self, key: str, read: Callable[[bytes], dict | None] | None = None) -> tuple[bool, dict] | None:
+        """(ok, result) of ``key``, None when not recorded. ``read``: the caller's reader of the stored bytes (a
+        filed result's checked first), for a form of its own; it returns None for any other, which is decoded."""
         row = self._db.execute("SELECT ok, CAST(result AS BLOB), file, start, length, crc FROM units WHERE key = ?",
                                (key,)).fetchone()
-        return None if row is None else self._decode(key, *row)
+        if row is None:
+            return None
+        ok, stored, file, start, length, crc = row
+        return self._decode(key, ok, stored, file, start, length, crc, read)
 
     def results(self) -> Iterator[tuple[str, bool, dict]]:
         """Every recorded unit, ordered by key (callers re-order by their inputs)."""

@@ -91,7 +91,8 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict | 
               on_recorded: Callable[[Unit, dict], None] | None = None,
               then: Callable[[Unit, dict], Sequence[Unit]] | None = None,
               redo: Callable[[dict], bool] | None = None, read_back: bool = True,
-              in_order: Callable[[int, dict], None] | None = None) -> tuple[list[dict], int]:
+              in_order: Callable[[int, dict], None] | None = None,
+              read: Callable[[bytes], dict | None] | None = None) -> tuple[list[dict], int]:
     """Run ``work(*unit.args)`` for every unit whose key the ledger lacks; return (results in unit order, skipped).
 
     A result is a JSON-able dict, with "error" when the unit failed, or such a dict
@@ -121,9 +122,10 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict | 
     with its result as the ledger stored it, in unit order, as soon as it and every unit before it are recorded,
     while the rest still run. Results arrive in any order (costliest first), so what waits is keys, not results:
     the caller's memory holds one result at a time, and after the last unit only the rest of the order is read.
+    ``read``: how the streamed results are read from the ledger (``Ledger.get``'s ``read``).
     """
     todo = dispatch_order(list({u.key: u for u in units if not _kept(ledger, u.key, redo)}.values()))
-    stream = _InOrder(ledger, units, todo, in_order) if in_order is not None else None
+    stream = _InOrder(ledger, units, todo, in_order, read) if in_order is not None else None
     args = [u.args for u in todo]
     bar = None
     if progress and todo:
@@ -164,8 +166,8 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict | 
     return [_read_back(ledger, u) for u in units] if read_back else [], skipped
 
 
-def _read_back(ledger: Ledger, unit: Unit) -> dict:
-    got = ledger.get(unit.key)
+def _read_back(ledger: Ledger, unit: Unit, read: Callable[[bytes], dict | None] | None = None) -> dict:
+    got = ledger.get(unit.key, read)
     if got is None:  # every unit was recorded by run_units or by an earlier run
         raise RuntimeError(f"unit {unit.label} has no result in {ledger.path}")
     return got[1]
@@ -177,8 +179,8 @@ class _InOrder:
     kept, so a stalled order costs a set of keys)."""
 
     def __init__(self, ledger: Ledger, units: Sequence[Unit], todo: list[Unit],
-                 emit: Callable[[int, dict], None]) -> None:
-        self.ledger, self.units, self.emit = ledger, units, emit
+                 emit: Callable[[int, dict], None], read: Callable[[bytes], dict | None] | None = None) -> None:
+        self.ledger, self.units, self.emit, self.read = ledger, units, emit, read
         self.waiting = {u.key for u in todo}
         self.next = 0
         self.flush()  # units an earlier run recorded, up to the first one this run has to do
@@ -189,7 +191,7 @@ class _InOrder:
 
     def flush(self) -> None:
         while self.next < len(self.units) and self.units[self.next].key not in self.waiting:
-            self.emit(self.next, _read_back(self.ledger, self.units[self.next]))
+            self.emit(self.next, _read_back(self.ledger, self.units[self.next], self.read))
             self.next += 1
 
 
@@ -201,14 +203,14 @@ def _report(unit: Unit, result: dict, final: bool, on_recorded: Callable[[Unit, 
         follow.after(unit, result)
 
 
-def encoded(work: Callable[..., dict], *args) -> Encoded:
+def encoded(work: Callable[..., dict | Encoded], *args) -> Encoded:
     """``work(*args)``'s result encoded for the ledger where it is computed: pass ``functools.partial(encoded,
     work)`` to ``run_units`` and the worker processes do the JSON encoding and its read-back check (half a
     millisecond for a result of 20 kB), which the one process recording every result would otherwise do."""
     return encode_result(work(*args))
 
 
-def filed(folder: str, work: Callable[..., dict], *args) -> Filed | Encoded:
+def filed(folder: str, work: Callable[..., dict | Encoded], *args) -> Filed | Encoded:
     """``work(*args)``'s result appended by the worker to its own file in ``folder`` (the ledger's
     ``results_folder``, by absolute path), which sends back only where it went (``ledger.file_result``): the
     driver records a row of a few numbers instead of receiving and inserting the result. Only for executors
@@ -216,7 +218,8 @@ def filed(folder: str, work: Callable[..., dict], *args) -> Filed | Encoded:
     return file_result(folder, work(*args))
 
 
-def in_workers(work: Callable[..., dict], executor: Executor, ledger: Ledger) -> Callable[..., Encoded | Filed]:
+def in_workers(work: Callable[..., dict | Encoded], executor: Executor,
+               ledger: Ledger) -> Callable[..., Encoded | Filed]:
     """``work`` as the workers of ``executor`` are to run it: its result filed beside ``ledger`` (``filed``) when
     they write where this process reads (the executor's ``shares_files``), else encoded (``encoded``)."""
     if getattr(executor, "shares_files", False):
@@ -447,11 +450,13 @@ def find_files_into(inputs: Sequence[str | os.PathLike], suffix: str, out: Path)
 
 
 def run_files(inputs: Sequence[str | os.PathLike], suffix: str, out_dir: str | os.PathLike, kind: str,
-              work: Callable[..., dict], args_of: Callable[[Path], tuple], settings_of: Callable[[Path], dict],
+              work: Callable[..., dict | Encoded], args_of: Callable[[Path], tuple],
+              settings_of: Callable[[Path], dict],
               workers: int = 1, progress: bool = False, unit_seconds: float | None = None,
               stage_seconds: float | None = None, preload: Sequence[str] = (),
               share_preload: bool = False, engine: str = "local",
               on_row: Callable[[FoundFile, str | None, dict], None] | None = None,
+              read: Callable[[bytes], dict | None] | None = None,
               ) -> tuple[Path, list[tuple[FoundFile, str | None, dict]], int]:
     """A resumable run over the files in ``inputs``: ``work(source, key, out_dir, *args_of(path))`` per file.
 
@@ -473,7 +478,7 @@ def run_files(inputs: Sequence[str | os.PathLike], suffix: str, out_dir: str | o
     A file's size is its unit's ``cost``: the largest files are handed out first.
     Returns (output folder, [(FoundFile, key or None, result)], files already done); with ``on_row``, each
     (FoundFile, key or None, result) goes to it instead, in input order while the files run (``run_units``'
-    ``in_order``), and the list is empty.
+    ``in_order``), and the list is empty; ``read``: how they are read from the ledger (``Ledger.get``'s).
     """
     resolve_workers(workers)
     out = Path(out_dir)
@@ -484,8 +489,9 @@ def run_files(inputs: Sequence[str | os.PathLike], suffix: str, out_dir: str | o
     executor.start()
     try:
         units, rows = [], []
-        read = [f for f in files if f.error_row() is None and f.member is None]
-        hashed = iter(hash_files([f.path for f in read], [settings_of(f.path) for f in read], hash_threads(workers)))
+        hashing = [f for f in files if f.error_row() is None and f.member is None]
+        hashed = iter(hash_files([f.path for f in hashing], [settings_of(f.path) for f in hashing],
+                                 hash_threads(workers)))
         for f in files:
             left_out = f.error_row()
             if left_out is None and f.member is not None:  # keyed by its identity in the archive: not read here
@@ -502,7 +508,7 @@ def run_files(inputs: Sequence[str | os.PathLike], suffix: str, out_dir: str | o
         stream = None if on_row is None else _RowsInOrder(rows, on_row)
         with Ledger(out / LEDGER_NAME, kind) as ledger:
             results, skipped = run_units(ledger, units, in_workers(work, executor, ledger), executor, kind, progress,
-                                         in_order=None if stream is None else stream.unit_result)
+                                         in_order=None if stream is None else stream.unit_result, read=read)
     finally:
         executor.close()  # workers of a run that failed before its units ran
     if stream is not None:

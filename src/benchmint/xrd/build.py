@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
+import re
 import struct
 import zlib
 from array import array
@@ -29,8 +31,9 @@ from typing import IO, Any
 
 import numpy as np
 
-from benchmint.io import atomic_write, dumps, write_jsonl
+from benchmint.io import atomic_write, dumps, dumps_text, write_jsonl
 from benchmint.run import run_files
+from benchmint.run.ledger import Encoded, encode_text
 from benchmint.xrd.profile import ProfileParams
 from benchmint.xrd.realism import Realism
 
@@ -178,10 +181,20 @@ def render_pattern(grid, curve, path: Path, size: tuple[int, int]) -> None:
     renderer.save(curve, path)
 
 
-def _build_one(path, key: str, out_dir: str, db: str, cfg: BuildConfig) -> dict:
+def _build_one(path, key: str, out_dir: str, db: str, cfg: BuildConfig) -> dict | Encoded:
+    """One CIF's result as its worker stores it: ``_build_items``' items as their rows (``_as_row``), the
+    result encoded as the driver reads it (``_framed``). Runs in a worker process."""
+    result = _build_items(path, key, out_dir, db, cfg)
+    where = tuple(sorted(path.where())) if hasattr(path, "where") else ()  # an archive's member: its fields
+    if "blocks" in result:
+        return _framed({"blocks": [_as_row(b, where) for b in result["blocks"]]})
+    return _framed(_as_row(result, where))
+
+
+def _build_items(path, key: str, out_dir: str, db: str, cfg: BuildConfig) -> dict:
     """One CIF -> its item, or {"error": ...}; a CIF of several structure blocks -> {"blocks": [{"block": name,
-    and its item or error}, ...]}. Runs in a worker process. The item's id and CIF path are the parent's to give
-    (a file's content may stand for several files)."""
+    and its item or error}, ...]}. The item's id and CIF path are the parent's to give (a file's content may
+    stand for several files)."""
     from benchmint.run.archives import read_source
     from benchmint.xrd.cifread import structure_blocks
 
@@ -198,6 +211,86 @@ def _build_one(path, key: str, out_dir: str, db: str, cfg: BuildConfig) -> dict:
 
 def _with_text(result: dict, text: str) -> dict:
     return result if "error" in result else {**result, "cif_text": text}
+
+
+# A field of the item row that only the driver knows is written by the worker as "\0name\0", which the row's
+# JSON spells "\u0000name\u0000" (a raw NUL is never in it): the row is cut there, the names kept between.
+_SPLICE = re.compile(r'"\\u0000([a-z_]+)\\u0000"')
+
+
+def _as_row(result: dict, where: tuple[str, ...]) -> dict:
+    """A structure's item as its worker hands it to the driver: its items.jsonl row already encoded but for the
+    fields the driver gives (``_Finish``: id, CIF path, archive and member), cut where they go (``row``: text,
+    name, text, ... in the row's sorted-key order), with what the driver reads of it (``select``: the selection's
+    fields but the id; ``cif_symmetry``; a block's name stays). The driver then joins the row instead of decoding
+    the item and encoding it again. An error is kept as it is."""
+    if "error" in result:
+        return result
+    block = {"block": result["block"]} if "block" in result else {}
+    item = {k: v for k, v in result.items() if k != "block"}
+    answer = item["answer"]
+    names = ("cif", "id", *where)
+    row = _SPLICE.split(dumps({**item, **{n: f"\0{n}\0" for n in names},
+                               "hkl_convention": "4-index" if answer and len(answer[0]) == 4 else "3-index"}))
+    if sorted(row[1::2]) != sorted(names):  # a value of the item's own spelled like a mark: the item as it is
+        return result
+    return {**block, "row": row, "select": {k: item[k] for k in _SELECT_FIELDS if k != "id"},
+            "cif_symmetry": item["cif_symmetry"]}
+
+
+# A result with rows, as the ledger stores it: {"head": the result with each row's place instead of its text,
+# "items": [the rows, marks and all]}. The driver decodes the head alone and slices the rows out of the text
+# (``_read_rows``): its work a CIF does not grow with the items, which a result decoded whole made it do.
+_HEAD = '{"head":'
+_ITEMS = ',"items":['
+_HEAD_READER = json.JSONDecoder()
+
+
+def _framed(result: dict) -> dict | Encoded:
+    """``result`` with its rows (``_as_row``) encoded as ``_read_rows`` reads it: a row's place is its pieces'
+    spans in the text after the head, its fields' names between them. Without a row, the result as it is."""
+    blocks = result.get("blocks", [result])
+    if not any("row" in b for b in blocks):
+        return result
+    rows: list[str] = []
+    at = len(_ITEMS)
+    heads = []
+    for b in blocks:
+        if "row" not in b:
+            heads.append(b)
+            continue
+        place: list = []
+        for i, piece in enumerate(b["row"]):
+            if i % 2:
+                place.append(piece)
+                at += len(piece) + 14  # the mark the split took out: "\u0000name\u0000"
+            else:
+                place.append([at, at + len(piece)])
+                at += len(piece)
+        rows.append("".join(p if i % 2 == 0 else f'"\\u0000{p}\\u0000"' for i, p in enumerate(b["row"])))
+        at += 1  # the comma before the next row
+        heads.append({**b, "row": place})
+    head = {"blocks": heads} if "blocks" in result else heads[0]
+    return encode_text(_HEAD + dumps(head) + _ITEMS + ",".join(rows) + "]}")
+
+
+def _read_rows(stored: bytes) -> dict | None:
+    """A result ``_framed`` encoded, as ``_Finish`` reads it (each row as its pieces and fields' names), its
+    head alone decoded; None for a result of another form (an error, one recorded before rows were framed)."""
+    if not stored.startswith(b'{"head":'):
+        return None
+    text = stored.decode("utf-8")
+    try:
+        head, end = _HEAD_READER.raw_decode(text, len(_HEAD))
+        for b in head.get("blocks", [head]):
+            if "row" in b:
+                place = b["row"]
+                if end + place[-1][1] > len(text):  # spans past the text: a head not of these rows
+                    raise IndexError(f"a row's place ends at {end + place[-1][1]}, past the text's {len(text)}")
+                b["row"] = [text[end + p[0]:end + p[1]] if i % 2 == 0 else p for i, p in enumerate(place)]
+    except (ValueError, TypeError, IndexError, KeyError, AttributeError) as exc:
+        return {"error": f"stored result unreadable: {type(exc).__name__}: {exc}"}
+    return head
 
 
 def _build_block(text: str, key: str, image_name: str, out_dir: str, db: str, cfg: BuildConfig) -> dict:
@@ -553,7 +646,8 @@ def build(inputs, out_dir, cfg: BuildConfig = BuildConfig(), workers: int = 1, p
         _, _, skipped = run_files(inputs, ".cif", out_dir, "xrd-build", _build_one, lambda p: (db_of(p), cfg),
                                   lambda p: per_db.setdefault(db_of(p), {**settings, "db": db_of(p)}),
                                   workers, progress, unit_seconds=cfg.cif_seconds, preload=_WORKER_MODULES,
-                                  share_preload=share_imports(workers), engine=engine, on_row=finish.add)
+                                  share_preload=share_imports(workers), engine=engine, on_row=finish.add,
+                                  read=_read_rows)
         return finish.close(skipped, cfg, selector, workers)
     finally:
         finish.abandon()
@@ -640,25 +734,37 @@ class _Finish:
             elif item_id in self.seen_id:
                 self._error({**where, "error": f"duplicate id {item_id!r}: {self.seen_id[item_id]} has it; left out",
                              "kind": "duplicate_id", "duplicate_of": self.seen_id[item_id]})
+            elif (problem := self._item(f, b, item_id)) is not None:
+                self._error({**where, "error": problem, "kind": "unreadable"})
             else:
                 self.seen_id[item_id] = str(p)
-                self._item(f, {**b, "id": item_id})
                 if b.get("cif_symmetry") == ASSUMED_P1:  # kept, but never silently
                     self._error({**where, "id": item_id, "kind": "warning", "warning":
                                  "the CIF gives no symmetry pymatgen can read (no operations, Hall or H-M symbol "
                                  "or number): the sites are taken as written (P1); the item is kept"})
 
-    def _item(self, f, r: dict) -> None:
+    def _item(self, f, b: dict, item_id: str) -> str | None:
         # What a prompt needs beside the item: the CIF (its path relative to items.jsonl, added here rather than
         # in the worker so that a resumed run in another place still points at its files) and the index
         # convention. A member of an archive is named by the archive's path and its name in it; its item
         # carries its text.
         assert self.items_fh is not None and self.relative is not None
-        item = {**r, "cif": self.relative(f.member.archive if f.member else f.path)
-                + (f"/{f.member.name}" if f.member else ""), **f.where(),
-                "hkl_convention": "4-index" if r["answer"] and len(r["answer"][0]) == 4 else "3-index"}
+        cif = self.relative(f.member.archive if f.member else f.path) + (f"/{f.member.name}" if f.member else "")
+        row = b.get("row")
+        if row is not None:  # encoded by the worker (``_as_row``): the driver's fields joined in, nothing decoded
+            given = {"cif": cif, "id": item_id, **f.where()}
+            if len(row) != 2 * len(given) + 1 or not all(n in given for n in row[1::2]):  # this item's error
+                return f"stored result unreadable: its row has the fields {row[1::2]}, the file {sorted(given)}"
+            self.items_fh.write(row[0] + "".join(dumps_text(given[n]) + t for n, t in zip(row[1::2], row[2::2]))
+                                + "\n")
+            self.selection_input.add({**b["select"], "id": item_id})
+            return None
+        # A result recorded before the workers encoded the rows (a ledger of an earlier version): the item itself.
+        item = {**b, "id": item_id, "cif": cif, **f.where(),
+                "hkl_convention": "4-index" if b["answer"] and len(b["answer"][0]) == 4 else "3-index"}
         self.items_fh.write(dumps(item) + "\n")
         self.selection_input.add(item)
+        return None
 
     def close(self, skipped: int, cfg: BuildConfig, selector: Selector, workers: int) -> BuildResult:
         """The selection, and the three files in place."""
