@@ -294,6 +294,6 @@ def test_a_row_made_for_other_fields_is_that_items_error_and_the_run_goes_on(tmp
         finish.add(FoundFile(Path("b.cif")), "k2", _as_row({**item, "cif_text": "data_b\n"}, ()))
         assert [e["cif"] for e in finish.errors] == ["a.cif"]
         assert "stored result unreadable" in finish.errors[0]["error"]
-        assert [r["id"] for r in finish.selected_fields] == ["b"]
+        assert [ids for ids, _ in finish.selection_input.dbs.values()] == [["b"]]
     finally:
         finish.abandon()

@@ -234,7 +234,7 @@ def _as_row(result: dict, where: tuple[str, ...]) -> dict:
                                "hkl_convention": "4-index" if answer and len(answer[0]) == 4 else "3-index"}))
     if sorted(row[1::2]) != sorted(names):  # a value of the item's own spelled like a mark: the item as it is
         return result
-    return {**block, "row": row, "select": {k: item[k] for k in _SELECT_FIELDS if k != "id"},
+    return {**block, "row": row, "select": {k: item[k] for k in SelectionInput.FIELDS if k != "id"},
             "cif_symmetry": item["cif_symmetry"]}
 
 
@@ -435,6 +435,9 @@ class SelectionInput:
     """What ``select`` reads of the items, taken from each item as it comes: per database its ids and its rows of
     the six features (``add``), 48 bytes a row. ``xrd build`` fills it while the structures run, so after the
     last one the rows are ready, not read from every item, and the helper is handed arrays, not dicts."""
+
+    FIELDS = ("db", "id", "two_theta_star", "peak_intensity", "n_peaks", "union_size", "crystal_system",
+              "spacegroup_number")  # what ``add`` reads of an item
 
     def __init__(self, items: Iterable[dict] = ()) -> None:
         self.dbs: dict[str, tuple[list[str], array]] = {}
