@@ -16,57 +16,33 @@ FEATURES_PER_PASS = 6
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy", boundscheck=False, inline="always")
-def _first_squares(xt, i, b, m, span):  # pragma: no cover - compiled
-    """span[j] = the sum of the squared differences of rows i and b + j over features 0-5, added from 0.0."""
-    r0, r1, r2, r3, r4, r5 = xt[0, b:b + m], xt[1, b:b + m], xt[2, b:b + m], xt[3, b:b + m], xt[4, b:b + m], \
-        xt[5, b:b + m]
-    v0, v1, v2, v3, v4, v5 = xt[0, i], xt[1, i], xt[2, i], xt[3, i], xt[4, i], xt[5, i]
-    for j in range(m):
-        t0, t1, t2, t3, t4, t5 = v0 - r0[j], v1 - r1[j], v2 - r2[j], v3 - r3[j], v4 - r4[j], v5 - r5[j]
-        s = 0.0 + t0 * t0
-        s = s + t1 * t1
-        s = s + t2 * t2
-        s = s + t3 * t3
-        s = s + t4 * t4
-        span[j] = s + t5 * t5
-
-
-@numba.njit(nogil=True, cache=True, error_model="numpy", boundscheck=False, inline="always")
-def _more_squares(xt, i, f, b, m, span):  # pragma: no cover - compiled
-    """span[j] += the squared differences of rows i and b + j over features f to f + 5, one after the other."""
+def _six_squares(xt, i, f, b, m, span, first, root):  # pragma: no cover - compiled
+    """span[j] (from 0.0 when ``first``, else added to it) += the squared differences of rows i and b + j over
+    features f to f + 5, one after the other; then its root when ``root``. The two flags do not change inside
+    the loop, which the compiler takes out of it: each call is one branch-free loop."""
     r0, r1, r2 = xt[f, b:b + m], xt[f + 1, b:b + m], xt[f + 2, b:b + m]
     r3, r4, r5 = xt[f + 3, b:b + m], xt[f + 4, b:b + m], xt[f + 5, b:b + m]
     v0, v1, v2, v3, v4, v5 = xt[f, i], xt[f + 1, i], xt[f + 2, i], xt[f + 3, i], xt[f + 4, i], xt[f + 5, i]
     for j in range(m):
         t0, t1, t2, t3, t4, t5 = v0 - r0[j], v1 - r1[j], v2 - r2[j], v3 - r3[j], v4 - r4[j], v5 - r5[j]
-        s = span[j] + t0 * t0
+        s = (0.0 if first else span[j]) + t0 * t0
         s = s + t1 * t1
         s = s + t2 * t2
         s = s + t3 * t3
         s = s + t4 * t4
-        span[j] = s + t5 * t5
+        s = s + t5 * t5
+        span[j] = math.sqrt(s) if root else s
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy", boundscheck=False, inline="always")
 def _roots(xt, i, b, m, span):  # pragma: no cover - compiled
-    """span[j] = the distance of rows i and b + j: squares added feature by feature from 0.0, then the root."""
+    """span[j] = the distance of rows i and b + j: squares added feature by feature from 0.0, then the root;
+    the selection's six features in one loop, squares to root; more in passes of six, then the roots."""
     d = xt.shape[0]
-    if d == FEATURES_PER_PASS:  # the selection's six features: one loop, squares to root
-        r0, r1, r2, r3, r4, r5 = xt[0, b:b + m], xt[1, b:b + m], xt[2, b:b + m], xt[3, b:b + m], xt[4, b:b + m], \
-            xt[5, b:b + m]
-        v0, v1, v2, v3, v4, v5 = xt[0, i], xt[1, i], xt[2, i], xt[3, i], xt[4, i], xt[5, i]
-        for j in range(m):
-            t0, t1, t2, t3, t4, t5 = v0 - r0[j], v1 - r1[j], v2 - r2[j], v3 - r3[j], v4 - r4[j], v5 - r5[j]
-            s = 0.0 + t0 * t0
-            s = s + t1 * t1
-            s = s + t2 * t2
-            s = s + t3 * t3
-            s = s + t4 * t4
-            span[j] = math.sqrt(s + t5 * t5)
-    else:  # in passes of six, then the roots (each loop without a branch inside, for SIMD)
-        _first_squares(xt, i, b, m, span)
+    _six_squares(xt, i, 0, b, m, span, True, d == FEATURES_PER_PASS)
+    if d > FEATURES_PER_PASS:
         for f in range(FEATURES_PER_PASS, d, FEATURES_PER_PASS):
-            _more_squares(xt, i, f, b, m, span)
+            _six_squares(xt, i, f, b, m, span, False, False)
         for j in range(m):
             span[j] = math.sqrt(span[j])
 
