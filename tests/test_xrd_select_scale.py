@@ -155,3 +155,4 @@ def test_the_ray_selector_selects_here_when_the_cluster_fails_it(tmp_path):
             "sys.stdout.buffer.write(pickle.dumps(Selector('ray').select(items, 5, 1, workers=2)))")
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "items.pkl")], capture_output=True, check=True)
     assert pickle.loads(done.stdout) == select(items, 5, 1)
+    assert "the Ray cluster failed the KMeans selection" in done.stderr.decode()  # said, not silent

@@ -218,6 +218,11 @@ def _with_text(result: dict, text: str) -> dict:
 _SPLICE = re.compile(r'"\\u0000([a-z_]+)\\u0000"')
 
 
+def _mark(name: str) -> str:
+    """How the row's JSON spells the mark of the field ``name`` (what ``_SPLICE`` cuts out)."""
+    return f'"\\u0000{name}\\u0000"'
+
+
 def _as_row(result: dict, where: tuple[str, ...]) -> dict:
     """A structure's item as its worker hands it to the driver: its items.jsonl row already encoded but for the
     fields the driver gives (``_Finish``: id, CIF path, archive and member), cut where they go (``row``: text,
@@ -263,11 +268,11 @@ def _framed(result: dict) -> dict | Encoded:
         for i, piece in enumerate(b["row"]):
             if i % 2:
                 place.append(piece)
-                at += len(piece) + 14  # the mark the split took out: "\u0000name\u0000"
+                at += len(_mark(piece))  # the mark the split took out
             else:
                 place.append([at, at + len(piece)])
                 at += len(piece)
-        rows.append("".join(p if i % 2 == 0 else f'"\\u0000{p}\\u0000"' for i, p in enumerate(b["row"])))
+        rows.append("".join(p if i % 2 == 0 else _mark(p) for i, p in enumerate(b["row"])))
         at += 1  # the comma before the next row
         heads.append({**b, "row": place})
     head = {"blocks": heads} if "blocks" in result else heads[0]
@@ -558,8 +563,11 @@ class Selector:
             self.imports.join()
             try:
                 return select(items, per_db, seed, spread=RayMap())
-            except Exception:  # noqa: BLE001 - the cluster failed it (a task's workers died past its retries,
-                pass  # the connection lost): select here instead, the same selection
+            except Exception as exc:  # noqa: BLE001 - a task's workers died past its retries, the connection lost
+                import warnings
+
+                warnings.warn(f"the Ray cluster failed the KMeans selection ({type(exc).__name__}: {exc}); it runs "
+                              "on this machine instead, with the same result", RuntimeWarning, stacklevel=2)
         proc, self.proc = self.proc, None
         if proc is not None:
             request = (items, per_db, seed, workers)
