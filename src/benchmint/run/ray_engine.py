@@ -326,9 +326,9 @@ class RayMap:
     connected cluster, results in input order; ``shared`` is put in the object store once for all of them (a
     NumPy array reaches the tasks of one node without a copy). For the pure parallel parts of a step the driver
     runs, like the KMeans selection's restarts and silhouette units (``xrd.cluster``); a task whose worker died
-    is run again by Ray (it has no side effects). ``workers``: the cluster's CPUs.
-    ``tasks_per_worker``: how many tasks a worker a caller that groups its work should make (a task costs
-    about a millisecond of the driver's and the scheduler's time, so a task is a group, not a row block)."""
+    is run again by Ray (it has no side effects). ``workers``: the cluster's CPUs. ``tasks_per_worker``: how
+    many tasks a caller grouping its work should make a CPU (a task costs about a millisecond of the driver's
+    and the scheduler's time, so a task is a group of units, not one)."""
 
     tasks_per_worker = 4
 
