@@ -13,17 +13,21 @@
 // not fully decide (malformed JSON, unusual values, an output the compiled
 // extractor leaves undecided, any problem to report) goes to the Python
 // reference for that one line, so rows and errors equal the reference path.
+#include <fcntl.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <deque>
 #include <exception>
 #include <limits>
 #include <memory>
@@ -522,15 +526,28 @@ void stream_file(const std::string& path, int workers, Parse&& parse, Merge&& me
     }
 }
 
-// Writes row buffers on a background thread, one batch of buffers in flight.
+// Writes row buffers on background threads. One file (the default): one batch of buffers in flight, written by
+// one thread with fwrite. Parts (rows_per_file > 0): the rows cut every rows_per_file rows into the files
+// part-00000.jsonl, part-00001.jsonl, ... of the folder `path`, whose concatenation in name order is the one file;
+// up to `threads` batches in flight, each batch on a thread of its own writing its pieces with pwrite() at offsets
+// worked out here, so batches of different parts never share a file's lock. The caller gives each piece's row
+// count, so a piece is only scanned for line ends where a part boundary falls inside it.
 // BENCHMINT_WRITER_TIMES=FILE appends the writer's own figures at finish() (wall and thread CPU seconds spent
-// writing, bytes, batches) as a JSON line, for scripts/score_phases.py.
+// writing, summed over its threads, bytes, batches) as a JSON line, for scripts/score_phases.py.
 // Whatever may wait for the output's reader (opening a FIFO, joining a writer stuck on a full pipe, flushing)
 // runs without the GIL: the reader may be a Python thread of this process.
 class RowWriter {
    public:
-    explicit RowWriter(const std::string& path) : fh_(open_without_gil(path), &std::fclose) {
-        if (!fh_) throw py::value_error("cannot write " + path);
+    struct Part {
+        int fd = -1;
+        int64_t rows = 0, bytes = 0;
+    };
+    explicit RowWriter(const std::string& path, int64_t rows_per_file = 0, int threads = 1)
+        : fh_(rows_per_file > 0 ? nullptr : open_without_gil(path), &std::fclose),
+          dir_(path),
+          per_file_(rows_per_file),
+          threads_(size_t(std::max(threads, 1))) {
+        if (!fh_ && per_file_ <= 0) throw py::value_error("cannot write " + path);
     }
     ~RowWriter() {  // on an error's way out, with or without the GIL
         if (PyGILState_Check()) {
@@ -540,32 +557,55 @@ class RowWriter {
             close();
         }
     }
-    void write(std::vector<std::string>& pieces) {  // takes the pieces, written in order; pieces is left empty
-        wait();
-        std::swap(pending_, pieces);
+    // Takes the pieces (written in order; pieces is left empty); rows[i]: the rows in pieces[i] (parts only).
+    void write(std::vector<std::string>& pieces, const std::vector<size_t>& rows) {
+        if (per_file_ > 0) return write_parts(pieces, rows);
+        wait_all();
+        Batch& b = flight_.emplace_back();
+        std::swap(b.pieces, pieces);
         pieces.clear();
-        worker_ = std::thread([this] {
+        b.worker = std::thread([this, &b] {
             const WriterClock start;
-            for (const std::string& p : pending_) {
-                ok_ = ok_ && std::fwrite(p.data(), 1, p.size(), fh_.get()) == p.size();
+            bool ok = true;
+            for (const std::string& p : b.pieces) {
+                ok = ok && std::fwrite(p.data(), 1, p.size(), fh_.get()) == p.size();
                 bytes_ += p.size();
             }
-            start.add_to(wall_, cpu_);
-            ++batches_;
+            if (!ok) ok_ = false;
+            start.add_to(*this);
         });
     }
-    void write(std::string& rows) {  // takes the contents; rows is left empty
+    void write(std::string& rows, size_t n_rows) {  // takes the contents; rows is left empty
         std::vector<std::string> one(1);
         std::swap(one[0], rows);
-        write(one);
+        write(one, std::vector<size_t>{n_rows});
     }
     void finish() {
-        wait();
-        if (!ok_ || std::fflush(fh_.get()) != 0) throw py::value_error("writing the scores failed (disk full?)");
+        wait_all();
+        bool ok = ok_;
+        if (fh_) ok = std::fflush(fh_.get()) == 0 && ok;
+        for (Part& p : parts_) ok = close_fd(p) && ok;
+        if (!ok) throw py::value_error("writing the scores failed (disk full?)");
         report_times();
+    }
+    // The parts written, in order: (rows, bytes) each; empty for the one file.
+    std::vector<std::pair<int64_t, int64_t>> parts() const {
+        std::vector<std::pair<int64_t, int64_t>> out;
+        for (const Part& p : parts_) out.emplace_back(p.rows, p.bytes);
+        return out;
     }
 
    private:
+    struct Segment {  // bytes [from, from + size) of piece `piece`, at `offset` in part `part`
+        size_t piece, from, size, part;
+        int64_t offset;
+    };
+    struct Batch {
+        std::vector<std::string> pieces;
+        std::vector<Segment> segments;
+        std::vector<size_t> done_parts;  // parts whose last bytes this batch writes: closed once it is joined
+        std::thread worker;
+    };
     struct WriterClock {  // wall and this thread's CPU since construction
         std::chrono::steady_clock::time_point wall = std::chrono::steady_clock::now();
         double cpu = thread_cpu();
@@ -574,24 +614,106 @@ class RowWriter {
             clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
             return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
         }
-        void add_to(double& w, double& c) const {
-            w += std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count();
-            c += thread_cpu() - cpu;
+        void add_to(RowWriter& w) const {
+            const double dw = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count();
+            const double dc = thread_cpu() - cpu;
+            std::lock_guard<std::mutex> lock(w.times_);
+            w.wall_ += dw;
+            w.cpu_ += dc;
+            ++w.batches_;
         }
     };
+    // The pieces cut at the part boundaries into segments, each at its offset in its part; the batch then runs on
+    // a thread of its own once fewer than threads_ batches are in flight.
+    void write_parts(std::vector<std::string>& pieces, const std::vector<size_t>& rows) {
+        if (rows.size() != pieces.size()) throw std::logic_error("RowWriter: a row count per piece is needed");
+        while (flight_.size() >= threads_) join_front();
+        Batch& b = flight_.emplace_back();
+        std::swap(b.pieces, pieces);
+        pieces.clear();
+        for (size_t i = 0; i < b.pieces.size(); ++i) {
+            const std::string& p = b.pieces[i];
+            size_t from = 0, left = rows[i];
+            while (left > 0) {
+                if (parts_.empty() || parts_.back().rows == per_file_) open_part();
+                Part& part = parts_.back();
+                const size_t take = size_t(std::min<int64_t>(int64_t(left), per_file_ - part.rows));
+                size_t to = p.size();
+                if (take < left) {  // the boundary falls inside this piece: after its take-th line
+                    to = from;
+                    for (size_t k = 0; k < take; ++k) to = p.find('\n', to) + 1;
+                }
+                b.segments.push_back(Segment{i, from, to - from, parts_.size() - 1, part.bytes});
+                part.rows += int64_t(take);
+                part.bytes += int64_t(to - from);
+                if (part.rows == per_file_) b.done_parts.push_back(parts_.size() - 1);
+                from = to;
+                left -= take;
+            }
+            if (from != p.size()) throw std::logic_error("RowWriter: a piece holds more text than its rows");
+        }
+        std::vector<int> fds;
+        for (const Part& p : parts_) fds.push_back(p.fd);
+        b.worker = std::thread([this, &b, fds = std::move(fds)] {
+            const WriterClock start;
+            bool ok = true;
+            size_t n = 0;
+            for (const Segment& s : b.segments) {
+                ok = ok && pwrite_all(fds[s.part], b.pieces[s.piece].data() + s.from, s.size, s.offset);
+                n += s.size;
+            }
+            bytes_ += n;
+            if (!ok) ok_ = false;
+            start.add_to(*this);
+        });
+    }
+    void open_part() {
+        char name[32];
+        std::snprintf(name, sizeof name, "/part-%05zu.jsonl", parts_.size());
+        Part p;
+        p.fd = ::open((dir_ + name).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+        if (p.fd < 0) throw py::value_error("cannot write " + dir_ + name + ": " + std::strerror(errno));
+        parts_.push_back(p);
+    }
+    static bool pwrite_all(int fd, const char* data, size_t size, int64_t offset) {
+        while (size > 0) {
+            const ssize_t got = ::pwrite(fd, data, size, off_t(offset));
+            if (got < 0 && errno == EINTR) continue;
+            if (got <= 0) return false;
+            data += got;
+            size -= size_t(got);
+            offset += got;
+        }
+        return true;
+    }
+    static bool close_fd(Part& p) {
+        if (p.fd < 0) return true;
+        const bool ok = ::close(p.fd) == 0;
+        p.fd = -1;
+        return ok;
+    }
+    void join_front() {
+        Batch& b = flight_.front();
+        if (b.worker.joinable()) b.worker.join();
+        for (size_t k : b.done_parts)
+            if (!close_fd(parts_[k])) ok_ = false;
+        flight_.pop_front();
+    }
     void report_times() const {
         const char* to = std::getenv("BENCHMINT_WRITER_TIMES");
         if (!to || !*to) return;
         std::unique_ptr<FILE, int (*)(FILE*)> fh(std::fopen(to, "a"), &std::fclose);
         if (fh)
-            std::fprintf(fh.get(), "{\"wall\": %.6f, \"cpu\": %.6f, \"bytes\": %zu, \"batches\": %zu}\n", wall_, cpu_,
-                         bytes_, batches_);
+            std::fprintf(fh.get(),
+                         "{\"wall\": %.6f, \"cpu\": %.6f, \"bytes\": %zu, \"batches\": %zu, \"parts\": %zu}\n", wall_,
+                         cpu_, bytes_.load(), batches_, parts_.size());
     }
-    void wait() {
-        if (worker_.joinable()) worker_.join();
+    void wait_all() {
+        while (!flight_.empty()) join_front();
     }
     void close() {
-        wait();
+        wait_all();
+        for (Part& p : parts_) close_fd(p);
         fh_.reset();
     }
     static FILE* open_without_gil(const std::string& path) {
@@ -599,11 +721,16 @@ class RowWriter {
         return std::fopen(path.c_str(), "wb");
     }
     std::unique_ptr<FILE, int (*)(FILE*)> fh_;
-    std::vector<std::string> pending_;
-    std::thread worker_;
-    bool ok_ = true;
-    double wall_ = 0, cpu_ = 0;  // the writer's own time, summed over batches
-    size_t bytes_ = 0, batches_ = 0;
+    std::string dir_;
+    int64_t per_file_;
+    size_t threads_;
+    std::vector<Part> parts_;
+    std::deque<Batch> flight_;  // the batches in flight, oldest first (a deque keeps their addresses)
+    std::atomic<bool> ok_{true};
+    std::mutex times_;
+    double wall_ = 0, cpu_ = 0;  // the writer's own time, summed over batches and threads
+    std::atomic<size_t> bytes_{0};
+    size_t batches_ = 0;
 };
 
 // Runs fn on a thread of its own while the calling thread waits without the GIL, so that the calling thread's
@@ -1151,10 +1278,10 @@ int32_t count_tp(const int64_t* a, const int64_t* ae, const int64_t* b, const in
 
 py::dict score_stream(const std::vector<std::string>& pred_paths, std::shared_ptr<GoldIndex> gold, double lam,
                       double gamma, int workers, const std::string& out_path, py::function fallback,
-                      py::function make_error, py::function progress, py::list errors) {
+                      py::function make_error, py::function progress, py::list errors, int64_t rows_per_file) {
     workers = resolve_workers(workers);
     GoldIndex& g = *gold;
-    RowWriter out(out_path);
+    RowWriter out(out_path, rows_per_file, workers);
     SegmentCache segments(MetricParams{lam, gamma});
     std::vector<std::string> models;
     std::vector<std::vector<uint8_t>> seen;
@@ -1323,8 +1450,9 @@ py::dict score_stream(const std::vector<std::string>& pred_paths, std::shared_pt
                 if (chunk.parsed[i].kept) cols.set(k++, chunk.parsed[i]);
         });
     };
-    // Pieces for the writer, in order: blocks' texts moved in uncopied, or their kept rows.
+    // Pieces for the writer, in order: blocks' texts moved in uncopied, or their kept rows; and their row counts.
     std::vector<std::string> pieces;
+    std::vector<size_t> piece_rows;
 
     for (const std::string& path : pred_paths) {
         auto parse = [&](std::string_view line, PredLine& out, std::string& text) {
@@ -1405,10 +1533,12 @@ py::dict score_stream(const std::vector<std::string>& pred_paths, std::shared_pt
                 }
                 block_rows.assign(n_blocks + 1, cols.model.size());
                 for (size_t blk = 0; blk < n_blocks; ++blk) block_rows[blk + 1] = block_rows[blk] + plans[blk].kept;
+                piece_rows.clear();
                 for (size_t blk = 0; blk < n_blocks; ++blk) {
                     std::string& piece = plans[blk].whole ? chunk.texts[blk] : plans[blk].rows;
                     if (piece.empty()) continue;
                     pieces.push_back(std::move(piece));
+                    piece_rows.push_back(plans[blk].kept);
                     piece = std::string();
                 }
                 // The columns are filled off this thread while the rows go to the writer.
@@ -1421,7 +1551,7 @@ py::dict score_stream(const std::vector<std::string>& pred_paths, std::shared_pt
                             failure = std::current_exception();
                         }
                     })};
-                    out.write(pieces);
+                    out.write(pieces, piece_rows);
                 }
                 if (failure) std::rethrow_exception(failure);
             }
@@ -1432,13 +1562,14 @@ py::dict score_stream(const std::vector<std::string>& pred_paths, std::shared_pt
     // Rows for gold items a model never answered: scored as empty predictions.
     const Answer empty;
     for (int32_t m = 0; m < int32_t(models.size()); ++m) {
+        const size_t before = cols.model.size();
         for (int32_t gi = 0; gi < g.n_items(); ++gi) {
             if (seen[size_t(m)][size_t(gi)]) continue;
             emit(g.ids[size_t(gi)], m, gi, empty, ST_MISSING, NaN, NaN, NaN);
             errors.append(make_error("missing_prediction", g.path, py::none(), g.ids[size_t(gi)], models[size_t(m)]));
         }
         py::gil_scoped_release nogil;
-        out.write(rows);
+        out.write(rows, cols.model.size() - before);
     }
     {
         py::gil_scoped_release nogil;
@@ -1455,6 +1586,7 @@ py::dict score_stream(const std::vector<std::string>& pred_paths, std::shared_pt
     res["confidence"] = to_numpy(std::move(cols.confidence));
     res["difficulty"] = to_numpy(std::move(cols.difficulty));
     res["tokens"] = to_numpy(std::move(cols.tokens));
+    res["parts"] = out.parts();
     return res;
 }
 
@@ -1511,7 +1643,7 @@ void bind_pipeline(py::module_& m) {
           py::arg("fallback"), py::arg("make_error"));
     m.def("score_stream", &score_stream, py::arg("pred_paths"), py::arg("gold"), py::arg("sip_lambda"),
           py::arg("sip_gamma"), py::arg("workers"), py::arg("out_path"), py::arg("fallback"), py::arg("make_error"),
-          py::arg("progress"), py::arg("errors"));
+          py::arg("progress"), py::arg("errors"), py::arg("rows_per_file") = 0);
 }
 
 }  // namespace bm

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from benchmint.metrics.pipeline import ScoreConfig, _stream_compiled, load_gold, score_files
+from benchmint.metrics.rowfiles import RowTarget
 from benchmint.metrics.synthetic import mcq_dataset
 
 
@@ -66,7 +67,7 @@ def test_rows_to_a_pipe(forced_impl, sparse, tmp_path):
             cfg = ScoreConfig(task="mcq", by=("domain",), workers=2)
             g = load_gold(gold, cfg.kind, cfg.by, cfg.workers)
             assert g.native is not None  # the compiled gold index, so the compiled stream
-            _stream_compiled([pred], g, cfg, fifo, [], lambda n: None)
+            _stream_compiled([pred], g, cfg, RowTarget(fifo, 0), [], lambda n: None)
     finally:
         if reader.poll() is None and not copy.stat().st_size:
             reader.kill()
@@ -100,7 +101,9 @@ def test_a_failed_write_is_an_error_and_leaves_no_scores(sparse, tmp_path, limit
 
 SAME_PROCESS_READER = """
 import sys, threading
+from pathlib import Path
 from benchmint.metrics.pipeline import ScoreConfig, _stream_compiled, load_gold
+from benchmint.metrics.rowfiles import RowTarget
 gold, pred, fifo, copy = sys.argv[1:5]
 def read():
     with open(fifo, "rb") as src, open(copy, "wb") as dst:
@@ -110,7 +113,7 @@ reader.start()
 cfg = ScoreConfig(task="mcq", by=("domain",), workers=2)
 g = load_gold(gold, cfg.kind, cfg.by, cfg.workers)
 assert g.native is not None
-_stream_compiled([pred], g, cfg, fifo, [], lambda n: None)
+_stream_compiled([pred], g, cfg, RowTarget(Path(fifo), 0), [], lambda n: None)
 reader.join()
 """
 

@@ -95,6 +95,7 @@ class _Pipeline:
         make_error: Callable[[str, str, int | None, str, str | None], dict],
         progress: Callable[[int], object],
         errors: list[dict],
+        rows_per_file: int = 0,
     ) -> dict[str, Any]: ...
 
 class _Extract:

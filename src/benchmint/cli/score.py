@@ -23,6 +23,17 @@ def _user_metrics(specs: list[str]) -> tuple:
     return metrics
 
 
+def _rows_per_file(text: str) -> int:
+    """--rows-per-file K: a whole number of rows >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of rows >= 1, not {text!r}")
+    return value
+
+
 def run(args: argparse.Namespace) -> int:
     from benchmint.cli import engine_session, engine_unavailable
     from benchmint.io import InputError
@@ -36,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = ScoreConfig(task=args.task, sip_lambda=args.sip_lambda, sip_gamma=args.sip_gamma, by=tuple(args.by or ()),
                           workers=args.workers, n_boot=args.bootstrap, seed=args.seed,
                           progress=not args.quiet, symmetry=args.symmetry,
-                          user_metrics=user_metrics, engine=args.engine)
+                          user_metrics=user_metrics, engine=args.engine, rows_per_file=args.rows_per_file)
         with engine_session(args):
             result = score_files(args.pred, args.gold, args.out, cfg)
     except (InputError, ValueError) as exc:
@@ -44,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if not args.quiet:
         print(render(result.summary))
-        print(f"\nwrote {result.out_dir}/scores.jsonl, summary.json, errors.jsonl")
+        rows = "scores/ (parts and manifest.json)" if args.rows_per_file else "scores.jsonl"
+        print(f"\nwrote {result.out_dir}/{rows}, summary.json, errors.jsonl")
     return result.exit_code
 
 
@@ -79,5 +91,9 @@ def add_parser(sub) -> None:
                        help="a user-defined metric f(tp, fp, fn, g) -> number, compiled with Numba: a column NAME in "
                             "scores.jsonl and its means in summary.json; MODULE is an importable module or a .py file; "
                             "may be repeated (default: none)")
+    score.add_argument("--rows-per-file", type=_rows_per_file, default=0, metavar="K",
+                       help="write the rows as parts of K rows, scores/part-00000.jsonl, ... with scores/manifest.json "
+                            "(their concatenation in name order is the scores.jsonl written without this option), "
+                            "several parts written at once; default: one scores.jsonl")
     score.add_argument("--quiet", action="store_true", help="no table, no progress")
     score.set_defaults(func=run)

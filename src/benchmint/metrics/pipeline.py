@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from benchmint import _dispatch, tasks
-from benchmint.io import InputError, atomic_path, atomic_write, decode_line, dumps, open_input, write_jsonl
+from benchmint.io import InputError, atomic_write, decode_line, dumps, open_input, write_jsonl
 from benchmint.metrics.aggregate import (
     DENSE_LIMIT,
     bootstrap_ci,
@@ -36,6 +36,7 @@ from benchmint.metrics.aggregate import (
 )
 from benchmint.metrics.batch import DEFAULT_SIP_GAMMA, DEFAULT_SIP_LAMBDA, METRIC_NAMES, check_params, score_counts
 from benchmint.metrics.behaviour import THREADED_ITEMS, PersonalityRules, calibration, personality, selection_figures
+from benchmint.metrics.rowfiles import RowTarget, atomic_rows, check_rows_per_file
 from benchmint.parallel import resolve_workers, thread_map
 from benchmint.records import ABSENT, Item, Prediction, RecordError, ScoreRow, error_row, lone_surrogate
 from benchmint.tasks import AnswerError, AnswerKind
@@ -67,8 +68,11 @@ class ScoreConfig:
     # "ray": the gold and predictions are read and scored in shards by item id on the connected Ray cluster
     # (pipeline_shards), for inputs larger than one machine's memory
     engine: str = "local"
+    # 0: the rows in one scores.jsonl; K > 0: in parts of K rows, scores/part-00000.jsonl, ... (metrics/rowfiles.py)
+    rows_per_file: int = 0
 
     def __post_init__(self) -> None:
+        check_rows_per_file(self.rows_per_file)
         if self.engine not in ("local", "ray"):
             raise ValueError(f"engine must be 'local' or 'ray', not {self.engine!r}")
         kind = tasks.get(self.task)
@@ -329,10 +333,12 @@ def _pred_line(raw: bytes, path: str, line: int, kind: AnswerKind):
     return problems, (p.rid, p.model, p.answer, p.status, p.confidence, p.difficulty, p.tokens)
 
 
-def _stream_compiled(pred_paths, gold: Gold, cfg: ScoreConfig, out_path: Path, errors: list[dict], progress) -> Columns:
+def _stream_compiled(pred_paths, gold: Gold, cfg: ScoreConfig, out: RowTarget, errors: list[dict],
+                     progress) -> Columns:
     res = _dispatch.core().pipeline.score_stream(
-        [str(p) for p in pred_paths], gold.native, cfg.sip_lambda, cfg.sip_gamma, cfg.workers, str(out_path),
-        partial(_pred_line, kind=cfg.kind), event_error, progress, errors)
+        [str(p) for p in pred_paths], gold.native, cfg.sip_lambda, cfg.sip_gamma, cfg.workers, str(out.path),
+        partial(_pred_line, kind=cfg.kind), event_error, progress, errors, out.rows_per_file)
+    out.parts_rows = [rows for rows, _ in res.pop("parts")]
     return Columns(**res)
 
 
@@ -358,11 +364,18 @@ def _user_values(metrics, tp: np.ndarray, n_pred: np.ndarray, n_gold: np.ndarray
     return np.column_stack(columns)
 
 
-def _add_user_columns(path: Path, cols: Columns, metrics) -> None:
-    """Insert each row's user-metric values into scores.jsonl at their sorted-key places; other bytes stay."""
+def _add_user_columns(out: RowTarget, cols: Columns, metrics) -> None:
+    """Insert each row's user-metric values into the rows at their sorted-key places; other bytes stay."""
     keys, base = triple_keys(cols.tp, cols.n_pred, cols.n_gold)
     uniq, inverse = np.unique(keys, return_inverse=True)
-    insert_user_columns(path, metrics, unpack_triples(uniq, base), [inverse], len(inverse))
+    triples = unpack_triples(uniq, base)
+    counts = out.parts_rows if out.parted else [len(inverse)]
+    if sum(counts) != len(inverse):
+        raise RuntimeError(f"the rows written are {sum(counts)}, the scored columns {len(inverse)}")
+    start = 0
+    for path, n in zip(out.files(), counts):
+        insert_user_columns(path, metrics, triples, [inverse[start:start + n]], n)
+        start += n
 
 
 def insert_user_columns(path: Path, metrics, triples: tuple, row_classes, n_rows: int) -> None:
@@ -634,6 +647,26 @@ def _no_usable_gold(gold_path, out_dir: Path, errors: list[dict]) -> None:
                      f"listed in {out_dir / 'errors.jsonl'}")
 
 
+def _stream_shards(pred_paths, gold_path, cfg: ScoreConfig, target: RowTarget, errors: list[dict], progress,
+                   out_dir: Path) -> tuple[dict, Gold]:
+    """The id shards on Ray (pipeline_shards): their rows come as one file, cut into parts afterwards if asked."""
+    from benchmint.metrics import pipeline_shards
+    from benchmint.run.ray_engine import RayExecutor
+
+    single = out_dir / ".scores-shards.jsonl.tmp" if target.parted else target.path
+    try:
+        models, gold = pipeline_shards.stream(pred_paths, gold_path, cfg, single, errors, progress,
+                                              RayExecutor(), out_dir / ".score-shards")
+        if not gold.n_items:
+            _no_usable_gold(gold_path, out_dir, list(gold.errors))
+        if target.parted:
+            target.cut_into_parts(single)
+    finally:
+        if target.parted:
+            single.unlink(missing_ok=True)
+    return models, gold
+
+
 def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult:
     """Score one or more prediction files; writes scores.jsonl, summary.json and errors.jsonl into ``out_dir``."""
     from benchmint.metrics import pipeline_ref
@@ -654,23 +687,17 @@ def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult
             _no_usable_gold(gold_path, out_dir, errors)
     progress = _Progress(cfg.progress, pred_paths)
     try:
-        with atomic_path(out_dir / "scores.jsonl") as tmp:
+        with atomic_rows(out_dir, cfg.rows_per_file) as target:
             if gold is None:
-                from benchmint.metrics import pipeline_shards
-                from benchmint.run.ray_engine import RayExecutor
-
-                models, gold = pipeline_shards.stream(pred_paths, gold_path, cfg, tmp, errors, progress,
-                                                      RayExecutor(), out_dir / ".score-shards")
-                if not gold.n_items:
-                    _no_usable_gold(gold_path, out_dir, list(gold.errors))
+                models, gold = _stream_shards(pred_paths, gold_path, cfg, target, errors, progress, out_dir)
             elif gold.native is None:
-                with open(tmp, "w", encoding="utf-8", newline="\n") as out:
+                with target.text() as out:
                     cols, seen = pipeline_ref.stream(pred_paths, gold, cfg, out, errors, progress)
                     cols = pipeline_ref.append_missing(cols, seen, gold, cfg, out, errors)
             else:
-                cols = _stream_compiled(pred_paths, gold, cfg, tmp, errors, progress)
+                cols = _stream_compiled(pred_paths, gold, cfg, target, errors, progress)
             if cfg.user_metrics and models is None:
-                _add_user_columns(tmp, cols, cfg.user_metrics)
+                _add_user_columns(target, cols, cfg.user_metrics)
     finally:
         progress.close()
     _name_rejected_gold(errors, gold.errors)

@@ -12,6 +12,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from benchmint.metrics.rowfiles import read_score_rows, score_rows_source
 from benchmint.report import plots
 from benchmint.report.discover import Run, read_jsonl, score_ci, stratum_order
 from benchmint.report.style import COLUMN, Sink, colour, figure, is_number, legend_below, marker
@@ -166,7 +167,7 @@ def _top_two_by_db(run: Run, blocks: dict, models: list[str], sink: Sink, tag: s
         return
     first, second = sorted(models, key=lambda m: -blocks[m]["metrics"]["jaccard"]["mean"])[:2]
     per: dict[str, dict[str, float]] = {first: {}, second: {}}
-    for r in read_jsonl(run.file("scores.jsonl")):
+    for r in read_score_rows(run.path):
         if r["model"] in per:
             per[r["model"]][r["id"]] = float(r["jaccard"])
     rows: list[list] = [["db", "items", "first", "second", "difference", "low", "high", "p"]]
@@ -177,7 +178,7 @@ def _top_two_by_db(run: Run, blocks: dict, models: list[str], sink: Sink, tag: s
             rows.append([db, r["n"], first, second, r["mean"], r["low"], r["high"], r["p"]])
     if len(rows) < 2:
         return
-    sources = [str(run.file("scores.jsonl")), str(gold)]
+    sources = [str(score_rows_source(run.path)), str(gold)]
     sink.table(rows, f"xrd-top-two-by-db-{tag}", SECTION, "The top two models, database by database",
                "Mean Jaccard difference on each database's items both models answered, paired bootstrap 95% "
                "interval and p-value (Fig. 10b).", sources)

@@ -3,7 +3,7 @@
 A folder is searched with its subfolders (a demo's output holds many runs). Each run is recognised by the files its
 command writes, never by its folder's name:
 
-- score:      summary.json with ``task`` and a ``models`` mapping, beside scores.jsonl
+- score:      summary.json with ``task`` and a ``models`` mapping, beside scores.jsonl or its parts (scores/)
 - grade:      summary.json with ``benchmark`` and a ``models`` list, beside grades.jsonl
 - eval:       run.json with ``benchmark`` beside predictions.jsonl
 - xrd build:  items.jsonl beside selection.jsonl
@@ -18,6 +18,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from benchmint.metrics.rowfiles import has_score_rows
 
 KINDS = ("score", "grade", "eval", "xrd-build", "generate", "review")
 
@@ -59,7 +61,7 @@ def _classify(folder: Path, names: set[str], label: str) -> list[Run]:
     if "summary.json" in names:
         summary = _read_json(folder / "summary.json")
         if isinstance(summary, dict) and isinstance(summary.get("models"), dict) and "task" in summary \
-                and "scores.jsonl" in names:
+                and has_score_rows(folder):
             runs.append(Run("score", folder, summary, label))
         elif isinstance(summary, dict) and isinstance(summary.get("models"), list) and "benchmark" in summary \
                 and "grades.jsonl" in names:

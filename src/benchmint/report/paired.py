@@ -18,6 +18,7 @@ import numpy as np
 from benchmint import tasks
 from benchmint.benchmarks.evaluate import BLIND_SUFFIX
 from benchmint.grade.summary import FIRST_REPEAT
+from benchmint.metrics.rowfiles import read_score_rows, score_rows_source
 from benchmint.report import plots
 from benchmint.report.discover import Run, read_jsonl
 from benchmint.report.style import Sink
@@ -105,7 +106,7 @@ def _judges(run: Run, sink: Sink) -> None:
 def _score_items(run: Run) -> tuple[str, dict[tuple[str, str], dict[str, float]]]:
     metric = tasks.get(run.summary["task"]).primary_metric
     out: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
-    for r in read_jsonl(run.file("scores.jsonl")):
+    for r in read_score_rows(run.path):
         out[(r["model"], "")][r["id"]] = float(r[metric])
     return metric, out
 
@@ -129,7 +130,7 @@ def draw_pairs(runs: list[Run], sink: Sink) -> None:
                 rows.append([ma, mb, sa or None, metric, r["n"], r["mean"], r["low"], r["high"], r["p"]])
         if len(rows) < 2:
             continue
-        src = [str(run.file("scores.jsonl" if run.kind == "score" else "grades.jsonl"))]
+        src = [str(score_rows_source(run.path) if run.kind == "score" else run.file("grades.jsonl"))]
         sink.table(rows, f"pairs-{run.label}", SECTION, f"Model against model ({run.label})",
                    f"Mean per-item difference in {metric} on the items both models have, paired bootstrap 95% "
                    f"interval and two-sided p-value ({N_BOOT} resamples, seed {SEED}).", src)
@@ -179,7 +180,7 @@ def draw_score_gaps(runs: list[Run], sink: Sink) -> None:
         for (model, _), got in scores.items():
             key = (run.summary["task"], model, settings.get(model, ""))
             if key[2] and key not in per:  # a run without a setting cannot be paired; the first run of a key counts
-                per[key], where[key] = got, str(run.file("scores.jsonl"))
+                per[key], where[key] = got, str(score_rows_source(run.path))
     rows: list[list] = [["task", "metric", "model", "with", "without", "items", "gain", "low", "high", "p"]]
     src: list[str] = []
     for (task, model, setting), got in sorted(per.items()):

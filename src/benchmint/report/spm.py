@@ -14,6 +14,7 @@ from collections import defaultdict
 import numpy as np
 
 from benchmint.metrics.batch import score_counts
+from benchmint.metrics.rowfiles import SCORES_FILE, read_score_rows, score_rows_source
 from benchmint.records import DEFAULT_MODEL
 from benchmint.report import plots
 from benchmint.report.discover import Run, read_jsonl, score_ci, stratum_order
@@ -46,7 +47,7 @@ def table4_rows() -> list[list]:
 def per_item(run: Run) -> dict[str, list[dict]]:
     """scores.jsonl rows per model, in file order."""
     out: dict[str, list[dict]] = defaultdict(list)
-    for row in read_jsonl(run.file("scores.jsonl")):
+    for row in read_score_rows(run.path):
         out[row["model"]].append(row)
     return out
 
@@ -64,7 +65,7 @@ def sensitivity(rows: list[dict], lambdas=LAMBDAS, gammas=GAMMAS) -> np.ndarray:
 
 
 def _sources(run: Run, *names: str) -> list[str]:
-    return [str(run.file(n)) for n in names]
+    return [str(score_rows_source(run.path) if n == SCORES_FILE else run.file(n)) for n in names]
 
 
 def draw(run: Run, sink: Sink) -> None:
