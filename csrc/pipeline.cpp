@@ -604,6 +604,7 @@ class RowWriter {
         std::vector<std::string> pieces;
         std::vector<Segment> segments;
         std::vector<size_t> done_parts;  // parts whose last bytes this batch writes: closed once it is joined
+        size_t last_part = 0;            // the last part it writes
         std::thread worker;
     };
     struct WriterClock {  // wall and this thread's CPU since construction
@@ -652,6 +653,14 @@ class RowWriter {
             }
             if (from != p.size()) throw std::logic_error("RowWriter: a piece holds more text than its rows");
         }
+        // Bytes going to a part that a batch still in flight writes too: those writes queue on the part's lock
+        // (reported with the times, so that only the rest is counted as spread over the threads).
+        size_t busy_part = 0;
+        for (size_t k = 0; k + 1 < flight_.size(); ++k)
+            if (!flight_[k].segments.empty()) busy_part = std::max(busy_part, flight_[k].last_part + 1);
+        for (const Segment& seg : b.segments)
+            if (seg.part < busy_part) shared_bytes_ += seg.size;
+        if (!b.segments.empty()) b.last_part = b.segments.back().part;
         std::vector<int> fds;
         for (const Part& p : parts_) fds.push_back(p.fd);
         b.worker = std::thread([this, &b, fds = std::move(fds)] {
@@ -705,8 +714,10 @@ class RowWriter {
         std::unique_ptr<FILE, int (*)(FILE*)> fh(std::fopen(to, "a"), &std::fclose);
         if (fh)
             std::fprintf(fh.get(),
-                         "{\"wall\": %.6f, \"cpu\": %.6f, \"bytes\": %zu, \"batches\": %zu, \"parts\": %zu}\n", wall_,
-                         cpu_, bytes_.load(), batches_, parts_.size());
+                         "{\"wall\": %.6f, \"cpu\": %.6f, \"bytes\": %zu, \"batches\": %zu, \"parts\": %zu, "
+                         "\"threads\": %zu, \"shared_bytes\": %zu}\n",
+                         wall_, cpu_, bytes_.load(), batches_, parts_.size(), per_file_ > 0 ? threads_ : 1,
+                         shared_bytes_);
     }
     void wait_all() {
         while (!flight_.empty()) join_front();
@@ -730,7 +741,7 @@ class RowWriter {
     std::mutex times_;
     double wall_ = 0, cpu_ = 0;  // the writer's own time, summed over batches and threads
     std::atomic<size_t> bytes_{0};
-    size_t batches_ = 0;
+    size_t batches_ = 0, shared_bytes_ = 0;
 };
 
 // Runs fn on a thread of its own while the calling thread waits without the GIL, so that the calling thread's

@@ -1,7 +1,7 @@
 """Where `benchmint score` spends its time, phase by phase, as a whole process at 1 and 2 workers.
 
     python scripts/score_phases.py [--rows 1000000] [--workers 1,2] [--repeats 2] [--by domain,level]
-        [--models 4] [--behaviour] [--dir /dev/shm] [--json out]
+        [--models 4] [--behaviour] [--dir /dev/shm] [--inputs DIR] [--extra '--rows-per-file 32768'] [--json out]
 
 Generates the bench's raw MCQ outputs (``benchmint.metrics.synthetic.mcq_dataset``, four models unless
 ``--models`` says fewer; ``--behaviour`` adds each output's confidence, difficulty and tokens), then runs
@@ -12,8 +12,10 @@ process's wall time. The main thread's CPU in the stream is the ordered merge (o
 count); the rest of the process's CPU there is the parse, extraction and the writer.
 
 ``--dir`` is where the inputs and outputs go (a folder in memory takes the disk's write-back out of the
-figures). The serial fraction is taken from the wall times at 1 and 2 workers (Amdahl: s = 2 T2 / T1 - 1) and, steadier on a
-busy machine, from the CPU of the phases (``serial_split``): everything outside the sharded work counts as serial.
+figures); ``--inputs DIR`` keeps the generated inputs in DIR and takes them from there when they are there
+already (10 million outputs take minutes to generate). The serial fraction is taken from the wall times at 1
+and 2 workers (Amdahl: s = 2 T2 / T1 - 1) and, steadier on a busy machine, from the CPU of the phases
+(``serial_split``): everything outside the sharded work counts as serial.
 The run kept of the repeats is the one with the least CPU.
 """
 
@@ -86,6 +88,11 @@ def run_once(pred: Path, gold: Path, out: Path, workers: int, by: str, extra: li
     if writer.exists():  # the stream's writer timed itself: its wall and its threads' CPU
         own = json.loads(writer.read_text())
         got["write_rows_cpu"], got["writer_wall"] = own["cpu"], own["wall"]
+        # parts (--rows-per-file): batches in flight on up to --workers threads, each writing its own parts; bytes
+        # for a part that a batch still in flight writes too wait on that part's lock, so only the rest spreads
+        if own.get("parts") and own.get("threads", 1) > 1:
+            got["writer_spread_cpu"] = own["cpu"] * (1 - own.get("shared_bytes", 0) / max(own["bytes"], 1))
+            got["writer_parts"], got["writer_shared_bytes"] = own["parts"], own.get("shared_bytes", 0)
     else:  # a build without that timing: writing the file again stands for it
         got["write_rows_cpu"] = write_cost(out / "scores.jsonl")
     return got
@@ -113,16 +120,19 @@ def serial_split(run: dict) -> dict:
     Serial: start-up and exit (the process's CPU outside the phases), the calling thread's CPU in the gold index
     and in the stream (the ordered merges), the rows' writing, and the summary but for its row ranges (its
     threads are one per model and stratum field, not per worker). Spread: the rest of the gold index and the
-    stream (parse, extraction, rows) and the summary's counting by row ranges.
+    stream (parse, extraction, rows) and the summary's counting by row ranges; with the rows written as parts on
+    several threads, the writer's CPU but for the bytes that waited on a part another batch was writing.
     """
     ph = run["phases"]
     gold, stream, summ = ph.get("load_gold", [0, 0, 0]), ph.get("_stream_compiled", [0, 0, 0]), ph["summarize"]
     ranges = ph.get("_row_counts", [0, 0, 0])
     outside = run["cpu"] - sum(v[2] for k, v in ph.items() if k not in NESTED)
-    serial = outside + gold[1] + stream[1] + summ[2] - ranges[2] + run["write_rows_cpu"]
-    spread = (gold[2] - gold[1]) + (stream[2] - stream[1]) - run["write_rows_cpu"] + ranges[2]
+    writer_spread = run.get("writer_spread_cpu", 0.0)
+    serial = outside + gold[1] + stream[1] + summ[2] - ranges[2] + run["write_rows_cpu"] - writer_spread
+    spread = (gold[2] - gold[1]) + (stream[2] - stream[1]) - run["write_rows_cpu"] + ranges[2] + writer_spread
     s = serial / (serial + spread)
     return {"serial_cpu": round(serial, 3), "spread_cpu": round(spread, 3), "start_exit_cpu": round(outside, 3),
+            "writer_spread_cpu": round(writer_spread, 3),
             "serial_fraction": round(s, 3), "amdahl_16": round(1 / (s + (1 - s) / 16), 2)}
 
 
@@ -136,11 +146,19 @@ def main() -> None:
     ap.add_argument("--behaviour", action="store_true", help="outputs state confidence, difficulty and tokens")
     ap.add_argument("--extra", default="", help="more options for score, space-separated (e.g. '--engine ray')")
     ap.add_argument("--dir", help="folder for the inputs and outputs (default: the system's temporary folder)")
+    ap.add_argument("--inputs", help="keep the generated inputs in this folder and reuse them when there (the same "
+                                     "--rows, --models and --behaviour, not checked)")
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="score-phases-", dir=args.dir))
     try:
-        gold, pred = score_inputs(tmp, args.rows, args.models, args.behaviour)
+        if args.inputs and (Path(args.inputs) / "pred.jsonl").is_file():
+            gold, pred = Path(args.inputs) / "gold.jsonl", Path(args.inputs) / "pred.jsonl"
+        else:
+            if args.inputs:
+                Path(args.inputs).mkdir(parents=True, exist_ok=True)
+            gold, pred = score_inputs(Path(args.inputs) if args.inputs else tmp, args.rows, args.models,
+                                      args.behaviour)
         rows = {}
         for w in map(int, args.workers.split(",")):
             # best of the repeats by CPU: the figures derived are CPU seconds, steadier than walls on a busy machine
@@ -155,6 +173,7 @@ def main() -> None:
                        "start_and_exit": round(best["wall"] - in_phases, 3), "phases": phases,
                        "write_rows_cpu": round(best["write_rows_cpu"], 3),
                        **({"writer_wall": round(best["writer_wall"], 3)} if "writer_wall" in best else {}),
+                       **{k: best[k] for k in ("writer_parts", "writer_shared_bytes") if k in best},
                        "max_rss_mib": round(best["max_rss_kib"] / 1024, 1), **serial_split(best)}
             print(json.dumps({f"workers={w}": rows[w]}), flush=True)
         if 1 in rows and 2 in rows:
