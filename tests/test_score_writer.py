@@ -80,23 +80,27 @@ import resource, sys
 from benchmint.metrics.pipeline import ScoreConfig, score_files
 limit = int(sys.argv[3])
 resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))  # Python ignores SIGXFSZ: the write fails with EFBIG
-score_files(sys.argv[1], sys.argv[2], sys.argv[4], ScoreConfig(task="mcq", workers=2))
+score_files(sys.argv[1], sys.argv[2], sys.argv[4], ScoreConfig(task="mcq", workers=2,
+                                                            rows_per_file=int(sys.argv[5])))
 """
 
 
+@pytest.mark.parametrize("rows_per_file", [0, 6000])
 @pytest.mark.parametrize("limit", [0, 1 << 20])
-def test_a_failed_write_is_an_error_and_leaves_no_scores(sparse, tmp_path, limit):
+def test_a_failed_write_is_an_error_and_leaves_no_scores(sparse, tmp_path, limit, rows_per_file):
     # RLIMIT_FSIZE in a child process stands for a full disk: the first write past it fails. 0: the first
-    # batch fails; 1 MiB: a later one, after earlier batches were written.
+    # batch fails; 1 MiB: a later one, after earlier batches were written. The limit is a file's size, so parts
+    # of 6,000 rows (some 1.5 MB each) fail the same way, from a writer thread's pwrite().
     gold, pred = sparse
     out = tmp_path / "out"
     env = {**os.environ, "BENCHMINT_IMPL": "compiled"}
-    done = subprocess.run([sys.executable, "-c", CHILD, str(pred), str(gold), str(limit), str(out)],
-                          capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run([sys.executable, "-c", CHILD, str(pred), str(gold), str(limit), str(out),
+                           str(rows_per_file)], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 1, done.stderr
     assert "writing the scores failed (disk full?)" in done.stderr.splitlines()[-1]
     assert not (out / "scores.jsonl").exists()  # nothing a rerun would take for a finished file
-    assert not list(out.glob(".scores.jsonl*"))
+    assert not (out / "scores").exists()
+    assert not list(out.glob(".scores*"))
 
 
 SAME_PROCESS_READER = """
