@@ -538,6 +538,7 @@ void stream_file(const std::string& path, int workers, Parse&& parse, Merge&& me
 // runs without the GIL: the reader may be a Python thread of this process.
 class RowWriter {
    public:
+    static constexpr size_t MAX_PARTS = 100000;
     struct Part {
         int fd = -1;
         int64_t rows = 0, bytes = 0;
@@ -642,7 +643,12 @@ class RowWriter {
                 size_t to = p.size();
                 if (take < left) {  // the boundary falls inside this piece: after its take-th line
                     to = from;
-                    for (size_t k = 0; k < take; ++k) to = p.find('\n', to) + 1;
+                    for (size_t k = 0; k < take; ++k) {
+                        to = p.find('\n', to);
+                        if (to == std::string::npos)
+                            throw std::logic_error("RowWriter: a piece holds fewer lines than its rows");
+                        ++to;
+                    }
                 }
                 b.segments.push_back(Segment{i, from, to - from, parts_.size() - 1, part.bytes});
                 part.rows += int64_t(take);
@@ -664,14 +670,17 @@ class RowWriter {
         // Those go last (the offsets make the order free): by then the batch before has often finished them.
         std::stable_partition(b.segments.begin(), b.segments.end(),
                               [busy_part](const Segment& seg) { return seg.part >= busy_part; });
+        // The descriptors of the parts this batch writes, from its first (parts_ may grow while it runs).
+        size_t lo = parts_.size();
+        for (const Segment& seg : b.segments) lo = std::min(lo, seg.part);
         std::vector<int> fds;
-        for (const Part& p : parts_) fds.push_back(p.fd);
-        b.worker = std::thread([this, &b, fds = std::move(fds)] {
+        for (size_t k = lo; k < parts_.size(); ++k) fds.push_back(parts_[k].fd);
+        b.worker = std::thread([this, &b, lo, fds = std::move(fds)] {
             const WriterClock start;
             bool ok = true;
             size_t n = 0;
             for (const Segment& s : b.segments) {
-                ok = ok && pwrite_all(fds[s.part], b.pieces[s.piece].data() + s.from, s.size, s.offset);
+                ok = ok && pwrite_all(fds[s.part - lo], b.pieces[s.piece].data() + s.from, s.size, s.offset);
                 n += s.size;
             }
             bytes_ += n;
@@ -680,6 +689,9 @@ class RowWriter {
         });
     }
     void open_part() {
+        if (parts_.size() >= MAX_PARTS)  // five digits keep the name order the row order
+            throw py::value_error("more than 100,000 parts of " + std::to_string(per_file_) +
+                                  " rows: a larger rows per file is needed");
         char name[32];
         std::snprintf(name, sizeof name, "/part-%05zu.jsonl", parts_.size());
         Part p;

@@ -221,6 +221,9 @@ def test_bad_option_values(tmp_path, small, capsys):
     for bad in (-1, 2.0, True, "3"):
         with pytest.raises(ValueError, match="rows per file must be a whole number"):
             ScoreConfig(task="mcq", rows_per_file=bad)
+    assert part_name(99_999) == "part-99999.jsonl"
+    with pytest.raises(ValueError, match="more than 100,000 parts"):  # a sixth digit would break the name order
+        part_name(100_000)
 
 
 def _spm_runs(root: Path, rows_per_file: list[str]) -> None:

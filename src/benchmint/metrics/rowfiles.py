@@ -29,8 +29,13 @@ MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "benchmint-score-parts/1"
 
 
+MAX_PARTS = 100_000  # five digits keep the name order the row order (the compiled writer's limit too)
+
+
 def part_name(k: int) -> str:
     """The k-th part's file name (as the compiled writer names it too)."""
+    if not 0 <= k < MAX_PARTS:
+        raise ValueError(f"more than {MAX_PARTS:,} parts: a larger rows per file is needed")
     return f"part-{k:05d}.jsonl"
 
 
