@@ -81,6 +81,22 @@ def test_the_driver_reads_each_result_once_and_encodes_no_page_row(dump, tmp_pat
     assert calls["dumps"] <= 5 + res.figures + len(res.errors) + 5 * 4
 
 
+def old_text(result):
+    """A range's result as the code before stored it: page rows as objects, the pages' paragraphs as "text"."""
+    return {("text" if k == "cited" else k): v for k, v in result.items()}
+
+
+def _old_read_texts(path, numbers, open_seconds=None):
+    """The text pass's unit as the code before ran it: every paragraph of the pages."""
+    from benchmint.pdf.captions import text_segments
+
+    doc, problem = hv._open(path)
+    if doc is None:
+        return {"error": problem}
+    with doc, hv.default_text_switches():
+        return {"text": [[n, [text for text, _ in text_segments(doc[n - 1])]] for n in numbers]}
+
+
 def test_results_in_the_form_before_give_the_same_files(dump, tmp_path, monkeypatch):
     """A ledger of the code before (page rows as objects), and one holding both forms, resume to the same
     files, byte for byte, as a fresh run at 1 and 2 workers."""
@@ -91,12 +107,17 @@ def test_results_in_the_form_before_give_the_same_files(dump, tmp_path, monkeypa
     assert outputs(two) == outputs(fresh)
 
     before = tmp_path / "before"
-    with monkeypatch.context() as m:  # the workers (forked) make rows as the code before did
-        m.setattr(hv, "_framed_rows", lambda result, fields: result)
+    with monkeypatch.context() as m:  # the workers (forked) make results as the code before did
+        m.setattr(hv, "_framed_rows", lambda result, fields: old_text(result))
+        m.setattr(hv, "_cited", lambda first, segments: [[first + i, [text for text, _ in segs]]
+                                                         for i, segs in enumerate(segments) if segs is not None])
+        m.setattr(hv, "_read_texts", _old_read_texts)
         harvest([dump], before, HarvestConfig(), workers=1)
     with Ledger(before / "ledger.sqlite", "harvest") as ledger:
-        kept = [r for _, _, r in ledger.results() if "pages" in r]
-    assert kept and not any("page_rows" in r for r in kept)  # the old form, every range
+        stored = [r for _, _, r in ledger.results()]
+    kept = [r for r in stored if "pages" in r]
+    assert kept and not any("page_rows" in r or "cited" in r for r in stored)  # the old form, every unit
+    assert sum("text" in r for r in stored) == 2 + 4  # the text pass's two, the four ranges' with figures
     assert outputs(before) == outputs(fresh)
     res = harvest([dump], before, HarvestConfig(), workers=2)  # resumed: every unit from the old form
     assert res.skipped == 5
@@ -109,8 +130,9 @@ def test_results_in_the_form_before_give_the_same_files(dump, tmp_path, monkeypa
         db.executemany("DELETE FROM units WHERE key = ?", [(k,) for k in keys[::2]])
     harvest([dump], before, HarvestConfig(), workers=2)
     with Ledger(before / "ledger.sqlite", "harvest") as ledger:
-        forms = {"page_rows" in r for _, _, r in ledger.results() if "pages" in r or "page_rows" in r}
-    assert forms == {True, False}
+        stored = [r for _, _, r in ledger.results()]
+    assert {"page_rows" in r for r in stored if "pages" in r or "page_rows" in r} == {True, False}
+    assert {"cited" in r for r in stored if "text" in r or "cited" in r} == {True, False}
     assert outputs(before) == outputs(fresh)
 
 

@@ -253,8 +253,9 @@ def _harvest_range(path, paper: str, out_dir: str, cfg: HarvestConfig, first: in
 def _range_of(path, paper: str, out_dir: str, cfg: HarvestConfig, first: int, last: int,
               skip: dict[int, str] | None, read: dict | None) -> dict:
     """In a worker: page rows of pages ``first``..``last`` (1-based, cut at the document's end) and figure
-    records of their candidate pages and of the second look's (without discussion), thumbnails written; where there are figures, the
-    text read, for the discussions; the document's page count. Any range checks the document (unreadable,
+    records of their candidate pages and of the second look's (without discussion), thumbnails written; where
+    there are figures, the paragraphs of the pages read that cite one figure alone (``cited``), for the
+    discussions; the document's page count. Any range checks the document (unreadable,
     encrypted, empty, too long): the first range's result says so for the whole document."""
     name = _name(path)
     stage("open", cfg.range_seconds)
@@ -314,7 +315,7 @@ def _range_of(path, paper: str, out_dir: str, cfg: HarvestConfig, first: int, la
         thumb_dir.mkdir(parents=True, exist_ok=True)
         with ThreadPoolExecutor(max_workers=4) as pool:  # PNG encoding and writing overlap
             list(pool.map(lambda t: t[0].save(t[1]), thumbs))
-        return {"page_count": n, "pages": pages, "figures": figures, "text": _texts(first, segments)}
+        return {"page_count": n, "pages": pages, "figures": figures, "cited": _cited(first, segments)}
 
 
 def _range_rows(path, paper: str, out_dir: str, cfg: HarvestConfig, first: int, last: int,
@@ -347,14 +348,28 @@ def _framed_rows(result: dict, fields: tuple[str, ...]) -> dict:
             "thumb_pages": [row["page"] for row in pages if row["candidate"] or row.get("second_look")]}
 
 
-def _texts(first: int, segments: list) -> list:
-    """[page number, [paragraph texts]] of the pages whose text was read."""
-    return [[first + i, [text for text, _ in segs]] for i, segs in enumerate(segments) if segs is not None]
+def _cited(first: int, segments: list) -> list:
+    """[page number, its paragraphs that cite one figure alone (``context.cited_alone``)] of the pages whose text
+    was read: what the discussions need of the text, found here rather than by the driver."""
+    from benchmint.pdf.context import cited_alone
+
+    return [[first + i, cited_alone(text for text, _ in segs)] for i, segs in enumerate(segments) if segs is not None]
+
+
+def _cited_pages(r: dict) -> list:
+    """A result's [page number, cited_alone pairs]; a result of the form before holds the pages' paragraphs
+    ("text"), whose pairs are found here."""
+    if "cited" in r:
+        return r["cited"]
+    from benchmint.pdf.context import cited_alone
+
+    return [[n, cited_alone(texts)] for n, texts in r.get("text", ())]
 
 
 def _read_texts(path, numbers: list[int], open_seconds: float | None = None) -> dict:
-    """In a worker: the text of the pages ``numbers`` (1-based), for the discussion paragraphs."""
+    """In a worker: what the discussions need of the pages ``numbers`` (1-based): their ``cited_alone`` pairs."""
     from benchmint.pdf.captions import text_segments
+    from benchmint.pdf.context import cited_alone
 
     stage("open", open_seconds)
     doc, problem = _open(path)
@@ -364,8 +379,8 @@ def _read_texts(path, numbers: list[int], open_seconds: float | None = None) -> 
         out = []
         for number in numbers:
             stage(f"page {number} text")
-            out.append([number, [text for text, _ in text_segments(doc[number - 1])]])
-        return {"text": out}
+            out.append([number, cited_alone(text for text, _ in text_segments(doc[number - 1]))])
+        return {"cited": out}
 
 
 @dataclass
@@ -398,7 +413,7 @@ class _Doc:
     error: dict | None = None
     skips: dict[int, str] = field(default_factory=dict)  # page -> why it is not read (a time limit)
     ranges: dict[tuple[int, int], dict] = field(default_factory=dict)  # (first, last) -> its result
-    texts: dict[int, list[str]] = field(default_factory=dict)  # page -> paragraphs read by the text pass
+    texts: dict[int, list] = field(default_factory=dict)  # page -> its cited_alone pairs, read by the text pass
     text_errors: list[dict] = field(default_factory=list)  # error rows of text-pass units (discussions may lack text)
     done_before: bool = True
     size: int = 0  # its bytes: the cost of each of its ranges, so the largest documents start first
@@ -421,7 +436,8 @@ class _Doc:
 # What a page-range unit imports: the workers import it as they start, while the run hashes its inputs. Every
 # pass preloads what its units import (the text pass: the triage modules), so no import falls inside a page's
 # time limit (a fresh worker after a stuck page, a Ray worker that has not run a range yet).
-_TRIAGE_MODULES = ("benchmint._core", "pymupdf", "benchmint.pdf.captions", "benchmint.pdf.triage")
+_TRIAGE_MODULES = ("benchmint._core", "pymupdf", "benchmint.pdf.captions", "benchmint.pdf.context",
+                   "benchmint.pdf.triage")
 _FIGURE_MODULES = ("benchmint.pdf.geometry", "benchmint.pdf.pairing", "benchmint.pdf.panels", "benchmint.pdf.figures",
                    "benchmint.pdf.scan")
 
@@ -617,7 +633,7 @@ class _Run:
             if d.error is not None or not any(r.get("figures") for r in d.ranges.values()):
                 continue
             for (first, last), r in sorted(d.ranges.items()):
-                read = {n for n, _ in r.get("text", ())}
+                read = {n for n, _ in _cited_pages(r)}
                 end = min(last, r.get("page_count", last))
                 unread = [n for n in range(first, end + 1) if n not in read and n not in d.skips]
                 if unread and "error" not in r:
@@ -627,7 +643,7 @@ class _Run:
         for d, u, r in zip(wanted, units, self.run(units, wanted, _read_texts, "harvest: text", _TRIAGE_MODULES)):
             if "error" in r:  # the document changed or vanished since its pages were read, a page's text stuck
                 d.text_errors.append(_error_row(d, r, text_of_pages=u.args[1]))
-            d.texts.update({n: texts for n, texts in r.get("text", ())})
+            d.texts.update({n: cited for n, cited in _cited_pages(r)})
 
 
 def _error_row(d: _Doc, result: dict, **where) -> dict:
@@ -667,13 +683,14 @@ def _write(out: Path, docs: list, cfg: HarvestConfig, left_out: list[tuple[int, 
             counts.update(_page_counts(r))
             doc_figures.extend({**ident, **{k: v for k, v in f.items() if k != "paper"}, "pdf": ident["pdf"],
                                 **(d.meta or {})} for f in r["figures"])
-            texts.update({n: t for n, t in r.get("text", ())})
+            texts.update({n: cited for n, cited in _cited_pages(r)})
         if doc_figures:
-            from benchmint.pdf.context import discussions  # here: it imports PyMuPDF, which triage-only runs spare
+            # here: it imports PyMuPDF, which triage-only runs spare
+            from benchmint.pdf.context import discussions_of_cited
 
-            paragraphs = [text for n in sorted(texts) for text in texts[n]]
+            cited = [pair for n in sorted(texts) for pair in texts[n]]
             lo, hi = cfg.discussion_tokens
-            found = discussions(paragraphs, [f["label"] for f in doc_figures], lo, hi)
+            found = discussions_of_cited(cited, [f["label"] for f in doc_figures], lo, hi)
             doc_figures = [{**f, "discussion": text} for f, text in zip(doc_figures, found)]
         figures.extend(doc_figures)
         errors += [{**ident, "page": page, "error": reason} for page, reason in sorted(d.skips.items())]
