@@ -57,10 +57,14 @@ def counting(monkeypatch, owner, name, calls):
 @pytest.mark.parametrize("triage_only", [True, False])
 def test_the_driver_reads_each_result_once_and_encodes_no_page_row(dump, tmp_path, monkeypatch, triage_only):
     """The code before read every page range's result from the ledger three or four times (for the follow-up
-    ranges, the stuck-page check, the results kept, a read-back nobody used) and encoded every page row again."""
+    ranges, the stuck-page check, the results kept, a read-back nobody used), encoded every page row again and
+    looked for figure citations in every paragraph of a document with figures."""
     calls: dict[str, int] = {}
     counting(monkeypatch, Ledger, "get", calls)
     counting(monkeypatch, bio, "dumps", calls)
+    from benchmint.pdf import context
+
+    counting(monkeypatch, context, "figure_refs", calls)  # the workers' calls are counted in their processes
     if hasattr(hv, "dumps"):
         counting(monkeypatch, hv, "dumps", calls)
     out = tmp_path / "out"
@@ -79,6 +83,9 @@ def test_the_driver_reads_each_result_once_and_encodes_no_page_row(dump, tmp_pat
     # (pdf, sha256, the arXiv id and version of one), never one a page
     assert calls["dumps"] < rows
     assert calls["dumps"] <= 5 + res.figures + len(res.errors) + 5 * 4
+    # the discussions: the workers found the paragraphs citing one figure; the driver read none of the text
+    assert "figure_refs" not in calls
+    assert triage_only or res.figures >= 4
 
 
 def old_text(result):
