@@ -2,6 +2,7 @@
 
     python scripts/serial_fraction.py --pdfs corpus/files/pdf --cifs corpus/files/cif [--repeats 2]
         [--flows harvest,triage,xrd,score,eval] [--json out.json]
+    python scripts/serial_fraction.py --pdfs /dev/shm/pdf2k --flows triage --workers 2 --repeats 1   # share alone
 
 Each run writes into a fresh folder (no ledger to resume from). The best of ``--repeats`` runs is kept. With
 speed-up S2 = T1 / T2 at two workers, Amdahl's law T(n) = T1 (s + (1 - s) / n) gives the serial fraction
@@ -10,6 +11,8 @@ server (tests/chat_server.py, each reply after ``--delay`` seconds, standing in 
 ``--concurrency`` 1 and 2 in place of workers. Each run also reports the CPU seconds of the driver process
 and of its worker processes: on a machine other jobs keep busy, the driver's share of the CPU is a steadier
 estimate of the serial fraction than the wall times (the work done in the driver is the part no worker takes).
+``--workers 2`` runs the 2-worker runs alone (for inputs too large to run twice): the driver's share is then the
+estimate, the wall-time one is left out. Each row also gives the driver's CPU per input file.
 """
 
 from __future__ import annotations
@@ -88,6 +91,7 @@ def main() -> None:
     ap.add_argument("--eval-items", type=int, default=200)
     ap.add_argument("--delay", type=float, default=0.05, help="the scripted server's seconds per reply")
     ap.add_argument("--json", help="also write the figures here")
+    ap.add_argument("--workers", default="1,2", help="1,2 (both, default) or 2 (the driver's share alone)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="serial-fraction-"))
     server = None
@@ -115,26 +119,34 @@ def main() -> None:
                                            "--base-url", url, "--out", out, "--concurrency", str(w)]
         rows = {}
         for name, cmd_of in cmds.items():
+            folder = {"harvest": args.pdfs, "triage": args.pdfs, "xrd": args.cifs}.get(name)
+            files = 0 if folder is None else sum(1 for p in Path(folder).rglob("*")
+                                                  if p.suffix.lower() in (".pdf", ".cif") and p.is_file())
             best, cpu = {}, {}
-            for w in (1, 2):
+            counts = [int(w) for w in args.workers.split(",")]
+            if 2 not in counts or not set(counts) <= {1, 2}:
+                raise SystemExit("--workers must be 1,2 or 2")
+            for w in counts:
                 runs = []
                 for r in range(args.repeats):
                     out = tmp / f"{name}-{w}-{r}"
                     runs.append(timed(cmd_of(w, str(out)), tmp / "rusage.json"))
                     shutil.rmtree(out, ignore_errors=True)
                 best[w], cpu[w] = min(runs, key=lambda got: got[0])
-            s2 = best[1] / best[2]
-            serial = min(1.0, max(0.0, 2 / s2 - 1))
+            s2 = best[1] / best[2] if 1 in best else None
+            serial = None if s2 is None else min(1.0, max(0.0, 2 / s2 - 1))
             # On a busy machine wall times swing; the driver's share of the CPU the run used at 2 workers bounds
             # the serial fraction from CPU time alone (work in the driver process is not spread over workers).
             # (Process flows only: score's threads and eval's waits are inside the driver process.)
             driver_share = cpu[2]["driver"] / max(1e-9, cpu[2]["driver"] + cpu[2]["workers"])
-            rows[name] = {"t1_s": round(best[1], 2), "t2_s": round(best[2], 2), "speedup_2": round(s2, 3),
-                          "serial_fraction": round(serial, 3),
-                          "speedup_16": round(1 / (serial + (1 - serial) / 16), 2),
+            rows[name] = {"t1_s": round(best[1], 2) if 1 in best else None, "t2_s": round(best[2], 2),
+                          "speedup_2": None if s2 is None else round(s2, 3),
+                          "serial_fraction": None if serial is None else round(serial, 3),
+                          "speedup_16": None if serial is None else round(1 / (serial + (1 - serial) / 16), 2),
                           "cpu_driver_s": round(cpu[2]["driver"], 2), "cpu_workers_s": round(cpu[2]["workers"], 2),
                           "driver_share": round(driver_share, 3),
                           "speedup_16_by_driver_share": round(1 / (driver_share + (1 - driver_share) / 16), 2),
+                          **({"driver_ms_a_file": round(1000 * cpu[2]["driver"] / files, 3)} if files else {}),
                           "command": " ".join(cmd_of("W", "OUT"))}
             print(json.dumps({name: rows[name]}), flush=True)
         print(f"load average at the end: {os.getloadavg()}", flush=True)

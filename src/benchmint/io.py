@@ -45,6 +45,18 @@ def dumps_text(text: str) -> str:
     return escape_surrogates(json.encoder.encode_basestring(text))
 
 
+# A field of a row that the process writing it knows and the one making it does not is written by the maker as the
+# string "\0name\0", which ``dumps`` spells "\u0000name\u0000" (a raw NUL is never in it): the writer cuts the row
+# there (``FIELD_MARKS.split``: text, name, text, ...) and joins its fields' JSON between the pieces, the keys'
+# sorted order being the same with the marks as with the values.
+FIELD_MARKS = re.compile(r'"\\u0000([a-z_0-9]+)\\u0000"')
+
+
+def field_mark(name: str) -> str:
+    """How a row's JSON spells the mark of the field ``name`` (what ``FIELD_MARKS`` cuts out)."""
+    return f'"\\u0000{name}\\u0000"'
+
+
 def open_input(path: str | os.PathLike, what: str) -> IO[bytes]:
     p = Path(path)
     if not p.exists():

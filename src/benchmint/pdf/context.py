@@ -65,6 +65,26 @@ def discussion(paragraphs: Iterable[str], label: str, min_tokens: int = 100, max
 def discussions(paragraphs: Iterable[str], labels: Sequence[str], min_tokens: int = 100, max_tokens: int = 300,
                 counter: Callable[[str], int] = count_tokens) -> list[str | None]:
     """``discussion`` of each of ``labels`` in one pass over the paragraphs (a document's figures share it)."""
+    return discussions_of_cited(cited_alone(paragraphs), labels, min_tokens, max_tokens, counter)
+
+
+def cited_alone(paragraphs: Iterable[str]) -> list[list[str]]:
+    """[figure number, the paragraph with its whitespace runs made single spaces] of each paragraph, in order,
+    that cites one figure alone, holds no table data and is not a caption: what ``discussions`` keeps of a
+    document's text, paragraph by paragraph (so harvest's workers find it and the driver only merges)."""
+    out = []
+    for p in paragraphs:
+        if caption_label(p) is not None:
+            continue
+        refs = figure_refs(p)
+        if len(refs) == 1 and not holds_table_data(p):
+            out.append([next(iter(refs)), " ".join(p.split())])
+    return out
+
+
+def discussions_of_cited(cited: Iterable[Sequence[str]], labels: Sequence[str], min_tokens: int = 100,
+                         max_tokens: int = 300, counter: Callable[[str], int] = count_tokens) -> list[str | None]:
+    """``discussions`` from a document's ``cited_alone`` pairs, in the order of its paragraphs."""
     numbers = []
     for label in labels:
         m = re.match(r"S?\d+(?:\.\d+)?", label)
@@ -72,12 +92,8 @@ def discussions(paragraphs: Iterable[str], labels: Sequence[str], min_tokens: in
             raise ValueError(f"not a figure label: {label!r}")
         numbers.append(m.group(0))
     kept: dict[str, list[str]] = {}  # figure number -> the paragraphs citing it alone, in order
-    for p in paragraphs:
-        if caption_label(p) is not None:
-            continue
-        refs = figure_refs(p)
-        if len(refs) == 1 and not holds_table_data(p):
-            kept.setdefault(next(iter(refs)), []).append(" ".join(p.split()))
+    for number, text in cited:
+        kept.setdefault(number, []).append(text)
     out: list[str | None] = []
     for number in numbers:
         merged = " ".join(kept.get(number, ()))

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import re
 from collections import Counter
@@ -39,7 +40,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from benchmint.arxiv import Filters, MetadataIndex, joined, latest_versions, parse_id
-from benchmint.io import InputError, write_jsonl
+from benchmint.io import FIELD_MARKS, InputError, atomic_write, dumps, write_jsonl
 from benchmint.pdf import default_text_switches
 from benchmint.run import (
     Executor,
@@ -252,8 +253,9 @@ def _harvest_range(path, paper: str, out_dir: str, cfg: HarvestConfig, first: in
 def _range_of(path, paper: str, out_dir: str, cfg: HarvestConfig, first: int, last: int,
               skip: dict[int, str] | None, read: dict | None) -> dict:
     """In a worker: page rows of pages ``first``..``last`` (1-based, cut at the document's end) and figure
-    records of their candidate pages and of the second look's (without discussion), thumbnails written; where there are figures, the
-    text read, for the discussions; the document's page count. Any range checks the document (unreadable,
+    records of their candidate pages and of the second look's (without discussion), thumbnails written; where
+    there are figures, the paragraphs of the pages read that cite one figure alone (``cited``), for the
+    discussions; the document's page count. Any range checks the document (unreadable,
     encrypted, empty, too long): the first range's result says so for the whole document."""
     name = _name(path)
     stage("open", cfg.range_seconds)
@@ -313,17 +315,61 @@ def _range_of(path, paper: str, out_dir: str, cfg: HarvestConfig, first: int, la
         thumb_dir.mkdir(parents=True, exist_ok=True)
         with ThreadPoolExecutor(max_workers=4) as pool:  # PNG encoding and writing overlap
             list(pool.map(lambda t: t[0].save(t[1]), thumbs))
-        return {"page_count": n, "pages": pages, "figures": figures, "text": _texts(first, segments)}
+        return {"page_count": n, "pages": pages, "figures": figures, "cited": _cited(first, segments)}
 
 
-def _texts(first: int, segments: list) -> list:
-    """[page number, [paragraph texts]] of the pages whose text was read."""
-    return [[first + i, [text for text, _ in segs]] for i, segs in enumerate(segments) if segs is not None]
+def _range_rows(path, paper: str, out_dir: str, cfg: HarvestConfig, first: int, last: int,
+                skip: dict[int, str] | None, fields: tuple[str, ...]) -> dict:
+    """A page range's unit as its worker runs it: ``_harvest_range``'s result with its page rows made into
+    pages.jsonl's lines here (``_framed_rows``), the document's ``fields`` (pdf, sha256 and its labels, which
+    the driver knows) left as marks."""
+    return _framed_rows(_harvest_range(path, paper, out_dir, cfg, first, last, skip), fields)
+
+
+def _framed_rows(result: dict, fields: tuple[str, ...]) -> dict:
+    """``result`` with its page rows (``pages``) as one text of pages.jsonl's lines (``page_rows``) in which the
+    fields the driver fills in are marks (``io.FIELD_MARKS``; their names sorted in ``fields``), with what the
+    driver reads of the rows beside it: their count, the candidates', the second look's, the pages whose
+    thumbnails a full harvest writes (candidates, the second look's with figures). Decoding
+    one string costs the driver far less than the rows' objects, and it joins each line without encoding it. A
+    row whose own text spells a mark keeps the result as it is (``pages``, decoded as before)."""
+    if "pages" not in result:
+        return result
+    marks = {name: f"\0{name}\0" for name in fields}
+    lines = [dumps({**row, **marks}) for row in result["pages"]]
+    names = sorted(fields)
+    if any(sorted(FIELD_MARKS.findall(line)) != names for line in lines):
+        return result
+    pages = result["pages"]
+    head = {k: v for k, v in result.items() if k != "pages"}
+    return {**head, "fields": names, "page_rows": "".join(line + "\n" for line in lines), "rows": len(pages),
+            "candidates": sum(bool(row["candidate"]) for row in pages),
+            "second_look": sum(bool(row.get("second_look")) for row in pages),
+            "thumb_pages": [row["page"] for row in pages if row["candidate"] or row.get("second_look")]}
+
+
+def _cited(first: int, segments: list) -> list:
+    """[page number, its paragraphs that cite one figure alone (``context.cited_alone``)] of the pages whose text
+    was read: what the discussions need of the text, found here rather than by the driver."""
+    from benchmint.pdf.context import cited_alone
+
+    return [[first + i, cited_alone(text for text, _ in segs)] for i, segs in enumerate(segments) if segs is not None]
+
+
+def _cited_pages(r: dict) -> list:
+    """A result's [page number, cited_alone pairs]; a result of the form before holds the pages' paragraphs
+    ("text"), whose pairs are found here."""
+    if "cited" in r:
+        return r["cited"]
+    from benchmint.pdf.context import cited_alone
+
+    return [[n, cited_alone(texts)] for n, texts in r.get("text", ())]
 
 
 def _read_texts(path, numbers: list[int], open_seconds: float | None = None) -> dict:
-    """In a worker: the text of the pages ``numbers`` (1-based), for the discussion paragraphs."""
+    """In a worker: what the discussions need of the pages ``numbers`` (1-based): their ``cited_alone`` pairs."""
     from benchmint.pdf.captions import text_segments
+    from benchmint.pdf.context import cited_alone
 
     stage("open", open_seconds)
     doc, problem = _open(path)
@@ -333,8 +379,8 @@ def _read_texts(path, numbers: list[int], open_seconds: float | None = None) -> 
         out = []
         for number in numbers:
             stage(f"page {number} text")
-            out.append([number, [text for text, _ in text_segments(doc[number - 1])]])
-        return {"text": out}
+            out.append([number, cited_alone(text for text, _ in text_segments(doc[number - 1]))])
+        return {"cited": out}
 
 
 @dataclass
@@ -367,13 +413,17 @@ class _Doc:
     error: dict | None = None
     skips: dict[int, str] = field(default_factory=dict)  # page -> why it is not read (a time limit)
     ranges: dict[tuple[int, int], dict] = field(default_factory=dict)  # (first, last) -> its result
-    texts: dict[int, list[str]] = field(default_factory=dict)  # page -> paragraphs read by the text pass
+    texts: dict[int, list] = field(default_factory=dict)  # page -> its cited_alone pairs, read by the text pass
     text_errors: list[dict] = field(default_factory=list)  # error rows of text-pass units (discussions may lack text)
     done_before: bool = True
     size: int = 0  # its bytes: the cost of each of its ranges, so the largest documents start first
 
     def key(self, settings: dict) -> str:
         return content_key(self.digest, {**settings, "name": self.path.name})
+
+    def fields(self) -> tuple[str, ...]:
+        """The fields of its rows that the driver fills in (``_framed_rows``)."""
+        return tuple(sorted(("pdf", "sha256", *self.labels)))
 
     def share(self, other: _Doc) -> None:
         """Take the results of ``other``, a copy of this file run in its place."""
@@ -386,7 +436,8 @@ class _Doc:
 # What a page-range unit imports: the workers import it as they start, while the run hashes its inputs. Every
 # pass preloads what its units import (the text pass: the triage modules), so no import falls inside a page's
 # time limit (a fresh worker after a stuck page, a Ray worker that has not run a range yet).
-_TRIAGE_MODULES = ("benchmint._core", "pymupdf", "benchmint.pdf.captions", "benchmint.pdf.triage")
+_TRIAGE_MODULES = ("benchmint._core", "pymupdf", "benchmint.pdf.captions", "benchmint.pdf.context",
+                   "benchmint.pdf.triage")
 _FIGURE_MODULES = ("benchmint.pdf.geometry", "benchmint.pdf.pairing", "benchmint.pdf.panels", "benchmint.pdf.figures",
                    "benchmint.pdf.scan")
 
@@ -512,19 +563,21 @@ class _Run:
         self.started = started  # workers started for the first pass
 
     def run(self, units: list[Unit], owners: list[_Doc], work, desc: str, preload: tuple[str, ...],
-            then=None) -> list[dict]:
+            then=None, on_recorded=None) -> list[dict]:
+        """The results of ``units`` in their order; with ``on_recorded`` (which sees each result as it is
+        recorded), none: the caller keeps what it needs."""
         for u, d in zip(units, owners):
             d.done_before &= self.ledger.done(u.key)
         executor, self.started = self.started or _executor(self.workers, self.cfg, preload, self.engine), None
         # Encoded, and filed beside the ledger, by the workers: the driver records where each result is.
         return run_units(self.ledger, units, in_workers(work, executor, self.ledger), executor, desc, self.progress,
-                         then=then)[0]
+                         then=then, on_recorded=on_recorded, read_back=on_recorded is None)[0]
 
     def range_unit(self, d: _Doc, first: int, last: int) -> Unit:
         skip = {n: why for n, why in d.skips.items() if first <= n <= last}
         settings = {**self.cfg.key_settings(), "pages": [first, last], **({"skip": sorted(skip)} if skip else {})}
-        unit = Unit(d.key(settings), (d.source, d.paper, str(self.out), self.cfg, first, last, skip or None),
-                    f"{d.path} pages {first}-{last}", d.size)
+        unit = Unit(d.key(settings), (d.source, d.paper, str(self.out), self.cfg, first, last, skip or None,
+                                      d.fields()), f"{d.path} pages {first}-{last}", d.size)
         self.owner[unit.key] = (d, (first, last))
         return unit
 
@@ -540,13 +593,19 @@ class _Run:
         """Each document's first range, then its others as the first tells its length; a range stopped on a
         page runs again without that page. Leaves each document's range results (and its own error)."""
         pending = [self.range_unit(d, 1, CHUNK_PAGES) for d in docs]
+        # Each result as it is recorded (the runner reads it for ``rest_of`` anyway): the ledger is read again
+        # only for the units an earlier run recorded.
+        results: dict[str, dict] = {}
         for _attempt in range(MAX_SKIPPED_PAGES + 1):
-            self.run(pending, [self.owner[u.key][0] for u in pending], _harvest_range, "harvest: pages",
-                     _range_modules(self.cfg), self.rest_of)
+            self.run(pending, [self.owner[u.key][0] for u in pending], _range_rows, "harvest: pages",
+                     _range_modules(self.cfg), self.rest_of, lambda u, r: results.__setitem__(u.key, r))
             pending = []
             for key, (d, rng) in list(self.owner.items()):
-                got = self.ledger.get(key)
-                result = got[1] if got is not None else {}
+                if key not in results:
+                    stored = self.ledger.get(key)
+                    if stored is not None:
+                        results[key] = stored[1]
+                result = results.get(key, {})
                 page = _stuck_page(result)
                 if page is not None and page not in d.skips and len(d.skips) < MAX_SKIPPED_PAGES:
                     limit = result["time_limit"]
@@ -556,12 +615,12 @@ class _Run:
             if not pending:
                 break
         for key, (d, rng) in self.owner.items():  # each range's last result (its latest set of skipped pages)
-            got = self.ledger.get(key)
+            got = results.get(key)
             if got is None:  # every range was run above, or by an earlier run
                 raise RuntimeError(f"{d.path} pages {rng[0]}-{rng[1]} have no result in {self.ledger.path}")
-            d.ranges[rng] = got[1]
+            d.ranges[rng] = got
             if d.sha256 is None:  # a member's, from the worker that read it
-                d.sha256 = got[1].get("sha256")
+                d.sha256 = got.get("sha256")
         for d in docs:
             first = d.ranges.get((1, CHUNK_PAGES))
             if first is not None and "error" in first:  # the document itself cannot be harvested
@@ -574,7 +633,7 @@ class _Run:
             if d.error is not None or not any(r.get("figures") for r in d.ranges.values()):
                 continue
             for (first, last), r in sorted(d.ranges.items()):
-                read = {n for n, _ in r.get("text", ())}
+                read = {n for n, _ in _cited_pages(r)}
                 end = min(last, r.get("page_count", last))
                 unread = [n for n in range(first, end + 1) if n not in read and n not in d.skips]
                 if unread and "error" not in r:
@@ -584,7 +643,7 @@ class _Run:
         for d, u, r in zip(wanted, units, self.run(units, wanted, _read_texts, "harvest: text", _TRIAGE_MODULES)):
             if "error" in r:  # the document changed or vanished since its pages were read, a page's text stuck
                 d.text_errors.append(_error_row(d, r, text_of_pages=u.args[1]))
-            d.texts.update({n: texts for n, texts in r.get("text", ())})
+            d.texts.update({n: cited for n, cited in _cited_pages(r)})
 
 
 def _error_row(d: _Doc, result: dict, **where) -> dict:
@@ -595,7 +654,8 @@ def _error_row(d: _Doc, result: dict, **where) -> dict:
 
 def _write(out: Path, docs: list, cfg: HarvestConfig, left_out: list[tuple[int, dict]],
            snapshot_errors: list[dict]) -> HarvestResult:
-    pages: list[dict] = []
+    pages: list[str] = []  # pages.jsonl's text, a range's lines at a time
+    counts: Counter[str] = Counter()  # pages, candidates, second_look
     figures: list[dict] = []
     errors: list[dict] = list(snapshot_errors)  # lines of the metadata snapshot that could not be read
     documents: list[dict] = []  # one a document run: its identifiers, pages and metadata (errors.jsonl says why not)
@@ -619,28 +679,58 @@ def _write(out: Path, docs: list, cfg: HarvestConfig, left_out: list[tuple[int, 
             if "error" in r:
                 errors.append({**_error_row(d, r, pages=[first, last]), **ident})
                 continue
-            pages.extend({**ident, **row, "pdf": ident["pdf"]} for row in r["pages"])
+            pages.append(_page_lines(r, ident))
+            counts.update(_page_counts(r))
             doc_figures.extend({**ident, **{k: v for k, v in f.items() if k != "paper"}, "pdf": ident["pdf"],
                                 **(d.meta or {})} for f in r["figures"])
-            texts.update({n: t for n, t in r.get("text", ())})
+            texts.update({n: cited for n, cited in _cited_pages(r)})
         if doc_figures:
-            from benchmint.pdf.context import discussions  # here: it imports PyMuPDF, which triage-only runs spare
+            # here: it imports PyMuPDF, which triage-only runs spare
+            from benchmint.pdf.context import discussions_of_cited
 
-            paragraphs = [text for n in sorted(texts) for text in texts[n]]
+            cited = [pair for n in sorted(texts) for pair in texts[n]]
             lo, hi = cfg.discussion_tokens
-            found = discussions(paragraphs, [f["label"] for f in doc_figures], lo, hi)
+            found = discussions_of_cited(cited, [f["label"] for f in doc_figures], lo, hi)
             doc_figures = [{**f, "discussion": text} for f, text in zip(doc_figures, found)]
         figures.extend(doc_figures)
         errors += [{**ident, "page": page, "error": reason} for page, reason in sorted(d.skips.items())]
         errors += [{**row, **ident} for row in d.text_errors]
-    write_jsonl(out / "pages.jsonl", pages)
+    with atomic_write(out / "pages.jsonl") as fh:
+        fh.writelines(pages)
     write_jsonl(out / "figures.jsonl", figures)
     write_jsonl(out / "errors.jsonl", errors)
     write_jsonl(out / "documents.jsonl", documents)
     _drop_stale_thumbnails(out, docs, cfg)
-    return HarvestResult(len(docs) + len(left_out), len(pages), sum(row["candidate"] for row in pages), len(figures),
-                         errors, sum(d.done_before for d in docs), len(left_out),
-                         second_look=sum(bool(row.get("second_look")) for row in pages))
+    return HarvestResult(len(docs) + len(left_out), counts["pages"], counts["candidates"], len(figures),
+                         errors, sum(d.done_before for d in docs), len(left_out), second_look=counts["second_look"])
+
+
+def _page_lines(r: dict, ident: dict) -> str:
+    """pages.jsonl's lines of a range's result: its worker's lines with the document's fields joined in
+    (``_framed_rows``), or, for a result of another form (a ledger of the code before, marks that do not fit
+    these fields), its rows with the fields, encoded here."""
+    if r.get("fields") == sorted(ident):
+        parts = FIELD_MARKS.split(r["page_rows"])
+        values = {name: dumps(value) for name, value in ident.items()}
+        return "".join(values[p] if i % 2 else p for i, p in enumerate(parts))
+    return "".join(dumps({**ident, **row, "pdf": ident["pdf"]}) + "\n" for row in _page_rows(r))
+
+
+def _page_rows(r: dict) -> list[dict]:
+    """A range result's page rows as dicts (the fields its worker left as marks dropped)."""
+    if "page_rows" not in r:
+        return r["pages"]
+    marked = set(r["fields"])
+    return [{k: v for k, v in json.loads(line).items() if k not in marked} for line in r["page_rows"].splitlines()]
+
+
+def _page_counts(r: dict) -> dict[str, int]:
+    """A range result's pages, candidate pages and pages the second look gave figures."""
+    if "page_rows" in r:
+        return {"pages": r["rows"], "candidates": r["candidates"], "second_look": r["second_look"]}
+    rows = r["pages"]
+    return {"pages": len(rows), "candidates": sum(bool(row["candidate"]) for row in rows),
+            "second_look": sum(bool(row.get("second_look")) for row in rows)}
 
 
 def _drop_stale_thumbnails(out: Path, docs: list, cfg: HarvestConfig) -> None:
@@ -650,8 +740,9 @@ def _drop_stale_thumbnails(out: Path, docs: list, cfg: HarvestConfig) -> None:
     if not folder.is_dir():
         return
     keep = set() if cfg.triage_only else {
-        f"{d.paper}-p{row['page']:04d}.png" for d in docs if d.error is None
-        for r in d.ranges.values() for row in r.get("pages", ()) if row["candidate"] or row.get("second_look")}
+        f"{d.paper}-p{page:04d}.png" for d in docs if d.error is None for r in d.ranges.values()
+        for page in (r["thumb_pages"] if "thumb_pages" in r else [
+            row["page"] for row in r.get("pages", ()) if row["candidate"] or row.get("second_look")])}
     for p in folder.iterdir():
         if p.suffix == ".png" and p.name not in keep:
             p.unlink()

@@ -20,7 +20,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import re
 import struct
 import zlib
 from array import array
@@ -31,7 +30,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from benchmint.io import atomic_write, dumps, dumps_text, write_jsonl
+from benchmint.io import FIELD_MARKS, atomic_write, dumps, dumps_text, field_mark, write_jsonl
 from benchmint.run import run_files
 from benchmint.run.ledger import Encoded, encode_text
 from benchmint.xrd.profile import ProfileParams
@@ -213,14 +212,9 @@ def _with_text(result: dict, text: str) -> dict:
     return result if "error" in result else {**result, "cif_text": text}
 
 
-# A field of the item row that only the driver knows is written by the worker as "\0name\0", which the row's
-# JSON spells "\u0000name\u0000" (a raw NUL is never in it): the row is cut there, the names kept between.
-_SPLICE = re.compile(r'"\\u0000([a-z_]+)\\u0000"')
-
-
-def _mark(name: str) -> str:
-    """How the row's JSON spells the mark of the field ``name`` (what ``_SPLICE`` cuts out)."""
-    return f'"\\u0000{name}\\u0000"'
+# A field of the item row that only the driver knows is written by the worker as a mark (``io.FIELD_MARKS``).
+_SPLICE = FIELD_MARKS
+_mark = field_mark
 
 
 def _as_row(result: dict, where: tuple[str, ...]) -> dict:

@@ -1,0 +1,166 @@
+"""harvest's driver at dump scale: each range's result read once, page rows joined from the workers' lines, and
+the files the same whatever form the ledger holds its results in."""
+
+import shutil
+from importlib.resources import files
+
+import pymupdf
+import pytest
+
+from benchmint import io as bio
+from benchmint.pdf import harvest as hv
+from benchmint.pdf.harvest import HarvestConfig, harvest
+from benchmint.run import Ledger
+
+SAMPLE = files("benchmint") / "samples" / "sample_paper.pdf"
+OUTPUTS = ("pages.jsonl", "figures.jsonl", "errors.jsonl", "documents.jsonl")
+
+
+@pytest.fixture(scope="module")
+def dump(tmp_path_factory):
+    """The sample article under three names (an arXiv one gives labels), a 40-page document (two ranges) with a
+    captioned drawing on its page 35, and a file that is no PDF."""
+    root = tmp_path_factory.mktemp("dump")
+    data = SAMPLE.read_bytes()
+    shutil.copy(SAMPLE, root / "a_article.pdf")
+    (root / "2101.00001v2.pdf").write_bytes(data + b"%copy 1\n")
+    (root / "sub").mkdir()
+    (root / "sub" / "a_article.pdf").write_bytes(data + b"%copy 2\n")
+    long = pymupdf.open()
+    for n in range(1, 41):
+        page = long.new_page()
+        page.insert_text((72, 80), f"Page {n} of a long report with running text only.")
+        if n == 35:
+            for i in range(14):
+                page.draw_rect(pymupdf.Rect(100 + 10 * i, 200, 105 + 10 * i, 200 + 8 * i))
+            page.insert_text((100, 420), "Figure 3. Fourteen bars of growing height.")
+    long.save(root / "long.pdf")
+    (root / "z_broken.pdf").write_bytes(b"%PDF-1.7\nnot a PDF at all")
+    return root
+
+
+def outputs(out):
+    return {name: (out / name).read_bytes() for name in OUTPUTS} | {
+        "thumbs": sorted(p.name for p in (out / "thumbs").iterdir()) if (out / "thumbs").is_dir() else []}
+
+
+def counting(monkeypatch, owner, name, calls):
+    inner = getattr(owner, name)
+
+    def counted(*a, **k):
+        calls[name] = calls.get(name, 0) + 1
+        return inner(*a, **k)
+
+    monkeypatch.setattr(owner, name, counted)
+
+
+@pytest.mark.parametrize("triage_only", [True, False])
+def test_the_driver_reads_each_result_once_and_encodes_no_page_row(dump, tmp_path, monkeypatch, triage_only):
+    """The code before read every page range's result from the ledger three or four times (for the follow-up
+    ranges, the stuck-page check, the results kept, a read-back nobody used), encoded every page row again and
+    looked for figure citations in every paragraph of a document with figures."""
+    calls: dict[str, int] = {}
+    counting(monkeypatch, Ledger, "get", calls)
+    counting(monkeypatch, bio, "dumps", calls)
+    from benchmint.pdf import context
+
+    counting(monkeypatch, context, "figure_refs", calls)  # the workers' calls are counted in their processes
+    if hasattr(hv, "dumps"):
+        counting(monkeypatch, hv, "dumps", calls)
+    out = tmp_path / "out"
+    res = harvest([dump], out, HarvestConfig(triage_only=triage_only), workers=1)
+    with Ledger(out / "ledger.sqlite", "harvest") as ledger:
+        units = len(ledger)
+    monkeypatch.undo()
+    # 4 documents of one range and one of two ranges (the broken file's one range says so); in a full harvest,
+    # the text pass's units: the pages of the long document's two ranges that were not read (the sample's two
+    # pages are both candidates, read already)
+    assert units == (6 if triage_only else 6 + 2)
+    assert calls["get"] == units
+    assert res.pages == 3 * 2 + 40 and res.pages > 2 * 5
+    rows = res.pages
+    # what the driver encodes: the documents' and figures' and errors' rows, and the fields of each document
+    # (pdf, sha256, the arXiv id and version of one), never one a page
+    assert calls["dumps"] < rows
+    assert calls["dumps"] <= 5 + res.figures + len(res.errors) + 5 * 4
+    # the discussions: the workers found the paragraphs citing one figure; the driver read none of the text
+    assert "figure_refs" not in calls
+    assert triage_only or res.figures >= 4
+
+
+def old_text(result):
+    """A range's result as the code before stored it: page rows as objects, the pages' paragraphs as "text"."""
+    return {("text" if k == "cited" else k): v for k, v in result.items()}
+
+
+def _old_read_texts(path, numbers, open_seconds=None):
+    """The text pass's unit as the code before ran it: every paragraph of the pages."""
+    from benchmint.pdf.captions import text_segments
+
+    doc, problem = hv._open(path)
+    if doc is None:
+        return {"error": problem}
+    with doc, hv.default_text_switches():
+        return {"text": [[n, [text for text, _ in text_segments(doc[n - 1])]] for n in numbers]}
+
+
+def test_results_in_the_form_before_give_the_same_files(dump, tmp_path, monkeypatch):
+    """A ledger of the code before (page rows as objects), and one holding both forms, resume to the same
+    files, byte for byte, as a fresh run at 1 and 2 workers."""
+    fresh = tmp_path / "fresh"
+    harvest([dump], fresh, HarvestConfig(), workers=1)
+    two = tmp_path / "two"
+    harvest([dump], two, HarvestConfig(), workers=2)
+    assert outputs(two) == outputs(fresh)
+
+    before = tmp_path / "before"
+    with monkeypatch.context() as m:  # the workers (forked) make results as the code before did
+        m.setattr(hv, "_framed_rows", lambda result, fields: old_text(result))
+        m.setattr(hv, "_cited", lambda first, segments: [[first + i, [text for text, _ in segs]]
+                                                         for i, segs in enumerate(segments) if segs is not None])
+        m.setattr(hv, "_read_texts", _old_read_texts)
+        harvest([dump], before, HarvestConfig(), workers=1)
+    with Ledger(before / "ledger.sqlite", "harvest") as ledger:
+        stored = [r for _, _, r in ledger.results()]
+    kept = [r for r in stored if "pages" in r]
+    assert kept and not any("page_rows" in r or "cited" in r for r in stored)  # the old form, every unit
+    assert sum("text" in r for r in stored) == 2 + 4  # the text pass's two, the four ranges' with figures
+    assert outputs(before) == outputs(fresh)
+    res = harvest([dump], before, HarvestConfig(), workers=2)  # resumed: every unit from the old form
+    assert res.skipped == 5
+    assert outputs(before) == outputs(fresh)
+
+    import sqlite3
+
+    with sqlite3.connect(before / "ledger.sqlite") as db:  # half the units run again, in the new form
+        keys = [k for (k,) in db.execute("SELECT key FROM units ORDER BY key")]
+        db.executemany("DELETE FROM units WHERE key = ?", [(k,) for k in keys[::2]])
+    harvest([dump], before, HarvestConfig(), workers=2)
+    with Ledger(before / "ledger.sqlite", "harvest") as ledger:
+        stored = [r for _, _, r in ledger.results()]
+    assert {"page_rows" in r for r in stored if "pages" in r or "page_rows" in r} == {True, False}
+    assert {"cited" in r for r in stored if "text" in r or "cited" in r} == {True, False}
+    assert outputs(before) == outputs(fresh)
+
+
+def test_a_row_that_spells_a_mark_keeps_its_result_and_other_fields_fall_back():
+    rows = [{"pdf": "x.pdf", "page": 1, "images": 0, "paths": 3, "captions": None, "candidate": False,
+             "reason": "no graphic"},
+            {"pdf": "x.pdf", "page": 2, "images": 1, "paths": 0, "captions": ["1"], "candidate": True,
+             "reason": "graphic and caption anchor", "second_look": 2}]
+    result = {"page_count": 2, "pages": rows, "figures": []}
+    ident = {"pdf": "/d/x.pdf", "sha256": "ab" * 32, "arxiv_id": "2101.00001", "arxiv_version": 2}
+    by_hand = "".join(bio.dumps({**ident, **row, "pdf": ident["pdf"]}) + "\n" for row in rows)
+    framed = hv._framed_rows(result, ("arxiv_id", "arxiv_version", "pdf", "sha256"))
+    assert "pages" not in framed and framed["rows"] == 2 and framed["candidates"] == 1
+    assert framed["second_look"] == 1 and framed["thumb_pages"] == [2]
+    assert hv._page_lines(framed, ident) == by_hand
+    # the same result met by a document of other fields (no arXiv labels): decoded and encoded here
+    other = {"pdf": "/e/x.pdf", "sha256": None}
+    assert hv._page_lines(framed, other) == "".join(
+        bio.dumps({**other, **row, "pdf": other["pdf"]}) + "\n" for row in rows)
+    assert hv._page_rows(framed) == [{k: v for k, v in row.items() if k != "pdf"} for row in rows]  # pdf: a mark
+    # a caption spelled like a mark: the rows stay objects
+    odd = {**result, "pages": [{**rows[1], "captions": ["\0pdf\0"]}]}
+    assert hv._framed_rows(odd, ("pdf", "sha256")) is odd
+    assert hv._page_lines(odd, other) == bio.dumps({**other, **odd["pages"][0], "pdf": other["pdf"]}) + "\n"
