@@ -164,3 +164,13 @@ def test_a_row_that_spells_a_mark_keeps_its_result_and_other_fields_fall_back():
     odd = {**result, "pages": [{**rows[1], "captions": ["\0pdf\0"]}]}
     assert hv._framed_rows(odd, ("pdf", "sha256")) is odd
     assert hv._page_lines(odd, other) == bio.dumps({**other, **odd["pages"][0], "pdf": other["pdf"]}) + "\n"
+
+
+def test_rows_holding_a_line_separator_fall_back_whole():
+    # U+2028 is kept raw by the project's JSON form; str.splitlines() would cut a row there
+    row = {"pdf": "x.pdf", "page": 1, "images": 0, "paths": 0, "captions": ["Fig.\u20281 a\u2029b"],
+           "candidate": True, "reason": "graphic and caption anchor"}
+    framed = hv._framed_rows({"page_count": 1, "pages": [row], "figures": []}, ("pdf", "sha256"))
+    other = {"pdf": "/e/x.pdf", "sha256": None, "arxiv_id": "2101.00001"}
+    assert hv._page_rows(framed) == [{k: v for k, v in row.items() if k != "pdf"}]
+    assert hv._page_lines(framed, other) == bio.dumps({**other, **row, "pdf": other["pdf"]}) + "\n"

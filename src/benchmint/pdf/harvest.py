@@ -721,7 +721,9 @@ def _page_rows(r: dict) -> list[dict]:
     if "page_rows" not in r:
         return r["pages"]
     marked = set(r["fields"])
-    return [{k: v for k, v in json.loads(line).items() if k not in marked} for line in r["page_rows"].splitlines()]
+    # lines end at "\n" alone: a row's text may hold U+2028 raw, at which splitlines() would cut
+    return [{k: v for k, v in json.loads(line).items() if k not in marked}
+            for line in r["page_rows"].split("\n") if line]
 
 
 def _page_counts(r: dict) -> dict[str, int]:
