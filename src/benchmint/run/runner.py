@@ -140,15 +140,18 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict | 
         return (unit.key, *unit.args) if keyed else unit.args
 
     args = [args_of(u) for u in todo]
+    costs = [u.cost for u in todo]  # for the executor that hands units out in chunks
     bar = None
     if progress and todo:
         from benchmint.progress import Progress
 
         bar = Progress(desc, total=len(todo), unit="units")
-    follow = _FollowUps(ledger, then, units, todo, args, args_of, bar)
+    follow = _FollowUps(ledger, then, units, todo, args, args_of, costs, bar)
+    results = (executor.map_unordered(work, args, costs=costs) if isinstance(executor, ProcessExecutor)
+               else executor.map_unordered(work, args))
     try:
         # ``args`` grows while the executor reads it: every executor takes the next unit by index.
-        for i, result in executor.map_unordered(work, args):
+        for i, result in results:
             if isinstance(result, (Encoded, Filed)):  # encoded, or filed, in the worker: only inserted here
                 hold = isinstance(result, Filed) and result.framed
                 ledger.record(todo[i].key, result, ok=not result.error, final=not result.retry, hold=hold)
@@ -277,9 +280,10 @@ class _FollowUps:
     """The units ``then`` names after each result: run when the ledger lacks them, followed further when not."""
 
     def __init__(self, ledger: Ledger, then: Callable[[Unit, dict], Sequence[Unit]] | None, units: Sequence[Unit],
-                 todo: list[Unit], args: list[tuple], args_of: Callable[[Unit], tuple], bar) -> None:
+                 todo: list[Unit], args: list[tuple], args_of: Callable[[Unit], tuple], costs: list[float],
+                 bar) -> None:
         self.ledger, self.then, self.todo, self.args, self.bar = ledger, then, todo, args, bar
-        self.args_of = args_of
+        self.args_of, self.costs = args_of, costs
         self.seen = {u.key for u in units} if then is not None else set()
         if then is not None:  # units done by an earlier run name their follow-ups now
             waiting = {t.key for t in todo}
@@ -298,6 +302,7 @@ class _FollowUps:
                 self.after(nxt, got[1])
             else:  # the executor reads ``args`` by index as it goes: appended units are run too
                 self.todo.append(nxt)
+                self.costs.append(nxt.cost)  # first: the executor reads ``args``' length
                 self.args.append(self.args_of(nxt))
                 if self.bar is not None:
                     self.bar.add_total(1)
