@@ -302,3 +302,109 @@ def test_a_result_its_work_encoded_is_stored_as_it_is_and_read_by_the_callers_re
         assert ledger.get("filed") == (True, {"head": {"n": 2}, "items": ["x", "y"]})
         assert ledger.get("bad")[0] is False
     assert seen[:2] == [text.encode()] * 2
+
+
+KILLED_DRIVER = '''
+import os, signal, sys
+from benchmint.run import run_files, runner
+
+sys.path.insert(0, {tests!r})
+from test_ledger_files import described
+
+runner.COMMIT_SECONDS = 1000.0  # only the count ends a batch: the kill falls between a batch's records
+reported = []
+
+
+def on_row(f, key, result):
+    reported.append(f.path.name)
+    if len(reported) == 7:
+        with open({reported!r}, "w") as fh:
+            fh.write("\\n".join(reported))
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+run_files([{inputs!r}], ".cif", {out!r}, "t", described, lambda p: ({log!r},), lambda p: {{}}, workers=2,
+          on_row=on_row)
+'''
+
+
+def test_a_driver_killed_between_the_records_of_a_batch_resumes_from_the_result_files(tmp_path):
+    """The driver commits filed results several at once; SIGKILLed after it reported 7 results in input order
+    and before their commit, it leaves fewer committed rows than reported units. The rerun finds the rest in
+    the workers' files (each result after a head naming its unit) and runs none of the reported units again;
+    its rows are a clean run's."""
+    import subprocess
+    import sys
+
+    log = tmp_path / "log"
+    clean, _ = run(tmp_path, "clean", log)
+    ran(log)
+    script = tmp_path / "driver.py"
+    script.write_text(KILLED_DRIVER.format(tests=str(Path(__file__).parent), reported=str(tmp_path / "reported"),
+                                           inputs=str(inputs(tmp_path)), out=str(tmp_path / "out"), log=str(log)))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    reported = (tmp_path / "reported").read_text().split()
+    assert len(reported) == 7
+    assert len(stored(tmp_path / "out")) < len(reported)  # the kill fell before the batch's commit
+    ran(log)
+    rows, skipped = run(tmp_path, "out", log)
+    assert not set(ran(log)) & set(reported)
+    assert skipped >= len(reported) and rows == clean
+
+
+def test_recover_records_framed_results_no_row_points_to_and_passes_over_the_rest(tmp_path):
+    """``Ledger.recover`` reads each result file past the last result a row points to: a framed result of a unit
+    without a row is recorded (its flags kept), one whose unit has a final row is left alone, one whose row
+    asked for a retry is taken; a result filed without a head (the files of the code before), a torn frame and
+    a frame whose bytes fail their CRC are passed over."""
+    folder = str(results_folder(tmp_path / "ledger.sqlite"))
+    with Ledger(tmp_path / "ledger.sqlite", "t") as ledger:
+        ledger.record("committed", file_result(folder, {"v": 0}, "committed"))
+        old = file_result(folder, {"v": "old"})  # no head: the code before frames
+        assert isinstance(old, Filed) and not old.framed
+        new = file_result(folder, {"v": 1}, "new")
+        assert isinstance(new, Filed) and new.framed
+        file_result(folder, {"error": "bad", "retry": True}, "again")
+        ledger.record("was-retry", {"error": "timed out"}, ok=False, final=False)
+        file_result(folder, {"v": 2}, "was-retry")
+        ledger.record("final", {"v": "kept"})
+        file_result(folder, {"v": "late"}, "final")
+        damaged = file_result(folder, {"v": "damaged"}, "damaged")
+        torn = file_result(folder, {"v": "torn"}, "torn")
+    path = Path(folder) / new.file
+    data = bytearray(path.read_bytes())
+    data[damaged.start + 3] ^= 1
+    path.write_bytes(bytes(data[:torn.start + 4]))
+    with Ledger(tmp_path / "ledger.sqlite", "t") as ledger:
+        assert ledger.recover() == 3
+        assert ledger.get("new") == (True, {"v": 1})
+        assert ledger.get("was-retry") == (True, {"v": 2})
+        assert ledger.get("again") == (False, {"error": "bad", "retry": True}) and not ledger.done("again")
+        assert ledger.get("final") == (True, {"v": "kept"})
+        assert ledger.get("damaged") is None and ledger.get("torn") is None
+        assert ledger.recover() == 0  # past the rows' ends now: nothing read twice
+    lines = path.read_bytes().split(b"\n")
+    assert json.loads(lines[3]) == {"frame": "new", "length": new.length, "crc": new.crc, "error": False,
+                                    "retry": False}
+
+
+def test_held_rows_are_read_at_once_and_committed_together(tmp_path):
+    """Rows recorded with ``hold`` are read by the ledger's own connection at once, by another only after
+    ``commit`` (or the next row recorded without it), and ``close`` commits what is held."""
+    folder = str(results_folder(tmp_path / "ledger.sqlite"))
+    other = sqlite3.connect(tmp_path / "ledger.sqlite")
+    ledger = Ledger(tmp_path / "ledger.sqlite", "t")
+    ledger.record("a", file_result(folder, {"v": "a"}, "a"), hold=True)
+    ledger.record("b", file_result(folder, {"v": "b"}, "b"), hold=True)
+    assert ledger.held == 2 and ledger.get("b") == (True, {"v": "b"})
+    assert other.execute("SELECT COUNT(*) FROM units").fetchone() == (0,)
+    ledger.commit()
+    assert ledger.held == 0 and other.execute("SELECT COUNT(*) FROM units").fetchone() == (2,)
+    ledger.record("c", file_result(folder, {"v": "c"}, "c"), hold=True)
+    ledger.record("d", {"v": "d"})  # not held: commits what was held with it
+    assert other.execute("SELECT COUNT(*) FROM units").fetchone() == (4,)
+    ledger.record("e", file_result(folder, {"v": "e"}, "e"), hold=True)
+    ledger.close()
+    assert other.execute("SELECT COUNT(*) FROM units").fetchone() == (5,)
+    other.close()

@@ -375,3 +375,93 @@ def test_an_unknown_dispatch_order_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv("BENCHMINT_DISPATCH", "random")
     with Ledger(tmp_path / "l.sqlite", "t") as ledger, pytest.raises(ValueError, match="BENCHMINT_DISPATCH"):
         run_units(ledger, UNITS[:2], square_or_fail, SerialExecutor())
+
+
+# --- chunks: several units a message ------------------------------------------------------------------------------
+
+
+def test_chunks_shrink_as_units_run_short_keep_a_long_unit_alone_and_send_handed_back_units_alone():
+    from benchmint.run.executors import _Chunks
+
+    args = [(i,) for i in range(40)]
+    # 2 workers, at most 8 a chunk, 4 chunks' worth left for each: 40 // 8 = 5, 35 // 8 = 4, 31 // 8 = 3, ...,
+    # 16 // 8 = 2, then the last 14 one at a time.
+    chunks = _Chunks(args, None, 2, 8, 4, 64)
+    sizes = []
+    while chunks.left():
+        sizes.append(len(chunks.take()))
+    assert sizes == [5, 4, 3, 3, 3, 2, 2, 2, 2] + [1] * 14
+    assert sum(sizes) == 40
+    # By cost: a chunk holds at most 1 / (64 * 2) of the total (here 10 of 1,280): the unit of cost 200 goes
+    # alone, a chunk ends before its cost would pass 10 (1 + 1 + 5, then 6 + 1 + 1 + 1 + 1), the units of cost 1
+    # go by 8.
+    costs = [200.0, 1.0, 1.0, 5.0, 6.0] + [1.0] * 1062 + [5.0]
+    args = [(i,) for i in range(len(costs))]
+    chunks = _Chunks(args, costs, 2, 8, 4, 64)
+    assert sum(costs) == 1280.0
+    assert [chunks.take() for _ in range(4)] == [[0], [1, 2, 3], [4, 5, 6, 7, 8], [9, 10, 11, 12, 13, 14, 15, 16]]
+    chunks.hand_back([15, 16])  # their worker died before it reached them
+    assert [chunks.take(), chunks.take(), chunks.take()] == [[15], [16], list(range(17, 25))]
+    args.append((len(args),))  # a follow-up unit: its cost joins the total
+    costs.append(1280.0)
+    while chunks.next < len(args) - 1:
+        chunks.take()
+    assert chunks.take() == [len(args) - 1] and chunks.total == 2560.0 and not chunks.left()
+
+
+def log_or_die(i, log, die_on):
+    with open(log, "a") as fh:
+        fh.write(f"{i} {os.getpid()}\n")
+    if i == die_on:
+        os._exit(3)
+    return {"i": i, "pid": os.getpid()}
+
+
+def test_a_worker_killed_mid_chunk_loses_its_unit_alone_and_the_rest_of_its_chunk_runs_once(tmp_path):
+    """One worker, 40 units: the first chunk is units 0-4 (40 // 8); unit 2 kills its worker. Unit 2 is that
+    run's WorkerDied (tried again by the next run), units 3 and 4 run on a new worker, every other unit once."""
+    log = tmp_path / "log"
+    units = [Unit(f"u{i:02d}", (i, str(log), 2), f"unit {i}") for i in range(40)]
+    with Ledger(tmp_path / "l.sqlite", "t") as ledger:
+        results, _ = run_units(ledger, units, log_or_die, ProcessExecutor(1))
+        assert results[2] == {"error": "WorkerDied: the worker process died while running this unit (exit code 3)"}
+        assert [r["i"] for k, r in enumerate(results) if k != 2] == [k for k in range(40) if k != 2]
+        assert not ledger.done("u02") and all(ledger.done(u.key) for u in units if u.key != "u02")
+    started = [line.split() for line in log.read_text().splitlines()]
+    assert sorted(int(i) for i, _ in started) == list(range(40))  # each unit started once
+    first_pid = started[0][1]
+    assert [int(i) for i, pid in started if pid == first_pid] == [0, 1, 2]  # one chunk: 0-4, cut at 2
+    assert [int(i) for i, _ in started[3:5]] == [3, 4]  # handed back, and first on the new worker
+
+
+def test_a_unit_past_its_time_limit_in_a_chunk_is_named_and_the_rest_of_the_chunk_runs(tmp_path):
+    """One worker, 40 units in chunks: the limit restarts with each unit of a chunk (none of the short ones is
+    stopped for the time the ones before it took), and the stuck one is that unit's UnitTimeout alone."""
+    units = [Unit(f"f{i:02d}", (i, 0.05), f"fast {i}") for i in range(40)]
+    units[3] = Unit("slow", (3, 60), "slow")
+    start = time.monotonic()
+    with Ledger(tmp_path / "l.sqlite", "t") as ledger:
+        results, _ = run_units(ledger, units, sleepy, ProcessExecutor(1, unit_seconds=1.0))
+        assert not ledger.done("slow") and ledger.done("f04")
+    assert time.monotonic() - start < 30
+    assert results[3]["time_limit"] == {"limit": "unit", "seconds": 1.0, "stage": "unit 3 started"}
+    assert [r["i"] for k, r in enumerate(results) if k != 3] == [k for k in range(40) if k != 3]
+
+
+def test_chunks_keep_the_makespan_of_uneven_units(tmp_path):
+    """Uneven units (a long one among many short ones, given longest first as the runner does) on 2 workers:
+    handed out in chunks, the run ends no later than one unit a message (within the timer's noise), and
+    about where the work allows (the long unit beside the rest)."""
+    units = [Unit("long", (0, 1.2), "long", 60.0)]
+    units += [Unit(f"s{i:03d}", (i, 0.02), f"short {i}", 1.0) for i in range(1, 101)]
+    walls = {}
+    for chunk_units in (1, 8, 1, 8):
+        with Ledger(tmp_path / f"l{chunk_units}-{len(walls)}.sqlite", "t") as ledger:
+            ex = ProcessExecutor(2, chunk_units=chunk_units)
+            ex.start()
+            start = time.monotonic()
+            results, _ = run_units(ledger, units, sleepy, ex)
+            walls.setdefault(chunk_units, []).append(time.monotonic() - start)
+        assert [r["i"] for r in results] == list(range(101))
+    assert min(walls[8]) <= min(walls[1]) * 1.1 + 0.1, walls
+    assert min(walls[8]) < 1.2 + 2.0 / 2 + 0.6, walls  # the long unit's 1.2 s beside 2 s of short ones

@@ -107,6 +107,13 @@ class ThreadExecutor(_PoolExecutor):
 class ProcessExecutor:
     """Worker processes, each running one unit at a time: for Python-bound work on many files.
 
+    Units go out in chunks of up to ``chunk_units`` (one message a chunk, results still sent back one a unit as
+    each ends): a unit costing the driver a pickle and a pipe write of its own cost more than its share of the
+    driver's time at many workers. A chunk shrinks as the units left run short (the last ones go one at a time,
+    so no worker idles while another works through a chunk) and, with ``costs`` given to ``map_unordered``
+    (the runner's ``Unit.cost``), holds at most ``1 / (CHUNK_COST_SHARE × workers)`` of the total cost, so a
+    long unit goes alone.
+
     ``unit_seconds`` bounds a unit's whole run and ``stage_seconds`` the time
     between two ``stage()`` reports of a unit (say, one page of a document),
     unless the stage reported a limit of its own (``stage(label, seconds)``); both
@@ -129,10 +136,15 @@ class ProcessExecutor:
 
     # The workers run on this machine: a file they write is one the caller reads (``run_files``' result files).
     shares_files = True
+    # A chunk holds at most this many units, and so many chunks' worth stay for each worker (below which chunks
+    # shrink), and a chunk's cost at most 1 / (CHUNK_COST_SHARE × workers) of the run's.
+    CHUNK_UNITS = 8
+    CHUNKS_LEFT = 4
+    CHUNK_COST_SHARE = 64
 
     def __init__(self, workers: int = -1, *, unit_seconds: float | None = None,
                  stage_seconds: float | None = None, preload: Sequence[str] = (),
-                 share_preload: bool = False) -> None:
+                 share_preload: bool = False, chunk_units: int | None = None) -> None:
         for name, value in (("unit_seconds", unit_seconds), ("stage_seconds", stage_seconds)):
             if value is not None and not value > 0:
                 raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
@@ -140,6 +152,9 @@ class ProcessExecutor:
         self._unit_s, self._stage_s = unit_seconds, stage_seconds
         self._preload = tuple(preload)
         self._share_preload = share_preload and self._n > 1
+        self._chunk_units = self.CHUNK_UNITS if chunk_units is None else chunk_units
+        if self._chunk_units < 1:
+            raise ValueError(f"chunk_units must be 1 or more, got {chunk_units!r}")
         self._workers: list[_Worker] = []
 
     def start(self) -> None:
@@ -147,40 +162,44 @@ class ProcessExecutor:
         while len(self._workers) < self._n:
             self._start()
 
-    def map_unordered(self, fn: Callable[..., Any], args: Sequence[tuple]) -> Iterator[tuple[int, Any]]:
+    def map_unordered(self, fn: Callable[..., Any], args: Sequence[tuple],
+                      costs: Sequence[float] | None = None) -> Iterator[tuple[int, Any]]:
+        """As ``Executor.map_unordered``; ``costs[i]``: the work expected of ``args[i]`` (read as ``args`` is, so
+        a caller appending to one appends to both), which bounds the chunks."""
         # Workers persist across calls. One still holding a unit belongs to a call whose caller stopped
         # reading; its late result would be taken for this call's, so it is replaced.
         for stale in [w for w in self._workers if w.index >= 0]:
             self._replace(stale)
         idle = list(self._workers)
         busy: dict[Any, _Worker] = {}  # connection -> worker
-        next_i = 0
-        while next_i < len(args) or busy:
-            while next_i < len(args) and (idle or len(self._workers) < self._n):
+        chunks = _Chunks(args, costs, self._n, self._chunk_units, self.CHUNKS_LEFT, self.CHUNK_COST_SHARE)
+        while chunks.left() or busy:
+            while chunks.left() and (idle or len(self._workers) < self._n):
                 w = idle.pop() if idle else self._start()
-                w.give(next_i, fn, args[next_i])
+                w.give(fn, chunks.take(), args)
                 busy[w.conn] = w
-                next_i += 1
             for conn in mp_connection.wait(list(busy), timeout=self._wait_seconds(busy.values())):
                 w = busy[conn]
                 got = w.receive()
                 if got is None:  # a stage report
                     continue
-                del busy[conn]
                 if isinstance(got[1], WorkerDied):
+                    del busy[conn]
+                    chunks.hand_back(w.unstarted())
                     self._replace(w)
-                elif next_i < len(args):  # the next unit goes out before the caller records this result
-                    w.give(next_i, fn, args[next_i])
-                    busy[w.conn] = w
-                    next_i += 1
+                elif w.index >= 0:  # the rest of its chunk runs on
+                    pass
+                elif chunks.left():  # the next chunk goes out before the caller records this result
+                    w.give(fn, chunks.take(), args)
                 else:
-                    w.index = -1
+                    del busy[conn]
                     idle.append(w)
                 yield got
             for w in [w for w in busy.values() if w.overdue(self._unit_s, self._stage_s)]:
                 del busy[w.conn]
                 timeout = w.overdue(self._unit_s, self._stage_s)
                 index = w.index
+                chunks.hand_back(w.unstarted())
                 self._replace(w)
                 yield index, timeout
 
@@ -212,6 +231,49 @@ class ProcessExecutor:
         self._workers.clear()
 
 
+class _Chunks:
+    """The indexes of ``args`` handed out in chunks, in order (``ProcessExecutor``); units handed back (their
+    chunk's worker died or was stopped before it reached them) go out first, one at a time: a unit that kills
+    its worker then fails alone, so each unit runs at most twice in a call."""
+
+    def __init__(self, args: Sequence[tuple], costs: Sequence[float] | None, workers: int, most: int,
+                 chunks_left: int, cost_share: int) -> None:
+        self.args, self.costs, self.workers, self.most, self.chunks_left = args, costs, workers, most, chunks_left
+        self.cost_share = cost_share
+        self.next = 0
+        self.back: list[int] = []
+        self.total = float(sum(costs)) if costs is not None else 0.0
+        self.counted = len(args)  # costs summed up to here (a caller may append units)
+
+    def left(self) -> bool:
+        return bool(self.back) or self.next < len(self.args)
+
+    def hand_back(self, indexes: Sequence[int]) -> None:
+        self.back.extend(indexes)
+
+    def take(self) -> list[int]:
+        if self.back:
+            return [self.back.pop(0)]
+        remaining = len(self.args) - self.next
+        most = min(self.most, max(1, remaining // (self.chunks_left * self.workers)))
+        costs = self.costs
+        if costs is not None and self.counted < len(costs):
+            self.total += float(sum(costs[self.counted:len(self.args)]))
+            self.counted = len(self.args)
+        cap = self.total / (self.cost_share * self.workers) if costs is not None else 0.0
+        chunk = [self.next]
+        spent = costs[self.next] if costs is not None else 0.0
+        self.next += 1
+        while len(chunk) < most and self.next < len(self.args):
+            if costs is not None:
+                if spent + costs[self.next] > cap:
+                    break
+                spent += costs[self.next]
+            chunk.append(self.next)
+            self.next += 1
+        return chunk
+
+
 # The connection to the driver while a unit runs in a ProcessExecutor worker (None elsewhere).
 _REPORT_TO = None
 
@@ -240,18 +302,20 @@ def _worker_main(conn, parent: int, preload: tuple[str, ...]) -> None:
             return
         if task is None:
             return
-        i, fn, args = task
-        _REPORT_TO = conn
-        try:
-            reply = ("done", i, fn(*args))
-        except Exception as exc:  # the unit's failure, reported as its result
-            reply = ("done", i, exc)
-        finally:
-            _REPORT_TO = None
-        try:
-            conn.send(reply)
-        except Exception as exc:  # the result or exception does not pickle: say so instead
-            conn.send(("done", i, RuntimeError(f"the unit's result cannot be sent back: {type(exc).__name__}: {exc}")))
+        fn, chunk = task
+        for i, args in chunk:  # each result goes back as its unit ends: the driver's clock moves to the next
+            _REPORT_TO = conn
+            try:
+                reply = ("done", i, fn(*args))
+            except Exception as exc:  # the unit's failure, reported as its result
+                reply = ("done", i, exc)
+            finally:
+                _REPORT_TO = None
+            try:
+                conn.send(reply)
+            except Exception as exc:  # the result or exception does not pickle: say so instead
+                conn.send(("done", i, RuntimeError(f"the unit's result cannot be sent back: "
+                                                   f"{type(exc).__name__}: {exc}")))
 
 
 def _import_all(names: Sequence[str]) -> None:
@@ -307,17 +371,27 @@ class _Worker(UnitClock):
                                 name="benchmint-unit-worker")
         self.proc.start()
         child.close()
-        self.index = -1
+        self.index = -1  # the unit it runs (the first of its chunk not yet reported), -1 for none
+        self.queue: list[int] = []  # the rest of its chunk, in the order it runs them
         self.ready = False  # the preload imported (the worker said so)
         self.started = None
         self.stage_started = 0.0
         self.stage = None
         self.stage_limit = None
 
-    def give(self, i: int, fn, args: tuple) -> None:
-        self.index, self.stage, self.stage_limit = i, None, None
+    def give(self, fn, chunk: list[int], args: Sequence[tuple]) -> None:
+        self.index, self.queue = chunk[0], chunk[1:]
+        self._next_clock()
+        self.conn.send((fn, [(i, args[i]) for i in chunk]))
+
+    def _next_clock(self) -> None:
+        self.stage, self.stage_limit = None, None
         self._start_clock()
-        self.conn.send((i, fn, args))
+
+    def unstarted(self) -> list[int]:
+        """The units of its chunk it has not reached (its current one excluded)."""
+        rest, self.queue = self.queue, []
+        return rest
 
     def _start_clock(self) -> None:
         # A worker still importing its preload has not started the unit: its clock starts once it is ready.
@@ -339,6 +413,11 @@ class _Worker(UnitClock):
         if msg[0] == "stage":
             self.stage, self.stage_limit, self.stage_started = msg[1], msg[2], time.monotonic()
             return None
+        if self.queue:  # the worker went on to the next unit of its chunk as it sent this
+            self.index = self.queue.pop(0)
+            self._next_clock()
+        else:
+            self.index, self.started = -1, None
         return msg[1], msg[2]
 
     def kill(self) -> None:

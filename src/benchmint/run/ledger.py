@@ -3,7 +3,10 @@
 Every unit of work (a PDF, a CIF, a model call) is keyed by the hash of its
 content and of the settings that shape its result. A finished unit's result is
 committed to the ledger, in a transaction of its own, before it counts as done;
-a rerun skips every key already there.
+a rerun skips every key already there. The exception: results their workers filed
+with a frame head naming the unit (``file_result``'s ``key``) may be held and
+committed several at once (``record``'s ``hold``), since a run killed before the
+commit finds them in their files (``recover``).
 Output files are written from the ledger at the end of a run, in a stable
 order, so a run killed half way and rerun produces the same files as one
 uninterrupted run, with no duplicates.
@@ -18,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import mmap
 import os
 import re
 import secrets
@@ -111,6 +115,53 @@ class Filed:
     crc: int
     error: bool
     retry: bool
+    framed: bool = False  # the file says whose it is (a frame head with the key): ``Ledger.recover`` finds it
+
+
+# A filed result's frame head: one JSON line before the result's own, naming the unit, so that a result filed but
+# never recorded (its driver killed before the commit) is found in its file (``Ledger.recover``).
+FRAME_HEAD = b'{"frame":'
+
+
+def frame_head(key: str, length: int, crc: int, error: bool, retry: bool) -> bytes:
+    """The line a filed result of unit ``key`` follows in its file: the key, the result's length and CRC-32 and
+    ``Encoded``'s two flags, in JSON (``FRAME_HEAD`` first)."""
+    return json.dumps({"frame": key, "length": length, "crc": crc, "error": error, "retry": retry},
+                      ensure_ascii=True, separators=(",", ":")).encode("ascii") + b"\n"
+
+
+def read_frames(data, pos: int = 0) -> Iterator[tuple[str, int, int, int, bool, bool]]:
+    """The frames of a result file's bytes ``data`` from byte ``pos`` on: (key, start, length, crc, error,
+    retry) of each result after a frame head whose bytes pass their check. Lines of results filed without a
+    head (files of the code before frames), torn tails and damaged frames are passed over."""
+    size = len(data)
+    while pos < size:
+        end = data.find(b"\n", pos)
+        if end < 0:
+            return
+        head = _frame_head(data[pos:end]) if data[pos:pos + len(FRAME_HEAD)] == FRAME_HEAD else None
+        if head is not None:
+            key, length, crc, error, retry = head
+            start = end + 1
+            body = data[start:start + length]
+            if len(body) == length and data[start + length:start + length + 1] == b"\n" and zlib.crc32(body) == crc:
+                yield key, start, length, crc, error, retry
+                pos = start + length + 1
+                continue
+        pos = end + 1
+
+
+def _frame_head(line: bytes) -> tuple[str, int, int, bool, bool] | None:
+    try:
+        head = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(head, dict):
+        return None
+    key, length, crc = head.get("frame"), head.get("length"), head.get("crc")
+    if not (isinstance(key, str) and type(length) is int and length >= 0 and type(crc) is int):
+        return None
+    return key, length, crc, head.get("error") is True, head.get("retry") is True
 
 
 class _Shard:
@@ -131,11 +182,15 @@ _SHARDS: dict[str, _Shard] = {}  # results folder -> this process's file in it
 _SHARDS_LOCK = threading.Lock()  # units on threads of one process append to its one file in turn
 
 
-def file_result(folder: str, result: dict | Encoded) -> Filed | Encoded:
+def file_result(folder: str, result: dict | Encoded, key: str | None = None) -> Filed | Encoded:
     """``result``, encoded as the ledger stores it (``encode_result``), appended to this process's result file in
     ``folder`` (one file a process: appends need no lock between processes, and an offset counted here is the
     file's); returns where it went. When the file cannot be written (disk full, folder gone), the result
     comes back inline (``Encoded``) instead, and the process starts a new file with its next result.
+
+    With ``key`` (the unit's), the result follows a frame head naming it (``frame_head``), written in the same
+    call: a result filed whose row the driver had not committed yet when it was killed is recorded from its
+    file by the next run (``Ledger.recover``) instead of being run again.
 
     No fsync: once ``os.write`` returned, the bytes are the kernel's and survive a SIGKILL of this process or
     of the driver, and the driver records the unit only after this returned. A worker killed mid-write leaves
@@ -146,23 +201,25 @@ def file_result(folder: str, result: dict | Encoded) -> Filed | Encoded:
     """
     enc = encode_result(result)
     data = enc.text.encode("utf-8")
+    crc = zlib.crc32(data)
+    head = b"" if key is None else frame_head(key, len(data), crc, enc.error, enc.retry)
     with _SHARDS_LOCK:
         shard = _SHARDS.get(folder)
         try:
             if shard is None or shard.pid != os.getpid():  # a forked child has its parent's: not its own
                 shard = _SHARDS[folder] = _Shard(folder)
-            start = shard.end
-            view = memoryview(data + b"\n")  # one line a result: the file reads as JSONL
+            start = shard.end + len(head)
+            view = memoryview(head + data + b"\n")  # one line a result (and its head): the file reads as JSONL
             while view:
                 view = view[os.write(shard.fd, view):]
-            shard.end += len(data) + 1
+            shard.end = start + len(data) + 1
         except OSError:
             if shard is not None and _SHARDS.get(folder) is shard:
                 del _SHARDS[folder]  # the file may end in a torn record: later results go to a new one
                 with contextlib.suppress(OSError):
                     os.close(shard.fd)
             return enc
-    return Filed(shard.name, start, len(data), zlib.crc32(data), enc.error, enc.retry)
+    return Filed(shard.name, start, len(data), crc, enc.error, enc.retry, key is not None)
 
 
 def _stored_text(result: dict) -> tuple[str, str | None]:
@@ -181,8 +238,8 @@ def _stored_text(result: dict) -> tuple[str, str | None]:
 class Ledger:
     """Results by key in ``path`` (SQLite, WAL journal); one writer, the calling process.
 
-    Each ``record`` is its own transaction: in WAL mode with synchronous=NORMAL
-    a commit is an append to the log without an fsync, so it survives a killed
+    Each ``record`` is its own transaction (save rows ``hold`` keeps for one ``commit``): in WAL mode with
+    synchronous=NORMAL a commit is an append to the log without an fsync, so it survives a killed
     process (not a power cut) and costs about a tenth of a millisecond (benches/bench_ledger.py).
     A result its worker filed (``Filed``) is recorded as where it is; reading it checks its length and CRC-32,
     and one that fails (a torn or changed file, a file gone) counts as not done, with a warning, so it runs again.
@@ -198,6 +255,8 @@ class Ledger:
         self._db = sqlite3.connect(self.path, isolation_level=None)
         self._closed = False
         self._files: dict[str, int] = {}  # result file name -> its descriptor, oldest first
+        self.held = 0  # rows recorded with ``hold`` and not committed yet
+        self.held_since = 0.0  # time.monotonic() of the first of them
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # a committed unit survives a killed process
         self._db.executescript(SCHEMA)
@@ -232,15 +291,23 @@ class Ledger:
         self._db.execute("UPDATE units SET ok = -1 WHERE key = ?", (key,))  # one warning: not read again
         return False
 
-    def record(self, key: str, result: dict | Encoded | Filed, ok: bool = True, final: bool = True) -> None:
+    def record(self, key: str, result: dict | Encoded | Filed, ok: bool = True, final: bool = True,
+               hold: bool = False) -> None:
         """Store a unit's result (a JSON-able dict, or one ``encode_result`` encoded, or where ``file_result``
-        filed it), committed before this returns.
+        filed it), committed before this returns (with any rows held before it).
 
         A result that would not read back (not JSON-able, nested too deep) is
         stored as that unit's error instead. ``final=False`` (a failure that
         may not happen again: a time limit, a crashed worker) keeps the result
         for this run's outputs and lets the next run try the unit again.
+
+        ``hold``: the row joins a transaction left open for more rows, committed by ``commit`` (or the next
+        record without ``hold``, or ``close``): one commit for many rows. Only for a result filed with its frame
+        head (``Filed.framed``), which a killed run finds again (``recover``); this connection reads it at once.
         """
+        if hold and not self._db.in_transaction:
+            self._db.execute("BEGIN")
+            self.held_since = time.monotonic()
         where: tuple = (None, None, None, None)
         if isinstance(result, Filed):
             text, where = "", (result.file, result.start, result.length, result.crc)
@@ -253,6 +320,50 @@ class Ledger:
         state = int(ok) if final else -1
         self._db.execute("INSERT OR REPLACE INTO units (key, ok, result, recorded, file, start, length, crc) "
                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (key, state, text, time.time(), *where))
+        if hold:
+            self.held += 1
+        else:
+            self.commit()
+
+    def commit(self) -> None:
+        """Commit the rows ``record`` held."""
+        if self._db.in_transaction:
+            self._db.execute("COMMIT")
+        self.held = 0
+
+    def recover(self) -> int:
+        """Record the results filed with a frame head (``file_result``'s ``key``) that no committed row points
+        to, for units without a final result: those of a run killed between its workers' filing and its commit.
+        Returns how many. A worker appends its results in the order the driver records them, so each file is
+        read from the end of the last result a row points to in it (a file no row points to, from its start)."""
+        folder = self.results_folder
+        if not folder.is_dir():
+            return 0
+        ends = dict(self._db.execute("SELECT file, MAX(start + length) FROM units WHERE file IS NOT NULL "
+                                     "GROUP BY file").fetchall())
+        found = 0
+        for path in sorted(folder.iterdir()):
+            try:
+                with open(path, "rb") as fh:
+                    size = os.fstat(fh.fileno()).st_size
+                    if size <= ends.get(path.name, 0):
+                        continue
+                    with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                        frames = list(read_frames(data, ends.get(path.name, 0)))
+            except OSError as exc:  # its units run again, as any unit without a row
+                warnings.warn(f"{self.path}: the result file {path} cannot be read for results to recover "
+                              f"({type(exc).__name__}: {exc.strerror or exc}); their units run again",
+                              RuntimeWarning, stacklevel=2)
+                continue
+            for key, start, length, crc, error, retry in frames:
+                row = self._db.execute("SELECT ok FROM units WHERE key = ?", (key,)).fetchone()
+                if row is not None and row[0] >= 0:
+                    continue
+                self.record(key, Filed(path.name, start, length, crc, error, retry, True), ok=not error,
+                            final=not retry, hold=True)
+                found += 1
+        self.commit()
+        return found
 
     def _filed_bytes(self, key: str, file: str, start: int, length: int, crc: int) -> tuple[bytes, str | None]:
         """(the bytes of a filed result, None), or (b"", why they cannot be used) after a warning naming them."""
@@ -319,6 +430,7 @@ class Ledger:
 
     def close(self) -> None:
         if not self._closed:
+            self.commit()  # rows held are results the run reported
             self._db.close()
             for fd in self._files.values():
                 os.close(fd)

@@ -7,6 +7,7 @@ import functools
 import hashlib
 import os
 import stat
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,9 +104,9 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict | 
     ({limit, seconds, stage}); such units, those whose worker died, and those
     whose result says ``"retry": true`` (a model call that failed: it may not
     fail again) are tried again by the next run. Each
-    result is committed to the ledger as it arrives, before the next one is
+    result is committed to the ledger as it arrives, before it is
     reported (``on_recorded``, the progress bar), so a killed run keeps every
-    unit it reported finished. Units sharing a key run once. Units are handed
+    unit it reported finished (filed results: below). Units sharing a key run once. Units are handed
     out costliest first (``Unit.cost``, ``dispatch_order``).
 
     ``then(unit, result)`` names units that follow from a unit's result (the
@@ -118,26 +119,44 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict | 
     word, an answer that ran out of attempts when more are given now). ``read_back=False``: the results are
     left in the ledger for the caller to read one at a time (the list returned is empty).
 
+    Results filed with their keys (``in_workers`` on an executor whose workers write where this process reads:
+    ``FiledWork``) are committed several at once: every ``COMMIT_EVERY`` results or ``COMMIT_SECONDS`` after the
+    first one held, whichever comes first, and when the run ends. They are reported as they arrive; a run killed
+    before their commit finds them in their files when it resumes (``Ledger.recover``), so it still keeps every
+    unit it reported finished and runs none of them again. Any other result is committed as it arrives.
+
     ``in_order(i, result)``: the read-back streamed instead of returned (the list is empty): each of ``units``
     with its result as the ledger stored it, in unit order, as soon as it and every unit before it are recorded,
     while the rest still run. Results arrive in any order (costliest first), so what waits is keys, not results:
     the caller's memory holds one result at a time, and after the last unit only the rest of the order is read.
     ``read``: how the streamed results are read from the ledger (``Ledger.get``'s ``read``).
     """
+    ledger.recover()  # results a killed run's workers filed and its driver had not committed yet
     todo = dispatch_order(list({u.key: u for u in units if not _kept(ledger, u.key, redo)}.values()))
     stream = _InOrder(ledger, units, todo, in_order, read) if in_order is not None else None
-    args = [u.args for u in todo]
+    keyed = isinstance(work, FiledWork)  # the worker is given each unit's key first, to file the result under
+
+    def args_of(unit: Unit) -> tuple:
+        return (unit.key, *unit.args) if keyed else unit.args
+
+    args = [args_of(u) for u in todo]
+    costs = [u.cost for u in todo]  # for the executor that hands units out in chunks
     bar = None
     if progress and todo:
         from benchmint.progress import Progress
 
         bar = Progress(desc, total=len(todo), unit="units")
-    follow = _FollowUps(ledger, then, units, todo, args, bar)
+    follow = _FollowUps(ledger, then, units, todo, args, args_of, costs, bar)
+    results = (executor.map_unordered(work, args, costs=costs) if isinstance(executor, ProcessExecutor)
+               else executor.map_unordered(work, args))
     try:
         # ``args`` grows while the executor reads it: every executor takes the next unit by index.
-        for i, result in executor.map_unordered(work, args):
+        for i, result in results:
             if isinstance(result, (Encoded, Filed)):  # encoded, or filed, in the worker: only inserted here
-                ledger.record(todo[i].key, result, ok=not result.error, final=not result.retry)
+                hold = isinstance(result, Filed) and result.framed
+                ledger.record(todo[i].key, result, ok=not result.error, final=not result.retry, hold=hold)
+                if hold and (ledger.held >= COMMIT_EVERY or time.monotonic() - ledger.held_since >= COMMIT_SECONDS):
+                    ledger.commit()
                 stored = ledger.get(todo[i].key) if on_recorded is not None or then is not None else None
                 if stored is not None:
                     _report(todo[i], stored[1], not result.retry, on_recorded, follow)
@@ -155,6 +174,7 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict | 
             if bar is not None:
                 bar.update(1)
     finally:
+        ledger.commit()  # the results held: each was reported
         executor.close()
         if bar is not None:
             bar.close()
@@ -164,6 +184,13 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict | 
         stream.flush()
         return [], skipped
     return [_read_back(ledger, u) for u in units] if read_back else [], skipped
+
+
+# Results filed with their keys are committed this many at once, or this long after the first one held: one
+# commit instead of many (a commit costs the driver about 0.09 ms), and a bound on what a resume reads from the
+# result files to recover.
+COMMIT_EVERY = 256
+COMMIT_SECONDS = 0.5
 
 
 def _read_back(ledger: Ledger, unit: Unit, read: Callable[[bytes], dict | None] | None = None) -> dict:
@@ -218,12 +245,25 @@ def filed(folder: str, work: Callable[..., dict | Encoded], *args) -> Filed | En
     return file_result(folder, work(*args))
 
 
+@dataclass(frozen=True, slots=True)
+class FiledWork:
+    """``work`` whose result its worker files in ``folder`` under the unit's key, given first (``run_units`` gives
+    it): ``filed`` with a frame head naming the unit, so that its commit may wait (``run_units``)."""
+
+    folder: str
+    work: Callable[..., dict | Encoded]
+
+    def __call__(self, key: str, *args) -> Filed | Encoded:
+        return file_result(self.folder, self.work(*args), key)
+
+
 def in_workers(work: Callable[..., dict | Encoded], executor: Executor,
                ledger: Ledger) -> Callable[..., Encoded | Filed]:
-    """``work`` as the workers of ``executor`` are to run it: its result filed beside ``ledger`` (``filed``) when
-    they write where this process reads (the executor's ``shares_files``), else encoded (``encoded``)."""
+    """``work`` as the workers of ``executor`` are to run it: its result filed beside ``ledger`` under its unit's
+    key (``FiledWork``) when they write where this process reads (the executor's ``shares_files``), else
+    encoded (``encoded``)."""
     if getattr(executor, "shares_files", False):
-        return functools.partial(filed, str(ledger.results_folder.resolve()), work)
+        return FiledWork(str(ledger.results_folder.resolve()), work)
     return functools.partial(encoded, work)
 
 
@@ -240,8 +280,10 @@ class _FollowUps:
     """The units ``then`` names after each result: run when the ledger lacks them, followed further when not."""
 
     def __init__(self, ledger: Ledger, then: Callable[[Unit, dict], Sequence[Unit]] | None, units: Sequence[Unit],
-                 todo: list[Unit], args: list[tuple], bar) -> None:
+                 todo: list[Unit], args: list[tuple], args_of: Callable[[Unit], tuple], costs: list[float],
+                 bar) -> None:
         self.ledger, self.then, self.todo, self.args, self.bar = ledger, then, todo, args, bar
+        self.args_of, self.costs = args_of, costs
         self.seen = {u.key for u in units} if then is not None else set()
         if then is not None:  # units done by an earlier run name their follow-ups now
             waiting = {t.key for t in todo}
@@ -260,7 +302,8 @@ class _FollowUps:
                 self.after(nxt, got[1])
             else:  # the executor reads ``args`` by index as it goes: appended units are run too
                 self.todo.append(nxt)
-                self.args.append(nxt.args)
+                self.costs.append(nxt.cost)  # first: the executor reads ``args``' length
+                self.args.append(self.args_of(nxt))
                 if self.bar is not None:
                     self.bar.add_total(1)
 
