@@ -141,6 +141,77 @@ def test_the_stage_limit_restarts_at_every_stage(tmp_path):
     assert results[1]["time_limit"] == {"limit": "stage", "seconds": 1.5, "stage": "unit 1 step 0"}
 
 
+def many_stages(i, stages):
+    for k in range(stages):
+        stage(f"unit {i} page {k}")
+    return i
+
+
+def quiet_sleep(i, seconds):
+    time.sleep(seconds)
+    return i
+
+
+def test_stage_reports_cost_the_driver_no_message(monkeypatch):
+    """A worker writes its stage reports where the driver reads them when it checks the limits: 6 units of 300
+    stages each reach the driver as their 6 results and the workers' word that they are ready, not 1,800 more
+    messages (each a wake-up and a read of the driver's)."""
+    from benchmint.run import executors
+
+    received = []
+    receive = executors._Worker.receive
+    monkeypatch.setattr(executors._Worker, "receive", lambda w: received.append(1) or receive(w))
+    ex = ProcessExecutor(2, stage_seconds=5.0)
+    try:
+        assert sorted(ex.map_unordered(many_stages, [(i, 300) for i in range(6)])) == [(i, i) for i in range(6)]
+    finally:
+        ex.close()
+    assert len(received) <= 6 + 2
+
+
+def test_a_stage_reported_before_is_not_the_next_units():
+    """The stage a worker reported for an earlier unit (of an earlier call, whose index the next unit reuses,
+    or of the unit before in its chunk) is not taken for the running unit's: a unit that reports none is
+    stopped with no stage named."""
+    ex = ProcessExecutor(1, stage_seconds=1.0)
+    try:
+        assert list(ex.map_unordered(many_stages, [(0, 3)])) == [(0, 0)]
+        (index, timeout), = ex.map_unordered(quiet_sleep, [(0, 10.0)])
+        assert index == 0 and timeout.as_dict() == {"limit": "stage", "seconds": 1.0, "stage": None}
+        got = dict(ex.map_unordered(first_reports_second_sleeps, [(0,), (1,)]))
+        assert got[0] == 0 and got[1].as_dict() == {"limit": "stage", "seconds": 1.0, "stage": None}
+    finally:
+        ex.close()
+
+
+def late_own_limit(i):
+    time.sleep(0.5)  # the driver is waiting by now, with no limit known
+    stage("a stuck page", 0.5)
+    time.sleep(10.0)
+    return i
+
+
+def test_a_stage_limit_reported_while_the_driver_waits_is_kept():
+    """No executor limits, and a stage bringing its own once the driver waits: the unit is stopped about 0.5 s
+    into that stage, not when it ends 10 s later."""
+    ex = ProcessExecutor(1)
+    try:
+        start = time.monotonic()
+        (index, timeout), = ex.map_unordered(late_own_limit, [(0,)])
+        assert time.monotonic() - start < 6.0
+        assert index == 0 and timeout.as_dict() == {"limit": "stage", "seconds": 0.5, "stage": "a stuck page"}
+    finally:
+        ex.close()
+
+
+def first_reports_second_sleeps(i):
+    if i == 0:
+        stage("unit 0 page 1")
+        return 0
+    time.sleep(10.0)
+    return 1
+
+
 def sleep_then_square(i):
     time.sleep(0.2 if i == 0 else 0)
     return i * i

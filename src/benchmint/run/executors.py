@@ -9,6 +9,7 @@ executor (Ray) implements the same two methods.
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import os
 import time
@@ -141,6 +142,8 @@ class ProcessExecutor:
     CHUNK_UNITS = 8
     CHUNKS_LEFT = 4
     CHUNK_COST_SHARE = 64
+    # How late a stage's time limit may be noticed at most (the driver reads the stage reports this often).
+    STAGE_POLL_SECONDS = 0.1
 
     def __init__(self, workers: int = -1, *, unit_seconds: float | None = None,
                  stage_seconds: float | None = None, preload: Sequence[str] = (),
@@ -181,7 +184,7 @@ class ProcessExecutor:
             for conn in mp_connection.wait(list(busy), timeout=self._wait_seconds(busy.values())):
                 w = busy[conn]
                 got = w.receive()
-                if got is None:  # a stage report
+                if got is None:  # the worker's word that it is ready
                     continue
                 if isinstance(got[1], WorkerDied):
                     del busy[conn]
@@ -204,7 +207,12 @@ class ProcessExecutor:
                 yield index, timeout
 
     def _wait_seconds(self, busy) -> float | None:
+        # A running unit's stage reports are read, not received (``_StageSlot``): one may bring a limit nearer than
+        # any known now, so the driver looks again at least every STAGE_POLL_SECONDS while a unit runs.
+        busy = list(busy)
         deadlines = [d for w in busy for d in w.deadlines(self._unit_s, self._stage_s)]
+        if any(w.started is not None for w in busy):
+            deadlines.append(time.monotonic() + self.STAGE_POLL_SECONDS)
         return max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
 
     def _start(self) -> _Worker:
@@ -290,7 +298,7 @@ def stage(label: str, seconds: float | None = None) -> None:
         _REPORT_TO.send(("stage", str(label), seconds))
 
 
-def _worker_main(conn, parent: int, preload: tuple[str, ...]) -> None:
+def _worker_main(conn, slot: _StageSlot, parent: int, preload: tuple[str, ...]) -> None:
     global _REPORT_TO
     _die_with(parent)
     _import_all(preload)
@@ -302,9 +310,9 @@ def _worker_main(conn, parent: int, preload: tuple[str, ...]) -> None:
             return
         if task is None:
             return
-        fn, chunk = task
-        for i, args in chunk:  # each result goes back as its unit ends: the driver's clock moves to the next
-            _REPORT_TO = conn
+        fn, chunk, ticket = task
+        for k, (i, args) in enumerate(chunk):  # each result goes back as its unit ends: the driver's clock moves on
+            _REPORT_TO = _SlotReports(slot, ticket + k)
             try:
                 reply = ("done", i, fn(*args))
             except Exception as exc:  # the unit's failure, reported as its result
@@ -334,6 +342,55 @@ def _die_with(parent: int) -> None:
     if os.getppid() != parent:  # the parent died before the signal was armed
         os._exit(1)
     watch_parent()
+
+
+class _Stage(ctypes.Structure):
+    _fields_ = [("seq", ctypes.c_uint64), ("unit", ctypes.c_int64), ("started", ctypes.c_double),
+                ("limit", ctypes.c_double), ("length", ctypes.c_uint32), ("label", ctypes.c_char * 240)]
+
+
+class _StageSlot:
+    """A worker's running stage in memory it shares with the driver: ``stage()`` writes it there rather than
+    sending a message, which cost the driver a wake-up and a read per report (a page's, several a unit), and the
+    driver reads it when it checks the time limits. A sequence number odd while the worker writes, read again
+    after the fields, keeps a read from mixing two reports. The times are ``time.monotonic()``'s, one clock for
+    every process of the machine."""
+
+    LABEL_BYTES = 240
+
+    def __init__(self, ctx: DefaultContext | SpawnContext) -> None:
+        self.shared = ctx.RawValue(_Stage)
+        self.shared.unit = -1
+
+    def write(self, ticket: int, label: str, seconds: float | None) -> None:
+        s = self.shared
+        data = label.encode("utf-8", "replace")[:self.LABEL_BYTES]
+        s.seq += 1
+        s.unit, s.started, s.limit, s.length = ticket, time.monotonic(), seconds or 0.0, len(data)
+        ctypes.memmove(ctypes.addressof(s) + _Stage.label.offset, data, len(data))
+        s.seq += 1
+
+    def read(self) -> tuple[int, int, str, float | None, float] | None:
+        """(sequence number, unit's ticket, label, its own limit, started), or None while a write is under way."""
+        s = self.shared
+        for _ in range(64):
+            seq = s.seq
+            if seq % 2:
+                continue
+            got = (seq, s.unit, s.label[:s.length].decode("utf-8", "replace"), s.limit or None, s.started)
+            if s.seq == seq:
+                return got
+        return None
+
+
+class _SlotReports:
+    """``run.stage()``'s connection in a local worker while it runs the unit its driver numbered ``ticket``."""
+
+    def __init__(self, slot: _StageSlot, ticket: int) -> None:
+        self.slot, self.ticket = slot, ticket
+
+    def send(self, msg: tuple) -> None:
+        self.slot.write(self.ticket, msg[1], msg[2])
 
 
 class UnitClock:
@@ -367,7 +424,10 @@ class UnitClock:
 class _Worker(UnitClock):
     def __init__(self, ctx: DefaultContext | SpawnContext, preload: tuple[str, ...] = ()) -> None:
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_main, args=(child, os.getpid(), preload), daemon=True,
+        self.slot = _StageSlot(ctx)
+        self.seen = 0  # the slot's sequence number last read
+        self.ticket = -1  # the running unit's number among those this worker was given (its stage reports carry it)
+        self.proc = ctx.Process(target=_worker_main, args=(child, self.slot, os.getpid(), preload), daemon=True,
                                 name="benchmint-unit-worker")
         self.proc.start()
         child.close()
@@ -381,8 +441,9 @@ class _Worker(UnitClock):
 
     def give(self, fn, chunk: list[int], args: Sequence[tuple]) -> None:
         self.index, self.queue = chunk[0], chunk[1:]
+        self.ticket += 1
         self._next_clock()
-        self.conn.send((fn, [(i, args[i]) for i in chunk]))
+        self.conn.send((fn, [(i, args[i]) for i in chunk], self.ticket))
 
     def _next_clock(self) -> None:
         self.stage, self.stage_limit = None, None
@@ -393,13 +454,31 @@ class _Worker(UnitClock):
         rest, self.queue = self.queue, []
         return rest
 
+    def deadlines(self, unit_s: float | None, stage_s: float | None) -> list[float]:
+        self._read_stage()
+        return super().deadlines(unit_s, stage_s)
+
+    def overdue(self, unit_s: float | None, stage_s: float | None) -> UnitTimeout | None:
+        self._read_stage()
+        return super().overdue(unit_s, stage_s)
+
+    def _read_stage(self) -> None:
+        """Take the running unit's newest stage report from the slot (one of an earlier unit is not its)."""
+        got = self.slot.read()
+        if got is None or got[0] == self.seen:
+            return
+        seq, ticket, label, limit, started = got
+        if ticket == self.ticket and self.started is not None:
+            self.seen = seq
+            self.stage, self.stage_limit, self.stage_started = label, limit, started
+
     def _start_clock(self) -> None:
         # A worker still importing its preload has not started the unit: its clock starts once it is ready.
         self.started = time.monotonic() if self.ready else None
         self.stage_started = self.started or 0.0
 
     def receive(self) -> tuple[int, Any] | None:
-        """(index, result) when the unit ended, None for a stage report or the worker's word that it is ready."""
+        """(index, result) when the unit ended, None for the worker's word that it is ready."""
         try:
             msg = self.conn.recv()
         except (EOFError, OSError):
@@ -410,11 +489,9 @@ class _Worker(UnitClock):
             if self.index >= 0:
                 self._start_clock()
             return None
-        if msg[0] == "stage":
-            self.stage, self.stage_limit, self.stage_started = msg[1], msg[2], time.monotonic()
-            return None
         if self.queue:  # the worker went on to the next unit of its chunk as it sent this
             self.index = self.queue.pop(0)
+            self.ticket += 1
             self._next_clock()
         else:
             self.index, self.started = -1, None
