@@ -282,8 +282,12 @@ class _Chunks:
         return chunk
 
 
-# The connection to the driver while a unit runs in a ProcessExecutor worker (None elsewhere).
-_REPORT_TO = None
+class _Reports(Protocol):
+    def send(self, msg: tuple) -> None: ...
+
+
+# Where ``stage()`` reports while a unit runs in a worker (its ``_StageSlot``; a Ray task's queue), None elsewhere.
+_REPORT_TO: _Reports | None = None
 
 
 def stage(label: str, seconds: float | None = None) -> None:
