@@ -201,6 +201,34 @@ def test_the_drivers_peak_does_not_follow_the_error_rows_or_the_unparsed_ids(tmp
     assert len(lines) == 199_999 and json.loads(lines[-1])["id"] == "q0199999"
 
 
+def test_a_shards_summary_files_do_not_follow_the_number_of_models(tmp_path, monkeypatch):
+    # 3 and 60 models answering every item (copies of one persona's lines): a shard writes one set of summary
+    # files for all its models, and the summary still matches the local engine's.
+    records = list(mcq_dataset(200, ["wise-model"], seed=2))
+    listed = {}
+    real = pipeline_shards._summary
+
+    def summary(models, counts, where, gold, cfg, executor, work, shards):
+        listed[len(models)] = sorted(os.listdir(work))
+        return real(models, counts, where, gold, cfg, executor, work, shards)
+
+    monkeypatch.setattr(pipeline_shards, "_summary", summary)
+    for n_models in (3, 60):
+        folder = tmp_path / str(n_models)
+        folder.mkdir()
+        copies = [(kind, rec if kind == "gold" else {**rec, "model": f"m{k:02d}"}) for kind, rec in records
+                  for k in range(1 if kind == "gold" else n_models)]
+        gold, pred = _write(folder, "d", copies)
+        cfg = {"task": "mcq", "by": ("domain",)}
+        score_files([pred], gold, folder / "local", ScoreConfig(**cfg))
+        _sharded([pred], gold, folder / "sharded", cfg, 3, SerialExecutor)
+        for f in OUTPUTS:
+            assert (folder / "sharded" / f).read_bytes() == (folder / "local" / f).read_bytes(), f
+    # (a model's unparsed ids and missing rows, when it has any, are files of their own)
+    summary_files = {n: [f for f in names if "unparsed" not in f and "missing" not in f] for n, names in listed.items()}
+    assert len(summary_files[60]) == len(summary_files[3]), (len(summary_files[3]), len(summary_files[60]))
+
+
 def test_progress_counts_every_prediction_line(tmp_path):
     gold, pred = _write(tmp_path, "p", mcq_dataset(50, ["wise-model", "bold-model"], seed=1), ["", "{", '{"id": "x", "output": ""}'])
     seen = []

@@ -174,8 +174,9 @@ def score_id_shard(shard: int, gold_path: str, pred_paths: list[str], gold_parts
     line, problems as lines of errors.jsonl, row text or None, its model and count triple), ``out_prefix.gold_errors``
     (line, error line) in line order, ``out_prefix.missing.<k>`` per model met (its missing rows),
     ``out_prefix.unparsed.<k>`` (its unparsed ids with their order keys, in blocks) and the summary's files of each
-    model met (``out_prefix.m<k>.*``, ``shard_summary.write_model_rows``); returns the gold side (item count,
-    strata values), the models met, their counts and the error rows by kind (gold's and predictions')."""
+    model met (``out_prefix.m.*``, ``shard_summary.write_models``); returns the gold side (item count, strata
+    values), the models met, their counts and places in those files, and the error rows by kind (gold's and
+    predictions')."""
     kind = _CompiledExtract(tasks.get(task))
     reader = _read_gold(gold_path, gold_parts, kind, fields, symmetry)
     # Lines of one id meet in one shard: an unknown id's rejected gold line is this shard's if anyone's.
@@ -235,17 +236,18 @@ def score_id_shard(shard: int, gold_path: str, pred_paths: list[str], gold_parts
                 unparsed.setdefault(p.model, []).append((key, p.rid))
             event(out, file_no, line, problems, text, (p.model, tp, len(compared), len(g)))
     strata = reader.strata()
-    counts = {}
     for k, (model, seen) in enumerate(models.items()):
         _missing_rows(reader, model, seen, (kind, sip_lambda, sip_gamma), f"{out_prefix}.missing.{k}", rows[model])
-        counts[model] = shard_summary.write_model_rows(rows.pop(model), strata, f"{out_prefix}.m{k}")
+    counts, places = shard_summary.write_models(list(rows.values()), strata, f"{out_prefix}.m")
+    for k, model in enumerate(models):
         if model in unparsed:
             with open(f"{out_prefix}.unparsed.{k}", "wb") as fh:
                 ids = unparsed.pop(model)
                 for at in range(0, len(ids), _PICKLED):
                     pickle.dump(ids[at:at + _PICKLED], fh)
     return {"models": list(models), "n_items": len(reader.ids), "strata": {f: values for f, (_, values) in strata.items()},
-            "counts": counts, "error_kinds": kinds, "gold_error_kinds": Counter(e["kind"] for e in reader.errors)}
+            "counts": dict(zip(models, counts)), "places": dict(zip(models, places)), "error_kinds": kinds,
+            "gold_error_kinds": Counter(e["kind"] for e in reader.errors)}
 
 
 def _error_lines(errors: list[dict]) -> list[int]:
@@ -256,17 +258,16 @@ def missing_for(shard: int, gold_path: str, gold_parts: list[str], task: str, fi
                 symmetry: bool, sip_lambda: float, sip_gamma: float, models: list[tuple[int, str]],
                 out_prefix: str) -> dict:
     """In a worker: the missing rows of the shard's gold items for models that answered none of them, to
-    ``out_prefix.absent.<model code>``, and their summary's files (``out_prefix.a<model code>.*``); returns
-    each such model's counts by code."""
+    ``out_prefix.absent.<model code>``, and their summary's files (``out_prefix.a.*``); returns each such
+    model's counts and place in those files by code."""
     kind = tasks.get(task)
     reader = _read_gold(gold_path, gold_parts, kind, fields, symmetry)
-    strata = reader.strata()
-    counts = {}
+    rows = []
     for code, model in models:
-        rows = shard_summary.ModelRows()
-        _missing_rows(reader, model, set(), (kind, sip_lambda, sip_gamma), f"{out_prefix}.absent.{code}", rows)
-        counts[code] = shard_summary.write_model_rows(rows, strata, f"{out_prefix}.a{code}")
-    return counts
+        rows.append(shard_summary.ModelRows())
+        _missing_rows(reader, model, set(), (kind, sip_lambda, sip_gamma), f"{out_prefix}.absent.{code}", rows[-1])
+    counts, places = shard_summary.write_models(rows, reader.strata(), f"{out_prefix}.a")
+    return {code: got for (code, _), got in zip(models, zip(counts, places))}
 
 
 class _CompiledExtract:
@@ -425,18 +426,19 @@ _TRIPLE = struct.Struct("<iii")
 
 
 def _model_counts(models: list[str], shards: list[dict], absent: list[tuple], absent_counts: list[dict],
-                  work: Path) -> tuple[dict[str, dict], dict[str, list[str]]]:
-    """Each model's counts added over the shards, and the prefixes of its summary's files, one per shard."""
+                  work: Path) -> tuple[dict[str, dict], dict[str, list[tuple[str, dict]]]]:
+    """Each model's counts added over the shards, and its parts of the summary's files, one per shard: the files'
+    prefix and the model's place in them."""
     counts: dict[str, dict] = {m: {} for m in models}
-    where: dict[str, list[str]] = {m: [] for m in models}
+    where: dict[str, list[tuple[str, dict]]] = {m: [] for m in models}
     for s, shard in enumerate(shards):
-        for k, model in enumerate(shard["models"]):
+        for model in shard["models"]:
             shard_summary.add_counts(counts[model], shard["counts"][model])
-            where[model].append(str(work / f"s{s}.m{k}"))
+            where[model].append((str(work / f"s{s}.m"), shard["places"][model]))
     for (s, ms), got in zip(absent, absent_counts):
         for code, model in ms:
-            shard_summary.add_counts(counts[model], got[code])
-            where[model].append(str(work / f"s{s}.a{code}"))
+            shard_summary.add_counts(counts[model], got[code][0])
+            where[model].append((str(work / f"s{s}.a"), got[code][1]))
     return counts, where
 
 
@@ -450,7 +452,7 @@ def _triple_classes(path: Path, uniq: np.ndarray, base: int) -> Iterator[np.ndar
             yield np.searchsorted(uniq, pack_triples(t[:, 0], t[:, 1], t[:, 2], base))
 
 
-def _summary(models: list[str], counts: dict[str, dict], where: dict[str, list[str]], gold: ShardedGold,
+def _summary(models: list[str], counts: dict[str, dict], where: dict[str, list[tuple[str, dict]]], gold: ShardedGold,
              cfg: ScoreConfig, executor, work: Path, shards: list[dict]) -> dict:
     """``summarize``'s models from the shards' counts and files (under the key None: the distinct triples and the
     base they are packed with, for the user metrics' columns)."""
@@ -462,24 +464,29 @@ def _summary(models: list[str], counts: dict[str, dict], where: dict[str, list[s
     overall, by_blocks = grouped_blocks(tables, list(fields.values()), models, base, cfg, list(fields))
     uniq, class_score = shard_summary.class_scores(counts, base, cfg)
     # Ranks: each ranked column's distinct values merged over the shards, then given to the rows by shard.
-    distinct: dict[str, dict[str, int]] = {}
-    for model in models:
-        n = counts[model]["n"]
-        distinct[model] = {name: shard_summary.merge_ranks(where[model], name)
-                           for name, _, mask in shard_summary.RANKED if n[mask] >= 2}
-    by_shard: dict[str, list[str]] = {}
-    for model in models:
-        for prefix in where[model]:
-            by_shard.setdefault(Path(prefix).name.split(".")[0], []).append(prefix)
-    _run(executor, shard_summary.attach_ranks, [(ps,) for ps in by_shard.values()],
-         lambda i: f"ranks of id shard {list(by_shard)[i]}")
-    out: dict = {}
-    for m, model in enumerate(models):
-        block = model_block_base(overall, by_blocks, m)
-        shard_summary.model_figures(model, counts[model], where[model], uniq, class_score, base, block, cfg,
-                                    distinct[model])
-        block["unparsed_ids"] = partial(unparsed_ids, work, shards, model)
-        out[model] = block
+    files = shard_summary.Files()
+    try:
+        distinct: dict[str, dict[str, int]] = {}
+        for model in models:
+            n = counts[model]["n"]
+            distinct[model] = {name: shard_summary.merge_ranks(files, where[model], name)
+                               for name, _, mask in shard_summary.RANKED if n[mask] >= 2}
+        files.close()  # the ranks written, for the units to read
+        by_file: dict[str, list[dict]] = {}
+        for model in models:
+            for prefix, place in where[model]:
+                by_file.setdefault(prefix, []).append(place)
+        _run(executor, shard_summary.attach_ranks, list(by_file.items()),
+             lambda i: f"ranks of {Path(list(by_file)[i]).name}")
+        out: dict = {}
+        for m, model in enumerate(models):
+            block = model_block_base(overall, by_blocks, m)
+            shard_summary.model_figures(model, counts[model], files, where[model], uniq, class_score, base, block,
+                                        cfg, distinct[model])
+            block["unparsed_ids"] = partial(unparsed_ids, work, shards, model)
+            out[model] = block
+    finally:
+        files.close()
     out[None] = (uniq, base)
     return out
 
