@@ -8,7 +8,8 @@ DIR, then scores them with ``by=("domain",)`` through ``score_files``' Ray branc
 worker processes (``ProcessExecutor(2)`` in place of the Ray executor: the driver's code path is the same, without
 a cluster's own memory in the figure). Each ``--src`` is a source tree put
 first on the path, so two versions of the code run alternately on the same inputs; the driver's peak is VmHWM of
-its process (the workers are processes of their own). Prints one line per run and whether the versions wrote the
+its process (the workers are processes of their own), the CPU time that of the driver and its workers together
+(steadier than the wall on a loaded machine). Prints one line per run and whether the versions wrote the
 same summary.json.
 """
 
@@ -18,6 +19,7 @@ import argparse
 import hashlib
 import math
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -72,16 +74,19 @@ def main() -> None:
         for src in sources:
             out = args.dir / f"out-{sources.index(src)}-{r}"
             env = {**os.environ, "PYTHONPATH": src}
-            start = time.perf_counter()
+            start, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
             done = subprocess.run([sys.executable, "-c", DRIVER, str(pred), str(gold), str(out)], env=env,
                                   capture_output=True, text=True)
             wall = time.perf_counter() - start
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the driver and its worker processes, waited for
+            cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
             if done.returncode not in (0, 1):
                 sys.exit(f"{src}: exit {done.returncode}\n{done.stderr[-2000:]}")
             summary = (out / "summary.json").read_bytes()
             digests.setdefault(src, set()).add(hashlib.sha256(summary).hexdigest())
             rows = args.items * args.models
-            print(f"{src}\trows {rows}\trun {r}\twall {wall:.1f} s\tdriver peak {int(done.stdout.split()[-1]) / 1024:.1f} MiB",
+            peak = int(done.stdout.split()[-1]) / 1024
+            print(f"{src}\trows {rows}\trun {r}\twall {wall:.1f} s\tCPU {cpu:.1f} s\tdriver peak {peak:.1f} MiB",
                   flush=True)
     print("same summary.json:", len({d for ds in digests.values() for d in ds}) == 1)
 
