@@ -51,23 +51,32 @@ def test_sequential_sums_are_bincounts_weights():
 
 
 def test_ranks_merged_over_shards_are_scipys_average_ranks(tmp_path, monkeypatch):
-    # Three shards' values with ties inside a shard, across shards and across the merge's blocks (blocks of 5).
+    # Three shards' values with ties inside a shard, across shards and across the merge's blocks (blocks of 5),
+    # each shard's after another model's values in its file (a shard's models share its files).
     monkeypatch.setattr(shard_summary, "BLOCK", 5)
     monkeypatch.setattr(shard_summary, "MIN_BLOCK", 2)
     rng = np.random.default_rng(1)
     shards = [np.round(rng.random(40) * 4) / 4, np.full(30, 0.5), np.round(rng.random(25) * 8) / 8, np.empty(0)]
-    prefixes = [str(tmp_path / f"s{k}") for k in range(len(shards))]
-    for p, values in zip(prefixes, shards):
+    parts = []
+    for k, values in enumerate(shards):
+        p = str(tmp_path / f"s{k}")
         v, c = np.unique(values, return_counts=True)
-        v.tofile(f"{p}.conf.v")
-        c.astype(np.int64).tofile(f"{p}.conf.c")
-    assert shard_summary.merge_ranks(prefixes, "conf") == len(np.unique(np.concatenate(shards)))
+        before = np.arange(k + 1, dtype=np.float64)  # the other model's distinct values
+        np.concatenate([before, v]).tofile(f"{p}.conf.v")
+        np.concatenate([np.ones(k + 1, dtype=np.int64), c.astype(np.int64)]).tofile(f"{p}.conf.c")
+        np.full(len(before) + len(v), np.nan).tofile(f"{p}.conf.r")
+        parts.append((p, {"conf": (len(before), len(v))}))
+    files = shard_summary.Files()
+    assert shard_summary.merge_ranks(files, parts, "conf") == len(np.unique(np.concatenate(shards)))
+    files.close()
     expected = rankdata(np.concatenate(shards))  # average ranks for ties, computed apart
     at = 0
-    for p, values in zip(prefixes, shards):
-        v = np.fromfile(f"{p}.conf.v")
+    for (p, place), values in zip(parts, shards):
+        start = place["conf"][0]
+        v = np.fromfile(f"{p}.conf.v")[start:]
         r = np.fromfile(f"{p}.conf.r")
-        got = r[np.searchsorted(v, values)]
+        assert np.isnan(r[:start]).all()  # the other model's ranks are not touched
+        got = r[start:][np.searchsorted(v, values)]
         assert got.tolist() == expected[at:at + len(values)].tolist()
         at += len(values)
 

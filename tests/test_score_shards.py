@@ -14,6 +14,7 @@ from test_score_equivalence import _write_rows, datasets
 from benchmint.io import dumps
 from benchmint.metrics import pipeline_shards
 from benchmint.metrics.pipeline import ScoreConfig, _Progress, score_files
+from benchmint.metrics.report import render
 from benchmint.metrics.synthetic import mcq_dataset
 from benchmint.run.executors import ProcessExecutor, SerialExecutor
 
@@ -139,6 +140,93 @@ def test_the_driver_holds_no_row_of_the_inputs_or_the_summary(tmp_path):
     assert grown < 8, grown
     rows = (tmp_path / "o2" / "scores.jsonl").read_text(encoding="utf-8").splitlines()
     assert len(rows) == 250_000 and json.loads(rows[-1])["id"] == "q0249999"
+
+
+def _problem_inputs(folder, n_items, rejected_every=0):
+    """Gold of ``n_items`` items (every ``rejected_every``-th line without its answer) and predictions that are
+    mostly problems: "lost" answers each item with an output no answer can be read from (an unparsed id each),
+    "rare" answers one item (a missing prediction for each other usable item), and "lost" answers each rejected
+    item too (an unknown id naming the rejected line)."""
+    gold, pred = folder / "gold.jsonl", folder / "pred.jsonl"
+    with open(gold, "w", encoding="utf-8") as g, open(pred, "w", encoding="utf-8") as p:
+        for k in range(n_items):
+            rid = f"q{k:07d}"
+            bad = rejected_every and k % rejected_every == 0
+            g.write(dumps({"id": rid, **({} if bad else {"answer": ["A"]}), "meta": {"domain": f"d{k % 3}"}}) + "\n")
+            if not bad:
+                p.write(dumps({"id": rid, "model": "lost", "output": "no idea", "confidence": 0.5}) + "\n")
+            else:
+                p.write(dumps({"id": rid, "model": "lost", "output": "Answer: A"}) + "\n")
+        p.write(dumps({"id": "q0000001", "model": "rare", "output": "Answer: A"}) + "\n")
+    return gold, pred
+
+
+@pytest.mark.parametrize("n_shards", [1, 5])
+def test_id_shards_with_many_errors_and_unparsed_ids_write_the_local_engines_files(tmp_path, monkeypatch, n_shards):
+    # Thousands of error rows of every shard (missing predictions, unknown ids naming their rejected gold line,
+    # gold lines without an answer) and of unparsed ids, which the driver writes as they come: the same files.
+    monkeypatch.setattr(pipeline_shards, "SHARD_BYTES", 16384)
+    gold, pred = _problem_inputs(tmp_path, 3000, rejected_every=7)
+    cfg = {"task": "mcq", "by": ("domain",)}
+    local = score_files([pred], gold, tmp_path / "local", ScoreConfig(**cfg))
+    sharded = _sharded([pred], gold, tmp_path / "sharded", cfg, n_shards)
+    for f in OUTPUTS:
+        assert (tmp_path / "sharded" / f).read_bytes() == (tmp_path / "local" / f).read_bytes(), f
+    assert len(sharded.errors) == len(local.errors) == len(list(sharded.errors)) == (3000 - 429 - 1) + 2 * 429
+    assert list(sharded.errors) == local.errors
+    rejected = [e for e in sharded.errors if e["kind"] == "unknown_id"]
+    assert len(rejected) == 429 and rejected[0]["gold_line"] == 1 and "was rejected" in rejected[0]["message"]
+    summary = json.loads((tmp_path / "sharded" / "summary.json").read_text(encoding="utf-8"))
+    assert len(summary["models"]["lost"]["unparsed_ids"]) == 3000 - 429
+    assert summary["models"]["rare"]["unparsed_ids"] == []
+    # what the run returns: the count and the first ids, as the report shows them
+    block = sharded.summary["models"]["lost"]
+    assert len(block["unparsed_ids"]) == 3000 - 429 and block["unparsed_ids"][:5] == local.summary["models"][
+        "lost"]["unparsed_ids"][:5]
+    assert render(sharded.summary) == render(local.summary)
+
+
+def test_the_drivers_peak_does_not_follow_the_error_rows_or_the_unparsed_ids(tmp_path):
+    # 40,000 against 200,000 items, each a missing prediction of "rare" and an unparsed id of "lost": the driver
+    # that listed them grew by 72 MiB between the two (a dict a row and a string an id); written as they come,
+    # the error rows and ids stay in the files.
+    small, big = tmp_path / "small", tmp_path / "big"
+    small.mkdir()
+    big.mkdir()
+    s_gold, s_pred = _problem_inputs(small, 40_000)
+    b_gold, b_pred = _problem_inputs(big, 200_000)
+    grown = _driver_peak_mib(b_pred, b_gold, big / "out", 4) - _driver_peak_mib(s_pred, s_gold, small / "out", 4)
+    assert grown < 8, grown
+    lines = (big / "out" / "errors.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 199_999 and json.loads(lines[-1])["id"] == "q0199999"
+
+
+def test_a_shards_summary_files_do_not_follow_the_number_of_models(tmp_path, monkeypatch):
+    # 3 and 60 models answering every item (copies of one persona's lines): a shard writes one set of summary
+    # files for all its models, and the summary still matches the local engine's.
+    records = list(mcq_dataset(200, ["wise-model"], seed=2))
+    listed = {}
+    real = pipeline_shards._summary
+
+    def summary(models, counts, where, gold, cfg, executor, work, shards):
+        listed[len(models)] = sorted(os.listdir(work))
+        return real(models, counts, where, gold, cfg, executor, work, shards)
+
+    monkeypatch.setattr(pipeline_shards, "_summary", summary)
+    for n_models in (3, 60):
+        folder = tmp_path / str(n_models)
+        folder.mkdir()
+        copies = [(kind, rec if kind == "gold" else {**rec, "model": f"m{k:02d}"}) for kind, rec in records
+                  for k in range(1 if kind == "gold" else n_models)]
+        gold, pred = _write(folder, "d", copies)
+        cfg = {"task": "mcq", "by": ("domain",)}
+        score_files([pred], gold, folder / "local", ScoreConfig(**cfg))
+        _sharded([pred], gold, folder / "sharded", cfg, 3, SerialExecutor)
+        for f in OUTPUTS:
+            assert (folder / "sharded" / f).read_bytes() == (folder / "local" / f).read_bytes(), f
+    # (a model's unparsed ids and missing rows, when it has any, are files of their own)
+    summary_files = {n: [f for f in names if "unparsed" not in f and "missing" not in f] for n, names in listed.items()}
+    assert len(summary_files[60]) == len(summary_files[3]), (len(summary_files[3]), len(summary_files[60]))
 
 
 def test_progress_counts_every_prediction_line(tmp_path):

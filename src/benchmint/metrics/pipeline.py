@@ -14,8 +14,11 @@ from __future__ import annotations
 import json
 import math
 import os
+import secrets
+import shutil
 import zlib
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -24,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from benchmint import _dispatch, tasks
-from benchmint.io import InputError, atomic_write, decode_line, dumps, open_input, write_jsonl
+from benchmint.io import InputError, atomic_path, atomic_write, decode_line, dumps, open_input, write_jsonl
 from benchmint.metrics.aggregate import (
     DENSE_LIMIT,
     bootstrap_ci,
@@ -603,7 +606,7 @@ def summarize(cols: Columns, gold: Gold, cfg: ScoreConfig) -> dict:
 @dataclass
 class ScoreResult:
     summary: dict
-    errors: list[dict]
+    errors: list[dict] | ErrorFile
     out_dir: Path
 
     @property
@@ -626,45 +629,32 @@ class _Progress:
         self.bar.close()
 
 
-def _name_rejected_gold(errors: list[dict], gold_errors: list[dict]) -> None:
-    """An unknown id that the gold file holds on a rejected line: its row says so, and which line and why."""
+def rejected_gold(gold_errors: list[dict]) -> dict[str, dict]:
+    """The first error of each id the gold file holds on a rejected line (a repeated id is no rejection)."""
     rejected: dict[str, dict] = {}
     for e in gold_errors:
         if e.get("id") is not None and e["kind"] != "duplicate_id":
             rejected.setdefault(e["id"], e)
-    for e in errors:
-        gold = rejected.get(e["id"]) if e["kind"] == "unknown_id" else None
-        if gold is not None:
-            where = f"line {gold['line']}" if gold.get("line") is not None else "its line"
-            e["message"] = (f"id {e['id']!r} is in the gold file, but {where} was rejected ({gold['kind']}: "
-                            f"{gold['message']}); not scored")
-            e["gold_line"] = gold.get("line")
+    return rejected
 
 
-def _no_usable_gold(gold_path, out_dir: Path, errors: list[dict]) -> None:
-    write_jsonl(out_dir / "errors.jsonl", errors)
-    raise InputError(f"gold file {gold_path} has no usable records: {len(errors)} problems, "
+def name_rejected_gold(e: dict, rejected: dict[str, dict]) -> None:
+    """An unknown id that the gold file holds on a rejected line: its row says so, and which line and why."""
+    gold = rejected.get(e["id"]) if e["kind"] == "unknown_id" else None
+    if gold is not None:
+        where = f"line {gold['line']}" if gold.get("line") is not None else "its line"
+        e["message"] = (f"id {e['id']!r} is in the gold file, but {where} was rejected ({gold['kind']}: "
+                        f"{gold['message']}); not scored")
+        e["gold_line"] = gold.get("line")
+
+
+def _no_usable_gold(gold_path, out_dir: Path, errors: list[dict] | None, n_errors: int | None = None) -> None:
+    """Stops a run whose gold has no usable item, its errors written (or already in errors.jsonl: ``n_errors``)."""
+    if errors is not None:
+        write_jsonl(out_dir / "errors.jsonl", errors)
+        n_errors = len(errors)
+    raise InputError(f"gold file {gold_path} has no usable records: {n_errors} problems, "
                      f"listed in {out_dir / 'errors.jsonl'}")
-
-
-def _stream_shards(pred_paths, gold_path, cfg: ScoreConfig, target: RowTarget, errors: list[dict], progress,
-                   out_dir: Path) -> tuple[dict, Gold]:
-    """The id shards on Ray (pipeline_shards): their rows come as one file, cut into parts afterwards if asked."""
-    from benchmint.metrics import pipeline_shards
-    from benchmint.run.ray_engine import RayExecutor
-
-    single = out_dir / ".scores-shards.jsonl.tmp" if target.parted else target.path
-    try:
-        models, gold = pipeline_shards.stream(pred_paths, gold_path, cfg, single, errors, progress,
-                                              RayExecutor(), out_dir / ".score-shards")
-        if not gold.n_items:
-            _no_usable_gold(gold_path, out_dir, list(gold.errors))
-        if target.parted:
-            target.cut_into_parts(single)
-    finally:
-        if target.parted:
-            single.unlink(missing_ok=True)
-    return models, gold
 
 
 def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult:
@@ -677,52 +667,168 @@ def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult
         if not Path(p).is_file():
             raise InputError(f"predictions file not found: {p}")
     out_dir = Path(out_dir)
+    if cfg.engine != "local":
+        return _score_by_id_shards(pred_paths, gold_path, out_dir, cfg)
     errors: list[dict] = []
-    gold: Gold | None = None
-    models: dict | None = None  # the summary's models, when the id shards computed them
-    if cfg.engine == "local":  # the id shards read the gold in their units
-        gold = load_gold(gold_path, cfg.kind, cfg.by, cfg.workers, symmetry=cfg.symmetry)
-        errors.extend(gold.errors)
-        if not gold.n_items:
-            _no_usable_gold(gold_path, out_dir, errors)
+    gold = load_gold(gold_path, cfg.kind, cfg.by, cfg.workers, symmetry=cfg.symmetry)
+    errors.extend(gold.errors)
+    if not gold.n_items:
+        _no_usable_gold(gold_path, out_dir, errors)
     progress = _Progress(cfg.progress, pred_paths)
     try:
         with atomic_rows(out_dir, cfg.rows_per_file) as target:
-            if gold is None:
-                models, gold = _stream_shards(pred_paths, gold_path, cfg, target, errors, progress, out_dir)
-            elif gold.native is None:
+            if gold.native is None:
                 with target.text() as out:
                     cols, seen = pipeline_ref.stream(pred_paths, gold, cfg, out, errors, progress)
                     cols = pipeline_ref.append_missing(cols, seen, gold, cfg, out, errors)
             else:
                 cols = _stream_compiled(pred_paths, gold, cfg, target, errors, progress)
-            if cfg.user_metrics and models is None:
+            if cfg.user_metrics:
                 _add_user_columns(target, cols, cfg.user_metrics)
     finally:
         progress.close()
-    _name_rejected_gold(errors, gold.errors)
-    write_jsonl(out_dir / "errors.jsonl", errors)
-    if not (cols.models if models is None else models):
-        raise InputError(f"no usable predictions in {', '.join(map(str, pred_paths))}: "
-                         f"{len(errors)} problems, listed in {out_dir / 'errors.jsonl'}")
-    if models is None:
-        models = summarize(cols, gold, cfg)
-    counts: dict[str, int] = {}
+    rejected = rejected_gold(gold.errors)
     for e in errors:
-        counts[e["kind"]] = counts.get(e["kind"], 0) + 1
+        name_rejected_gold(e, rejected)
+    write_jsonl(out_dir / "errors.jsonl", errors)
+    if not cols.models:
+        _no_usable_predictions(pred_paths, len(errors), out_dir)
+    models = summarize(cols, gold, cfg)
+    summary = _summary_head(pred_paths, gold_path, gold, cfg, Counter(e["kind"] for e in errors), models)
+    write_summary(out_dir / "summary.json", summary)
+    return ScoreResult(summary, errors, out_dir)
+
+
+def _score_by_id_shards(pred_paths, gold_path, out_dir: Path, cfg: ScoreConfig) -> ScoreResult:
+    """``score_files`` on the Ray engine (``pipeline_shards``): the error rows and the unparsed ids are written
+    to their files as they come, never held, and the result reads the error rows back from errors.jsonl."""
+    from benchmint.metrics import pipeline_shards
+    from benchmint.run.ray_engine import RayExecutor
+
+    work = out_dir / ".score-shards"
+    try:
+        progress = _Progress(cfg.progress, pred_paths)
+        try:
+            with atomic_path(out_dir / "errors.jsonl") as errors_tmp, \
+                    atomic_rows(out_dir, cfg.rows_per_file) as target:
+                # the shards' rows come as one file, cut into parts afterwards if asked
+                single = out_dir / ".scores-shards.jsonl.tmp" if target.parted else target.path
+                try:
+                    models, gold, kinds = pipeline_shards.stream(pred_paths, gold_path, cfg, single, errors_tmp,
+                                                                 progress, RayExecutor(), work)
+                    if not gold.n_items:
+                        os.replace(errors_tmp, out_dir / "errors.jsonl")
+                        _no_usable_gold(gold_path, out_dir, None, sum(kinds.values()))
+                    if target.parted:
+                        target.cut_into_parts(single)
+                finally:
+                    if target.parted:
+                        single.unlink(missing_ok=True)
+        finally:
+            progress.close()
+        if not models:
+            _no_usable_predictions(pred_paths, sum(kinds.values()), out_dir)
+        summary = _summary_head(pred_paths, gold_path, gold, cfg, kinds, models)
+        write_summary(out_dir / "summary.json", summary)  # reads the unparsed ids from the work folder
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return ScoreResult(summary, ErrorFile(out_dir / "errors.jsonl", kinds), out_dir)
+
+
+def _no_usable_predictions(pred_paths, n_errors: int, out_dir: Path) -> None:
+    raise InputError(f"no usable predictions in {', '.join(map(str, pred_paths))}: "
+                     f"{n_errors} problems, listed in {out_dir / 'errors.jsonl'}")
+
+
+def _summary_head(pred_paths, gold_path, gold: Gold, cfg: ScoreConfig, kinds: Counter, models: dict) -> dict:
+    """summary.json's content: the run's settings, inputs and error counts around the models' blocks."""
+    counts = {k: kinds[k] for k in kinds}
     summary_params = {"sip_lambda": cfg.sip_lambda, "sip_gamma": cfg.sip_gamma, "bootstrap_resamples": cfg.n_boot,
                       "seed": cfg.seed, "by": list(cfg.by), "symmetry": cfg.symmetry}
     if cfg.user_metrics:
         summary_params["user_metrics"] = {m.name: m.source for m in cfg.user_metrics}
-    summary = {
+    return {
         "task": cfg.task,
         "params": summary_params,
         "gold": {"file": str(gold_path), "n_items": gold.n_items},
         "predictions": [str(p) for p in pred_paths],
-        "errors": {"count": len(errors), "by_kind": counts, "file": "errors.jsonl"},
+        "errors": {"count": sum(counts.values()), "by_kind": counts, "file": "errors.jsonl"},
         "models": models,
     }
-    with atomic_write(out_dir / "summary.json") as fh:
-        json.dump(summary, fh, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
+
+
+def write_summary(path: Path, summary: dict) -> None:
+    """summary.json, written as json.dump writes it: chunk by chunk, never whole in memory. A model whose
+    "unparsed_ids" is a function (the id shards' run, which does not hold them) has the ids it yields written in
+    the list's place, as json.dump writes that list; the summary then keeps their count and first few
+    (``UnparsedIds``)."""
+    streamed = {}
+    token = secrets.token_hex(8)  # a placeholder no model's block holds
+    for k, block in enumerate(summary["models"].values()):
+        if callable(block["unparsed_ids"]):
+            mark = json.dumps(f"\x00{token}:{k}")
+            streamed[mark] = (block, block["unparsed_ids"])
+            block["unparsed_ids"] = f"\x00{token}:{k}"
+    encoder = json.JSONEncoder(indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    with atomic_write(path) as fh:
+        indent = 0
+        for chunk in encoder.iterencode(summary):  # a string value is a chunk of its own
+            if chunk in streamed:
+                block, ids = streamed[chunk]
+                block["unparsed_ids"] = _write_list(fh, ids(), " " * indent)
+                continue
+            if "\n" in chunk:  # a new line and its indent
+                indent = len(chunk) - chunk.rindex("\n") - 1
+            fh.write(chunk)
         fh.write("\n")
-    return ScoreResult(summary, errors, out_dir)
+
+
+def _write_list(fh, ids: Iterator[str], indent: str) -> UnparsedIds:
+    """A list of strings as json.dump writes it at ``indent`` with indent=2, from an iterator."""
+    n, head = 0, []
+    for rid in ids:
+        fh.write(("[" if not n else ",") + "\n" + indent + "  " + json.dumps(rid, ensure_ascii=False))
+        if n < UnparsedIds.HEAD:
+            head.append(rid)
+        n += 1
+    fh.write("\n" + indent + "]" if n else "[]")
+    return UnparsedIds(n, head)
+
+
+class UnparsedIds:
+    """A model's unparsed ids in a summary whose run did not hold them: their count and the first few (the
+    report shows five); summary.json lists them all."""
+
+    HEAD = 5
+
+    def __init__(self, n: int, head: list[str]) -> None:
+        self.n, self.head = n, head
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, at: slice) -> list[str]:
+        if not isinstance(at, slice) or len(range(*at.indices(self.n))) and max(range(*at.indices(self.n))) >= len(
+                self.head):
+            raise IndexError(f"only the first {len(self.head)} of {self.n} unparsed ids are held; summary.json "
+                             "lists them all")
+        return self.head[at]
+
+    def __iter__(self):
+        raise TypeError("the unparsed ids of a run by id shards are listed in summary.json, not held")
+
+
+class ErrorFile:
+    """The error rows of a run that wrote them to errors.jsonl as they came (by id shards): their count, and the
+    rows read back from the file when iterated."""
+
+    def __init__(self, path: Path, by_kind: Counter) -> None:
+        self.path, self.by_kind = Path(path), by_kind
+
+    def __len__(self) -> int:
+        return sum(self.by_kind.values())
+
+    def __iter__(self) -> Iterator[dict]:
+        with open(self.path, encoding="utf-8") as fh:
+            for line in fh:
+                yield json.loads(line)

@@ -7,17 +7,21 @@ larger than one machine's memory; the rows, errors and summary of the local engi
 2. Score (a unit per id shard): the shard's gold lines are read as the local reader reads them
    (``pipeline_ref.GoldReader``), then its prediction lines in file order; everything that depends on earlier
    lines (a repeated gold id, an unknown id, a model's second answer to an item) involves lines of one id and so
-   of one shard. Its rows and problems go to the shard's result file in (file, line) order, and for each model
-   it met, its missing rows in gold order; each model's counts and summary files (``shard_summary``).
+   of one shard (so does an unknown id's rejected gold line, which its error row names). Its gold errors go to
+   a file in line order, its rows and problems (as lines of errors.jsonl) to the shard's result file in (file,
+   line) order, and for each model it met, its missing rows in gold order, its unparsed ids, its counts and
+   summary files (``shard_summary``).
 3. Missing rows for the models a shard never met (known once every shard is scored), a unit per such shard.
-4. The driver merges the shards' files by (file, line), then each model's missing rows by gold line, into
-   scores.jsonl and the error list, assigning model codes in order of first appearance as the local stream does.
+4. The driver merges the shards' gold errors by line, their files by (file, line), then each model's missing
+   rows by gold line, into scores.jsonl and errors.jsonl, assigning model codes in order of first appearance as
+   the local stream does.
 5. The summary: the counts added, each model's ranks merged over shards and given to the rows (a unit per
-   shard), each model's rows streamed in the order of scores.jsonl (``shard_summary``).
+   shard), each model's rows streamed in the order of scores.jsonl (``shard_summary``), its unparsed ids merged
+   from the shards' files as summary.json is written (``pipeline.write_summary``).
 
-The driver holds neither the predictions, the gold answers nor a column per row: the count tables, a block of
-rows a step of its merges, the error rows and what the summary lists (unparsed ids). Each unit holds one shard's
-gold and the lines it reads. The intermediate files live in the output folder (a folder every worker reaches, as
+The driver holds neither the predictions, the gold answers, a column per row nor an error row: the count tables
+and error counts by kind, and a block of rows (or ids) a step of its merges. Each unit holds one shard's gold
+and the lines it reads. The intermediate files live in the output folder (a folder every worker reaches, as
 they reach the inputs) and are removed at the end.
 """
 
@@ -31,13 +35,15 @@ import pickle
 import shutil
 import struct
 import zlib
+from collections import Counter
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from benchmint import tasks
-from benchmint.io import InputError, decode_line, open_input
+from benchmint.io import InputError, decode_line, dumps, open_input
 from benchmint.metrics import batch_ref, shard_summary
 from benchmint.metrics.aggregate import pack_triples, unpack_triples
 from benchmint.metrics.pipeline import (
@@ -51,7 +57,9 @@ from benchmint.metrics.pipeline import (
     grouped_blocks,
     insert_user_columns,
     model_block_base,
+    name_rejected_gold,
     read_answer,
+    rejected_gold,
 )
 from benchmint.records import Item, Prediction, RecordError
 
@@ -61,6 +69,7 @@ SHARD_BYTES = 8 << 20
 ID_SHARD_BYTES = 64 << 20
 MIN_ID_SHARDS = 4
 _FRAME = struct.Struct("<IQI")  # file number, line number, length of the line's bytes
+_PICKLED = 4096  # (order key, id) pairs per pickle of a shard's unparsed ids: the driver reads them that many a step
 
 
 def shards_of(path: str, shard_bytes: int = SHARD_BYTES, what: str = "predictions") -> Iterator[
@@ -162,40 +171,56 @@ def score_id_shard(shard: int, gold_path: str, pred_paths: list[str], gold_parts
                    task: str, fields: tuple[str, ...], symmetry: bool, sip_lambda: float, sip_gamma: float,
                    out_prefix: str) -> dict:
     """In a worker: one id shard scored. Writes ``out_prefix.rows`` (per prediction line in file order: file number,
-    line, problems, row text or None, its model, unparsed id and count triple), ``out_prefix.missing.<k>`` per
-    model met (its missing rows) and the summary's files of each model met (``out_prefix.m<k>.*``,
-    ``shard_summary.write_model_rows``); returns the gold side (item count, strata values, gold errors by line),
-    the models met and their counts."""
+    line, problems as lines of errors.jsonl, row text or None, its model and count triple), ``out_prefix.gold_errors``
+    (line, error line) in line order, ``out_prefix.missing.<k>`` per model met (its missing rows),
+    ``out_prefix.unparsed.<k>`` (its unparsed ids with their order keys, in blocks) and the summary's files of each
+    model met (``out_prefix.m.*``, ``shard_summary.write_models``); returns the gold side (item count, strata
+    values), the models met, their counts and places in those files, and the error rows by kind (gold's and
+    predictions')."""
     kind = _CompiledExtract(tasks.get(task))
     reader = _read_gold(gold_path, gold_parts, kind, fields, symmetry)
+    # Lines of one id meet in one shard: an unknown id's rejected gold line is this shard's if anyone's.
+    rejected = rejected_gold(reader.errors)
+    with open(out_prefix + ".gold_errors", "wb") as fh:
+        for line, e in sorted(zip(_error_lines(reader.errors), reader.errors), key=lambda le: le[0]):
+            pickle.dump((line, dumps(e) + "\n"), fh)
     models: dict[str, set] = {}
     rows: dict[str, shard_summary.ModelRows] = {}
+    unparsed: dict[str, list[tuple[int, str]]] = {}
+    kinds: Counter = Counter()
+
+    def event(out, file_no: int, line: int, problems: list[dict], text: str | None, cols: tuple | None) -> None:
+        """A prediction line's result: its problems as lines of errors.jsonl, its row, (model, count triple)."""
+        kinds.update(e["kind"] for e in problems)
+        pickle.dump((file_no, line, "".join(dumps(e) + "\n" for e in problems), text, cols), out)
+
     with open(out_prefix + ".rows", "wb") as out:
         for file_no, line, raw in _frames(pred_parts):
             path = pred_paths[file_no]
             obj, err = decode_line(raw)
             if err:
-                pickle.dump((file_no, line, [RecordError(path, line, err, kind="malformed_json").row()], None, None),
-                            out)
+                event(out, file_no, line, [RecordError(path, line, err, kind="malformed_json").row()], None, None)
                 continue
             try:
                 pred = Prediction.from_json(obj, path, line)
             except RecordError as exc:
-                pickle.dump((file_no, line, [exc.row()], None, None), out)
+                event(out, file_no, line, [exc.row()], None, None)
                 continue
             problems: list[dict] = []
             p = read_answer(pred, kind, path, line, problems)
             if p is None:
-                pickle.dump((file_no, line, problems, None, None), out)
+                event(out, file_no, line, problems, None, None)
                 continue
             gi = reader.index.get(p.rid)
             if gi is None:
-                pickle.dump((file_no, line, [event_error("unknown_id", path, line, p.rid, p.model)], None, None), out)
+                e = event_error("unknown_id", path, line, p.rid, p.model)
+                name_rejected_gold(e, rejected)
+                event(out, file_no, line, [e], None, None)
                 continue
             seen = models.setdefault(p.model, set())
             if gi in seen:
-                pickle.dump((file_no, line, [event_error("duplicate_prediction", path, line, p.rid, p.model)], None,
-                             None), out)
+                event(out, file_no, line, [event_error("duplicate_prediction", path, line, p.rid, p.model)], None,
+                      None)
                 continue
             seen.add(gi)
             g = reader.answers[gi]
@@ -204,17 +229,25 @@ def score_id_shard(shard: int, gold_path: str, pred_paths: list[str], gold_parts
             tp = len(set(compared) & set(g))
             metrics = batch_ref.metrics_from_counts(tp, len(compared), len(g), sip_lambda, sip_gamma)
             text = format_row(p.rid, p.model, p.answer, kind, p.status, metrics)
+            key = (file_no << 40) + line
             rows.setdefault(p.model, shard_summary.ModelRows()).add(
-                (file_no << 40) + line, gi, tp, len(compared), len(g), p.status, p.confidence, p.difficulty, p.tokens)
-            cols = (p.model, p.rid if p.status == UNPARSED else None, tp, len(compared), len(g))
-            pickle.dump((file_no, line, problems, text, cols), out)
+                key, gi, tp, len(compared), len(g), p.status, p.confidence, p.difficulty, p.tokens)
+            if p.status == UNPARSED:
+                unparsed.setdefault(p.model, []).append((key, p.rid))
+            event(out, file_no, line, problems, text, (p.model, tp, len(compared), len(g)))
     strata = reader.strata()
-    counts = {}
     for k, (model, seen) in enumerate(models.items()):
         _missing_rows(reader, model, seen, (kind, sip_lambda, sip_gamma), f"{out_prefix}.missing.{k}", rows[model])
-        counts[model] = shard_summary.write_model_rows(rows.pop(model), strata, f"{out_prefix}.m{k}")
+    counts, places = shard_summary.write_models(list(rows.values()), strata, f"{out_prefix}.m")
+    for k, model in enumerate(models):
+        if model in unparsed:
+            with open(f"{out_prefix}.unparsed.{k}", "wb") as fh:
+                ids = unparsed.pop(model)
+                for at in range(0, len(ids), _PICKLED):
+                    pickle.dump(ids[at:at + _PICKLED], fh)
     return {"models": list(models), "n_items": len(reader.ids), "strata": {f: values for f, (_, values) in strata.items()},
-            "counts": counts, "gold_errors": list(zip(_error_lines(reader.errors), reader.errors))}
+            "counts": dict(zip(models, counts)), "places": dict(zip(models, places)), "error_kinds": kinds,
+            "gold_error_kinds": Counter(e["kind"] for e in reader.errors)}
 
 
 def _error_lines(errors: list[dict]) -> list[int]:
@@ -225,17 +258,16 @@ def missing_for(shard: int, gold_path: str, gold_parts: list[str], task: str, fi
                 symmetry: bool, sip_lambda: float, sip_gamma: float, models: list[tuple[int, str]],
                 out_prefix: str) -> dict:
     """In a worker: the missing rows of the shard's gold items for models that answered none of them, to
-    ``out_prefix.absent.<model code>``, and their summary's files (``out_prefix.a<model code>.*``); returns
-    each such model's counts by code."""
+    ``out_prefix.absent.<model code>``, and their summary's files (``out_prefix.a.*``); returns each such
+    model's counts and place in those files by code."""
     kind = tasks.get(task)
     reader = _read_gold(gold_path, gold_parts, kind, fields, symmetry)
-    strata = reader.strata()
-    counts = {}
+    rows = []
     for code, model in models:
-        rows = shard_summary.ModelRows()
-        _missing_rows(reader, model, set(), (kind, sip_lambda, sip_gamma), f"{out_prefix}.absent.{code}", rows)
-        counts[code] = shard_summary.write_model_rows(rows, strata, f"{out_prefix}.a{code}")
-    return counts
+        rows.append(shard_summary.ModelRows())
+        _missing_rows(reader, model, set(), (kind, sip_lambda, sip_gamma), f"{out_prefix}.absent.{code}", rows[-1])
+    counts, places = shard_summary.write_models(rows, reader.strata(), f"{out_prefix}.a")
+    return {code: got for (code, _), got in zip(models, zip(counts, places))}
 
 
 class _CompiledExtract:
@@ -287,12 +319,14 @@ def n_id_shards(paths: list[str]) -> int:
     return max(MIN_ID_SHARDS, math.ceil(total / ID_SHARD_BYTES))
 
 
-def stream(pred_paths, gold_path, cfg: ScoreConfig, out_path: Path, errors: list[dict], progress, executor,
-           work_dir: Path, n_shards: int | None = None) -> tuple[dict, ShardedGold]:
+def stream(pred_paths, gold_path, cfg: ScoreConfig, out_path: Path, errors_path: Path, progress, executor,
+           work_dir: Path, n_shards: int | None = None) -> tuple[dict, ShardedGold, Counter]:
     """Score ``pred_paths`` against ``gold_path`` by id shards on ``executor``: rows to ``out_path`` (with the user
-    metrics' columns), problems appended to ``errors`` (the gold's first), as ``pipeline_ref.load_gold`` + ``stream``
-    + ``append_missing`` would, and the summary's models as ``summarize`` gives them. ``work_dir`` (created and
-    removed here) holds the intermediate files. InputError when no gold item is usable."""
+    metrics' columns) and problems to ``errors_path`` (the gold's first), as ``pipeline_ref.load_gold`` + ``stream``
+    + ``append_missing`` would, and the summary's models as ``summarize`` gives them, each model's unparsed ids as
+    a function that reads them (``unparsed_ids``). Returns them, the gold and the error rows by kind.
+    ``work_dir`` (created here; the caller removes it once the summary is written) holds the intermediate files.
+    The error rows are written as they come, never held: gold.errors is empty."""
     from benchmint.metrics.pipeline import _strata_fields
 
     pred_paths, gold_path = [str(p) for p in pred_paths], str(gold_path)
@@ -301,6 +335,7 @@ def stream(pred_paths, gold_path, cfg: ScoreConfig, out_path: Path, errors: list
     work = Path(work_dir)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
+    kinds: Counter = Counter()
     try:
         # 1. split every file into id shards
         ranges = [(-1, r) for r in shards_of(gold_path, SHARD_BYTES, "gold")]
@@ -315,78 +350,95 @@ def stream(pred_paths, gold_path, cfg: ScoreConfig, out_path: Path, errors: list
         shard_args = [(s, gold_path, pred_paths, [f"{p}.{s}" for p in gold_prefixes],
                        [f"{p}.{s}" for p in pred_prefixes], *common, str(work / f"s{s}")) for s in range(n)]
         shards = _run(executor, score_id_shard, shard_args, lambda i: f"id shard {i} of {n}")
-        gold_errors = [e for _, e in sorted((e for s in shards for e in s["gold_errors"]), key=lambda le: le[0])]
-        errors.extend(gold_errors)
-        gold = _gold(gold_path, shards, fields, gold_errors)
-        if not gold.n_items:
-            return {}, gold
-        # 4a. the prediction lines, merged in file order
-        models: dict[str, int] = {}
-        unparsed: dict[str, list[str]] = {}
-        triples = open(work / "triples", "wb") if cfg.user_metrics else None
-        with open(out_path, "w", encoding="utf-8", newline="\n") as out:
-            events = heapq.merge(*(_pickles(str(work / f"s{s}.rows")) for s in range(n)), key=lambda e: (e[0], e[1]))
-            for _, _, problems, text, row in events:
-                progress(1)
-                errors.extend(problems)
-                if text is None:
-                    continue
-                out.write(text + "\n")
-                model, unparsed_id = row[0], row[1]
-                models.setdefault(model, len(models))
-                if unparsed_id is not None:
-                    unparsed.setdefault(model, []).append(unparsed_id)
-                if triples:
-                    triples.write(_TRIPLE.pack(*row[2:]))
-            # 3. missing rows of models a shard never met
-            absent = [(s, [(c, m) for m, c in models.items() if m not in shards[s]["models"]]) for s in range(n)]
-            absent = [(s, ms) for s, ms in absent if ms]
-            absent_counts = _run(executor, missing_for, [(s, gold_path, [f"{p}.{s}" for p in gold_prefixes], *common,
-                                                          ms, str(work / f"s{s}")) for s, ms in absent],
-                                 lambda i: f"missing rows of id shard {absent[i][0]}")
-            # 4b. each model's missing rows, merged in gold order
-            for model, code in models.items():
-                sources = []
-                for s in range(n):
-                    met = shards[s]["models"]
-                    name = f"s{s}.missing.{met.index(model)}" if model in met else f"s{s}.absent.{code}"
-                    sources.append(_pickles(str(work / name)))
-                for _, rid, text, n_gold in heapq.merge(*sources, key=lambda r: r[0]):
+        gold = _gold(gold_path, shards, fields)
+        errors = open(errors_path, "w", encoding="utf-8", newline="\n")
+        with errors:
+            for _, text in heapq.merge(*(_pickles(str(work / f"s{s}.gold_errors")) for s in range(n)),
+                                       key=lambda le: le[0]):
+                errors.write(text)
+            for s in shards:
+                kinds.update(s["gold_error_kinds"])
+            if not gold.n_items:
+                return {}, gold, kinds
+            # 4a. the prediction lines, merged in file order
+            models: dict[str, int] = {}
+            triples = open(work / "triples", "wb") if cfg.user_metrics else None
+            with open(out_path, "w", encoding="utf-8", newline="\n") as out:
+                events = heapq.merge(*(_pickles(str(work / f"s{s}.rows")) for s in range(n)),
+                                     key=lambda e: (e[0], e[1]))
+                for _, _, problems, text, row in events:
+                    progress(1)
+                    errors.write(problems)
+                    if text is None:
+                        continue
                     out.write(text + "\n")
-                    errors.append(event_error("missing_prediction", gold_path, None, rid, model))
+                    models.setdefault(row[0], len(models))
                     if triples:
-                        triples.write(_TRIPLE.pack(0, 0, n_gold))
-        if triples:
-            triples.close()
+                        triples.write(_TRIPLE.pack(*row[1:]))
+                for s in shards:
+                    kinds.update(s["error_kinds"])
+                # 3. missing rows of models a shard never met
+                absent = [(s, [(c, m) for m, c in models.items() if m not in shards[s]["models"]]) for s in range(n)]
+                absent = [(s, ms) for s, ms in absent if ms]
+                absent_counts = _run(executor, missing_for,
+                                     [(s, gold_path, [f"{p}.{s}" for p in gold_prefixes], *common, ms,
+                                       str(work / f"s{s}")) for s, ms in absent],
+                                     lambda i: f"missing rows of id shard {absent[i][0]}")
+                # 4b. each model's missing rows, merged in gold order
+                for model, code in models.items():
+                    sources = []
+                    for s in range(n):
+                        met = shards[s]["models"]
+                        name = f"s{s}.missing.{met.index(model)}" if model in met else f"s{s}.absent.{code}"
+                        sources.append(_pickles(str(work / name)))
+                    for _, rid, text, n_gold in heapq.merge(*sources, key=lambda r: r[0]):
+                        out.write(text + "\n")
+                        errors.write(dumps(event_error("missing_prediction", gold_path, None, rid, model)) + "\n")
+                        kinds["missing_prediction"] += 1
+                        if triples:
+                            triples.write(_TRIPLE.pack(0, 0, n_gold))
+            if triples:
+                triples.close()
         # 5. the summary, from each model's counts and its rows streamed in order
         counts, where = _model_counts(list(models), shards, absent, absent_counts, work)
-        summary = _summary(list(models), counts, where, gold, unparsed, cfg, executor, work)
+        summary = _summary(list(models), counts, where, gold, cfg, executor, work, shards)
         uniq, base = summary.pop(None)
         if cfg.user_metrics:
             insert_user_columns(out_path, cfg.user_metrics, unpack_triples(uniq, base),
                                 _triple_classes(work / "triples", uniq, base), sum(c["n"]["rows"] for c in counts.values()))
-        return summary, gold
+        return summary, gold, kinds
     finally:
         executor.close()
-        shutil.rmtree(work, ignore_errors=True)
+
+
+def unparsed_ids(work: Path, shards: list[dict], model: str) -> Iterator[str]:
+    """A model's unparsed ids in the order of scores.jsonl, merged from the shards' files a block at a time."""
+    sources = []
+    for s, shard in enumerate(shards):
+        if model in shard["models"]:
+            path = str(work / f"s{s}.unparsed.{shard['models'].index(model)}")
+            sources.append(pair for block in _pickles(path) for pair in block)
+    for _, rid in heapq.merge(*sources, key=lambda kr: kr[0]):
+        yield rid
 
 
 _TRIPLE = struct.Struct("<iii")
 
 
 def _model_counts(models: list[str], shards: list[dict], absent: list[tuple], absent_counts: list[dict],
-                  work: Path) -> tuple[dict[str, dict], dict[str, list[str]]]:
-    """Each model's counts added over the shards, and the prefixes of its summary's files, one per shard."""
+                  work: Path) -> tuple[dict[str, dict], dict[str, list[tuple[str, dict]]]]:
+    """Each model's counts added over the shards, and its parts of the summary's files, one per shard: the files'
+    prefix and the model's place in them."""
     counts: dict[str, dict] = {m: {} for m in models}
-    where: dict[str, list[str]] = {m: [] for m in models}
+    where: dict[str, list[tuple[str, dict]]] = {m: [] for m in models}
     for s, shard in enumerate(shards):
-        for k, model in enumerate(shard["models"]):
+        for model in shard["models"]:
             shard_summary.add_counts(counts[model], shard["counts"][model])
-            where[model].append(str(work / f"s{s}.m{k}"))
+            where[model].append((str(work / f"s{s}.m"), shard["places"][model]))
     for (s, ms), got in zip(absent, absent_counts):
         for code, model in ms:
-            shard_summary.add_counts(counts[model], got[code])
-            where[model].append(str(work / f"s{s}.a{code}"))
+            shard_summary.add_counts(counts[model], got[code][0])
+            where[model].append((str(work / f"s{s}.a"), got[code][1]))
     return counts, where
 
 
@@ -400,8 +452,8 @@ def _triple_classes(path: Path, uniq: np.ndarray, base: int) -> Iterator[np.ndar
             yield np.searchsorted(uniq, pack_triples(t[:, 0], t[:, 1], t[:, 2], base))
 
 
-def _summary(models: list[str], counts: dict[str, dict], where: dict[str, list[str]], gold: ShardedGold,
-             unparsed: dict[str, list[str]], cfg: ScoreConfig, executor, work: Path) -> dict:
+def _summary(models: list[str], counts: dict[str, dict], where: dict[str, list[tuple[str, dict]]], gold: ShardedGold,
+             cfg: ScoreConfig, executor, work: Path, shards: list[dict]) -> dict:
     """``summarize``'s models from the shards' counts and files (under the key None: the distinct triples and the
     base they are packed with, for the user metrics' columns)."""
     n_pred = max(t[1] for c in counts.values() for t in c["groups"][None][0])
@@ -412,29 +464,34 @@ def _summary(models: list[str], counts: dict[str, dict], where: dict[str, list[s
     overall, by_blocks = grouped_blocks(tables, list(fields.values()), models, base, cfg, list(fields))
     uniq, class_score = shard_summary.class_scores(counts, base, cfg)
     # Ranks: each ranked column's distinct values merged over the shards, then given to the rows by shard.
-    distinct: dict[str, dict[str, int]] = {}
-    for model in models:
-        n = counts[model]["n"]
-        distinct[model] = {name: shard_summary.merge_ranks(where[model], name)
-                           for name, _, mask in shard_summary.RANKED if n[mask] >= 2}
-    by_shard: dict[str, list[str]] = {}
-    for model in models:
-        for prefix in where[model]:
-            by_shard.setdefault(Path(prefix).name.split(".")[0], []).append(prefix)
-    _run(executor, shard_summary.attach_ranks, [(ps,) for ps in by_shard.values()],
-         lambda i: f"ranks of id shard {list(by_shard)[i]}")
-    out: dict = {}
-    for m, model in enumerate(models):
-        block = model_block_base(overall, by_blocks, m)
-        shard_summary.model_figures(model, counts[model], where[model], uniq, class_score, base, block, cfg,
-                                    distinct[model])
-        block["unparsed_ids"] = unparsed.get(model, [])
-        out[model] = block
+    files = shard_summary.Files()
+    try:
+        distinct: dict[str, dict[str, int]] = {}
+        for model in models:
+            n = counts[model]["n"]
+            distinct[model] = {name: shard_summary.merge_ranks(files, where[model], name)
+                               for name, _, mask in shard_summary.RANKED if n[mask] >= 2}
+        files.close()  # the ranks written, for the units to read
+        by_file: dict[str, list[dict]] = {}
+        for model in models:
+            for prefix, place in where[model]:
+                by_file.setdefault(prefix, []).append(place)
+        _run(executor, shard_summary.attach_ranks, list(by_file.items()),
+             lambda i: f"ranks of {Path(list(by_file)[i]).name}")
+        out: dict = {}
+        for m, model in enumerate(models):
+            block = model_block_base(overall, by_blocks, m)
+            shard_summary.model_figures(model, counts[model], files, where[model], uniq, class_score, base, block,
+                                        cfg, distinct[model])
+            block["unparsed_ids"] = partial(unparsed_ids, work, shards, model)
+            out[model] = block
+    finally:
+        files.close()
     out[None] = (uniq, base)
     return out
 
 
-def _gold(path: str, shards: list[dict], fields: tuple[str, ...], errors: list[dict]) -> ShardedGold:
+def _gold(path: str, shards: list[dict], fields: tuple[str, ...]) -> ShardedGold:
     """The gold's item count and each field's values over every shard, sorted as the local reader sorts them."""
     strata = {f: (None, sorted({v for s in shards for v in s["strata"][f]})) for f in fields}
-    return ShardedGold(path, sum(s["n_items"] for s in shards), strata, errors)
+    return ShardedGold(path, sum(s["n_items"] for s in shards), strata, [])

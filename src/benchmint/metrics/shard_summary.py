@@ -21,7 +21,6 @@ Per model the driver holds a block of rows per shard, the sums' subtrees in prog
 from __future__ import annotations
 
 import math
-import os
 from collections import Counter
 from collections.abc import Iterator
 
@@ -155,14 +154,28 @@ def _counter(*columns: np.ndarray) -> Counter:
     return Counter(dict(zip(zip(*(p.tolist() for p in reversed(parts))), counts.tolist())))
 
 
-def write_model_rows(rows: ModelRows, strata: dict[str, tuple[np.ndarray, list[str]]], prefix: str) -> dict:
-    """In a shard unit: a model's rows to ``prefix.rows`` and each ranked column's distinct values and counts to
-    ``prefix.<name>.v`` / ``.c``; returns its counts (by stratum value, never by code: codes are per shard)."""
-    both = np.array(rows.rows, dtype=ROW.descr + [("item", "<i8"), ("status", "<i8")])
+def _per_model(counter: Counter, n_models: int, key=lambda rest: tuple(rest)) -> list[Counter]:
+    """A Counter keyed by (model, *rest) split into one Counter per model keyed by ``key(rest)``."""
+    out = [Counter() for _ in range(n_models)]
+    for (m, *rest), k in counter.items():
+        out[m][key(rest)] = k
+    return out
+
+
+def write_models(models: list[ModelRows], strata: dict[str, tuple[np.ndarray, list[str]]], prefix: str) -> tuple[
+        list[dict], list[dict]]:
+    """In a shard unit: the rows of its models, model after model, to ``prefix.rows``, and each ranked column's
+    distinct values and counts per model to ``prefix.<name>.v`` / ``.c`` (and ``.r`` for the ranks the driver
+    gives them, NaN until then): one set of files for all the models, however many. Returns each model's counts
+    (by stratum value, never by code: codes are per shard) and its place in the files (``Place``)."""
+    lengths = [len(m.rows) for m in models]
+    n_models = len(models)
+    both = np.array([r for m in models for r in m.rows], dtype=ROW.descr + [("item", "<i8"), ("status", "<i8")])
     arr = np.empty(len(both), dtype=ROW)
     for name in ROW.names:
         arr[name] = both[name]
-    if np.any(np.diff(arr["key"]) <= 0):
+    mc = np.repeat(np.arange(n_models, dtype=np.int64), lengths)  # each row's model
+    if np.any((np.diff(arr["key"]) <= 0) & (np.diff(mc) == 0)):
         raise RuntimeError("a shard's rows are not in the order of scores.jsonl")
     arr.tofile(prefix + ".rows")
     items, status = both["item"], both["status"]
@@ -170,77 +183,115 @@ def write_model_rows(rows: ModelRows, strata: dict[str, tuple[np.ndarray, list[s
     masks = {"conf": ~np.isnan(arr["confidence"]), "diff": ~np.isnan(arr["difficulty"])}
     masks["both"] = masks["conf"] & masks["diff"]
     known = masks["diff"]
-    groups = {None: (_counter(tp, n_pred, n_gold), _counter(status))}
+    groups: dict = {None: (_per_model(_counter(mc, tp, n_pred, n_gold), n_models),
+                           _per_model(_counter(mc, status), n_models))}
     for field, (codes, values) in strata.items():
         code = codes[items]
-        by_code = _counter(code, tp, n_pred, n_gold)
-        by_status = _counter(code, status)
-        groups[field] = (Counter({(values[c], *t): k for (c, *t), k in by_code.items()}),
-                         Counter({(values[c], s): k for (c, s), k in by_status.items()}))
-    for name, column, mask in RANKED:
-        values, counts = np.unique(arr[column][masks[mask]], return_counts=True)
-        values.tofile(f"{prefix}.{name}.v")
-        counts.astype(np.int64).tofile(f"{prefix}.{name}.c")
+        groups[field] = (_per_model(_counter(mc, code, tp, n_pred, n_gold), n_models,
+                                    lambda rest, values=values: (values[rest[0]], *rest[1:])),
+                         _per_model(_counter(mc, code, status), n_models,
+                                    lambda rest, values=values: (values[rest[0]], rest[1])))
+    classes = {m: _per_model(_counter(mc[masks[m]], tp[masks[m]], n_pred[masks[m]], n_gold[masks[m]]), n_models)
+               for m in MASKS}
     answered = n_pred > 0
-    return {
-        "groups": groups,
-        "classes": {m: _counter(tp[masks[m]], n_pred[masks[m]], n_gold[masks[m]]) for m in MASKS},
-        "n": Counter(rows=len(arr), conf=int(masks["conf"].sum()), diff=int(known.sum()),
-                     both=int(masks["both"].sum()), tokens=int((~np.isnan(arr["tokens"])).sum()),
-                     answered=int(answered.sum()), over=int((n_pred > n_gold).sum()),
-                     under=int(((tp == n_pred) & answered & (n_pred < n_gold)).sum()),
-                     hard=int((known & (arr["difficulty"] >= 0.5)).sum()),
-                     easy=int((known & (arr["difficulty"] < 0.5)).sum())),
-    }
+    flags = {"conf": masks["conf"], "diff": known, "both": masks["both"], "tokens": ~np.isnan(arr["tokens"]),
+             "answered": answered, "over": n_pred > n_gold, "under": (tp == n_pred) & answered & (n_pred < n_gold),
+             "hard": known & (arr["difficulty"] >= 0.5), "easy": known & (arr["difficulty"] < 0.5)}
+    per_model = {f: np.bincount(mc[v], minlength=n_models).tolist() for f, v in flags.items()}
+    starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64).tolist()
+    places = [{"rows": (starts[k], lengths[k])} for k in range(n_models)]
+    for name, column, mask in RANKED:
+        sel = masks[mask]
+        v, m = arr[column][sel], mc[sel]
+        order = np.lexsort((v, m))
+        v, m = v[order], m[order]
+        first = np.ones(len(v), dtype=bool)
+        first[1:] = (v[1:] != v[:-1]) | (m[1:] != m[:-1])
+        at = np.flatnonzero(first)
+        v[at].tofile(f"{prefix}.{name}.v")
+        np.diff(np.append(at, len(v))).astype(np.int64).tofile(f"{prefix}.{name}.c")
+        np.full(len(at), np.nan).tofile(f"{prefix}.{name}.r")
+        bounds = np.searchsorted(m[at], np.arange(n_models + 1)).tolist()
+        for k in range(n_models):
+            places[k][name] = (bounds[k], bounds[k + 1] - bounds[k])
+    counts = [{"groups": {f: (triples[k], status[k]) for f, (triples, status) in groups.items()},
+               "classes": {m: classes[m][k] for m in MASKS},
+               "n": Counter(rows=lengths[k], **{f: per_model[f][k] for f in flags})} for k in range(n_models)]
+    return counts, places
 
 
-def attach_ranks(prefixes: list[str]) -> int:
-    """In a unit per shard: each model's rows with the ranks the driver gave its distinct values (``.<name>.r``),
-    to ``prefix.final``; returns the rows written."""
-    n = 0
-    for prefix in prefixes:
-        arr = np.fromfile(prefix + ".rows", dtype=ROW)
-        out = np.empty(len(arr), dtype=FINAL)
-        for name in ROW.names:
-            out[name] = arr[name]
-        masks = {"conf": ~np.isnan(arr["confidence"]), "diff": ~np.isnan(arr["difficulty"])}
-        masks["both"] = masks["conf"] & masks["diff"]
-        for name, column, mask in RANKED:
-            ranks = np.full(len(arr), np.nan)
-            if os.path.exists(f"{prefix}.{name}.r"):
-                values = np.fromfile(f"{prefix}.{name}.v", dtype=np.float64)
-                given = np.fromfile(f"{prefix}.{name}.r", dtype=np.float64)
-                sel = masks[mask]
-                ranks[sel] = given[np.searchsorted(values, arr[column][sel])]
-            out[f"r_{name}"] = ranks
-        out.tofile(prefix + ".final")
-        n += len(arr)
-    return n
+def attach_ranks(prefix: str, places: list[dict]) -> int:
+    """In a unit per set of files (``write_models``): each model's rows with the ranks the driver gave its
+    distinct values (``.<name>.r``), to ``prefix.final`` in the same places; returns the rows written."""
+    arr = np.fromfile(prefix + ".rows", dtype=ROW)
+    out = np.empty(len(arr), dtype=FINAL)
+    for name in ROW.names:
+        out[name] = arr[name]
+    masks = {"conf": ~np.isnan(arr["confidence"]), "diff": ~np.isnan(arr["difficulty"])}
+    masks["both"] = masks["conf"] & masks["diff"]
+    for name, column, mask in RANKED:
+        values = np.fromfile(f"{prefix}.{name}.v", dtype=np.float64)
+        given = np.fromfile(f"{prefix}.{name}.r", dtype=np.float64)
+        ranks = np.full(len(arr), np.nan)
+        for place in places:
+            (r0, rn), (v0, vn) = place["rows"], place[name]
+            sel = masks[mask][r0:r0 + rn]
+            if vn:
+                seg = ranks[r0:r0 + rn]
+                seg[sel] = given[v0:v0 + vn][np.searchsorted(values[v0:v0 + vn], arr[column][r0:r0 + rn][sel])]
+        out[f"r_{name}"] = ranks
+    out.tofile(prefix + ".final")
+    return len(arr)
 
 
 # --- in the driver --------------------------------------------------------------------------------------------------
 
 
-class _Blocks:
-    """A raw file of records read ``rows`` at a time (plain reads, not a map, so pages read do not stay)."""
+class Files:
+    """The shards' files open in the driver, each once for every model whose records it holds."""
 
-    def __init__(self, path: str, dtype, rows: int) -> None:
-        self.fh = open(path, "rb") if os.path.exists(path) else None
-        self.dtype, self.rows = dtype, rows
+    def __init__(self) -> None:
+        self.open: dict[tuple[str, str], object] = {}
+
+    def get(self, path: str, mode: str = "rb"):
+        if (path, mode) not in self.open:
+            self.open[path, mode] = open(path, mode)
+        return self.open[path, mode]
+
+    def close(self) -> None:
+        for fh in self.open.values():
+            fh.close()  # type: ignore[attr-defined]
+        self.open.clear()
+
+
+class _Blocks:
+    """``count`` records of a raw file from record ``start``, read ``rows`` at a time (plain reads, not a map, so
+    pages read do not stay; the file may be shared with other readers: each read seeks to its place)."""
+
+    def __init__(self, fh, dtype, rows: int, start: int = 0, count: int = 0) -> None:
+        self.fh, self.dtype, self.rows = fh, np.dtype(dtype), rows
+        self.pos, self.left = start * self.dtype.itemsize, count
+
+    @property
+    def more(self) -> bool:
+        return self.left > 0
 
     def read(self) -> np.ndarray:
-        if self.fh is None:
+        if not self.left:
             return np.empty(0, dtype=self.dtype)
-        got = np.fromfile(self.fh, dtype=self.dtype, count=self.rows)
-        if len(got) < self.rows:
-            self.fh.close()
-            self.fh = None
+        self.fh.seek(self.pos)
+        got = np.fromfile(self.fh, dtype=self.dtype, count=min(self.rows, self.left))
+        if not len(got):
+            raise RuntimeError(f"{self.fh.name} ends before its records")
+        self.pos += got.nbytes
+        self.left -= len(got)
         return got
 
 
-def _sources(paths: list[str], dtype) -> list[_Blocks]:
-    """One reader per shard's file, BLOCK records a step among them."""
-    return [_Blocks(p, dtype, max(MIN_BLOCK, BLOCK // max(1, len(paths)))) for p in paths]
+def _sources(files: Files, parts: list[tuple[str, tuple[int, int]]], dtype) -> list[_Blocks]:
+    """One reader per shard's part (its file and its records' first and count), BLOCK records a step among them."""
+    rows = max(MIN_BLOCK, BLOCK // max(1, len(parts)))
+    return [_Blocks(files.get(path), dtype, rows, *place) for path, place in parts]
 
 
 def _merged(sources: list[_Blocks], key) -> Iterator[tuple[list[np.ndarray], np.ndarray]]:
@@ -250,11 +301,11 @@ def _merged(sources: list[_Blocks], key) -> Iterator[tuple[list[np.ndarray], np.
     bufs = [s.read() for s in sources]
     while True:
         for i, s in enumerate(sources):
-            if not len(bufs[i]) and s.fh is not None:
+            if not len(bufs[i]) and s.more:
                 bufs[i] = s.read()
         if not any(len(b) for b in bufs):
             return
-        open_lasts = [key(b)[-1] for b, s in zip(bufs, sources) if s.fh is not None and len(b)]
+        open_lasts = [key(b)[-1] for b, s in zip(bufs, sources) if s.more and len(b)]
         bound = min(open_lasts) if open_lasts else None
         parts = []
         for i, b in enumerate(bufs):
@@ -264,39 +315,38 @@ def _merged(sources: list[_Blocks], key) -> Iterator[tuple[list[np.ndarray], np.
         yield parts, np.argsort(np.concatenate([key(p) for p in parts]), kind="stable")
 
 
-def merge_ranks(prefixes: list[str], name: str) -> int:
-    """The average rank of every distinct value of column ``name`` in each shard (``prefix.<name>.r``), over the
-    values of every shard, ties given their average rank as ``behaviour.average_ranks`` gives it; returns the
-    number of distinct values over all shards."""
-    sources = _sources([f"{p}.{name}.v" for p in prefixes], np.float64)
-    counts = _sources([f"{p}.{name}.c" for p in prefixes], np.int64)
-    outs = [open(f"{p}.{name}.r", "wb") for p in prefixes]
-    pending = [np.empty(0, dtype=np.int64) for _ in prefixes]
+def merge_ranks(files: Files, parts: list[tuple[str, dict]], name: str) -> int:
+    """The average rank of every distinct value of column ``name`` in each shard's part (``prefix.<name>.r`` at
+    the part's place), over the values of every shard, ties given their average rank as
+    ``behaviour.average_ranks`` gives it; returns the number of distinct values over all shards."""
+    sources = _sources(files, [(f"{p}.{name}.v", place[name]) for p, place in parts], np.float64)
+    counts = _sources(files, [(f"{p}.{name}.c", place[name]) for p, place in parts], np.int64)
+    outs = [files.get(f"{p}.{name}.r", "r+b") for p, _ in parts]
+    at_out = [place[name][0] * 8 for _, place in parts]
+    pending = [np.empty(0, dtype=np.int64) for _ in parts]
     below, n_distinct = 0, 0
-    try:
-        for parts, _ in _merged(sources, lambda b: b):
-            cnt = []
-            for i, part in enumerate(parts):
-                while len(pending[i]) < len(part):
-                    pending[i] = np.concatenate([pending[i], counts[i].read()])
-                cnt.append(pending[i][: len(part)])
-                pending[i] = pending[i][len(part):]
-            uniq, inverse = np.unique(np.concatenate(parts), return_inverse=True)
-            equal = np.bincount(inverse, weights=np.concatenate(cnt)).astype(np.int64)
-            starts = below + np.concatenate([[0], np.cumsum(equal)[:-1]]).astype(np.int64)
-            ranks = (starts + (equal + 1) / 2)[inverse]
-            at = 0
-            for part, out in zip(parts, outs):
+    for parts_, _ in _merged(sources, lambda b: b):
+        cnt = []
+        for i, part in enumerate(parts_):
+            while len(pending[i]) < len(part):
+                pending[i] = np.concatenate([pending[i], counts[i].read()])
+            cnt.append(pending[i][: len(part)])
+            pending[i] = pending[i][len(part):]
+        uniq, inverse = np.unique(np.concatenate(parts_), return_inverse=True)
+        equal = np.bincount(inverse, weights=np.concatenate(cnt)).astype(np.int64)
+        starts = below + np.concatenate([[0], np.cumsum(equal)[:-1]]).astype(np.int64)
+        ranks = (starts + (equal + 1) / 2)[inverse]
+        at = 0
+        for i, (part, out) in enumerate(zip(parts_, outs)):
+            if len(part):
+                out.seek(at_out[i])
                 ranks[at:at + len(part)].tofile(out)
-                at += len(part)
-            below += int(equal.sum())
-            n_distinct += len(uniq)
-    finally:
-        for out in outs:
-            out.close()
-        for s in sources + counts:
-            if s.fh is not None:
-                s.fh.close()
+                at_out[i] += 8 * len(part)
+            at += len(part)
+        below += int(equal.sum())
+        n_distinct += len(uniq)
+    for out in outs:
+        out.flush()  # the ranks are read by the units that attach them
     return n_distinct
 
 
@@ -440,9 +490,10 @@ class ModelPass:
         return token_label(sip_mean, float(self.tokens_nan0.total() / n["tokens"]), hard_easy, rules)
 
 
-def _ordered_pass(acc, prefixes: list[str], uniq: np.ndarray, class_score: np.ndarray, base: int) -> None:
+def _ordered_pass(acc, files: Files, parts: list[tuple[str, dict]], uniq: np.ndarray, class_score: np.ndarray,
+                  base: int) -> None:
     """``acc.add`` fed a model's rows from its shards' files, merged in the order of scores.jsonl, by blocks."""
-    sources = _sources([p + ".final" for p in prefixes], FINAL)
+    sources = _sources(files, [(p + ".final", place["rows"]) for p, place in parts], FINAL)
     for parts, order in _merged(sources, lambda b: b["key"]):
         rows = np.concatenate(parts)[order]
         cls = np.searchsorted(uniq, pack_triples(rows["tp"], rows["n_pred"], rows["n_gold"], base))
@@ -468,10 +519,10 @@ class RankMeans(ModelPass):
         return {name: (a.total() / a.n, b.total() / b.n) for name, (a, b) in self.sums.items()}
 
 
-def model_figures(model: str, counts: dict, prefixes: list[str], uniq: np.ndarray, class_score: np.ndarray,
-                  base: int, block: dict, cfg, distinct: dict[str, int]) -> None:
+def model_figures(model: str, counts: dict, files: Files, parts: list[tuple[str, dict]], uniq: np.ndarray,
+                  class_score: np.ndarray, base: int, block: dict, cfg, distinct: dict[str, int]) -> None:
     """Calibration and personality of one model into its summary ``block``, from its rows streamed in the order of
-    scores.jsonl (``prefix.final`` of each shard)."""
+    scores.jsonl (``prefix.final`` of each shard, at the model's place)."""
     n = counts["n"]
     score_ranks, constant_score = {}, set()
     for m in ("conf", "diff"):
@@ -493,10 +544,10 @@ def model_figures(model: str, counts: dict, prefixes: list[str], uniq: np.ndarra
     means = {name: (_mean_rank(n[mask]),) * 2 for name, (_, _, mask) in pairs.items()}
     if any(a is None for a, _ in means.values()):  # past EXACT_RANKS: a pass for the means as numpy sums them
         first = RankMeans(n, score_ranks, pairs)
-        _ordered_pass(first, prefixes, uniq, class_score, base)
+        _ordered_pass(first, files, parts, uniq, class_score, base)
         means = {**means, **first.means()}
     acc = ModelPass(n, score_ranks, pairs, means)
-    _ordered_pass(acc, prefixes, uniq, class_score, base)
+    _ordered_pass(acc, files, parts, uniq, class_score, base)
     metrics = block["metrics"]
     calib = acc.calibration(constant)
     block["personality"] = personality(
