@@ -517,6 +517,21 @@ def test_score_on_ray_writes_the_local_engines_files(cluster, tmp_path, monkeypa
     assert {"duplicate_id", "unknown_id", "malformed_json", "missing_prediction", "wrong_kind"} <= kinds
 
 
+def test_score_on_ray_writes_rows_as_parts_like_the_local_engine(cluster, tmp_path, monkeypatch):
+    from benchmint.cli import main
+    from benchmint.metrics import pipeline_shards
+
+    monkeypatch.setattr(pipeline_shards, "SHARD_BYTES", 4096)
+    preds, gold = _score_inputs(tmp_path)
+    common = [*preds, "--gold", gold, "--task", "mcq", "--quiet", "--rows-per-file", "7"]
+    assert main(["score", *common, "--out", str(tmp_path / "local")]) == 1
+    assert main(["score", *common, "--out", str(tmp_path / "ray"), "--engine", "ray"]) == 1
+    parts = sorted(p.name for p in (tmp_path / "local" / "scores").iterdir())
+    assert len(parts) > 3 and not (tmp_path / "ray" / "scores.jsonl").exists()
+    assert not list((tmp_path / "ray").glob(".scores*"))  # no temporary left
+    same_tree(tmp_path / "local", tmp_path / "ray", ["summary.json", "errors.jsonl", *(f"scores/{p}" for p in parts)])
+
+
 def score_shard_then_stall(marker: str, *args):
     """An id shard scored (its files written), then, the first time only, its worker records its pid and stalls
     (the test kills it): the unit's retry writes the same files again."""
