@@ -17,13 +17,9 @@ START = time.perf_counter()
 
 import argparse  # noqa: E402 - after the clock starts
 import json  # noqa: E402
-import resource  # noqa: E402
 import sys  # noqa: E402
 
-
-def cpu(who: int = resource.RUSAGE_SELF) -> float:
-    used = resource.getrusage(who)
-    return used.ru_utime + used.ru_stime
+from cpu_time import CHILDREN, cpu  # noqa: E402 - scripts/ is the first on sys.path
 
 
 def main() -> None:
@@ -48,7 +44,7 @@ def main() -> None:
     marks["cli imported"] = (time.perf_counter() - START, cpu())
     code = cli(argv)
     marks["end"] = (time.perf_counter() - START, cpu())
-    got = {"command": argv, "exit": code, "children_cpu_s": round(cpu(resource.RUSAGE_CHILDREN), 3),
+    got = {"command": argv, "exit": code, "children_cpu_s": round(cpu(CHILDREN), 3),
            **{f"{name} at_s": round(t, 3) for name, (t, _) in marks.items()},
            **{f"{name} driver_cpu_s": round(c, 3) for name, (_, c) in marks.items()}}
     print(json.dumps(got))

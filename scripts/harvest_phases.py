@@ -14,17 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import sys
 import time
 from pathlib import Path
 
+from cpu_time import CHILDREN, cpu  # scripts/ is the first on sys.path
+
 START = time.perf_counter()
 
-
-def cpu(who: int = resource.RUSAGE_SELF) -> float:
-    used = resource.getrusage(who)
-    return used.ru_utime + used.ru_stime
 
 
 def main() -> None:
@@ -72,7 +69,7 @@ def main() -> None:
     with open(Path(args.out) / "documents.jsonl", encoding="utf-8") as fh:
         files = sum(1 for _ in fh)
     units = int(totals.get("  of it: record a result", [0, 0, 0])[2])
-    workers = cpu(resource.RUSAGE_CHILDREN)
+    workers = cpu(CHILDREN)
     print(f"{files} files, {units} units; wall {wall:.2f} s; driver CPU {driver:.3f} s "
           f"({1000 * driver / files:.3f} ms a file), workers {workers:.2f} s; share "
           f"{driver / (driver + workers):.4f}; exit status {code}", file=sys.stderr)

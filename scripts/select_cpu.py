@@ -14,17 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import sys
 import time
 from pathlib import Path
 
+from cpu_time import cpu  # scripts/ is the first on sys.path
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benches"))
 
-
-def cpu() -> float:
-    used = resource.getrusage(resource.RUSAGE_SELF)
-    return used.ru_utime + used.ru_stime
 
 
 def timed(fn, *args, **kwargs):

@@ -15,17 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import sys
 import time
 from pathlib import Path
 
+from cpu_time import CHILDREN, cpu  # scripts/ is the first on sys.path
+
 START = time.perf_counter()
 
-
-def cpu(who: int = resource.RUSAGE_SELF) -> float:
-    used = resource.getrusage(who)
-    return used.ru_utime + used.ru_stime
 
 
 class Timeline:
@@ -108,7 +105,7 @@ def main() -> None:
         print(f"{r['at_s']:8.3f} s  driver CPU {r['driver_cpu_s']:7.3f} s  {r['phase']}", file=sys.stderr)
     for n, t in totals.items():
         print(f"  {n}: {t['wall_s']:.3f} s wall, {t['cpu_s']:.3f} s CPU, {t['calls']} calls", file=sys.stderr)
-    others = round(cpu(resource.RUSAGE_CHILDREN), 3)
+    others = round(cpu(CHILDREN), 3)
     print(f"  workers and helper: {others} s CPU; exit status {code}", file=sys.stderr)
     if args.json:
         Path(args.json).write_text(json.dumps({"workers": args.workers, "phases": rows, "totals": totals,
