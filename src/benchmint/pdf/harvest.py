@@ -361,7 +361,9 @@ def _cited_pages(r: dict) -> list:
     ("text"), whose pairs are found here."""
     if "cited" in r:
         return r["cited"]
-    from benchmint.pdf.context import cited_alone
+    if "text" not in r:  # no text read (triage-only, no figures): nothing to import
+        return []
+    from benchmint.pdf.context import cited_alone  # here: it imports PyMuPDF, which triage-only drivers spare
 
     return [[n, cited_alone(texts)] for n, texts in r.get("text", ())]
 
