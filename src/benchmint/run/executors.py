@@ -348,9 +348,12 @@ def _die_with(parent: int) -> None:
     watch_parent()
 
 
+_LABEL_BYTES = 240  # a stage's label is cut to this many bytes of UTF-8 in its slot
+
+
 class _Stage(ctypes.Structure):
     _fields_ = [("seq", ctypes.c_uint64), ("unit", ctypes.c_int64), ("started", ctypes.c_double),
-                ("limit", ctypes.c_double), ("length", ctypes.c_uint32), ("label", ctypes.c_char * 240)]
+                ("limit", ctypes.c_double), ("length", ctypes.c_uint32), ("label", ctypes.c_char * _LABEL_BYTES)]
 
 
 class _StageSlot:
@@ -360,15 +363,13 @@ class _StageSlot:
     after the fields, keeps a read from mixing two reports. The times are ``time.monotonic()``'s, one clock for
     every process of the machine."""
 
-    LABEL_BYTES = 240
-
     def __init__(self, ctx: DefaultContext | SpawnContext) -> None:
         self.shared = ctx.RawValue(_Stage)
         self.shared.unit = -1
 
     def write(self, ticket: int, label: str, seconds: float | None) -> None:
         s = self.shared
-        data = label.encode("utf-8", "replace")[:self.LABEL_BYTES]
+        data = label.encode("utf-8", "replace")[:_LABEL_BYTES]
         s.seq += 1
         s.unit, s.started, s.limit, s.length = ticket, time.monotonic(), seconds or 0.0, len(data)
         ctypes.memmove(ctypes.addressof(s) + _Stage.label.offset, data, len(data))
