@@ -763,12 +763,12 @@ def write_summary(path: Path, summary: dict) -> None:
     the list's place, as json.dump writes that list; the summary then keeps their count and first few
     (``UnparsedIds``)."""
     streamed = {}
-    token = secrets.token_hex(8)  # a placeholder no model's block holds
+    token = secrets.token_hex(8)  # marks a list's place in the encoder's output: no model's block holds it
     for k, block in enumerate(summary["models"].values()):
         if callable(block["unparsed_ids"]):
-            mark = json.dumps(f"\x00{token}:{k}")
-            streamed[mark] = (block, block["unparsed_ids"])
-            block["unparsed_ids"] = f"\x00{token}:{k}"
+            mark = f"\x00{token}:{k}"
+            streamed[json.dumps(mark)] = (block, block["unparsed_ids"])  # the encoder's chunk for that string
+            block["unparsed_ids"] = mark
     encoder = json.JSONEncoder(indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
     with atomic_write(path) as fh:
         indent = 0
