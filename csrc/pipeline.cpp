@@ -530,8 +530,10 @@ void stream_file(const std::string& path, int workers, Parse&& parse, Merge&& me
 // one thread with fwrite. Parts (rows_per_file > 0): the rows cut every rows_per_file rows into the files
 // part-00000.jsonl, part-00001.jsonl, ... of the folder `path`, whose concatenation in name order is the one file;
 // up to `threads` batches in flight, each batch on a thread of its own writing its pieces with pwrite() at offsets
-// worked out here, so batches of different parts never share a file's lock. The caller gives each piece's row
-// count, so a piece is only scanned for line ends where a part boundary falls inside it.
+// worked out here. A part is written by one thread at a time, so no write waits on a file's lock held by another:
+// a batch's segments in the part the batch before is still writing are handed to that batch's thread, which
+// writes them after its own (or, if it has finished, the new batch writes them). The caller gives each piece's
+// row count, so a piece is only scanned for line ends where a part boundary falls inside it.
 // BENCHMINT_WRITER_TIMES=FILE appends the writer's own figures at finish() (wall and thread CPU seconds spent
 // writing, summed over its threads, bytes, batches) as a JSON line, for scripts/score_phases.py.
 // Whatever may wait for the output's reader (opening a FIFO, joining a writer stuck on a full pipe, flushing)
@@ -597,15 +599,21 @@ class RowWriter {
     }
 
    private:
-    struct Segment {  // bytes [from, from + size) of piece `piece`, at `offset` in part `part`
-        size_t piece, from, size, part;
+    struct Segment {  // `size` bytes at `data` (in a batch's pieces), at `offset` in part `part` (file `fd`)
+        const char* data;
+        size_t size, part;
         int64_t offset;
+        int fd;
     };
     struct Batch {
         std::vector<std::string> pieces;
         std::vector<Segment> segments;
         std::vector<size_t> done_parts;  // parts whose last bytes this batch writes: closed once it is joined
         size_t last_part = 0;            // the last part it writes
+        // Later batches' segments in last_part, written by this batch's thread after its own until it closes.
+        std::mutex handed_lock;
+        std::vector<Segment> handed;
+        bool closed = false;
         std::thread worker;
     };
     struct WriterClock {  // wall and this thread's CPU since construction
@@ -650,7 +658,7 @@ class RowWriter {
                         ++to;
                     }
                 }
-                b.segments.push_back(Segment{i, from, to - from, parts_.size() - 1, part.bytes});
+                b.segments.push_back(Segment{p.data() + from, to - from, parts_.size() - 1, part.bytes, part.fd});
                 part.rows += int64_t(take);
                 part.bytes += int64_t(to - from);
                 if (part.rows == per_file_) b.done_parts.push_back(parts_.size() - 1);
@@ -659,29 +667,41 @@ class RowWriter {
             }
             if (from != p.size()) throw std::logic_error("RowWriter: a piece holds more text than its rows");
         }
-        // Bytes going to a part that a batch still in flight writes too: those writes may queue on the part's lock
-        // (reported with the times; score_phases.py counts them as serial).
-        size_t busy_part = 0;
-        for (size_t k = 0; k + 1 < flight_.size(); ++k)
-            if (!flight_[k].segments.empty()) busy_part = std::max(busy_part, flight_[k].last_part + 1);
-        for (const Segment& seg : b.segments)
-            if (seg.part < busy_part) shared_bytes_ += seg.size;
         if (!b.segments.empty()) b.last_part = b.segments.back().part;
-        // Those go last (the offsets make the order free): by then the batch before has often finished them.
-        std::stable_partition(b.segments.begin(), b.segments.end(),
-                              [busy_part](const Segment& seg) { return seg.part >= busy_part; });
-        // The descriptors of the parts this batch writes, from its first (parts_ may grow while it runs).
-        size_t lo = parts_.size();
-        for (const Segment& seg : b.segments) lo = std::min(lo, seg.part);
-        std::vector<int> fds;
-        for (size_t k = lo; k < parts_.size(); ++k) fds.push_back(parts_[k].fd);
-        b.worker = std::thread([this, &b, lo, fds = std::move(fds)] {
+        // The segments in the part the batch before still writes go to that batch's thread, unless it has closed
+        // (then nothing else writes that part any more). A batch's parts follow each other, so only its leading
+        // segments can be in that part.
+        size_t lead = 0;
+        if (owner_ != nullptr) {
+            while (lead < b.segments.size() && b.segments[lead].part == owner_->last_part) ++lead;
+            if (lead > 0) {
+                std::lock_guard<std::mutex> lock(owner_->handed_lock);
+                if (!owner_->closed) {
+                    for (size_t k = 0; k < lead; ++k) handed_bytes_ += b.segments[k].size;
+                    owner_->handed.insert(owner_->handed.end(), b.segments.begin(), b.segments.begin() + lead);
+                    b.segments.erase(b.segments.begin(), b.segments.begin() + lead);
+                }
+            }
+        }
+        if (!b.segments.empty()) owner_ = &b;  // its thread now writes the last part opened
+        b.worker = std::thread([this, &b] {
             const WriterClock start;
             bool ok = true;
             size_t n = 0;
-            for (const Segment& s : b.segments) {
-                ok = ok && pwrite_all(fds[s.part - lo], b.pieces[s.piece].data() + s.from, s.size, s.offset);
-                n += s.size;
+            std::vector<Segment> todo;
+            std::swap(todo, b.segments);
+            for (;;) {
+                for (const Segment& s : todo) {
+                    ok = ok && pwrite_all(s.fd, s.data, s.size, s.offset);
+                    n += s.size;
+                }
+                todo.clear();
+                std::lock_guard<std::mutex> lock(b.handed_lock);
+                if (b.handed.empty()) {
+                    b.closed = true;
+                    break;
+                }
+                std::swap(todo, b.handed);
             }
             bytes_ += n;
             if (!ok) ok_ = false;
@@ -719,6 +739,7 @@ class RowWriter {
     void join_front() {
         Batch& b = flight_.front();
         if (b.worker.joinable()) b.worker.join();
+        if (owner_ == &b) owner_ = nullptr;
         for (size_t k : b.done_parts)
             if (!close_fd(parts_[k])) ok_ = false;
         flight_.pop_front();
@@ -730,9 +751,9 @@ class RowWriter {
         if (fh)
             std::fprintf(fh.get(),
                          "{\"wall\": %.6f, \"cpu\": %.6f, \"bytes\": %zu, \"batches\": %zu, \"parts\": %zu, "
-                         "\"threads\": %zu, \"shared_bytes\": %zu}\n",
+                         "\"threads\": %zu, \"handed_bytes\": %zu}\n",
                          wall_, cpu_, bytes_.load(), batches_, parts_.size(), per_file_ > 0 ? threads_ : 1,
-                         shared_bytes_);
+                         handed_bytes_);
     }
     void wait_all() {
         while (!flight_.empty()) join_front();
@@ -756,7 +777,8 @@ class RowWriter {
     std::mutex times_;
     double wall_ = 0, cpu_ = 0;  // the writer's own time, summed over batches and threads
     std::atomic<size_t> bytes_{0};
-    size_t batches_ = 0, shared_bytes_ = 0;
+    size_t batches_ = 0, handed_bytes_ = 0;  // handed: bytes written by an earlier batch's thread
+    Batch* owner_ = nullptr;                 // the batch in flight whose thread writes the last part opened, if any
 };
 
 // Runs fn on a thread of its own while the calling thread waits without the GIL, so that the calling thread's

@@ -88,11 +88,16 @@ def run_once(pred: Path, gold: Path, out: Path, workers: int, by: str, extra: li
     if writer.exists():  # the stream's writer timed itself: its wall and its threads' CPU
         own = json.loads(writer.read_text())
         got["write_rows_cpu"], got["writer_wall"] = own["cpu"], own["wall"]
-        # parts (--rows-per-file): batches in flight on up to --workers threads, each writing its own parts; bytes
-        # for a part that a batch still in flight writes too wait on that part's lock, so only the rest spreads
+        # parts (--rows-per-file): batches in flight on up to --workers threads, each writing its own parts. A part
+        # has one writer at a time (a batch's bytes for a part the batch before still writes are handed to that
+        # batch's thread: "handed_bytes"), so the writing spreads whole. Builds before that wrote such bytes
+        # beside the other thread, waiting on the part's lock ("shared_bytes"): those count as serial.
         if own.get("parts") and own.get("threads", 1) > 1:
             got["writer_spread_cpu"] = own["cpu"] * (1 - own.get("shared_bytes", 0) / max(own["bytes"], 1))
-            got["writer_parts"], got["writer_shared_bytes"] = own["parts"], own.get("shared_bytes", 0)
+            got["writer_parts"] = own["parts"]
+            for key in ("shared_bytes", "handed_bytes"):
+                if key in own:
+                    got[f"writer_{key}"] = own[key]
     else:  # a build without that timing: writing the file again stands for it
         got["write_rows_cpu"] = write_cost(out / "scores.jsonl")
     return got
@@ -121,7 +126,7 @@ def serial_split(run: dict) -> dict:
     and in the stream (the ordered merges), the rows' writing, and the summary but for its row ranges (its
     threads are one per model and stratum field, not per worker). Spread: the rest of the gold index and the
     stream (parse, extraction, rows) and the summary's counting by row ranges; with the rows written as parts on
-    several threads, the writer's CPU but for the bytes that waited on a part another batch was writing.
+    several threads, the writer's CPU (but for the bytes an older build wrote beside another batch's thread).
     """
     ph = run["phases"]
     gold, stream, summ = ph.get("load_gold", [0, 0, 0]), ph.get("_stream_compiled", [0, 0, 0]), ph["summarize"]
@@ -173,7 +178,7 @@ def main() -> None:
                        "start_and_exit": round(best["wall"] - in_phases, 3), "phases": phases,
                        "write_rows_cpu": round(best["write_rows_cpu"], 3),
                        **({"writer_wall": round(best["writer_wall"], 3)} if "writer_wall" in best else {}),
-                       **{k: best[k] for k in ("writer_parts", "writer_shared_bytes") if k in best},
+                       **{k: best[k] for k in ("writer_parts", "writer_shared_bytes", "writer_handed_bytes") if k in best},
                        "max_rss_mib": round(best["max_rss_kib"] / 1024, 1), **serial_split(best)}
             print(json.dumps({f"workers={w}": rows[w]}), flush=True)
         if 1 in rows and 2 in rows:

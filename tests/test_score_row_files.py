@@ -121,6 +121,24 @@ def test_parts_across_batches(forced_impl, large, tmp_path, workers):
         check_manifest(manifest, tmp_path / f"k{k}", total, k)
 
 
+@pytest.mark.parametrize("workers", [2, 3])
+def test_a_part_has_one_writer_at_a_time(forced_impl, large, tmp_path, monkeypatch, workers):
+    # Parts of 7,777 rows straddle the batches (a 4 MiB read's rows, some 25,000 here): a batch's bytes for the
+    # part the batch before still writes go to that batch's thread, never beside it. The writer's own report
+    # says how many bytes were handed over and no longer counts any written beside another thread.
+    gold, pred, total = large
+    report = tmp_path / "writer.jsonl"
+    monkeypatch.setenv("BENCHMINT_WRITER_TIMES", str(report))
+    score(forced_impl, "compiled", pred, gold, tmp_path / "one", workers)
+    score(forced_impl, "compiled", pred, gold, tmp_path / "parts", workers, 7_777)
+    one, parts = (json.loads(line) for line in report.read_text().splitlines())
+    joined, manifest = parts_of(tmp_path / "parts")
+    assert joined == (tmp_path / "one" / "scores.jsonl").read_bytes()
+    assert parts["bytes"] == one["bytes"] == len(joined) and parts["parts"] == len(manifest["parts"])
+    assert parts["threads"] == workers and "shared_bytes" not in parts
+    assert 0 <= parts["handed_bytes"] < parts["bytes"]
+
+
 def test_reference_parts_equal_compiled_parts(forced_impl, large, tmp_path):
     gold, pred, _ = large
     score(forced_impl, "compiled", pred, gold, tmp_path / "c", 2, 25_000, user=True)
