@@ -63,9 +63,10 @@ finally:
 sys.exit(code)
 """
 # The names score_files looks up in benchmint.metrics.pipeline at call time.
-# _row_counts runs inside summarize: the summary's per-row counting, split by row ranges over the workers.
-PHASES = ("load_gold", "_stream_compiled", "summarize", "_row_counts", "write_jsonl")
-NESTED = ("_row_counts",)
+# _row_counts and _model_rows run inside summarize: the summary's per-row counting and its per-model rows
+# gathered, both split by row ranges over the workers.
+PHASES = ("load_gold", "_stream_compiled", "summarize", "_row_counts", "_model_rows", "write_jsonl")
+NESTED = ("_row_counts", "_model_rows")
 
 
 def run_once(pred: Path, gold: Path, out: Path, workers: int, by: str, extra: list[str], tmp: Path) -> dict:
@@ -123,18 +124,19 @@ def serial_split(run: dict) -> dict:
     """CPU seconds that do not spread over the workers against those that do, and Amdahl's speed-up at 16.
 
     Serial: start-up and exit (the process's CPU outside the phases), the calling thread's CPU in the gold index
-    and in the stream (the ordered merges), the rows' writing, and the summary but for its row ranges (its
-    threads are one per model and stratum field, not per worker). Spread: the rest of the gold index and the
-    stream (parse, extraction, rows) and the summary's counting by row ranges; with the rows written as parts on
-    several threads, the writer's CPU (but for the bytes an older build wrote beside another batch's thread).
+    and in the stream (the ordered merges), the rows' writing, and the summary but for its passes by row ranges
+    (its other threads are one per model and stratum field, not per worker). Spread: the rest of the gold index
+    and the stream (parse, extraction, rows) and the summary's passes by row ranges (the counting, each model's
+    rows gathered); with the rows written as parts on several threads, the writer's CPU (but for the bytes an
+    older build wrote beside another batch's thread).
     """
     ph = run["phases"]
     gold, stream, summ = ph.get("load_gold", [0, 0, 0]), ph.get("_stream_compiled", [0, 0, 0]), ph["summarize"]
-    ranges = ph.get("_row_counts", [0, 0, 0])
+    ranges = sum(ph.get(name, [0, 0, 0])[2] for name in NESTED)
     outside = run["cpu"] - sum(v[2] for k, v in ph.items() if k not in NESTED)
     writer_spread = run.get("writer_spread_cpu", 0.0)
-    serial = outside + gold[1] + stream[1] + summ[2] - ranges[2] + run["write_rows_cpu"] - writer_spread
-    spread = (gold[2] - gold[1]) + (stream[2] - stream[1]) - run["write_rows_cpu"] + ranges[2] + writer_spread
+    serial = outside + gold[1] + stream[1] + summ[2] - ranges + run["write_rows_cpu"] - writer_spread
+    spread = (gold[2] - gold[1]) + (stream[2] - stream[1]) - run["write_rows_cpu"] + ranges + writer_spread
     s = serial / (serial + spread)
     return {"serial_cpu": round(serial, 3), "spread_cpu": round(spread, 3), "start_exit_cpu": round(outside, 3),
             "writer_spread_cpu": round(writer_spread, 3),
@@ -178,7 +180,8 @@ def main() -> None:
                        "start_and_exit": round(best["wall"] - in_phases, 3), "phases": phases,
                        "write_rows_cpu": round(best["write_rows_cpu"], 3),
                        **({"writer_wall": round(best["writer_wall"], 3)} if "writer_wall" in best else {}),
-                       **{k: best[k] for k in ("writer_parts", "writer_shared_bytes", "writer_handed_bytes") if k in best},
+                       **{k: best[k] for k in ("writer_parts", "writer_shared_bytes", "writer_handed_bytes")
+                          if k in best},
                        "max_rss_mib": round(best["max_rss_kib"] / 1024, 1), **serial_split(best)}
             print(json.dumps({f"workers={w}": rows[w]}), flush=True)
         if 1 in rows and 2 in rows:

@@ -96,3 +96,47 @@ def test_per_model_figures_match_a_plain_computation(inputs, tmp_path, forced_im
         assert None not in (calib["spearman_confidence_score"], calib["spearman_difficulty_score"],
                             calib["spearman_difficulty_confidence"])
         assert block["unparsed_ids"]
+
+
+def _columns(n: int, n_models: int, stating: set[int], seed: int):
+    from benchmint.metrics.pipeline import Columns
+
+    rng = np.random.default_rng(seed)
+    n_gold = rng.integers(1, 5, n).astype(np.int32)
+    n_pred = rng.integers(0, 6, n).astype(np.int32)
+    tp = np.minimum(n_gold, n_pred) - (rng.random(n) < 0.3) * (np.minimum(n_gold, n_pred) > 0)
+    model = rng.integers(0, n_models, n).astype(np.int32)
+    stated = np.isin(model, list(stating))
+    confidence = np.where(stated & (rng.random(n) < 0.6), rng.random(n), np.nan)
+    difficulty = np.where(stated & (rng.random(n) < 0.7), rng.random(n), np.nan)
+    return Columns(models=[f"m{k}" for k in range(n_models)], model=model,
+                   gold_idx=rng.integers(0, 10 * n, n).astype(np.int32), tp=tp.astype(np.int32), n_pred=n_pred,
+                   n_gold=n_gold, status=rng.choice(np.array([0, 1, 2], dtype=np.uint8), n, p=[0.7, 0.2, 0.1]),
+                   confidence=confidence, difficulty=difficulty, tokens=np.full(n, np.nan))
+
+
+@pytest.mark.parametrize(("n_models", "stating", "workers"),
+                         [(1, set(), 2), (1, {0}, 3), (3, set(), 2), (3, {1}, 3), (4, {0, 2}, 1), (4, {0, 3}, 4)])
+def test_model_rows_by_ranges_are_the_masked_rows(monkeypatch, n_models, stating, workers):
+    # Ranges of 1,000 rows, so each worker's thread gathers several and a model's rows come from every range;
+    # each model's columns must be what masks over all rows pick out, and the sums over them the same bits.
+    from benchmint.metrics import pipeline
+
+    cols = _columns(7_321, n_models, stating, seed=n_models + workers)
+    keys = pipeline.pack_triples(cols.tp, cols.n_pred, cols.n_gold, 7)
+    uniq = np.unique(keys)
+    monkeypatch.setattr(pipeline, "ROW_RANGE", 1_000)
+    got = pipeline._model_rows(cols, keys, lambda k: np.searchsorted(uniq, k), workers)
+    assert len(got) == n_models
+    for m, rows in enumerate(got):
+        sel = cols.model == m
+        answered = sel & (cols.n_pred > 0)
+        assert np.array_equal(rows.precision, cols.tp[answered] / cols.n_pred[answered])
+        assert np.mean(rows.precision).tobytes() == np.mean(cols.tp[answered] / cols.n_pred[answered]).tobytes()
+        assert np.array_equal(rows.unparsed, cols.gold_idx[sel & (cols.status == 1)])
+        if m not in stating:
+            assert rows.cls is None and rows.confidence is None and rows.tokens is None
+            continue
+        assert np.array_equal(rows.cls, np.searchsorted(uniq, keys[sel]))
+        for name in ("confidence", "difficulty", "tokens"):
+            assert np.array_equal(getattr(rows, name), getattr(cols, name)[sel], equal_nan=True)

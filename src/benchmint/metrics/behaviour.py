@@ -116,6 +116,16 @@ def selection_figures(tp: np.ndarray, n_pred: np.ndarray, n_gold: np.ndarray) ->
     return out
 
 
+def selection_from_counts(n: int, answered: int, over: int, under: int, precision) -> dict:
+    """``selection_figures`` from the items' counts (all, answered, over- and under-selected) and ``precision()``,
+    the mean precision over the answered items (called only when there are some). A mean of booleans is its
+    count over n, exactly: those sums of ones are whole numbers."""
+    out = {"n": n, "abstention": float(np.float64(n - answered) / n), "answered": bool(answered)}
+    if answered:
+        out.update(precision=precision(), over=float(np.float64(over) / n), under=float(np.float64(under) / n))
+    return out
+
+
 def personality(tp: np.ndarray | None, n_pred: np.ndarray | None, n_gold: np.ndarray | None, spc_mean: float,
                 sip_mean: float, precision_mean: float, recall_mean: float, rules: PersonalityRules = PersonalityRules(),
                 calib: dict | None = None, score: np.ndarray | None = None, difficulty: np.ndarray | None = None,

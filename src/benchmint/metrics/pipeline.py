@@ -38,7 +38,7 @@ from benchmint.metrics.aggregate import (
     unpack_triples,
 )
 from benchmint.metrics.batch import DEFAULT_SIP_GAMMA, DEFAULT_SIP_LAMBDA, METRIC_NAMES, check_params, score_counts
-from benchmint.metrics.behaviour import THREADED_ITEMS, PersonalityRules, calibration, personality, selection_figures
+from benchmint.metrics.behaviour import PersonalityRules, calibration, personality, selection_from_counts
 from benchmint.metrics.rowfiles import RowTarget, atomic_rows, check_rows_per_file
 from benchmint.parallel import resolve_workers, thread_map
 from benchmint.records import ABSENT, Item, Prediction, RecordError, ScoreRow, error_row, lone_surrogate
@@ -117,7 +117,7 @@ class Gold:
     native: _GoldIndex | None = None
 
     def ids_of(self, indices) -> list[str]:
-        indices = [int(i) for i in indices]
+        indices = np.asarray(indices, dtype=np.int64).tolist()  # one conversion, not an int() an index
         if self.native is not None:
             return self.native.ids_of(indices)
         assert self.ids is not None  # the reference form always has ids
@@ -461,6 +461,115 @@ def _row_counts(cols: Columns, keys: np.ndarray, base: int, jobs: list, workers:
     return tables
 
 
+@dataclass
+class ModelRows:
+    """What the summary's per-model work reads of one model's rows, in the order of scores.jsonl: tp / |P| of the
+    rows with |P| > 0, the gold items of its unparsed rows and, when the model states a confidence, difficulty or
+    tokens anywhere, each row's triple class and those three columns (None otherwise: nothing to calibrate)."""
+
+    precision: np.ndarray
+    unparsed: np.ndarray
+    cls: np.ndarray | None = None
+    confidence: np.ndarray | None = None
+    difficulty: np.ndarray | None = None
+    tokens: np.ndarray | None = None
+
+
+def _model_major(model: np.ndarray, start: np.ndarray, one: bool) -> tuple[np.ndarray | None, np.ndarray | slice]:
+    """Where a range's rows go in columns holding every model's rows together, model after model, each in row
+    order: (the rows' order, their places), ``start[m]`` being the place of the range's first row of model m.
+    With one model the order is the rows' own (None) and the places one slice."""
+    if one:
+        return None, slice(int(start[0]), int(start[0]) + len(model))
+    order = np.argsort(model, kind="stable")  # a radix sort on 16-bit codes
+    ms = model[order]
+    counts = np.bincount(ms, minlength=len(start))
+    return order, start[ms] + (np.arange(len(ms)) - (np.cumsum(counts) - counts)[ms])
+
+
+def _model_rows(cols: Columns, keys: np.ndarray, classes: Callable[[np.ndarray], np.ndarray],
+                workers: int) -> list[ModelRows]:
+    """Each model's ``ModelRows``, gathered by row ranges over ``workers`` threads (the summary's per-row work
+    that is per model): a pass counts each range's rows of each model, which places every range's rows in
+    columns grouped by model, then a pass writes them there. Each value is copied, never summed, so the columns
+    are the ones masks by model would give, and so are the sums taken over them afterwards."""
+    n, n_models = len(keys), len(cols.models)
+    one = n_models == 1
+    n_ranges = max(1, min(resolve_workers(workers), -(-n // ROW_RANGE)))
+    cuts = [n * r // n_ranges for r in range(n_ranges + 1)]
+    code = np.int16 if n_models <= np.iinfo(np.int16).max else np.int32  # 16 bits: the stable sort is a radix sort
+
+    def picked(r: int) -> tuple[slice, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        rows = slice(cuts[r], cuts[r + 1])
+        n_pred = cols.n_pred[rows]
+        answered = n_pred > 0
+        stated = ~np.isnan(cols.confidence[rows])
+        stated |= ~np.isnan(cols.difficulty[rows])
+        stated |= ~np.isnan(cols.tokens[rows])
+        return rows, cols.model[rows].astype(code), answered, cols.status[rows] == UNPARSED, stated
+
+    def count(r: int) -> np.ndarray:  # (rows, answered, unparsed, stating any figure) per model
+        _, model, answered, unparsed, stated = picked(r)
+        return np.stack([np.bincount(model[sel], minlength=n_models) if sel is not None else
+                         np.bincount(model, minlength=n_models) for sel in (None, answered, unparsed, stated)])
+
+    per_range = np.stack(thread_map(count, range(n_ranges), workers))  # (range, what, model)
+    totals = per_range.sum(axis=0)
+    # where each range's first row of each model goes: its model's start, then the earlier ranges' rows of it
+    model_start = np.cumsum(totals, axis=1) - totals
+    start = model_start[None] + np.cumsum(per_range, axis=0) - per_range
+    stating = totals[3] > 0
+    precision = np.empty(int(totals[1].sum()))
+    unparsed = np.empty(int(totals[2].sum()), dtype=cols.gold_idx.dtype)
+    figures = ("confidence", "difficulty", "tokens")
+    # the classes and the stated figures, model-major, when some model states one (one model: taken in place)
+    cls = np.empty(n, dtype=np.int64) if stating.any() else None
+    moved = {f: np.empty(n) for f in figures} if stating.any() and not one else {}
+
+    def fill(r: int) -> None:
+        rows, model, answered, unparsed_here, _ = picked(r)
+        order, at = _model_major(model[answered], start[r, 1], one)
+        values = cols.tp[rows][answered] / cols.n_pred[rows][answered]
+        precision[at] = values if order is None else values[order]
+        order, at = _model_major(model[unparsed_here], start[r, 2], one)
+        idx = cols.gold_idx[rows][unparsed_here]
+        unparsed[at] = idx if order is None else idx[order]
+        if cls is not None:
+            order, at = _model_major(model, start[r, 0], one)
+            got = classes(keys[rows])
+            cls[at] = got if order is None else got[order]
+            for f, into in moved.items():
+                into[at] = getattr(cols, f)[rows][order]
+
+    thread_map(fill, range(n_ranges), workers)
+    out = []
+    for m in range(n_models):
+        lo, hi = (int(k) for k in (model_start[0, m], model_start[0, m] + totals[0, m]))
+        rows = ModelRows(precision[model_start[1, m]:model_start[1, m] + totals[1, m]],
+                         unparsed[model_start[2, m]:model_start[2, m] + totals[2, m]])
+        if stating[m]:
+            assert cls is not None
+            rows.cls = cls[lo:hi]
+            for f in figures:
+                setattr(rows, f, getattr(cols, f) if one else moved[f][lo:hi])
+        out.append(rows)
+    return out
+
+
+def _model_rows_by_masks(cols: Columns, keys: np.ndarray, classes: Callable[[np.ndarray], np.ndarray],
+                         m: int) -> ModelRows:
+    """One model's ``ModelRows`` picked out by masks over every row (the reference's way)."""
+    sel = cols.model == m
+    answered = sel & (cols.n_pred > 0)
+    rows = ModelRows(cols.tp[answered] / cols.n_pred[answered], cols.gold_idx[sel & (cols.status == UNPARSED)])
+    figures = {f: getattr(cols, f)[sel] for f in ("confidence", "difficulty", "tokens")}
+    if any((~np.isnan(v)).any() for v in figures.values()):
+        rows.cls = classes(keys[sel])
+        for f, v in figures.items():
+            setattr(rows, f, v)
+    return rows
+
+
 def _group_tables(group: np.ndarray, n_groups: int, cols: Columns, keys: np.ndarray, base: int) -> tuple:
     """``_row_counts``'s tables for one grouping, by ``group_counts`` (which sorts when the table is large)."""
     counted = group_counts(group, keys, n_groups, base ** 3)
@@ -573,30 +682,39 @@ def summarize(cols: Columns, gold: Gold, cfg: ScoreConfig) -> dict:
 
     def classes(row_keys: np.ndarray) -> np.ndarray:
         return np.searchsorted(uniq_keys, row_keys) if class_of is None else class_of[row_keys]
+
+    # Each model's selection counts from its rows per triple class.
+    m_ids, m_keys, m_counts = tables[0][0]
+    tp, n_pred, n_gold = unpack_triples(m_keys, base)
+    selected = [np.bincount(m_ids, weights=m_counts * w, minlength=len(models)).astype(np.int64)
+                for w in (np.ones(len(m_keys), dtype=bool), n_pred > 0, n_pred > n_gold,
+                          (tp == n_pred) & (n_pred > 0) & (n_pred < n_gold))]
+    # The per-row work per model: by row ranges over the workers, or by a mask per model (the reference).
+    model_rows: Callable[[int], ModelRows]
+    if _dispatch.use_reference("aggregate"):
+        model_rows = partial(_model_rows_by_masks, cols, keys, classes)  # on each model's thread
+    else:
+        model_rows = _model_rows(cols, keys, classes, cfg.workers).__getitem__
+
     def model_block(m: int) -> dict:
         block = model_block_base(overall, by_blocks, m)
-        # With one model every row is its own: its columns are taken as they are, not copied through a mask.
-        one = len(models) == 1
-        sel = slice(None) if one else cols.model == m
+        rows = model_rows(m)
         metrics = block["metrics"]
-        # Per-item scores through the item's triple class: one metric evaluation per class.
-        cls = classes(keys[sel])
-        score, difficulty, tokens = class_score[cls], cols.difficulty[sel], cols.tokens[sel]
-        tp, n_pred, n_gold = cols.tp[sel], cols.n_pred[sel], cols.n_gold[sel]
-        # Calibration and the personality's selection passes are independent: side by side on large models.
-        jobs: list[Callable[[], dict | None]] = [
-            partial(calibration, score, cols.confidence[sel], difficulty, tokens, score_classes=(cls, class_score),
-                    workers=cfg.workers),
-            partial(selection_figures, tp, n_pred, n_gold)]
-        calib, selection = thread_map(lambda job: job(), jobs, cfg.workers if len(tp) >= THREADED_ITEMS else 1)
+        n, answered, over, under = (int(c[m]) for c in selected)
+        selection = selection_from_counts(n, answered, over, under, lambda: float(np.mean(rows.precision)))
+        calib = score = None
+        if rows.cls is not None:  # it states a confidence, difficulty or tokens: calibration
+            # Per-item scores through the item's triple class: one metric evaluation per class.
+            score = class_score[rows.cls]
+            calib = calibration(score, rows.confidence, rows.difficulty, rows.tokens,
+                                score_classes=(rows.cls, class_score), workers=cfg.workers)
         block["personality"] = personality(
-            tp, n_pred, n_gold, metrics["spc"]["mean"], metrics["sip_f1"]["mean"], metrics["precision"]["mean"],
-            metrics["recall"]["mean"], cfg.personality_rules, calib, score, difficulty, tokens, selection)
+            None, None, None, metrics["spc"]["mean"], metrics["sip_f1"]["mean"], metrics["precision"]["mean"],
+            metrics["recall"]["mean"], cfg.personality_rules, calib, score, rows.difficulty, rows.tokens, selection)
         if calib is not None:
             calib["score_metric"] = cfg.kind.primary_metric
             block["calibration"] = calib
-        unparsed = cols.status == UNPARSED
-        block["unparsed_ids"] = gold.ids_of(cols.gold_idx[unparsed if one else sel & unparsed])
+        block["unparsed_ids"] = gold.ids_of(rows.unparsed)
         return block
 
     # Models are independent and their sorts release the GIL: one thread each.

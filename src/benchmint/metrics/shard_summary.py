@@ -34,6 +34,7 @@ from benchmint.metrics.behaviour import (
     confidence_bins,
     expected_calibration_error,
     personality,
+    selection_from_counts,
     token_label,
 )
 
@@ -472,12 +473,7 @@ class ModelPass:
 
     def selection(self) -> dict:
         n = self.n
-        out = {"n": n["rows"], "abstention": float(np.float64(n["rows"] - n["answered"]) / n["rows"]),
-               "answered": bool(n["answered"])}
-        if n["answered"]:
-            out.update(precision=self.precision.mean(), over=float(np.float64(n["over"]) / n["rows"]),
-                       under=float(np.float64(n["under"]) / n["rows"]))
-        return out
+        return selection_from_counts(n["rows"], n["answered"], n["over"], n["under"], self.precision.mean)
 
     def token_profile(self, sip_mean: float, rules) -> dict | None:
         n = self.n
