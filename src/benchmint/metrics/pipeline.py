@@ -704,6 +704,7 @@ def summarize(cols: Columns, gold: Gold, cfg: ScoreConfig) -> dict:
         selection = selection_from_counts(n, answered, over, under, lambda: float(np.mean(rows.precision)))
         calib = score = None
         if rows.cls is not None:  # it states a confidence, difficulty or tokens: calibration
+            assert rows.confidence is not None and rows.difficulty is not None and rows.tokens is not None
             # Per-item scores through the item's triple class: one metric evaluation per class.
             score = class_score[rows.cls]
             calib = calibration(score, rows.confidence, rows.difficulty, rows.tokens,
