@@ -435,17 +435,24 @@ def _row_counts(cols: Columns, keys: np.ndarray, base: int, jobs: list, workers:
     n_ranges = max(1, min(resolve_workers(workers), -(-n // ROW_RANGE), DENSE_LIMIT // (sum(sizes) * n_keys)))
     cuts = [n * r // n_ranges for r in range(n_ranges + 1)]
 
+    # Each range is counted a block at a time, its tables added up: small temporaries (a block of ROW_RANGE rows,
+    # or as many as the tables have cells, so that adding them costs no more than counting the block).
+    block = max(ROW_RANGE, sum(sizes) * n_keys)
+
     def count(r: int) -> list[tuple[np.ndarray, np.ndarray]]:
-        rows = slice(cuts[r], cuts[r + 1])
-        k = keys[rows]
-        k[:] = pack_triples(cols.tp[rows], cols.n_pred[rows], cols.n_gold[rows], base)
-        model = cols.model[rows].astype(np.int64)
-        status = cols.status[rows]
-        out = []
-        for (codes, n_values), n_groups in zip(jobs, sizes):
-            group = model if codes is None else model * n_values + codes[cols.gold_idx[rows]]
-            out.append((np.bincount(group * n_keys + k, minlength=n_groups * n_keys),
-                        np.bincount(group * len(STATUS_NAMES) + status, minlength=n_groups * len(STATUS_NAMES))))
+        out = [(np.zeros(n_groups * n_keys, dtype=np.intp), np.zeros(n_groups * len(STATUS_NAMES), dtype=np.intp))
+               for n_groups in sizes]
+        for lo in range(cuts[r], cuts[r + 1], block):
+            rows = slice(lo, min(lo + block, cuts[r + 1]))
+            k = keys[rows]
+            k[:] = pack_triples(cols.tp[rows], cols.n_pred[rows], cols.n_gold[rows], base)
+            model = cols.model[rows].astype(np.int64)
+            status = cols.status[rows]
+            for j, ((codes, n_values), n_groups) in enumerate(zip(jobs, sizes)):
+                group = model if codes is None else model * n_values + codes[cols.gold_idx[rows]]
+                cells, by_status = out[j]
+                cells += np.bincount(group * n_keys + k, minlength=n_groups * n_keys)
+                by_status += np.bincount(group * len(STATUS_NAMES) + status, minlength=n_groups * len(STATUS_NAMES))
         return out
 
     parts = thread_map(count, range(n_ranges), workers)
@@ -495,8 +502,10 @@ def _model_rows(cols: Columns, keys: np.ndarray, classes: Callable[[np.ndarray],
     are the ones masks by model would give, and so are the sums taken over them afterwards."""
     n, n_models = len(keys), len(cols.models)
     one = n_models == 1
-    n_ranges = max(1, min(resolve_workers(workers), -(-n // ROW_RANGE)))
-    cuts = [n * r // n_ranges for r in range(n_ranges + 1)]
+    # Ranges of ROW_RANGE rows, many per thread, keep the temporaries small: at 10M rows of 4 models on 2 threads
+    # 0.48 s of CPU, against 0.97-1.11 s for one range of 5M rows a thread (its temporaries' fresh pages).
+    n_ranges = max(1, -(-n // ROW_RANGE))
+    cuts = [min(n, r * ROW_RANGE) for r in range(n_ranges + 1)]
     code = np.int16 if n_models <= np.iinfo(np.int16).max else np.int32  # 16 bits: the stable sort is a radix sort
 
     def picked(r: int) -> tuple[slice, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
