@@ -441,3 +441,20 @@ def test_summary_of_large_sets_sorts_instead(forced_impl, monkeypatch):
         want = pipeline.summarize(cols, gold, cfg)
     assert json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True)
     assert got["m0"]["n"] == int((cols.model == 0).sum())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.text(min_size=1, max_size=6), max_size=5), min_size=1, max_size=3))
+def test_summary_json_writes_unparsed_id_lists_as_json_dump(tmp_path_factory, lists):
+    # Each model's unparsed ids are written as one text by json's compiled encoder (quotes, backslashes, control
+    # characters, non-ASCII and lone surrogates included); the file is json.dump's, byte for byte.
+    from benchmint.metrics.pipeline import write_summary
+
+    summary = {"task": "mcq", "errors": {"count": 0},
+               "models": {f"m{k}": {"n": len(ids), "unparsed_ids": ids, "metrics": {"em": {"mean": 0.5}}}
+                          for k, ids in enumerate(lists)}}
+    want = json.dumps(summary, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    path = tmp_path_factory.mktemp("summary") / "summary.json"
+    write_summary(path, summary)
+    assert path.read_bytes() == want.encode("utf-8", "surrogatepass")
+    assert [m["unparsed_ids"] for m in summary["models"].values()] == lists  # the blocks as they came
