@@ -174,3 +174,93 @@ def test_rows_holding_a_line_separator_fall_back_whole():
     other = {"pdf": "/e/x.pdf", "sha256": None, "arxiv_id": "2101.00001"}
     assert hv._page_rows(framed) == [{k: v for k, v in row.items() if k != "pdf"}]
     assert hv._page_lines(framed, other) == bio.dumps({**other, **row, "pdf": other["pdf"]}) + "\n"
+
+
+def grouping(monkeypatch, on: bool) -> None:
+    """Groups of first ranges at this test's size (on), or none (off: each range a unit, as the code before);
+    their ends at GROUP_DOCS alone, never at a key (GROUP_CUT past a byte's values)."""
+    monkeypatch.setattr(hv, "GROUP_MIN_DOCS", 2 if on else 10**9)
+    monkeypatch.setattr(hv, "GROUP_CUT", 257)
+
+
+@pytest.fixture(scope="module")
+def many(dump, tmp_path_factory):
+    """The dump and six more copies of the sample (each bytes of its own): eleven documents."""
+    root = tmp_path_factory.mktemp("many")
+    shutil.copytree(dump, root / "dump")
+    for i in range(6):
+        (root / f"c{i}.pdf").write_bytes(SAMPLE.read_bytes() + f"%more {i}\n".encode())
+    return root
+
+
+def units_of(out):
+    with Ledger(out / "ledger.sqlite", "harvest") as ledger:
+        return {key: result for key, _, result in ledger.results()}
+
+
+def test_triage_only_runs_short_documents_in_groups_with_the_same_files(many, tmp_path, monkeypatch):
+    """--triage-only over many documents: their first ranges go several to a unit (one result, one record, one
+    read for the group), the files byte for byte those of a range a unit, at 1 and 2 workers; a rerun runs
+    nothing, and a ledger of ranges alone (the code before) resumes without running any of them again."""
+    cfg = HarvestConfig(triage_only=True)
+    alone = tmp_path / "alone"
+    grouping(monkeypatch, False)
+    harvest([many], alone, cfg, workers=1)
+    assert len(units_of(alone)) == 11 + 1  # eleven first ranges, the long document's second
+    grouping(monkeypatch, True)
+    monkeypatch.setattr(hv, "GROUP_DOCS", 4)
+    for workers in (1, 2):
+        out = tmp_path / f"grouped{workers}"
+        harvest([many], out, cfg, workers=workers)
+        assert outputs(out) == outputs(alone)
+        stored = units_of(out)
+        # 11 documents in groups of 4, 4 and 3; the long document's second range alone
+        assert sorted(len(r["group"]) if "group" in r else 1 for r in stored.values()) == [1, 3, 4, 4]
+        again = harvest([many], out, cfg, workers=workers)
+        assert again.skipped == 11 and units_of(out) == stored
+    res = harvest([many], alone, cfg, workers=2)  # the ledger of ranges alone: every range is read as it is
+    assert res.skipped == 11 and len(units_of(alone)) == 12
+    assert outputs(alone) == outputs(tmp_path / "grouped1")
+
+
+def test_a_group_resumed_after_its_result_was_lost_runs_again_alone(many, tmp_path, monkeypatch):
+    """A run killed before a group's result was kept: the next run forms the same groups and runs that one again;
+    the files are the same."""
+    import sqlite3
+
+    cfg = HarvestConfig(triage_only=True)
+    grouping(monkeypatch, True)
+    monkeypatch.setattr(hv, "GROUP_DOCS", 4)
+    out = tmp_path / "out"
+    harvest([many], out, cfg, workers=2)
+    before, stored = outputs(out), units_of(out)
+    lost = sorted(k for k, r in stored.items() if "group" in r)[0]
+    with sqlite3.connect(out / "ledger.sqlite") as db:
+        db.execute("DELETE FROM units WHERE key = ?", (lost,))
+    res = harvest([many], out, cfg, workers=2)
+    assert res.skipped == 11 - len(stored[lost]["group"])
+    assert units_of(out).keys() == stored.keys() and outputs(out) == before
+
+
+def test_a_group_stopped_by_a_stuck_page_gives_way_to_its_documents(tmp_path, monkeypatch):
+    """A page past the page time limit stops its group's unit: the group's documents run again one a unit, the
+    stuck page is skipped as without groups, and the files are those of a run without groups."""
+    from pdf_factory import append_slow_page
+
+    (tmp_path / "in").mkdir()
+    for i in range(3):
+        (tmp_path / "in" / f"a{i}.pdf").write_bytes(SAMPLE.read_bytes() + f"%copy {i}\n".encode())
+    doc = pymupdf.open()
+    append_slow_page(doc, depth=6)  # its text: some 10 s
+    doc.save(tmp_path / "in" / "b_slow.pdf")
+    cfg = HarvestConfig(triage_only=True, page_seconds=0.5)
+    grouping(monkeypatch, False)
+    harvest([tmp_path / "in"], tmp_path / "alone", cfg, workers=2)
+    grouping(monkeypatch, True)
+    res = harvest([tmp_path / "in"], tmp_path / "grouped", cfg, workers=2)
+    assert outputs(tmp_path / "grouped") == outputs(tmp_path / "alone")
+    assert [e["error"] for e in res.errors] == ["skipped: page 1 text ran past the page time limit (0.5 s)"]
+    stored = units_of(tmp_path / "grouped")
+    # stopped: the group's unit, then the slow document's range alone, which runs a third time without its page
+    assert [r["time_limit"]["stage"] for r in stored.values() if "time_limit" in r] == ["page 1 text"] * 2
+    assert len(stored) == 1 + 4 + 1 and not any("group" in r for r in stored.values())
