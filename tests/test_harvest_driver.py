@@ -201,7 +201,8 @@ def units_of(out):
 def test_triage_only_runs_short_documents_in_groups_with_the_same_files(many, tmp_path, monkeypatch):
     """--triage-only over many documents: their first ranges go several to a unit (one result, one record, one
     read for the group), the files byte for byte those of a range a unit, at 1 and 2 workers; a rerun runs
-    nothing, and a ledger of ranges alone (the code before) resumes without running any of them again."""
+    nothing, and a ledger of ranges alone (the code before: ranges of CHUNK_PAGES) resumes without running any
+    of them again."""
     cfg = HarvestConfig(triage_only=True)
     alone = tmp_path / "alone"
     grouping(monkeypatch, False)
@@ -214,10 +215,16 @@ def test_triage_only_runs_short_documents_in_groups_with_the_same_files(many, tm
         harvest([many], out, cfg, workers=workers)
         assert outputs(out) == outputs(alone)
         stored = units_of(out)
-        # 11 documents in groups of 4, 4 and 3; the long document's second range alone
-        assert sorted(len(r["group"]) if "group" in r else 1 for r in stored.values()) == [1, 3, 4, 4]
+        # 11 documents in groups of 4, 4 and 3; the long document's 40 pages in one range of TRIAGE_PAGES
+        assert sorted(len(r["group"]) if "group" in r else 1 for r in stored.values()) == [3, 4, 4]
         again = harvest([many], out, cfg, workers=workers)
         assert again.skipped == 11 and units_of(out) == stored
+    monkeypatch.setattr(hv, "TRIAGE_PAGES", 16)  # the long document's other ranges follow its first: 17-32, 33-40
+    short = tmp_path / "short"
+    harvest([many], short, cfg, workers=2)
+    assert outputs(short) == outputs(alone)
+    assert sorted(len(r["group"]) if "group" in r else r["rows"] for r in units_of(short).values()) == [
+        3, 4, 4, 8, 16]
     res = harvest([many], alone, cfg, workers=2)  # the ledger of ranges alone: every range is read as it is
     assert res.skipped == 11 and len(units_of(alone)) == 12
     assert outputs(alone) == outputs(tmp_path / "grouped1")

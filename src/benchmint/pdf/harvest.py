@@ -63,16 +63,18 @@ MAX_SKIPPED_PAGES = 8
 # Pages per unit of work: small enough to share a long document among the workers, large enough that
 # opening the document and reading its shared resources again stays a small part of a unit.
 CHUNK_PAGES = 32
-# --triage-only over many documents: the first ranges of short documents go several to a unit. Triaging one takes
-# a worker some 25 ms, and the driver's own work a unit (taking its result, recording it, reading it back: about
-# 0.35 ms) is then paid once for the group. A group holds consecutive documents in input order and ends after a
-# document whose key's first byte is GROUP_CUT - 1 modulo GROUP_CUT (one in GROUP_CUT), or at GROUP_DOCS
-# documents or GROUP_BYTES bytes; a document over GROUP_ALONE_BYTES is a unit of its own. The ends depend on
-# the documents alone, so a group's key is the same from one run to the next, and a file added to the inputs
-# changes the groups up to the next end set by a key, not all those after it. Below GROUP_MIN_DOCS documents
-# every range is a unit of its own, so that a small run still spreads over its workers. A group that fails as a
-# whole (a time limit, a worker lost) gives way to its documents, run alone as without groups.
+# --triage-only over many documents (GROUP_MIN_DOCS or more): ranges of TRIAGE_PAGES pages, and the first ranges
+# of short documents several to a unit. Triaging a document takes a worker some 25 ms (a page about 1.3 ms), and
+# the driver's own work a unit (taking its result, recording it, reading it back: about 0.35 ms) is then paid
+# once for a group. A group holds consecutive documents in input order and ends after a document whose key's
+# first byte is GROUP_CUT - 1 modulo GROUP_CUT (one in GROUP_CUT), or at GROUP_DOCS documents or GROUP_BYTES
+# bytes; a document over GROUP_ALONE_BYTES is a unit of its own. The ends depend on the documents alone, so a
+# group's key is the same from one run to the next, and a file added to the inputs changes the groups up to the
+# next end set by a key, not all those after it. Below GROUP_MIN_DOCS documents every range is a unit of its
+# own and CHUNK_PAGES long, so that a small run still spreads over its workers. A group that fails as a whole (a
+# time limit, a worker lost) gives way to its documents, each run alone.
 GROUP_MIN_DOCS = 256
+TRIAGE_PAGES = 128  # a 300-page document is still three units
 GROUP_DOCS = 12
 GROUP_CUT = 8
 GROUP_BYTES = 16 << 20
@@ -628,7 +630,8 @@ class _Run:
         if first != 1 or "page_count" not in result:
             return []
         n = result["page_count"]
-        return [self.range_unit(d, f, min(f + CHUNK_PAGES - 1, n)) for f in range(1 + CHUNK_PAGES, n + 1, CHUNK_PAGES)]
+        step = self.owner[unit.key][1][1]  # the first range's size: CHUNK_PAGES, or TRIAGE_PAGES (``grouped``)
+        return [self.range_unit(d, f, min(f + step - 1, n)) for f in range(1 + step, n + 1, step)]
 
     def page_ranges(self, docs: list[_Doc]) -> None:
         """Each document's first range, then its others as the first tells its length; a range stopped on a
@@ -665,15 +668,16 @@ class _Run:
             if d.sha256 is None:  # a member's, from the worker that read it
                 d.sha256 = got.get("sha256")
         for d in docs:
-            first = d.ranges.get((1, CHUNK_PAGES))
+            first = next((r for (start, _), r in d.ranges.items() if start == 1), None)
             if first is not None and "error" in first:  # the document itself cannot be harvested
                 d.error = _error_row(d, first)
 
     def grouped(self, firsts: list[Unit]) -> list[Unit]:
-        """``firsts`` (documents' first ranges, in input order) with those of short documents in groups of
-        consecutive ones (``GROUP_*``), for --triage-only runs of GROUP_MIN_DOCS documents or more. A range the
-        ledger holds already (run alone by an earlier run, or by the code before groups) stays alone and is read
-        as it is; it does not end a group, so the groups do not depend on what the ledger holds."""
+        """``firsts`` (documents' first ranges of CHUNK_PAGES, in input order) for --triage-only runs of
+        GROUP_MIN_DOCS documents or more: each document's ranges of TRIAGE_PAGES instead, the first ranges of
+        short documents in groups of consecutive ones (``GROUP_*``). A first range the ledger holds already (run
+        alone by an earlier run, or by the code before groups, at either size) stays alone and is read as it is;
+        it does not end a group, so the groups do not depend on what the ledger holds."""
         if not self.cfg.triage_only or len(firsts) < GROUP_MIN_DOCS:
             return firsts
         out: list[Unit] = []
@@ -690,6 +694,11 @@ class _Run:
             group.clear()
 
         for u in firsts:
+            if self.ledger.done(u.key):
+                out.append(u)
+                continue
+            d = self.owner.pop(u.key)[0]
+            u = self.range_unit(d, 1, TRIAGE_PAGES)
             if self.ledger.done(u.key):
                 out.append(u)
             elif u.cost > GROUP_ALONE_BYTES:
