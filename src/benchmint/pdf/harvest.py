@@ -596,6 +596,7 @@ class _Run:
         self.engine = engine
         self.owner: dict[str, tuple[_Doc, tuple[int, int]]] = {}  # unit key -> its document and range
         self.groups: dict[str, list[Unit]] = {}  # a group's key -> its documents' first ranges (``grouped``)
+        self.shared, self.out_text = cfg.key_settings(), str(out)  # what every range's unit spells the same
         self.started = started  # workers started for the first pass
 
     def run(self, units: list[Unit], owners: list[_Doc], work, desc: str, preload: tuple[str, ...],
@@ -614,8 +615,8 @@ class _Run:
 
     def range_unit(self, d: _Doc, first: int, last: int) -> Unit:
         skip = {n: why for n, why in d.skips.items() if first <= n <= last}
-        settings = {**self.cfg.key_settings(), "pages": [first, last], **({"skip": sorted(skip)} if skip else {})}
-        unit = Unit(d.key(settings), (d.source, d.paper, str(self.out), self.cfg, first, last, skip or None,
+        settings = {**self.shared, "pages": [first, last], **({"skip": sorted(skip)} if skip else {})}
+        unit = Unit(d.key(settings), (d.source, d.paper, self.out_text, self.cfg, first, last, skip or None,
                                       d.fields()), f"{d.path} pages {first}-{last}", d.size)
         self.owner[unit.key] = (d, (first, last))
         return unit
@@ -636,7 +637,7 @@ class _Run:
     def page_ranges(self, docs: list[_Doc]) -> None:
         """Each document's first range, then its others as the first tells its length; a range stopped on a
         page runs again without that page. Leaves each document's range results (and its own error)."""
-        pending = self.grouped([self.range_unit(d, 1, CHUNK_PAGES) for d in docs])
+        pending = self.grouped(docs)
         # Each result as it is recorded (the runner reads it for ``rest_of`` anyway): the ledger is read again
         # only for the units an earlier run recorded.
         results: dict[str, dict] = {}
@@ -672,14 +673,15 @@ class _Run:
             if first is not None and "error" in first:  # the document itself cannot be harvested
                 d.error = _error_row(d, first)
 
-    def grouped(self, firsts: list[Unit]) -> list[Unit]:
-        """``firsts`` (documents' first ranges of CHUNK_PAGES, in input order) for --triage-only runs of
-        GROUP_MIN_DOCS documents or more: each document's ranges of TRIAGE_PAGES instead, the first ranges of
-        short documents in groups of consecutive ones (``GROUP_*``). A first range the ledger holds already (run
-        alone by an earlier run, or by the code before groups, at either size) stays alone and is read as it is;
-        it does not end a group, so the groups do not depend on what the ledger holds."""
-        if not self.cfg.triage_only or len(firsts) < GROUP_MIN_DOCS:
-            return firsts
+    def grouped(self, docs: list[_Doc]) -> list[Unit]:
+        """The units of ``docs``' first ranges, in input order: each a range of CHUNK_PAGES, or, for --triage-only
+        runs of GROUP_MIN_DOCS documents or more, of TRIAGE_PAGES, those of short documents in groups of
+        consecutive ones (``GROUP_*``). A first range the ledger holds already (run alone by an earlier run, or
+        by the code before groups, at either size) stays alone and is read as it is; it does not end a group, so
+        the groups do not depend on what the ledger holds."""
+        if not self.cfg.triage_only or len(docs) < GROUP_MIN_DOCS:
+            return [self.range_unit(d, 1, CHUNK_PAGES) for d in docs]
+        fresh = len(self.ledger) == 0  # no earlier run's range to look for
         out: list[Unit] = []
         group: list[Unit] = []
 
@@ -693,13 +695,15 @@ class _Run:
                 out.extend(group)
             group.clear()
 
-        for u in firsts:
-            if self.ledger.done(u.key):
-                out.append(u)
-                continue
-            d = self.owner.pop(u.key)[0]
+        for d in docs:
+            if not fresh:
+                u = self.range_unit(d, 1, CHUNK_PAGES)
+                if self.ledger.done(u.key):
+                    out.append(u)
+                    continue
+                del self.owner[u.key]
             u = self.range_unit(d, 1, TRIAGE_PAGES)
-            if self.ledger.done(u.key):
+            if not fresh and self.ledger.done(u.key):
                 out.append(u)
             elif u.cost > GROUP_ALONE_BYTES:
                 close()
@@ -707,7 +711,7 @@ class _Run:
             else:
                 group.append(u)
                 if (len(group) == GROUP_DOCS or sum(g.cost for g in group) >= GROUP_BYTES
-                        or self.owner[u.key][0].digest[0] % GROUP_CUT == GROUP_CUT - 1):
+                        or d.digest[0] % GROUP_CUT == GROUP_CUT - 1):
                     close()
         close()
         return out
@@ -815,7 +819,8 @@ def _page_lines(r: dict, ident: dict) -> str:
     if r.get("fields") == sorted(ident):
         parts = FIELD_MARKS.split(r["page_rows"])
         values = {name: dumps(value) for name, value in ident.items()}
-        return "".join(values[p] if i % 2 else p for i, p in enumerate(parts))
+        parts[1::2] = [values[p] for p in parts[1::2]]  # the marks' names, between the pieces of the lines
+        return "".join(parts)
     return "".join(dumps({**ident, **row, "pdf": ident["pdf"]}) + "\n" for row in _page_rows(r))
 
 
