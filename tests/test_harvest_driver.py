@@ -271,3 +271,45 @@ def test_a_group_stopped_by_a_stuck_page_gives_way_to_its_documents(tmp_path, mo
     # stopped: the group's unit, then the slow document's range alone, which runs a third time without its page
     assert [r["time_limit"]["stage"] for r in stored.values() if "time_limit" in r] == ["page 1 text"] * 2
     assert len(stored) == 1 + 4 + 1 and not any("group" in r for r in stored.values())
+
+
+def test_a_killed_triage_in_groups_resumes_to_the_same_files(tmp_path):
+    """--triage-only over GROUP_MIN_DOCS documents and more (the settings users get: groups of documents), killed
+    with SIGKILL once some units are recorded: the rerun forms the same groups, runs none it recorded again, and
+    writes the files of an uninterrupted run."""
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    for i in range(hv.GROUP_MIN_DOCS + 44):  # distinct files (content keys) of the sample article
+        (dump / f"paper{i:03d}.pdf").write_bytes(SAMPLE.read_bytes() + f"%{i}\n".encode())
+    run = [sys.executable, "-m", "benchmint.cli", "harvest", str(dump), "--triage-only", "--workers", "2", "--out"]
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen([*run, str(killed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ledger_file = killed / "ledger.sqlite"
+    deadline = time.time() + 60
+    while time.time() < deadline:  # kill it once some groups are recorded, long before the end
+        try:
+            with sqlite3.connect(f"file:{ledger_file}?mode=ro", uri=True) as db:
+                if db.execute("SELECT COUNT(*) FROM units").fetchone()[0] >= 3:
+                    break
+        except sqlite3.Error:  # not created yet
+            pass
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = units_of(killed)
+    assert len(before) >= 3
+    assert subprocess.run([*run, str(killed)], capture_output=True).returncode == 0
+    after = units_of(killed)
+    assert {k: after[k] for k in before} == before and len(before) < len(after)
+    assert sum("group" in r for r in after.values()) > len(after) // 2  # groups, and a document alone here and there
+    clean = tmp_path / "clean"
+    assert subprocess.run([*run, str(clean)], capture_output=True).returncode == 0
+    assert units_of(clean).keys() == after.keys()
+    assert outputs(killed) == outputs(clean)
