@@ -37,6 +37,9 @@ def main() -> None:
     ap.add_argument("out")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--triage-only", action="store_true")
+    ap.add_argument("--engine", default="local", choices=("local", "ray"),
+                    help="ray: a local Ray instance started for the run (the workers' CPU then includes Ray's own "
+                         "processes, and the share is not the driver's)")
     ap.add_argument("--json", help="also write the phases here")
     args = ap.parse_args()
     if Path(args.out).exists():
@@ -84,7 +87,7 @@ def main() -> None:
     around(ledger.Ledger, "get", "  read a result back (in the units and after)")
     around(harvest, "_write", "write the output files")
     cmd = ["harvest", args.pdfs, "--out", args.out, "--workers", str(args.workers)]
-    code = cli([*cmd, *(["--triage-only"] if args.triage_only else [])])
+    code = cli([*cmd, *(["--triage-only"] if args.triage_only else []), "--engine", args.engine])
     wall, driver = time.perf_counter() - START, cpu()
     main_thread = time.thread_time()  # with the hashing when it ran here (below HASH_POOL_MIN_FILES files)
     off_main = sum(c for ident, c, _ in hash_tasks if ident != threading.get_ident())
@@ -111,7 +114,7 @@ def main() -> None:
           f"{amdahl(serial / (serial + workers), 16):.1f}x at 16 by Amdahl", file=sys.stderr)
     if args.json:
         Path(args.json).write_text(json.dumps({
-            "workers": args.workers, "files": files, "units": units, "wall_s": wall, "driver_cpu_s": driver,
+            "workers": args.workers, "engine": args.engine, "files": files, "units": units, "wall_s": wall, "driver_cpu_s": driver,
             "workers_cpu_s": workers, "imports": imports, "main_thread_cpu_s": main_thread,
             "hashing": hashing, "serial_equivalent_cpu_s": serial,
             "totals": {n: {"wall_s": w, "cpu_s": c, "calls": k} for n, (w, c, k) in totals.items()}}, indent=1))
