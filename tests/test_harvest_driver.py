@@ -313,3 +313,29 @@ def test_a_killed_triage_in_groups_resumes_to_the_same_files(tmp_path):
     assert subprocess.run([*run, str(clean)], capture_output=True).returncode == 0
     assert units_of(clean).keys() == after.keys()
     assert outputs(killed) == outputs(clean)
+
+
+def test_a_group_whose_worker_died_gives_way_to_its_documents(many, tmp_path, monkeypatch):
+    """A worker lost in the middle of a group (here: it exits on one document, as a crash in MuPDF would end it):
+    the group's documents run again one a unit, the others are harvested, and the files, that document's error
+    row included, are those of a run without groups."""
+    import os
+
+    real = hv._harvest_range
+
+    def crashing(path, *a, **k):  # in the forked workers
+        if str(path).endswith("c3.pdf"):
+            os._exit(3)
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(hv, "_harvest_range", crashing)
+    cfg = HarvestConfig(triage_only=True)
+    grouping(monkeypatch, False)
+    harvest([many], tmp_path / "alone", cfg, workers=2)
+    grouping(monkeypatch, True)
+    monkeypatch.setattr(hv, "GROUP_DOCS", 4)
+    res = harvest([many], tmp_path / "grouped", cfg, workers=2)
+    assert outputs(tmp_path / "grouped") == outputs(tmp_path / "alone")
+    assert [e["pdf"].rsplit("/", 1)[1] for e in res.errors if "WorkerDied" in e["error"]] == ["c3.pdf"]
+    stored = units_of(tmp_path / "grouped")
+    assert sum("group" in r for r in stored.values()) == 2  # the two groups that ran through; the third gave way

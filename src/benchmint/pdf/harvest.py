@@ -627,11 +627,10 @@ class _Run:
         if members is not None:
             got = _members(result, len(members))
             return [] if got is None else [nxt for m, r in zip(members, got) for nxt in self.rest_of(m, r)]
-        d, (first, _) = self.owner[unit.key]
+        d, (first, step) = self.owner[unit.key]  # a first range's last page is its size: CHUNK_PAGES or TRIAGE_PAGES
         if first != 1 or "page_count" not in result:
             return []
         n = result["page_count"]
-        step = self.owner[unit.key][1][1]  # the first range's size: CHUNK_PAGES, or TRIAGE_PAGES (``grouped``)
         return [self.range_unit(d, f, min(f + step - 1, n)) for f in range(1 + step, n + 1, step)]
 
     def page_ranges(self, docs: list[_Doc]) -> None:
