@@ -1,6 +1,6 @@
 """Where one `benchmint harvest` run's driver spends its CPU, phase by phase.
 
-    python scripts/harvest_phases.py PDFS OUT [--workers N] [--triage-only] [--json FILE]
+    python scripts/harvest_phases.py PDFS OUT [--workers N] [--triage-only] [--engine local|ray] [--json FILE]
 
 Runs the command in this process (the CLI's own ``main``) with timers around the steps of the driver: the
 imports, listing the files, starting the workers, hashing, the page ranges and the text pass (``run_units``,
