@@ -174,3 +174,168 @@ def test_rows_holding_a_line_separator_fall_back_whole():
     other = {"pdf": "/e/x.pdf", "sha256": None, "arxiv_id": "2101.00001"}
     assert hv._page_rows(framed) == [{k: v for k, v in row.items() if k != "pdf"}]
     assert hv._page_lines(framed, other) == bio.dumps({**other, **row, "pdf": other["pdf"]}) + "\n"
+
+
+def grouping(monkeypatch, on: bool) -> None:
+    """Groups of first ranges at this test's size (on), or none (off: each range a unit, as the code before);
+    their ends at GROUP_DOCS alone, never at a key (GROUP_CUT past a byte's values)."""
+    monkeypatch.setattr(hv, "GROUP_MIN_DOCS", 2 if on else 10**9)
+    monkeypatch.setattr(hv, "GROUP_CUT", 257)
+
+
+@pytest.fixture(scope="module")
+def many(dump, tmp_path_factory):
+    """The dump and six more copies of the sample (each bytes of its own): eleven documents."""
+    root = tmp_path_factory.mktemp("many")
+    shutil.copytree(dump, root / "dump")
+    for i in range(6):
+        (root / f"c{i}.pdf").write_bytes(SAMPLE.read_bytes() + f"%more {i}\n".encode())
+    return root
+
+
+def units_of(out):
+    with Ledger(out / "ledger.sqlite", "harvest") as ledger:
+        return {key: result for key, _, result in ledger.results()}
+
+
+def test_triage_only_runs_short_documents_in_groups_with_the_same_files(many, tmp_path, monkeypatch):
+    """--triage-only over many documents: their first ranges go several to a unit (one result, one record, one
+    read for the group), the files byte for byte those of a range a unit, at 1 and 2 workers; a rerun runs
+    nothing, and a ledger of ranges alone (the code before: ranges of CHUNK_PAGES) resumes without running any
+    of them again."""
+    cfg = HarvestConfig(triage_only=True)
+    alone = tmp_path / "alone"
+    grouping(monkeypatch, False)
+    harvest([many], alone, cfg, workers=1)
+    assert len(units_of(alone)) == 11 + 1  # eleven first ranges, the long document's second
+    grouping(monkeypatch, True)
+    monkeypatch.setattr(hv, "GROUP_DOCS", 4)
+    for workers in (1, 2):
+        out = tmp_path / f"grouped{workers}"
+        harvest([many], out, cfg, workers=workers)
+        assert outputs(out) == outputs(alone)
+        stored = units_of(out)
+        # 11 documents in groups of 4, 4 and 3; the long document's 40 pages in one range of TRIAGE_PAGES
+        assert sorted(len(r["group"]) if "group" in r else 1 for r in stored.values()) == [3, 4, 4]
+        again = harvest([many], out, cfg, workers=workers)
+        assert again.skipped == 11 and units_of(out) == stored
+    monkeypatch.setattr(hv, "TRIAGE_PAGES", 16)  # the long document's other ranges follow its first: 17-32, 33-40
+    short = tmp_path / "short"
+    harvest([many], short, cfg, workers=2)
+    assert outputs(short) == outputs(alone)
+    assert sorted(len(r["group"]) if "group" in r else r["rows"] for r in units_of(short).values()) == [
+        3, 4, 4, 8, 16]
+    res = harvest([many], alone, cfg, workers=2)  # the ledger of ranges alone: every range is read as it is
+    assert res.skipped == 11 and len(units_of(alone)) == 12
+    assert outputs(alone) == outputs(tmp_path / "grouped1")
+
+
+def test_a_group_resumed_after_its_result_was_lost_runs_again_alone(many, tmp_path, monkeypatch):
+    """A run killed before a group's result was kept: the next run forms the same groups and runs that one again;
+    the files are the same."""
+    import sqlite3
+
+    cfg = HarvestConfig(triage_only=True)
+    grouping(monkeypatch, True)
+    monkeypatch.setattr(hv, "GROUP_DOCS", 4)
+    out = tmp_path / "out"
+    harvest([many], out, cfg, workers=2)
+    before, stored = outputs(out), units_of(out)
+    lost = sorted(k for k, r in stored.items() if "group" in r)[0]
+    with sqlite3.connect(out / "ledger.sqlite") as db:
+        db.execute("DELETE FROM units WHERE key = ?", (lost,))
+    res = harvest([many], out, cfg, workers=2)
+    assert res.skipped == 11 - len(stored[lost]["group"])
+    assert units_of(out).keys() == stored.keys() and outputs(out) == before
+
+
+def test_a_group_stopped_by_a_stuck_page_gives_way_to_its_documents(tmp_path, monkeypatch):
+    """A page past the page time limit stops its group's unit: the group's documents run again one a unit, the
+    stuck page is skipped as without groups, and the files are those of a run without groups."""
+    from pdf_factory import append_slow_page
+
+    (tmp_path / "in").mkdir()
+    for i in range(3):
+        (tmp_path / "in" / f"a{i}.pdf").write_bytes(SAMPLE.read_bytes() + f"%copy {i}\n".encode())
+    doc = pymupdf.open()
+    append_slow_page(doc, depth=6)  # its text: some 10 s
+    doc.save(tmp_path / "in" / "b_slow.pdf")
+    cfg = HarvestConfig(triage_only=True, page_seconds=0.5)
+    grouping(monkeypatch, False)
+    harvest([tmp_path / "in"], tmp_path / "alone", cfg, workers=2)
+    grouping(monkeypatch, True)
+    res = harvest([tmp_path / "in"], tmp_path / "grouped", cfg, workers=2)
+    assert outputs(tmp_path / "grouped") == outputs(tmp_path / "alone")
+    assert [e["error"] for e in res.errors] == ["skipped: page 1 text ran past the page time limit (0.5 s)"]
+    stored = units_of(tmp_path / "grouped")
+    # stopped: the group's unit, then the slow document's range alone, which runs a third time without its page
+    assert [r["time_limit"]["stage"] for r in stored.values() if "time_limit" in r] == ["page 1 text"] * 2
+    assert len(stored) == 1 + 4 + 1 and not any("group" in r for r in stored.values())
+
+
+def test_a_killed_triage_in_groups_resumes_to_the_same_files(tmp_path):
+    """--triage-only over GROUP_MIN_DOCS documents and more (the settings users get: groups of documents), killed
+    with SIGKILL once some units are recorded: the rerun forms the same groups, runs none it recorded again, and
+    writes the files of an uninterrupted run."""
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    for i in range(hv.GROUP_MIN_DOCS + 44):  # distinct files (content keys) of the sample article
+        (dump / f"paper{i:03d}.pdf").write_bytes(SAMPLE.read_bytes() + f"%{i}\n".encode())
+    run = [sys.executable, "-m", "benchmint.cli", "harvest", str(dump), "--triage-only", "--workers", "2", "--out"]
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen([*run, str(killed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ledger_file = killed / "ledger.sqlite"
+    deadline = time.time() + 60
+    while time.time() < deadline:  # kill it once some groups are recorded, long before the end
+        try:
+            with sqlite3.connect(f"file:{ledger_file}?mode=ro", uri=True) as db:
+                if db.execute("SELECT COUNT(*) FROM units").fetchone()[0] >= 3:
+                    break
+        except sqlite3.Error:  # not created yet
+            pass
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = units_of(killed)
+    assert len(before) >= 3
+    assert subprocess.run([*run, str(killed)], capture_output=True).returncode == 0
+    after = units_of(killed)
+    assert {k: after[k] for k in before} == before and len(before) < len(after)
+    assert sum("group" in r for r in after.values()) > len(after) // 2  # groups, and a document alone here and there
+    clean = tmp_path / "clean"
+    assert subprocess.run([*run, str(clean)], capture_output=True).returncode == 0
+    assert units_of(clean).keys() == after.keys()
+    assert outputs(killed) == outputs(clean)
+
+
+def test_a_group_whose_worker_died_gives_way_to_its_documents(many, tmp_path, monkeypatch):
+    """A worker lost in the middle of a group (here: it exits on one document, as a crash in MuPDF would end it):
+    the group's documents run again one a unit, the others are harvested, and the files, that document's error
+    row included, are those of a run without groups."""
+    import os
+
+    real = hv._harvest_range
+
+    def crashing(path, *a, **k):  # in the forked workers
+        if str(path).endswith("c3.pdf"):
+            os._exit(3)
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(hv, "_harvest_range", crashing)
+    cfg = HarvestConfig(triage_only=True)
+    grouping(monkeypatch, False)
+    harvest([many], tmp_path / "alone", cfg, workers=2)
+    grouping(monkeypatch, True)
+    monkeypatch.setattr(hv, "GROUP_DOCS", 4)
+    res = harvest([many], tmp_path / "grouped", cfg, workers=2)
+    assert outputs(tmp_path / "grouped") == outputs(tmp_path / "alone")
+    assert [e["pdf"].rsplit("/", 1)[1] for e in res.errors if "WorkerDied" in e["error"]] == ["c3.pdf"]
+    stored = units_of(tmp_path / "grouped")
+    assert sum("group" in r for r in stored.values()) == 2  # the two groups that ran through; the third gave way

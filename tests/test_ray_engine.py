@@ -257,6 +257,22 @@ def test_harvest_on_ray_writes_the_local_engines_files_and_resumes(cluster, pdfs
     same_tree(part, tmp_path / "local", HARVEST_FILES)
 
 
+def test_triage_only_in_groups_on_ray_writes_the_local_engines_files(cluster, pdfs, tmp_path, monkeypatch):
+    """--triage-only with documents' first ranges in groups (decided by the driver: its test sizes here): the
+    Ray tasks run the groups and the files equal the local engine's without groups."""
+    from benchmint.pdf import harvest as hv
+
+    cfg = hv.HarvestConfig(triage_only=True)
+    monkeypatch.setattr(hv, "GROUP_MIN_DOCS", 10**9)
+    hv.harvest([pdfs], tmp_path / "local", cfg, workers=2)
+    monkeypatch.setattr(hv, "GROUP_MIN_DOCS", 2)
+    monkeypatch.setattr(hv, "GROUP_CUT", 257)  # the groups end at GROUP_DOCS alone
+    hv.harvest([pdfs], tmp_path / "ray", cfg, engine="ray")
+    same_tree(tmp_path / "local", tmp_path / "ray", HARVEST_FILES)
+    with Ledger(tmp_path / "ray" / "ledger.sqlite", "harvest") as ledger:
+        assert any("group" in result for _, _, result in ledger.results())
+
+
 def test_a_page_past_the_page_time_limit_stops_its_ray_task_and_is_skipped_as_on_the_local_engine(cluster, tmp_path):
     """MuPDF stuck rendering one page: its stage report reached the driver, which stopped the task at the page
     limit; the range ran again without the page, as the local engine runs it. Only the page's rendering is slow

@@ -63,6 +63,22 @@ MAX_SKIPPED_PAGES = 8
 # Pages per unit of work: small enough to share a long document among the workers, large enough that
 # opening the document and reading its shared resources again stays a small part of a unit.
 CHUNK_PAGES = 32
+# --triage-only over many documents (GROUP_MIN_DOCS or more): ranges of TRIAGE_PAGES pages, and the first ranges
+# of short documents several to a unit. Triaging a document takes a worker some 25 ms (a page about 1.3 ms), and
+# the driver's own work a unit (taking its result, recording it, reading it back: about 0.35 ms) is then paid
+# once for a group. A group holds consecutive documents in input order and ends after a document whose key's
+# first byte is GROUP_CUT - 1 modulo GROUP_CUT (one in GROUP_CUT), or at GROUP_DOCS documents or GROUP_BYTES
+# bytes; a document over GROUP_ALONE_BYTES is a unit of its own. The ends depend on the documents alone, so a
+# group's key is the same from one run to the next, and a file added to the inputs changes the groups up to the
+# next end set by a key, not all those after it. Below GROUP_MIN_DOCS documents every range is a unit of its
+# own and CHUNK_PAGES long, so that a small run still spreads over its workers. A group that fails as a whole (a
+# time limit, a worker lost) gives way to its documents, each run alone.
+GROUP_MIN_DOCS = 256
+TRIAGE_PAGES = 128  # a 300-page document is still three units
+GROUP_DOCS = 12
+GROUP_CUT = 8
+GROUP_BYTES = 16 << 20
+GROUP_ALONE_BYTES = 4 << 20
 _PAGE_STAGE = re.compile(r"page (\d+) ")
 
 
@@ -326,6 +342,23 @@ def _range_rows(path, paper: str, out_dir: str, cfg: HarvestConfig, first: int, 
     return _framed_rows(_harvest_range(path, paper, out_dir, cfg, first, last, skip), fields)
 
 
+def _page_unit(*args) -> dict:
+    """A unit of the page-range pass as its worker runs it: one range (``_range_rows``' arguments), or the first
+    ranges of a group of documents (one argument: theirs, ``_group_rows``)."""
+    return _group_rows(*args) if len(args) == 1 else _range_rows(*args)
+
+
+def _group_rows(ranges: tuple[tuple, ...]) -> dict:
+    """Several documents' first ranges as one unit (``_Run.grouped``): each one's ``_range_rows``, in order."""
+    return {"group": [_range_rows(*args) for args in ranges]}
+
+
+def _members(result: dict, n: int) -> list[dict] | None:
+    """The ``n`` results of a group's documents, or None for a group that failed as a whole."""
+    got = result.get("group")
+    return got if isinstance(got, list) and len(got) == n else None
+
+
 def _framed_rows(result: dict, fields: tuple[str, ...]) -> dict:
     """``result`` with its page rows (``pages``) as one text of pages.jsonl's lines (``page_rows``) in which the
     fields the driver fills in are marks (``io.FIELD_MARKS``; their names sorted in ``fields``), with what the
@@ -562,6 +595,8 @@ class _Run:
         self.ledger, self.out, self.cfg, self.workers, self.progress = ledger, out, cfg, workers, progress
         self.engine = engine
         self.owner: dict[str, tuple[_Doc, tuple[int, int]]] = {}  # unit key -> its document and range
+        self.groups: dict[str, list[Unit]] = {}  # a group's key -> its documents' first ranges (``grouped``)
+        self.shared, self.out_text = cfg.key_settings(), str(out)  # what every range's unit spells the same
         self.started = started  # workers started for the first pass
 
     def run(self, units: list[Unit], owners: list[_Doc], work, desc: str, preload: tuple[str, ...],
@@ -569,7 +604,10 @@ class _Run:
         """The results of ``units`` in their order; with ``on_recorded`` (which sees each result as it is
         recorded), none: the caller keeps what it needs."""
         for u, d in zip(units, owners):
-            d.done_before &= self.ledger.done(u.key)
+            done = self.ledger.done(u.key)
+            for member in self.groups.get(u.key, ()):  # a group's documents: all done, or none
+                self.owner[member.key][0].done_before &= done
+            d.done_before &= done
         executor, self.started = self.started or _executor(self.workers, self.cfg, preload, self.engine), None
         # Encoded, and filed beside the ledger, by the workers: the driver records where each result is.
         return run_units(self.ledger, units, in_workers(work, executor, self.ledger), executor, desc, self.progress,
@@ -577,31 +615,37 @@ class _Run:
 
     def range_unit(self, d: _Doc, first: int, last: int) -> Unit:
         skip = {n: why for n, why in d.skips.items() if first <= n <= last}
-        settings = {**self.cfg.key_settings(), "pages": [first, last], **({"skip": sorted(skip)} if skip else {})}
-        unit = Unit(d.key(settings), (d.source, d.paper, str(self.out), self.cfg, first, last, skip or None,
+        settings = {**self.shared, "pages": [first, last], **({"skip": sorted(skip)} if skip else {})}
+        unit = Unit(d.key(settings), (d.source, d.paper, self.out_text, self.cfg, first, last, skip or None,
                                       d.fields()), f"{d.path} pages {first}-{last}", d.size)
         self.owner[unit.key] = (d, (first, last))
         return unit
 
     def rest_of(self, unit: Unit, result: dict) -> list[Unit]:
         """Once a document's first range tells its length, its other ranges join the run."""
-        d, (first, _) = self.owner[unit.key]
+        members = self.groups.get(unit.key)
+        if members is not None:
+            got = _members(result, len(members))
+            return [] if got is None else [nxt for m, r in zip(members, got) for nxt in self.rest_of(m, r)]
+        d, (first, step) = self.owner[unit.key]  # a first range's last page is its size: CHUNK_PAGES or TRIAGE_PAGES
         if first != 1 or "page_count" not in result:
             return []
         n = result["page_count"]
-        return [self.range_unit(d, f, min(f + CHUNK_PAGES - 1, n)) for f in range(1 + CHUNK_PAGES, n + 1, CHUNK_PAGES)]
+        return [self.range_unit(d, f, min(f + step - 1, n)) for f in range(1 + step, n + 1, step)]
 
     def page_ranges(self, docs: list[_Doc]) -> None:
         """Each document's first range, then its others as the first tells its length; a range stopped on a
         page runs again without that page. Leaves each document's range results (and its own error)."""
-        pending = [self.range_unit(d, 1, CHUNK_PAGES) for d in docs]
+        pending = self.grouped(docs)
         # Each result as it is recorded (the runner reads it for ``rest_of`` anyway): the ledger is read again
         # only for the units an earlier run recorded.
         results: dict[str, dict] = {}
-        for _attempt in range(MAX_SKIPPED_PAGES + 1):
-            self.run(pending, [self.owner[u.key][0] for u in pending], _range_rows, "harvest: pages",
-                     _range_modules(self.cfg), self.rest_of, lambda u, r: results.__setitem__(u.key, r))
-            pending = []
+        # A group failing as a whole costs its documents one round (they run alone in the next).
+        for _attempt in range(MAX_SKIPPED_PAGES + 1 + bool(self.groups)):
+            owners = [self.owner[self.groups[u.key][0].key if u.key in self.groups else u.key][0] for u in pending]
+            self.run(pending, owners, _page_unit, "harvest: pages", _range_modules(self.cfg), self.rest_of,
+                     lambda u, r: results.__setitem__(u.key, r))
+            pending = self.ungroup(results)
             for key, (d, rng) in list(self.owner.items()):
                 if key not in results:
                     stored = self.ledger.get(key)
@@ -624,9 +668,69 @@ class _Run:
             if d.sha256 is None:  # a member's, from the worker that read it
                 d.sha256 = got.get("sha256")
         for d in docs:
-            first = d.ranges.get((1, CHUNK_PAGES))
+            first = next((r for (start, _), r in d.ranges.items() if start == 1), None)
             if first is not None and "error" in first:  # the document itself cannot be harvested
                 d.error = _error_row(d, first)
+
+    def grouped(self, docs: list[_Doc]) -> list[Unit]:
+        """The units of ``docs``' first ranges, in input order: each a range of CHUNK_PAGES, or, for --triage-only
+        runs of GROUP_MIN_DOCS documents or more, of TRIAGE_PAGES, those of short documents in groups of
+        consecutive ones (``GROUP_*``). A first range the ledger holds already (run alone by an earlier run, or
+        by the code before groups, at either size) stays alone and is read as it is; it does not end a group, so
+        the groups do not depend on what the ledger holds."""
+        if not self.cfg.triage_only or len(docs) < GROUP_MIN_DOCS:
+            return [self.range_unit(d, 1, CHUNK_PAGES) for d in docs]
+        fresh = len(self.ledger) == 0  # no earlier run's range to look for
+        out: list[Unit] = []
+        group: list[Unit] = []
+
+        def close() -> None:
+            if len(group) > 1:
+                key = content_key("\n".join(u.key for u in group).encode(), {"group": "first ranges"})
+                out.append(Unit(key, (tuple(u.args for u in group),), f"{group[0].label} and {len(group) - 1} more",
+                                sum(u.cost for u in group)))
+                self.groups[key] = list(group)
+            else:
+                out.extend(group)
+            group.clear()
+
+        for d in docs:
+            if not fresh:
+                u = self.range_unit(d, 1, CHUNK_PAGES)
+                if self.ledger.done(u.key):
+                    out.append(u)
+                    continue
+                del self.owner[u.key]
+            u = self.range_unit(d, 1, TRIAGE_PAGES)
+            if not fresh and self.ledger.done(u.key):
+                out.append(u)
+            elif u.cost > GROUP_ALONE_BYTES:
+                close()
+                out.append(u)
+            else:
+                group.append(u)
+                if (len(group) == GROUP_DOCS or sum(g.cost for g in group) >= GROUP_BYTES
+                        or d.digest[0] % GROUP_CUT == GROUP_CUT - 1):
+                    close()
+        close()
+        return out
+
+    def ungroup(self, results: dict[str, dict]) -> list[Unit]:
+        """Each group's result split into its documents' (into ``results``, under their ranges' keys); the first
+        ranges of a group that failed as a whole, to run alone."""
+        alone: list[Unit] = []
+        for key, members in self.groups.items():
+            result = results.pop(key, None)
+            if result is None:  # recorded by an earlier run
+                stored = self.ledger.get(key)
+                result = {} if stored is None else stored[1]
+            got = _members(result, len(members))
+            if got is None:
+                alone.extend(members)
+            else:
+                results.update((m.key, r) for m, r in zip(members, got))
+        self.groups.clear()
+        return alone
 
     def unread_text(self, docs: list[_Doc]) -> None:
         """For documents with figures, the text of the pages the page ranges did not keep (into ``texts``)."""
@@ -714,7 +818,8 @@ def _page_lines(r: dict, ident: dict) -> str:
     if r.get("fields") == sorted(ident):
         parts = FIELD_MARKS.split(r["page_rows"])
         values = {name: dumps(value) for name, value in ident.items()}
-        return "".join(values[p] if i % 2 else p for i, p in enumerate(parts))
+        parts[1::2] = [values[p] for p in parts[1::2]]  # the marks' names, between the pieces of the lines
+        return "".join(parts)
     return "".join(dumps({**ident, **row, "pdf": ident["pdf"]}) + "\n" for row in _page_rows(r))
 
 
