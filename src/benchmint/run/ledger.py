@@ -418,6 +418,11 @@ class Ledger:
         ok, stored, file, start, length, crc = row
         return self._decode(key, ok, stored, file, start, length, crc, read)
 
+    def read_filed(self, key: str, where: Filed, read: Callable[[bytes], dict | None] | None = None) -> dict:
+        """The result of ``key`` as ``get`` gives it, read from where its worker filed it (``where``, as recorded
+        for it by this process): no query, for a caller that has the ``Filed`` in hand."""
+        return self._decode(key, 1, b"", where.file, where.start, where.length, where.crc, read)[1]
+
     def results(self) -> Iterator[tuple[str, bool, dict]]:
         """Every recorded unit, ordered by key (callers re-order by their inputs)."""
         # A filed result that fails its check is marked on the way (an update of a row already read: allowed).

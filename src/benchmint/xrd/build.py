@@ -237,9 +237,12 @@ def _as_row(result: dict, where: tuple[str, ...]) -> dict:
             "cif_symmetry": item["cif_symmetry"]}
 
 
-# A result with rows, as the ledger stores it: {"head": the result with each row's place instead of its text,
-# "items": [the rows, marks and all]}. The driver decodes the head alone and slices the rows out of the text
-# (``_read_rows``): its work a CIF does not grow with the items, which a result decoded whole made it do.
+# A result with rows, as the ledger stores it: {"head_b": the result with each row's place instead of its text,
+# "items": [the rows, marks and all]}. A row's place is its pieces' spans in BYTES after the head, and the head is
+# ASCII (JSON's escapes for the rest): the driver decodes the head alone and hands the rows' bytes on as slices
+# of what it read (``_read_rows``), never decoding or encoding them: its work a CIF does not grow with the items.
+# The form before ({"head": ...}, spans in characters after a head in UTF-8) is still read, for older ledgers.
+_HEAD_BYTES = '{"head_b":'
 _HEAD = '{"head":'
 _ITEMS = ',"items":['
 _HEAD_READER = json.JSONDecoder()
@@ -247,7 +250,7 @@ _HEAD_READER = json.JSONDecoder()
 
 def _framed(result: dict) -> dict | Encoded:
     """``result`` with its rows (``_as_row``) encoded as ``_read_rows`` reads it: a row's place is its pieces'
-    spans in the text after the head, its fields' names between them. Without a row, the result as it is."""
+    byte spans in the text after the head, its fields' names between them. Without a row, the result as it is."""
     blocks = result.get("blocks", [result])
     if not any("row" in b for b in blocks):
         return result
@@ -259,34 +262,48 @@ def _framed(result: dict) -> dict | Encoded:
             heads.append(b)
             continue
         place: list = []
-        for i, piece in enumerate(b["row"]):
-            if i % 2:
-                place.append(piece)
-                at += len(_mark(piece))  # the mark the split took out
-            else:
-                place.append([at, at + len(piece)])
-                at += len(piece)
-        rows.append("".join(p if i % 2 == 0 else _mark(p) for i, p in enumerate(b["row"])))
+        text = [p if i % 2 == 0 else _mark(p) for i, p in enumerate(b["row"])]
+        for i, piece in enumerate(text):
+            size = len(piece) if piece.isascii() else len(piece.encode("utf-8"))
+            place.append([at, at + size] if i % 2 == 0 else b["row"][i])
+            at += size
+        rows.append("".join(text))
         at += 1  # the comma before the next row
         heads.append({**b, "row": place})
     head = {"blocks": heads} if "blocks" in result else heads[0]
-    return encode_text(_HEAD + dumps(head) + _ITEMS + ",".join(rows) + "]}")
+    head_text = json.dumps(head, sort_keys=True, separators=(",", ":"), allow_nan=False)  # ASCII
+    return encode_text(_HEAD_BYTES + head_text + _ITEMS + ",".join(rows) + "]}")
 
 
 def _read_rows(stored: bytes) -> dict | None:
-    """A result ``_framed`` encoded, as ``_Finish`` reads it (each row as its pieces and fields' names), its
-    head alone decoded; None for a result of another form (an error, one recorded before rows were framed)."""
-    if not stored.startswith(b'{"head":'):
+    """A result ``_framed`` encoded, as ``_Finish`` reads it (each row as its pieces, bytes-like, and fields'
+    names), its head alone decoded; None for a result of another form (an error, one recorded before rows were
+    framed)."""
+    if stored.startswith(b'{"head_b":'):
+        form, start = "bytes", len(_HEAD_BYTES)
+    elif stored.startswith(b'{"head":'):
+        form, start = "text", len(_HEAD)
+    else:
         return None
-    text = stored.decode("utf-8")
     try:
-        head, end = _HEAD_READER.raw_decode(text, len(_HEAD))
+        if form == "bytes":
+            # Latin-1 maps byte i to character i: an ASCII head decodes to itself at the same offsets, and the
+            # rows after it are passed over, not checked as UTF-8.
+            head, end = _HEAD_READER.raw_decode(stored.decode("latin-1"), start)
+            if not stored[:end].isascii():
+                raise ValueError("its head is not ASCII")
+            data: Any = memoryview(stored)
+        else:
+            data = stored.decode("utf-8")
+            head, end = _HEAD_READER.raw_decode(data, start)
         for b in head.get("blocks", [head]):
             if "row" in b:
                 place = b["row"]
-                if end + place[-1][1] > len(text):  # spans past the text: a head not of these rows
-                    raise IndexError(f"a row's place ends at {end + place[-1][1]}, past the text's {len(text)}")
-                b["row"] = [text[end + p[0]:end + p[1]] if i % 2 == 0 else p for i, p in enumerate(place)]
+                if end + place[-1][1] > len(data):  # spans past the text: a head not of these rows
+                    raise IndexError(f"a row's place ends at {end + place[-1][1]}, past the text's {len(data)}")
+                b["row"] = [data[end + p[0]:end + p[1]] if i % 2 == 0 else p for i, p in enumerate(place)]
+                if form == "text":
+                    b["row"][::2] = [p.encode("utf-8") for p in b["row"][::2]]
     except (ValueError, TypeError, IndexError, KeyError, AttributeError) as exc:
         return {"error": f"stored result unreadable: {type(exc).__name__}: {exc}"}
     return head
@@ -695,7 +712,9 @@ class _Finish:
     def __init__(self, out: Path) -> None:
         self.out = out
         self.files = contextlib.ExitStack()
-        self.items_fh: IO[str] | None = None
+        self.items_fh: IO[bytes] | None = None
+        self.items_out: list = []  # items.jsonl's bytes not written yet: the rows' pieces and the driver's fields
+        self.items_held = 0  # their size
         self.errors_fh: IO[str] | None = None
         self.errors: list[dict] = []
         self.seen_key: dict[str, str] = {}
@@ -706,7 +725,7 @@ class _Finish:
 
     def _open(self) -> None:
         # Opened with the first row, once the run made the folder and its inputs were found.
-        self.items_fh = self.files.enter_context(atomic_write(self.out / "items.jsonl"))
+        self.items_fh = self.files.enter_context(atomic_write(self.out / "items.jsonl", "wb"))
         self.errors_fh = self.files.enter_context(atomic_write(self.out / "errors.jsonl"))
         self.relative = _Relative(self.out)
 
@@ -756,25 +775,44 @@ class _Finish:
         assert self.items_fh is not None and self.relative is not None
         cif = self.relative(f.member.archive if f.member else f.path) + (f"/{f.member.name}" if f.member else "")
         row = b.get("row")
-        if row is not None:  # encoded by the worker (``_as_row``): the driver's fields joined in, nothing decoded
+        out = self.items_out
+        if row is not None:  # encoded by the worker (``_as_row``, ``_read_rows``): the driver's fields joined in
             given = {"cif": cif, "id": item_id, **f.where()}
             if len(row) != 2 * len(given) + 1 or not all(n in given for n in row[1::2]):  # this item's error
                 return f"stored result unreadable: its row has the fields {row[1::2]}, the file {sorted(given)}"
-            self.items_fh.write(row[0] + "".join(dumps_text(given[n]) + t for n, t in zip(row[1::2], row[2::2]))
-                                + "\n")
+            # The row's pieces are slices of the bytes read from the ledger: held as they are, copied once.
+            out.append(row[0])
+            for name, piece in zip(row[1::2], row[2::2]):
+                out.append(dumps_text(given[name]).encode("utf-8"))
+                out.append(piece)
+            out.append(b"\n")
+            self.items_held += sum(len(p) for p in row[::2]) + 1
             self.selection_input.add({**b["select"], "id": item_id})
-            return None
-        # A result recorded before the workers encoded the rows (a ledger of an earlier version): the item itself.
-        item = {**b, "id": item_id, "cif": cif, **f.where(),
-                "hkl_convention": "4-index" if b["answer"] and len(b["answer"][0]) == 4 else "3-index"}
-        self.items_fh.write(dumps(item) + "\n")
-        self.selection_input.add(item)
+        else:
+            # A result recorded before the workers encoded the rows (a ledger of an earlier version): the item.
+            item = {**b, "id": item_id, "cif": cif, **f.where(),
+                    "hkl_convention": "4-index" if b["answer"] and len(b["answer"][0]) == 4 else "3-index"}
+            out.append((dumps(item) + "\n").encode("utf-8"))
+            self.items_held += len(out[-1])
+            self.selection_input.add(item)
+        if self.items_held >= self.ITEMS_WRITE:
+            self._write_items()
         return None
+
+    # items.jsonl is written this many bytes at a time (a few dozen items): one write call, not one a piece.
+    ITEMS_WRITE = 1 << 20
+
+    def _write_items(self) -> None:
+        assert self.items_fh is not None
+        self.items_fh.write(b"".join(self.items_out))
+        self.items_out.clear()
+        self.items_held = 0
 
     def close(self, skipped: int, cfg: BuildConfig, selector: Selector, workers: int) -> BuildResult:
         """The selection, and the three files in place."""
         if self.items_fh is None:  # no row at all (the run always has one; kept for a clear state)
             self._open()
+        self._write_items()
         items = self.selection_input
         selection, silhouettes = selector.select(items, cfg.per_db, cfg.seed, workers) if len(items) else ([], {})
         self.files.close()  # items.jsonl and errors.jsonl renamed into place
