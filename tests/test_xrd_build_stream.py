@@ -180,7 +180,7 @@ def stored_forms(out):
     forms = {"item": 0, "row": 0}
     with Ledger(out / "ledger.sqlite", "xrd-build") as ledger:
         for _, _, r in ledger.results():
-            if "head_b" in r or "head" in r:  # rows framed for the driver: the head, the rows apart
+            if "head" in r:  # rows framed for the driver: the head, the rows apart
                 forms["row"] += len(r["items"])
                 continue
             for b in r.get("blocks", [r]):
@@ -293,8 +293,13 @@ def test_a_framed_result_reads_back_as_its_rows_and_one_whose_head_does_not_fit_
     cut = text[:text.index(',"items":[') + 40] + "]}"
     assert "stored result unreadable" in _read_rows(cut.encode())["error"]
     assert "stored result unreadable" in _read_rows(b'{"head":{"row":[[0,5]]')["error"]
-    assert "stored result unreadable" in _read_rows(b'{"head_b":{"row":[[0,5]]')["error"]
-    assert "not ASCII" in _read_rows('{"head_b":{"row":[[0,1]],"x":"é"},"items":["a"]}'.encode())["error"]
+    assert "stored result unreadable" in _read_rows(b'{"head_bytes":14,"head":{"row":[[0,5]]')["error"]
+    head = '{"row":[[10,13]],"x":"é"}'  # 25 characters, 26 bytes
+    for length in (25, 27, "x", ""):  # a head's length that is not where its head ends
+        bad = f'{{"head_bytes":{length},"head":{head},"items":["a"]}}'.encode()
+        assert "stored result unreadable" in _read_rows(bad)["error"], length
+    good = _read_rows(f'{{"head_bytes":26,"head":{head},"items":["a"]}}'.encode())
+    assert bytes(good["row"][0]) == b'"a"' and good["x"] == "é"
 
 
 def framed_in_characters(result):
@@ -344,10 +349,10 @@ def test_rows_in_byte_spans_give_the_files_of_rows_in_character_spans_past_non_a
         build([f"cif/{n}" for n in ("s1-é.cif", "zwei_blöcke.cif")], "mixed", cfg, workers=2)
     assert (chars.items, len(chars.errors)) == (8, 0)
     with Ledger(tmp_path / "chars" / "ledger.sqlite", "xrd-build") as ledger:
-        assert all("head" in r for _, _, r in ledger.results())
+        assert all("head" in r and "head_bytes" not in r for _, _, r in ledger.results())
     got = build(["cif"], "bytes", cfg, workers=2)
     with Ledger(tmp_path / "bytes" / "ledger.sqlite", "xrd-build") as ledger:
-        assert all("head_b" in r for _, _, r in ledger.results())
+        assert all("head_bytes" in r for _, _, r in ledger.results())
     assert outputs(tmp_path / "bytes") == outputs(tmp_path / "chars")
     assert build(["cif"], "mixed", cfg).skipped == 2 and got.skipped == 0
     assert outputs(tmp_path / "mixed") == outputs(tmp_path / "chars")
@@ -368,7 +373,7 @@ def test_a_rows_pieces_are_slices_of_the_bytes_read_back_not_copies():
     got = _read_rows(stored)["blocks"][0]["row"]
     assert [bytes(p) for p in got[::2]] == [p.encode("utf-8") for p in row["row"][::2]]
     assert all(isinstance(p, memoryview) and p.obj is stored for p in got[::2])
-    assert stored[:stored.index(b',"items":[')].isascii()  # the head: block names and all, escaped
+    assert stored.startswith(b'{"head_bytes":')
 
 
 def test_a_row_made_for_other_fields_is_that_items_error_and_the_run_goes_on(tmp_path):

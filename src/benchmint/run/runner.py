@@ -132,7 +132,9 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict | 
     ``read``: how the streamed results are read from the ledger (``Ledger.get``'s ``read``).
     """
     ledger.recover()  # results a killed run's workers filed and its driver had not committed yet
-    todo = dispatch_order(list({u.key: u for u in units if not _kept(ledger, u.key, redo)}.values()))
+    have = ledger.final_keys()  # one query: only these are read and checked one by one (``_kept``)
+    todo = dispatch_order(list({u.key: u for u in units if u.key not in have or not _kept(ledger, u.key, redo)}
+                               .values()))
     stream = _InOrder(ledger, units, todo, in_order, read) if in_order is not None else None
     keyed = isinstance(work, FiledWork)  # the worker is given each unit's key first, to file the result under
 

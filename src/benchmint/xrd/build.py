@@ -237,13 +237,14 @@ def _as_row(result: dict, where: tuple[str, ...]) -> dict:
             "cif_symmetry": item["cif_symmetry"]}
 
 
-# A result with rows, as the ledger stores it: {"head_b": the result with each row's place instead of its text,
-# "items": [the rows, marks and all]}. A row's place is its pieces' spans in BYTES after the head, and the head is
-# ASCII (JSON's escapes for the rest): the driver decodes the head alone and hands the rows' bytes on as slices
-# of what it read (``_read_rows``), never decoding or encoding them: its work a CIF does not grow with the items.
-# The form before ({"head": ...}, spans in characters after a head in UTF-8) is still read, for older ledgers.
-_HEAD_BYTES = '{"head_b":'
+# A result with rows, as the ledger stores it: {"head_bytes": the head's length in bytes, "head": the result with
+# each row's place instead of its text, "items": [the rows, marks and all]}. A row's place is its pieces' spans in
+# bytes after the head: the driver decodes the head alone, found by its length, and hands the rows' bytes on as
+# slices of what it read (``_read_rows``), never decoding or encoding them: its work a CIF does not grow with the
+# items. The form before ({"head": ...}, spans in characters: the whole text decoded) is still read.
+_HEAD_BYTES = '{"head_bytes":'
 _HEAD = '{"head":'
+_HEAD_AFTER_LENGTH = ',"head":'
 _ITEMS = ',"items":['
 _HEAD_READER = json.JSONDecoder()
 
@@ -270,32 +271,32 @@ def _framed(result: dict) -> dict | Encoded:
         rows.append("".join(text))
         at += 1  # the comma before the next row
         heads.append({**b, "row": place})
-    head = {"blocks": heads} if "blocks" in result else heads[0]
-    head_text = json.dumps(head, sort_keys=True, separators=(",", ":"), allow_nan=False)  # ASCII
-    return encode_text(_HEAD_BYTES + head_text + _ITEMS + ",".join(rows) + "]}")
+    head = dumps({"blocks": heads} if "blocks" in result else heads[0])
+    return encode_text(f"{_HEAD_BYTES}{len(head.encode('utf-8'))}{_HEAD_AFTER_LENGTH}{head}{_ITEMS}{','.join(rows)}]}}")
 
 
 def _read_rows(stored: bytes) -> dict | None:
     """A result ``_framed`` encoded, as ``_Finish`` reads it (each row as its pieces, bytes-like, and fields'
     names), its head alone decoded; None for a result of another form (an error, one recorded before rows were
     framed)."""
-    if stored.startswith(b'{"head_b":'):
-        form, start = "bytes", len(_HEAD_BYTES)
+    if stored.startswith(b'{"head_bytes":'):
+        form = "bytes"
     elif stored.startswith(b'{"head":'):
-        form, start = "text", len(_HEAD)
+        form = "text"
     else:
         return None
     try:
         if form == "bytes":
-            # Latin-1 maps byte i to character i: an ASCII head decodes to itself at the same offsets, and the
-            # rows after it are passed over, not checked as UTF-8.
-            head, end = _HEAD_READER.raw_decode(stored.decode("latin-1"), start)
-            if not stored[:end].isascii():
-                raise ValueError("its head is not ASCII")
+            comma = stored.index(b",", len(_HEAD_BYTES))
+            start = comma + len(_HEAD_AFTER_LENGTH)
+            end = start + int(stored[len(_HEAD_BYTES):comma])
+            if stored[comma:start] != b',"head":' or stored[end:end + len(_ITEMS)] != b',"items":[':
+                raise ValueError(f"no head of {end - start} bytes after byte {start}")
+            head = _HEAD_READER.decode(stored[start:end].decode("utf-8"))
             data: Any = memoryview(stored)
         else:
             data = stored.decode("utf-8")
-            head, end = _HEAD_READER.raw_decode(data, start)
+            head, end = _HEAD_READER.raw_decode(data, len(_HEAD))
         for b in head.get("blocks", [head]):
             if "row" in b:
                 place = b["row"]
@@ -738,34 +739,40 @@ class _Finish:
         if self.items_fh is None:
             self._open()
         self.cifs += 1
-        p = f.path
-        where = {"cif": str(p), **f.where()}
+        cif = str(f.path)
         if key is not None and key in self.seen_key:
-            self._error({**where, "error": f"the same content as {self.seen_key[key]}; left out",
+            self._error({"cif": cif, **f.where(), "error": f"the same content as {self.seen_key[key]}; left out",
                          "kind": "duplicate_content", "duplicate_of": self.seen_key[key]})
             return
         if key is not None:
-            self.seen_key[key] = str(p)
+            self.seen_key[key] = cif
         if "error" in r:
-            self._error({**where, **r})
+            self._error({"cif": cif, **f.where(), **r})
             return
+        stem = f.path.stem
         for b in r.get("blocks", [{**r, "block": None}]):
             name = b.pop("block")
-            item_id = Path(p).stem if name is None else f"{Path(p).stem}#{name}"
-            where = {"cif": str(p), **f.where(), **({"block": name, "id": item_id} if name is not None else {})}
+            item_id = stem if name is None else f"{stem}#{name}"
+            problem, taken = None, item_id in self.seen_id
+            if "error" not in b and not taken:
+                problem = self._item(f, b, item_id)
+                if problem is None:
+                    self.seen_id[item_id] = cif
+                    if b.get("cif_symmetry") != ASSUMED_P1:
+                        continue
+            # The fields of an error's or a warning's row (made for those alone: most items have none).
+            where = {"cif": cif, **f.where(), **({"block": name, "id": item_id} if name is not None else {})}
             if "error" in b:
                 self._error({**where, **b})
-            elif item_id in self.seen_id:
+            elif taken:
                 self._error({**where, "error": f"duplicate id {item_id!r}: {self.seen_id[item_id]} has it; left out",
                              "kind": "duplicate_id", "duplicate_of": self.seen_id[item_id]})
-            elif (problem := self._item(f, b, item_id)) is not None:
+            elif problem is not None:
                 self._error({**where, "error": problem, "kind": "unreadable"})
-            else:
-                self.seen_id[item_id] = str(p)
-                if b.get("cif_symmetry") == ASSUMED_P1:  # kept, but never silently
-                    self._error({**where, "id": item_id, "kind": "warning", "warning":
-                                 "the CIF gives no symmetry pymatgen can read (no operations, Hall or H-M symbol "
-                                 "or number): the sites are taken as written (P1); the item is kept"})
+            else:  # kept, but never silently
+                self._error({**where, "id": item_id, "kind": "warning", "warning":
+                             "the CIF gives no symmetry pymatgen can read (no operations, Hall or H-M symbol "
+                             "or number): the sites are taken as written (P1); the item is kept"})
 
     def _item(self, f, b: dict, item_id: str) -> str | None:
         # What a prompt needs beside the item: the CIF (its path relative to items.jsonl, added here rather than
@@ -795,17 +802,30 @@ class _Finish:
             out.append((dumps(item) + "\n").encode("utf-8"))
             self.items_held += len(out[-1])
             self.selection_input.add(item)
-        if self.items_held >= self.ITEMS_WRITE:
+        if self.items_held >= self.ITEMS_WRITE or len(out) >= self.ITEMS_PIECES:
             self._write_items()
         return None
 
-    # items.jsonl is written this many bytes at a time (a few dozen items): one write call, not one a piece.
+    # items.jsonl is written this many bytes at a time (a few dozen items), or this many pieces (what one writev
+    # call takes on Linux): one system call, not one a piece.
     ITEMS_WRITE = 1 << 20
+    ITEMS_PIECES = 1024
 
     def _write_items(self) -> None:
+        # The pieces go to the file as they are (os.writev): no copy of the rows joined first.
         assert self.items_fh is not None
-        self.items_fh.write(b"".join(self.items_out))
-        self.items_out.clear()
+        self.items_fh.flush()  # never written to but here: kept exact all the same
+        fd, parts, i = self.items_fh.fileno(), self.items_out, 0
+        while i < len(parts):
+            batch = parts[i:i + self.ITEMS_PIECES]
+            written = os.writev(fd, batch)
+            for piece in batch:
+                if written < len(piece):  # a short write: the rest of this piece first
+                    parts[i] = memoryview(piece)[written:]
+                    break
+                written -= len(piece)
+                i += 1
+        parts.clear()
         self.items_held = 0
 
     def close(self, skipped: int, cfg: BuildConfig, selector: Selector, workers: int) -> BuildResult:
