@@ -75,6 +75,8 @@ def main() -> None:
     line.around(runner, "run_units", "run the units")
     line.around(ledger.Ledger, "record", "record results", each=True)
     line.around(ledger.Ledger, "get", "read results back", each=True)
+    if hasattr(ledger.Ledger, "read_filed"):  # a filed result read from where it was recorded, without a query
+        line.around(ledger.Ledger, "read_filed", "read results back", each=True)
     line.around(build.Selector, "select", "KMeans selection")
     if hasattr(build, "_Finish"):  # absent from the code before the results were finished as they came
         line.around(build._Finish, "add", "finish and write a result in input order", each=True)

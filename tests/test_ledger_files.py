@@ -408,3 +408,29 @@ def test_held_rows_are_read_at_once_and_committed_together(tmp_path):
     ledger.close()
     assert other.execute("SELECT COUNT(*) FROM units").fetchone() == (5,)
     other.close()
+
+
+def test_rows_held_are_read_before_their_commit_and_a_key_recorded_again_keeps_its_last_row(tmp_path):
+    """Rows recorded with ``hold`` wait to be inserted together; every read of the ledger sees them first
+    (``get``, its length, any query), a key recorded again keeps the row recorded last whether held or
+    not, and closing commits them for the next process."""
+    import pickle
+
+    def filed(start):
+        return Filed("w.jsonl", start, 5, 0, False, False, True)
+
+    assert pickle.loads(pickle.dumps(filed(7))) == filed(7)
+    with Ledger(tmp_path / "l.sqlite", "t") as ledger:
+        ledger.record("a", {"x": 1}, hold=False)
+        ledger.record("b", filed(0), hold=True)
+        ledger.record("c", filed(6), hold=True)
+        assert ledger.held == 2 and len(ledger) == 3
+        ledger.record("b", filed(12), hold=True)
+        ledger.record("c", {"x": 2})  # not held: after the rows held before it
+        ledger.record("d", filed(18), hold=True)
+        assert len(ledger) == 4
+        assert ledger.get("c") == (True, {"x": 2})
+        rows = dict(ledger._db.execute("SELECT key, start FROM units").fetchall())
+        assert rows == {"a": None, "b": 12, "c": None, "d": 18}
+    with sqlite3.connect(tmp_path / "l.sqlite") as db:
+        assert dict(db.execute("SELECT key, start FROM units").fetchall()) == rows

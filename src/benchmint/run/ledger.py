@@ -117,6 +117,11 @@ class Filed:
     retry: bool
     framed: bool = False  # the file says whose it is (a frame head with the key): ``Ledger.recover`` finds it
 
+    def __reduce__(self) -> tuple:
+        # Sent back by a worker for every unit: unpickled by the constructor, not the frozen dataclass's state
+        # set field by field (a microsecond less of the driver's a unit).
+        return Filed, (self.file, self.start, self.length, self.crc, self.error, self.retry, self.framed)
+
 
 # A filed result's frame head: one JSON line before the result's own, naming the unit, so that a result filed but
 # never recorded (its driver killed before the commit) is found in its file (``Ledger.recover``).
@@ -235,6 +240,10 @@ def _stored_text(result: dict) -> tuple[str, str | None]:
     return text, None
 
 
+_INSERT = ("INSERT OR REPLACE INTO units (key, ok, result, recorded, file, start, length, crc) "
+           "VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+
+
 class Ledger:
     """Results by key in ``path`` (SQLite, WAL journal); one writer, the calling process.
 
@@ -257,6 +266,7 @@ class Ledger:
         self._files: dict[str, int] = {}  # result file name -> its descriptor, oldest first
         self.held = 0  # rows recorded with ``hold`` and not committed yet
         self.held_since = 0.0  # time.monotonic() of the first of them
+        self._to_insert: list[tuple] = []  # rows held and not inserted yet: one statement for all, when needed
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # a committed unit survives a killed process
         self._db.executescript(SCHEMA)
@@ -282,6 +292,7 @@ class Ledger:
     def done(self, key: str) -> bool:
         """The unit has a final result (one recorded with ``final=False`` runs again on the next run) that reads
         back: a filed result is read and checked."""
+        self._insert_held()
         row = self._db.execute("SELECT file, start, length, crc FROM units WHERE key = ? AND ok >= 0",
                                (key,)).fetchone()
         if row is None:
@@ -290,6 +301,11 @@ class Ledger:
             return True
         self._db.execute("UPDATE units SET ok = -1 WHERE key = ?", (key,))  # one warning: not read again
         return False
+
+    def final_keys(self) -> set[str]:
+        """The keys with a final result recorded, not yet checked: ``done`` is False for any other key."""
+        self._insert_held()
+        return {key for (key,) in self._db.execute("SELECT key FROM units WHERE ok >= 0")}
 
     def record(self, key: str, result: dict | Encoded | Filed, ok: bool = True, final: bool = True,
                hold: bool = False) -> None:
@@ -303,11 +319,9 @@ class Ledger:
 
         ``hold``: the row joins a transaction left open for more rows, committed by ``commit`` (or the next
         record without ``hold``, or ``close``): one commit for many rows. Only for a result filed with its frame
-        head (``Filed.framed``), which a killed run finds again (``recover``); this connection reads it at once.
+        head (``Filed.framed``), which a killed run finds again (``recover``); this connection reads it at once
+        (the rows held are inserted together before any read, or at the commit).
         """
-        if hold and not self._db.in_transaction:
-            self._db.execute("BEGIN")
-            self.held_since = time.monotonic()
         where: tuple = (None, None, None, None)
         if isinstance(result, Filed):
             text, where = "", (result.file, result.start, result.length, result.crc)
@@ -318,15 +332,28 @@ class Ledger:
             ok = ok and problem is None
         # ok column: 1 done, 0 failed, -1 failed and to be tried again by the next run
         state = int(ok) if final else -1
-        self._db.execute("INSERT OR REPLACE INTO units (key, ok, result, recorded, file, start, length, crc) "
-                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (key, state, text, time.time(), *where))
+        row = (key, state, text, time.time(), *where)
         if hold:
+            if not self.held:
+                self.held_since = time.monotonic()
+            self._to_insert.append(row)
             self.held += 1
-        else:
-            self.commit()
+            return
+        self._insert_held()  # first: a key recorded twice keeps its last row
+        self._db.execute(_INSERT, row)
+        self.commit()
+
+    def _insert_held(self) -> None:
+        """The rows held and not inserted yet, inserted in the open transaction (one begun for them if none is)."""
+        if self._to_insert:
+            if not self._db.in_transaction:
+                self._db.execute("BEGIN")
+            self._db.executemany(_INSERT, self._to_insert)
+            self._to_insert.clear()
 
     def commit(self) -> None:
         """Commit the rows ``record`` held."""
+        self._insert_held()
         if self._db.in_transaction:
             self._db.execute("COMMIT")
         self.held = 0
@@ -339,6 +366,7 @@ class Ledger:
         folder = self.results_folder
         if not folder.is_dir():
             return 0
+        self._insert_held()
         ends = dict(self._db.execute("SELECT file, MAX(start + length) FROM units WHERE file IS NOT NULL "
                                      "GROUP BY file").fetchall())
         found = 0
@@ -356,6 +384,7 @@ class Ledger:
                               RuntimeWarning, stacklevel=2)
                 continue
             for key, start, length, crc, error, retry in frames:
+                self._insert_held()  # a key filed twice: its first row is seen
                 row = self._db.execute("SELECT ok FROM units WHERE key = ?", (key,)).fetchone()
                 if row is not None and row[0] >= 0:
                     continue
@@ -395,6 +424,7 @@ class Ledger:
         if file is not None:
             stored, problem = self._filed_bytes(key, file, start, length, crc)
             if problem is not None:  # the next run does it again
+                self._insert_held()
                 self._db.execute("UPDATE units SET ok = -1 WHERE key = ?", (key,))
                 return False, {"error": f"stored result unreadable: the result file {problem}"}
         got = read(stored) if read is not None else None
@@ -411,6 +441,7 @@ class Ledger:
     def get(self, key: str, read: Callable[[bytes], dict | None] | None = None) -> tuple[bool, dict] | None:
         """(ok, result) of ``key``, None when not recorded. ``read``: the caller's reader of the stored bytes (a
         filed result's checked first), for a form of its own; it returns None for any other, which is decoded."""
+        self._insert_held()
         row = self._db.execute("SELECT ok, CAST(result AS BLOB), file, start, length, crc FROM units WHERE key = ?",
                                (key,)).fetchone()
         if row is None:
@@ -418,14 +449,21 @@ class Ledger:
         ok, stored, file, start, length, crc = row
         return self._decode(key, ok, stored, file, start, length, crc, read)
 
+    def read_filed(self, key: str, where: Filed, read: Callable[[bytes], dict | None] | None = None) -> dict:
+        """The result of ``key`` as ``get`` gives it, read from where its worker filed it (``where``, as recorded
+        for it by this process): no query, for a caller that has the ``Filed`` in hand."""
+        return self._decode(key, 1, b"", where.file, where.start, where.length, where.crc, read)[1]
+
     def results(self) -> Iterator[tuple[str, bool, dict]]:
         """Every recorded unit, ordered by key (callers re-order by their inputs)."""
         # A filed result that fails its check is marked on the way (an update of a row already read: allowed).
+        self._insert_held()
         for key, *row in self._db.execute("SELECT key, ok, CAST(result AS BLOB), file, start, length, crc "
                                           "FROM units ORDER BY key"):
             yield (key, *self._decode(key, *row))
 
     def __len__(self) -> int:
+        self._insert_held()
         return self._db.execute("SELECT COUNT(*) FROM units").fetchone()[0]
 
     def close(self) -> None:

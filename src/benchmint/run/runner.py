@@ -132,7 +132,9 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict | 
     ``read``: how the streamed results are read from the ledger (``Ledger.get``'s ``read``).
     """
     ledger.recover()  # results a killed run's workers filed and its driver had not committed yet
-    todo = dispatch_order(list({u.key: u for u in units if not _kept(ledger, u.key, redo)}.values()))
+    have = ledger.final_keys()  # one query: only these are read and checked one by one (``_kept``)
+    todo = dispatch_order(list({u.key: u for u in units if u.key not in have or not _kept(ledger, u.key, redo)}
+                               .values()))
     stream = _InOrder(ledger, units, todo, in_order, read) if in_order is not None else None
     keyed = isinstance(work, FiledWork)  # the worker is given each unit's key first, to file the result under
 
@@ -170,7 +172,7 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict | 
                 ledger.record(todo[i].key, result, ok="error" not in result, final=final)
                 _report(todo[i], result, final, on_recorded, follow)
             if stream is not None:
-                stream.recorded(todo[i].key)
+                stream.recorded(todo[i].key, result if isinstance(result, Filed) else None)
             if bar is not None:
                 bar.update(1)
     finally:
@@ -203,22 +205,27 @@ def _read_back(ledger: Ledger, unit: Unit, read: Callable[[bytes], dict | None] 
 class _InOrder:
     """``run_units``' read-back as results are recorded: the next units in order go out once their keys are in
     the ledger. A unit waits while its key is one this run has yet to record (results are read back, never
-    kept, so a stalled order costs a set of keys)."""
+    kept, so a stalled order costs a set of keys and, for results filed by the workers, where each is)."""
 
     def __init__(self, ledger: Ledger, units: Sequence[Unit], todo: list[Unit],
                  emit: Callable[[int, dict], None], read: Callable[[bytes], dict | None] | None = None) -> None:
         self.ledger, self.units, self.emit, self.read = ledger, units, emit, read
         self.waiting = {u.key for u in todo}
+        self.filed: dict[str, Filed] = {}  # key -> where this run recorded its filed result, until it goes out
         self.next = 0
         self.flush()  # units an earlier run recorded, up to the first one this run has to do
 
-    def recorded(self, key: str) -> None:
+    def recorded(self, key: str, filed: Filed | None = None) -> None:
         self.waiting.discard(key)
+        if filed is not None:
+            self.filed[key] = filed
         self.flush()
 
     def flush(self) -> None:
-        while self.next < len(self.units) and self.units[self.next].key not in self.waiting:
-            self.emit(self.next, _read_back(self.ledger, self.units[self.next], self.read))
+        while self.next < len(self.units) and (key := self.units[self.next].key) not in self.waiting:
+            where = self.filed.pop(key, None)  # read from its file as recorded: no query of the ledger
+            self.emit(self.next, _read_back(self.ledger, self.units[self.next], self.read) if where is None
+                      else self.ledger.read_filed(key, where, self.read))
             self.next += 1
 
 

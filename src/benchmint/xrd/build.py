@@ -237,17 +237,21 @@ def _as_row(result: dict, where: tuple[str, ...]) -> dict:
             "cif_symmetry": item["cif_symmetry"]}
 
 
-# A result with rows, as the ledger stores it: {"head": the result with each row's place instead of its text,
-# "items": [the rows, marks and all]}. The driver decodes the head alone and slices the rows out of the text
-# (``_read_rows``): its work a CIF does not grow with the items, which a result decoded whole made it do.
+# A result with rows, as the ledger stores it: {"head_bytes": the head's length in bytes, "head": the result with
+# each row's place instead of its text, "items": [the rows, marks and all]}. A row's place is its pieces' spans in
+# bytes after the head: the driver decodes the head alone, found by its length, and hands the rows' bytes on as
+# slices of what it read (``_read_rows``), never decoding or encoding them: its work a CIF does not grow with the
+# items. The form before ({"head": ...}, spans in characters: the whole text decoded) is still read.
+_HEAD_BYTES = '{"head_bytes":'
 _HEAD = '{"head":'
+_HEAD_AFTER_LENGTH = ',"head":'
 _ITEMS = ',"items":['
 _HEAD_READER = json.JSONDecoder()
 
 
 def _framed(result: dict) -> dict | Encoded:
     """``result`` with its rows (``_as_row``) encoded as ``_read_rows`` reads it: a row's place is its pieces'
-    spans in the text after the head, its fields' names between them. Without a row, the result as it is."""
+    byte spans in the text after the head, its fields' names between them. Without a row, the result as it is."""
     blocks = result.get("blocks", [result])
     if not any("row" in b for b in blocks):
         return result
@@ -259,34 +263,48 @@ def _framed(result: dict) -> dict | Encoded:
             heads.append(b)
             continue
         place: list = []
-        for i, piece in enumerate(b["row"]):
-            if i % 2:
-                place.append(piece)
-                at += len(_mark(piece))  # the mark the split took out
-            else:
-                place.append([at, at + len(piece)])
-                at += len(piece)
-        rows.append("".join(p if i % 2 == 0 else _mark(p) for i, p in enumerate(b["row"])))
+        text = [p if i % 2 == 0 else _mark(p) for i, p in enumerate(b["row"])]
+        for i, piece in enumerate(text):
+            size = len(piece) if piece.isascii() else len(piece.encode("utf-8"))
+            place.append([at, at + size] if i % 2 == 0 else b["row"][i])
+            at += size
+        rows.append("".join(text))
         at += 1  # the comma before the next row
         heads.append({**b, "row": place})
-    head = {"blocks": heads} if "blocks" in result else heads[0]
-    return encode_text(_HEAD + dumps(head) + _ITEMS + ",".join(rows) + "]}")
+    head = dumps({"blocks": heads} if "blocks" in result else heads[0])
+    return encode_text(f"{_HEAD_BYTES}{len(head.encode('utf-8'))}{_HEAD_AFTER_LENGTH}{head}{_ITEMS}{','.join(rows)}]}}")
 
 
 def _read_rows(stored: bytes) -> dict | None:
-    """A result ``_framed`` encoded, as ``_Finish`` reads it (each row as its pieces and fields' names), its
-    head alone decoded; None for a result of another form (an error, one recorded before rows were framed)."""
-    if not stored.startswith(b'{"head":'):
+    """A result ``_framed`` encoded, as ``_Finish`` reads it (each row as its pieces, bytes-like, and fields'
+    names), its head alone decoded; None for a result of another form (an error, one recorded before rows were
+    framed)."""
+    if stored.startswith(b'{"head_bytes":'):
+        form = "bytes"
+    elif stored.startswith(b'{"head":'):
+        form = "text"
+    else:
         return None
-    text = stored.decode("utf-8")
     try:
-        head, end = _HEAD_READER.raw_decode(text, len(_HEAD))
+        if form == "bytes":
+            comma = stored.index(b",", len(_HEAD_BYTES))
+            start = comma + len(_HEAD_AFTER_LENGTH)
+            end = start + int(stored[len(_HEAD_BYTES):comma])
+            if stored[comma:start] != b',"head":' or stored[end:end + len(_ITEMS)] != b',"items":[':
+                raise ValueError(f"no head of {end - start} bytes after byte {start}")
+            head = _HEAD_READER.decode(stored[start:end].decode("utf-8"))
+            data: Any = memoryview(stored)
+        else:
+            data = stored.decode("utf-8")
+            head, end = _HEAD_READER.raw_decode(data, len(_HEAD))
         for b in head.get("blocks", [head]):
             if "row" in b:
                 place = b["row"]
-                if end + place[-1][1] > len(text):  # spans past the text: a head not of these rows
-                    raise IndexError(f"a row's place ends at {end + place[-1][1]}, past the text's {len(text)}")
-                b["row"] = [text[end + p[0]:end + p[1]] if i % 2 == 0 else p for i, p in enumerate(place)]
+                if end + place[-1][1] > len(data):  # spans past the text: a head not of these rows
+                    raise IndexError(f"a row's place ends at {end + place[-1][1]}, past the text's {len(data)}")
+                b["row"] = [data[end + p[0]:end + p[1]] if i % 2 == 0 else p for i, p in enumerate(place)]
+                if form == "text":
+                    b["row"][::2] = [p.encode("utf-8") for p in b["row"][::2]]
     except (ValueError, TypeError, IndexError, KeyError, AttributeError) as exc:
         return {"error": f"stored result unreadable: {type(exc).__name__}: {exc}"}
     return head
@@ -695,7 +713,9 @@ class _Finish:
     def __init__(self, out: Path) -> None:
         self.out = out
         self.files = contextlib.ExitStack()
-        self.items_fh: IO[str] | None = None
+        self.items_fh: IO[bytes] | None = None
+        self.items_out: list = []  # items.jsonl's bytes not written yet: the rows' pieces and the driver's fields
+        self.items_held = 0  # their size
         self.errors_fh: IO[str] | None = None
         self.errors: list[dict] = []
         self.seen_key: dict[str, str] = {}
@@ -706,7 +726,7 @@ class _Finish:
 
     def _open(self) -> None:
         # Opened with the first row, once the run made the folder and its inputs were found.
-        self.items_fh = self.files.enter_context(atomic_write(self.out / "items.jsonl"))
+        self.items_fh = self.files.enter_context(atomic_write(self.out / "items.jsonl", "wb"))
         self.errors_fh = self.files.enter_context(atomic_write(self.out / "errors.jsonl"))
         self.relative = _Relative(self.out)
 
@@ -719,34 +739,40 @@ class _Finish:
         if self.items_fh is None:
             self._open()
         self.cifs += 1
-        p = f.path
-        where = {"cif": str(p), **f.where()}
+        cif = str(f.path)
         if key is not None and key in self.seen_key:
-            self._error({**where, "error": f"the same content as {self.seen_key[key]}; left out",
+            self._error({"cif": cif, **f.where(), "error": f"the same content as {self.seen_key[key]}; left out",
                          "kind": "duplicate_content", "duplicate_of": self.seen_key[key]})
             return
         if key is not None:
-            self.seen_key[key] = str(p)
+            self.seen_key[key] = cif
         if "error" in r:
-            self._error({**where, **r})
+            self._error({"cif": cif, **f.where(), **r})
             return
+        stem = f.path.stem
         for b in r.get("blocks", [{**r, "block": None}]):
             name = b.pop("block")
-            item_id = Path(p).stem if name is None else f"{Path(p).stem}#{name}"
-            where = {"cif": str(p), **f.where(), **({"block": name, "id": item_id} if name is not None else {})}
+            item_id = stem if name is None else f"{stem}#{name}"
+            problem, taken = None, item_id in self.seen_id
+            if "error" not in b and not taken:
+                problem = self._item(f, b, item_id)
+                if problem is None:
+                    self.seen_id[item_id] = cif
+                    if b.get("cif_symmetry") != ASSUMED_P1:
+                        continue
+            # The fields of an error's or a warning's row (made for those alone: most items have none).
+            where = {"cif": cif, **f.where(), **({"block": name, "id": item_id} if name is not None else {})}
             if "error" in b:
                 self._error({**where, **b})
-            elif item_id in self.seen_id:
+            elif taken:
                 self._error({**where, "error": f"duplicate id {item_id!r}: {self.seen_id[item_id]} has it; left out",
                              "kind": "duplicate_id", "duplicate_of": self.seen_id[item_id]})
-            elif (problem := self._item(f, b, item_id)) is not None:
+            elif problem is not None:
                 self._error({**where, "error": problem, "kind": "unreadable"})
-            else:
-                self.seen_id[item_id] = str(p)
-                if b.get("cif_symmetry") == ASSUMED_P1:  # kept, but never silently
-                    self._error({**where, "id": item_id, "kind": "warning", "warning":
-                                 "the CIF gives no symmetry pymatgen can read (no operations, Hall or H-M symbol "
-                                 "or number): the sites are taken as written (P1); the item is kept"})
+            else:  # kept, but never silently
+                self._error({**where, "id": item_id, "kind": "warning", "warning":
+                             "the CIF gives no symmetry pymatgen can read (no operations, Hall or H-M symbol "
+                             "or number): the sites are taken as written (P1); the item is kept"})
 
     def _item(self, f, b: dict, item_id: str) -> str | None:
         # What a prompt needs beside the item: the CIF (its path relative to items.jsonl, added here rather than
@@ -756,25 +782,57 @@ class _Finish:
         assert self.items_fh is not None and self.relative is not None
         cif = self.relative(f.member.archive if f.member else f.path) + (f"/{f.member.name}" if f.member else "")
         row = b.get("row")
-        if row is not None:  # encoded by the worker (``_as_row``): the driver's fields joined in, nothing decoded
+        out = self.items_out
+        if row is not None:  # encoded by the worker (``_as_row``, ``_read_rows``): the driver's fields joined in
             given = {"cif": cif, "id": item_id, **f.where()}
             if len(row) != 2 * len(given) + 1 or not all(n in given for n in row[1::2]):  # this item's error
                 return f"stored result unreadable: its row has the fields {row[1::2]}, the file {sorted(given)}"
-            self.items_fh.write(row[0] + "".join(dumps_text(given[n]) + t for n, t in zip(row[1::2], row[2::2]))
-                                + "\n")
+            # The row's pieces are slices of the bytes read from the ledger: held as they are, copied once.
+            out.append(row[0])
+            for name, piece in zip(row[1::2], row[2::2]):
+                out.append(dumps_text(given[name]).encode("utf-8"))
+                out.append(piece)
+            out.append(b"\n")
+            self.items_held += sum(len(p) for p in row[::2]) + 1
             self.selection_input.add({**b["select"], "id": item_id})
-            return None
-        # A result recorded before the workers encoded the rows (a ledger of an earlier version): the item itself.
-        item = {**b, "id": item_id, "cif": cif, **f.where(),
-                "hkl_convention": "4-index" if b["answer"] and len(b["answer"][0]) == 4 else "3-index"}
-        self.items_fh.write(dumps(item) + "\n")
-        self.selection_input.add(item)
+        else:
+            # A result recorded before the workers encoded the rows (a ledger of an earlier version): the item.
+            item = {**b, "id": item_id, "cif": cif, **f.where(),
+                    "hkl_convention": "4-index" if b["answer"] and len(b["answer"][0]) == 4 else "3-index"}
+            out.append((dumps(item) + "\n").encode("utf-8"))
+            self.items_held += len(out[-1])
+            self.selection_input.add(item)
+        if self.items_held >= self.ITEMS_WRITE or len(out) >= self.ITEMS_PIECES:
+            self._write_items()
         return None
+
+    # items.jsonl is written this many bytes at a time (a few dozen items), or this many pieces (what one writev
+    # call takes on Linux): one system call, not one a piece.
+    ITEMS_WRITE = 1 << 20
+    ITEMS_PIECES = 1024
+
+    def _write_items(self) -> None:
+        # The pieces go to the file as they are (os.writev): no copy of the rows joined first.
+        assert self.items_fh is not None
+        self.items_fh.flush()  # never written to but here: kept exact all the same
+        fd, parts, i = self.items_fh.fileno(), self.items_out, 0
+        while i < len(parts):
+            batch = parts[i:i + self.ITEMS_PIECES]
+            written = os.writev(fd, batch)
+            for piece in batch:
+                if written < len(piece):  # a short write: the rest of this piece first
+                    parts[i] = memoryview(piece)[written:]
+                    break
+                written -= len(piece)
+                i += 1
+        parts.clear()
+        self.items_held = 0
 
     def close(self, skipped: int, cfg: BuildConfig, selector: Selector, workers: int) -> BuildResult:
         """The selection, and the three files in place."""
         if self.items_fh is None:  # no row at all (the run always has one; kept for a clear state)
             self._open()
+        self._write_items()
         items = self.selection_input
         selection, silhouettes = selector.select(items, cfg.per_db, cfg.seed, workers) if len(items) else ([], {})
         self.files.close()  # items.jsonl and errors.jsonl renamed into place
