@@ -689,3 +689,23 @@ def test_the_result_ring_wraps_and_refuses_what_does_not_fit(monkeypatch):
     assert ring.put(4, data) and not ring.put(5, data)
     assert ring.drain() == [(3, "result"), (4, "result")]
     assert ring.ends.head == ring.ends.tail == 4 * r + r // 2  # four records and one skip (the refused one wrote none)
+
+
+class CostsSeen(SerialExecutor):
+    """A serial executor that keeps the costs it is given, as any executor may use them."""
+
+    def __init__(self):
+        self.seen = None
+
+    def map_unordered(self, fn, args, costs=None):
+        self.seen = costs
+        return super().map_unordered(fn, args, costs)
+
+
+def test_run_units_gives_the_units_costs_to_any_executor(tmp_path):
+    ex = CostsSeen()
+    units = [Unit(f"c{i}", (i,), f"unit {i}", cost) for i, cost in enumerate([1, 5, 2])]
+    with Ledger(tmp_path / "l.sqlite", "t") as ledger:
+        results, _ = run_units(ledger, units, square_or_fail, ex)
+    assert [r["i"] for r in results] == [0, 1, 2]
+    assert ex.seen == [5, 2, 1]  # in dispatch order (costliest first), as the units were handed to it

@@ -49,11 +49,13 @@ class UnitTimeout(RuntimeError):
 
 
 class Executor(Protocol):
-    def map_unordered(self, fn: Callable[..., Any], args: Sequence[tuple]) -> Iterator[tuple[int, Any]]:
+    def map_unordered(self, fn: Callable[..., Any], args: Sequence[tuple],
+                      costs: Sequence[float] | None = None) -> Iterator[tuple[int, Any]]:
         """Yield ``(i, fn(*args[i]))`` as calls finish; an exception is yielded as the value.
 
         ``args`` is read by index as calls are started, so units the caller appends to it while
-        iterating (the runner's follow-up units) are run too.
+        iterating (the runner's follow-up units) are run too. ``costs[i]``, when given, is the work expected
+        of ``args[i]`` (grown with ``args``): an executor may use it to group units, or ignore it.
         """
         ...
 
@@ -63,7 +65,8 @@ class Executor(Protocol):
 class SerialExecutor:
     """One unit after another in the calling thread: for tests, debugging and tiny runs."""
 
-    def map_unordered(self, fn: Callable[..., Any], args: Sequence[tuple]) -> Iterator[tuple[int, Any]]:
+    def map_unordered(self, fn: Callable[..., Any], args: Sequence[tuple],
+                      costs: Sequence[float] | None = None) -> Iterator[tuple[int, Any]]:
         for i, a in enumerate(args):
             try:
                 yield i, fn(*a)
@@ -80,7 +83,8 @@ class _PoolExecutor:
     def __init__(self, pool, workers: int) -> None:
         self._pool, self._window = pool, 2 * workers
 
-    def map_unordered(self, fn: Callable[..., Any], args: Sequence[tuple]) -> Iterator[tuple[int, Any]]:
+    def map_unordered(self, fn: Callable[..., Any], args: Sequence[tuple],
+                      costs: Sequence[float] | None = None) -> Iterator[tuple[int, Any]]:
         pending: dict[Future, int] = {}
         next_i = 0
         while next_i < len(args) or pending:
