@@ -153,8 +153,8 @@ class ProcessExecutor:
     CHUNKS_LEFT = 4
     CHUNK_COST_SHARE = 64
     # How late a stage's time limit, or a finished unit's result, may be noticed at most: the driver reads the
-    # workers' shared memory this often while they hold units.
-    POLL_SECONDS = 0.05
+    # workers' shared memory this often while they hold units (and whenever one's chunk ends).
+    POLL_SECONDS = 0.1
 
     def __init__(self, workers: int = -1, *, unit_seconds: float | None = None,
                  stage_seconds: float | None = None, preload: Sequence[str] = (),
@@ -426,16 +426,16 @@ class _StageSlot:
         ctypes.memmove(ctypes.addressof(s) + _Stage.label.offset, data, len(data))
         s.seq += 1
 
-    def read(self) -> tuple[int, float, str | None, float | None, float] | None:
-        """(running unit's ticket, its start, its stage's label (None: none yet), the stage's own limit, the
-        stage's start), or None while a write is under way."""
+    def read(self) -> tuple[int, int, float, str | None, float | None, float] | None:
+        """(sequence number, running unit's ticket, its start, its stage's label (None: none yet), the stage's
+        own limit, the stage's start), or None while a write is under way."""
         s = self.shared
         for _ in range(64):
             seq = s.seq
             if seq % 2:
                 continue
             label = s.label[:s.length].decode("utf-8", "replace") if s.staged else None
-            got = (s.unit, s.unit_started, label, s.limit or None, s.started)
+            got = (seq, s.unit, s.unit_started, label, s.limit or None, s.started)
             if s.seq == seq:
                 return got
         return None
@@ -453,6 +453,7 @@ class _SlotReports:
 
 _INDEX = struct.Struct("<q")  # a result's unit index, before its pickle (in the ring and on the pipe)
 _RECORD = struct.Struct("<Iq")  # a result's record in the ring: the pickle's length, the unit's index
+_LENGTH = struct.Struct("<I")
 _WRAP = 0xFFFFFFFF  # a record length meaning "the rest of the ring is unused: go on at its start"
 
 
@@ -483,7 +484,7 @@ class _ResultRing:
         base = ctypes.addressof(self.data)
         if skip:
             if skip >= 4:
-                ctypes.memmove(base + at, _WRAP.to_bytes(4, "little"), 4)
+                ctypes.memmove(base + at, _LENGTH.pack(_WRAP), 4)
             at = 0
         ctypes.memmove(base + at, _RECORD.pack(len(data), index), _RECORD.size)
         ctypes.memmove(base + at + _RECORD.size, data, len(data))
@@ -492,27 +493,22 @@ class _ResultRing:
 
     def drain(self) -> list[tuple[int, Any]]:
         """Every result written since the last drain, as (index, result)."""
-        size, ends = self.SIZE, self.ends
+        size, ends, view = self.SIZE, self.ends, memoryview(self.data)
         head, tail = ends.head, ends.tail
-        base = ctypes.addressof(self.data)
         out = []
         while tail < head:
             at = tail % size
-            if size - at < 4:
+            if size - at < 4 or _LENGTH.unpack_from(view, at)[0] == _WRAP:
                 tail += size - at
                 continue
-            length = int.from_bytes(ctypes.string_at(base + at, 4), "little")
-            if length == _WRAP:
-                tail += size - at
-                continue
-            _, index = _RECORD.unpack(ctypes.string_at(base + at, _RECORD.size))
-            out.append((index, _load(ctypes.string_at(base + at + _RECORD.size, length))))
+            length, index = _RECORD.unpack_from(view, at)
+            out.append((index, _load(view[at + _RECORD.size:at + _RECORD.size + length])))
             tail += _RECORD.size + length
         ends.tail = tail
         return out
 
 
-def _load(data: bytes) -> Any:
+def _load(data: bytes | memoryview) -> Any:
     try:
         return pickle.loads(data)
     except Exception as exc:  # noqa: BLE001 - a result that does not unpickle here is that unit's failure
@@ -560,6 +556,7 @@ class _Worker(UnitClock):
         self.first = 0  # the ticket of the chunk's first unit; the k-th unit's is first + k
         self.tickets = 0  # tickets given out so far: a slot's ticket names one unit of one chunk
         self.pending: set[int] = set()  # units of its chunk whose results have not come back
+        self.seen = -1  # the slot's sequence number at the last look
         self.index = -1  # the unit it runs, as last seen in its slot; -1 for none
         self.started = None
         self.stage_started = 0.0
@@ -574,13 +571,17 @@ class _Worker(UnitClock):
 
     def look(self) -> list[tuple[int, Any]]:
         """The results finished since the last look; the running unit and its clocks taken from the slot."""
+        ends = self.ring.ends
+        if self.slot.shared.seq == self.seen and ends.head == ends.tail:
+            return []  # nothing written since the last look: what it found holds
         # The slot first: a worker files a unit's result before it marks the next unit started, so a unit seen
         # in the slot whose result is not in the ring after it was still running when the slot was read.
         got = self.slot.read()
         results = self._take(self.ring.drain())
         self.index, self.started = -1, None
+        self.seen = -1  # a slot read mid-write is read again next time
         if got is not None:
-            ticket, unit_started, label, limit, stage_started = got
+            self.seen, ticket, unit_started, label, limit, stage_started = got
             k = ticket - self.first
             if 0 <= k < len(self.chunk) and self.chunk[k] in self.pending:
                 self.index, self.started = self.chunk[k], unit_started
@@ -592,7 +593,7 @@ class _Worker(UnitClock):
         the units of its chunk it had not started)."""
         got = self.slot.read()
         results = self._take(self.ring.drain())
-        k = got[0] - self.first if got is not None else -1
+        k = got[1] - self.first if got is not None else -1
         order = [i for i in self.chunk if i in self.pending]
         if 0 <= k < len(self.chunk):
             running = self.chunk[k] if self.chunk[k] in self.pending else None
@@ -616,6 +617,7 @@ class _Worker(UnitClock):
                 msg = self.conn.recv_bytes()
                 if msg:
                     out.append((_INDEX.unpack_from(msg)[0], _load(msg[_INDEX.size:])))
+                    self.seen = -1  # the unit the slot shows may be this one: the next look reads it again
                 if not self.conn.poll():
                     return self._take(out), True
         except (EOFError, OSError):
