@@ -688,7 +688,7 @@ def test_the_result_ring_wraps_and_refuses_what_does_not_fit(monkeypatch):
     assert ring.put(3, data)  # after the skipped end, at the start
     assert ring.put(4, data) and not ring.put(5, data)
     assert ring.drain() == [(3, "result"), (4, "result")]
-    assert ring.ends.head == ring.ends.tail == 4 * r + r // 2  # four records and one skip (the refused one wrote none)
+    assert ring.ends.head == ring.ends.tail == 4 * r + r // 2  # four records, one skip (a refused put writes none)
 
 
 class CostsSeen(SerialExecutor):

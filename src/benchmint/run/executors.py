@@ -119,10 +119,10 @@ class ProcessExecutor:
     pipe at once) and wakes the driver once, when its chunk ends; the driver also reads that memory at least
     every ``POLL_SECONDS`` while a worker holds units, so a result made early in a long chunk is not held back.
     A unit costing the driver a message, a wake-up and an unpickling of its own, both ways, cost more than its
-    share of the driver's time at many workers. A chunk shrinks as the units left run short (the last ones go one at a time,
-    so no worker idles while another works through a chunk) and, with ``costs`` given to ``map_unordered``
-    (the runner's ``Unit.cost``), holds at most ``1 / (CHUNK_COST_SHARE × workers)`` of the total cost, so a
-    long unit goes alone.
+    share of the driver's time at many workers. A chunk shrinks as the units left run short (the last ones go
+    one at a time, so no worker idles while another works through a chunk) and, with ``costs`` given to
+    ``map_unordered`` (the runner's ``Unit.cost``), holds at most ``1 / (CHUNK_COST_SHARE × workers)`` of the
+    total cost, so a long unit goes alone.
 
     ``unit_seconds`` bounds a unit's whole run and ``stage_seconds`` the time
     between two ``stage()`` reports of a unit (say, one page of a document),
@@ -132,8 +132,8 @@ class ProcessExecutor:
     C code cannot be interrupted any other way) and yields ``UnitTimeout``; a
     worker that dies yields ``WorkerDied`` for the unit it was running. Either way the results it had finished
     are read from its shared memory, the units of its chunk it had not started go out again, and a fresh
-    worker takes the next unit, so one bad input never stops the run and costs no other unit's work. Workers exit when the
-    calling process dies, even while stuck in C code holding the GIL.
+    worker takes the next unit, so one bad input never stops the run and costs no other unit's work. Workers
+    exit when the calling process dies, even while stuck in C code holding the GIL.
 
     ``preload`` names modules each worker imports as it starts; with ``start()``
     called before the caller's own preparation (hashing inputs, opening the
@@ -363,7 +363,8 @@ def _worker_main(conn, slot: _StageSlot, ring: _ResultRing, parent: int, preload
             try:
                 data = pickle.dumps(result, pickle.HIGHEST_PROTOCOL)
             except Exception as exc:  # the result or exception does not pickle: say so instead
-                data = pickle.dumps(RuntimeError(f"the unit's result cannot be sent back: {type(exc).__name__}: {exc}"))
+                why = f"{type(exc).__name__}: {exc}"
+                data = pickle.dumps(RuntimeError(f"the unit's result cannot be sent back: {why}"))
             # Into the shared ring, where the driver finds it even if this worker dies before the chunk ends;
             # what does not fit goes by the pipe now. The driver is woken once, as the chunk ends.
             if not ring.put(i, data):
