@@ -1,6 +1,7 @@
 """The runner over keyed units: executors interchangeable, failures per unit, skips, order."""
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -8,6 +9,7 @@ import time
 import pytest
 
 from benchmint.run import Ledger, ProcessExecutor, SerialExecutor, ThreadExecutor, Unit, executor_for, run_units, stage
+from benchmint.run.executors import UnitTimeout, WorkerDied
 from benchmint.run.runner import LONG_UNIT_SHARE, dispatch_order
 
 
@@ -536,3 +538,174 @@ def test_chunks_keep_the_makespan_of_uneven_units(tmp_path):
         assert [r["i"] for r in results] == list(range(101))
     assert min(walls[8]) <= min(walls[1]) * 1.1 + 0.1, walls
     assert min(walls[8]) < 1.2 + 2.0 / 2 + 0.6, walls  # the long unit's 1.2 s beside 2 s of short ones
+
+
+# --- results back a chunk at a time -------------------------------------------------------------------------------
+
+
+def log_call(folder, i, seconds=0.0):
+    """Leaves a file for each call of unit ``i`` (``call-i-pid``), then works ``seconds``."""
+    (folder / f"call-{i}-{os.getpid()}-{time.monotonic_ns()}").touch()
+    time.sleep(seconds)
+    return i * i
+
+
+def _calls(folder):
+    counts = {}
+    for p in folder.glob("call-*"):
+        i = int(p.name.split("-")[1])
+        counts[i] = counts.get(i, 0) + 1
+    return counts
+
+
+def test_the_results_of_a_chunk_reach_the_driver_in_one_message(monkeypatch):
+    """200 quick units on 2 workers come back as a message a chunk (each worker's word that its chunk ended),
+    not one a unit: the driver's reads from the pipes are counted."""
+    from multiprocessing.connection import Connection
+
+    reads = []
+    read = Connection._recv_bytes
+    monkeypatch.setattr(Connection, "_recv_bytes", lambda c, *a: reads.append(1) or read(c, *a))
+    ex = ProcessExecutor(2)
+    try:
+        assert sorted(ex.map_unordered(square_now, [(i,) for i in range(200)])) == [(i, i * i) for i in range(200)]
+    finally:
+        ex.close()
+    # 200 units: 18 chunks of 8, then smaller as fewer are left (7, 6, 5, 4, 4, 3, 3, 3, 2, 2, 2), the last 15
+    # one at a time: 44 chunks, a read each (202 reads before: a result each and each worker's word it was ready)
+    assert len(reads) == 44
+
+
+def kill_self_at(folder, i, at):
+    if i == at:
+        (folder / f"call-{i}-{os.getpid()}-0").touch()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return log_call(folder, i)
+
+
+def test_a_worker_killed_mid_chunk_loses_only_its_running_unit(tmp_path):
+    """One worker, a first chunk of 8 units; the sixth kills its worker with SIGKILL. The five finished before it
+    come back from the dead worker's shared memory, none run again; the sixth is the one that died; the two it
+    had not reached run on a fresh worker; each unit was called once."""
+    ex = ProcessExecutor(1)
+    try:
+        got = dict(ex.map_unordered(kill_self_at, [(tmp_path, i, 5) for i in range(40)]))
+    finally:
+        ex.close()
+    assert isinstance(got.pop(5), WorkerDied)
+    assert got == {i: i * i for i in range(40) if i != 5}
+    assert _calls(tmp_path) == {i: 1 for i in range(40)}
+
+
+def test_the_unit_time_limit_counts_from_the_units_own_start_within_a_chunk():
+    """A chunk of two units under a 1 s unit limit: the first works 0.7 s and finishes; the second sleeps. The
+    limit stops the second 1 s after it started (not 1 s after the chunk did), and names it."""
+    ex = ProcessExecutor(1, unit_seconds=1.0, chunk_units=2)
+    try:
+        start = time.monotonic()
+        got = []
+        for i, result in ex.map_unordered(quiet_sleep, [(0, 0.7), (1, 10.0), (2, 0.0), (3, 0.0), (4, 0.0),
+                                                        (5, 0.0), (6, 0.0), (7, 0.0)]):
+            got.append((i, result, time.monotonic() - start))
+    finally:
+        ex.close()
+    first, stopped = got[0], next(g for g in got if g[0] == 1)
+    assert first[:2] == (0, 0)
+    assert isinstance(stopped[1], UnitTimeout) and stopped[1].as_dict()["limit"] == "unit"
+    assert stopped[2] >= 1.65  # 0.7 s of the first unit, then the second's whole second
+    assert sorted(g[0] for g in got) == list(range(8)) and all(g[1] == g[0] for g in got if g[0] != 1)
+
+
+def test_a_finished_result_reaches_the_caller_while_the_next_unit_of_its_chunk_runs():
+    """The caller records and reports a result soon after it is made, not when the chunk ends: unit 0 is back
+    well before unit 1, which works 5 s in the same chunk, ends."""
+    ex = ProcessExecutor(1, chunk_units=2)
+    try:
+        start = time.monotonic()
+        calls = ex.map_unordered(quiet_sleep, [(0, 0.0), (1, 5.0)] + [(i, 0.0) for i in range(2, 8)])
+        assert next(calls) == (0, 0)
+        assert time.monotonic() - start < 3.0
+        assert sorted(calls) == [(i, i) for i in range(1, 8)]
+    finally:
+        ex.close()
+
+
+def first_then_wait(tag, i):
+    time.sleep(0 if i == 0 else 0.1)
+    return tag, i
+
+
+def test_results_of_an_abandoned_call_never_reach_the_next_call():
+    ex = ProcessExecutor(1, chunk_units=8)
+    try:
+        first = ex.map_unordered(first_then_wait, [("first", i) for i in range(32)])
+        next(first)  # its chunk's other results are still being made, some already in shared memory
+        first.close()
+        got = dict(ex.map_unordered(first_then_wait, [("second", i) for i in range(3)]))
+        assert got == {i: ("second", i) for i in range(3)}
+    finally:
+        ex.close()
+
+
+class TwoArgError(Exception):
+    def __init__(self, what, where):  # pickles, but does not unpickle: its args are (message,)
+        super().__init__(f"{what} at {where}")
+
+
+def big_or_unreadable(i):
+    if i == 1:
+        raise TwoArgError("bad", "page 3")
+    return "x" * (3 << 20) if i == 2 else i
+
+
+def test_results_too_big_for_shared_memory_or_unreadable_are_still_results():
+    """A 3 MB result goes by the pipe; an exception that cannot be unpickled in the driver is that unit's
+    failure, named, not the end of the run."""
+    ex = ProcessExecutor(1)
+    try:
+        got = dict(ex.map_unordered(big_or_unreadable, [(i,) for i in range(4)]))
+    finally:
+        ex.close()
+    assert got[0] == 0 and got[3] == 3 and got[2] == "x" * (3 << 20)
+    assert isinstance(got[1], RuntimeError) and "cannot be read back" in str(got[1])
+
+
+def test_the_result_ring_wraps_and_refuses_what_does_not_fit(monkeypatch):
+    """A ring of two and a half records: a record never splits across its end (the rest is skipped), and one
+    that does not fit in what the driver has taken is refused, leaving the ring as it was."""
+    import multiprocessing
+    import pickle
+
+    from benchmint.run import executors
+
+    data = pickle.dumps("result", pickle.HIGHEST_PROTOCOL)
+    r = executors._RECORD.size + len(data)
+    monkeypatch.setattr(executors._ResultRing, "SIZE", 2 * r + r // 2)
+    ring = executors._ResultRing(multiprocessing.get_context())
+    assert ring.put(1, data) and ring.put(2, data)
+    assert not ring.put(3, data)  # r // 2 left at the end, nothing at the start until the driver drains
+    assert ring.drain() == [(1, "result"), (2, "result")] and ring.drain() == []
+    assert ring.put(3, data)  # after the skipped end, at the start
+    assert ring.put(4, data) and not ring.put(5, data)
+    assert ring.drain() == [(3, "result"), (4, "result")]
+    assert ring.ends.head == ring.ends.tail == 4 * r + r // 2  # four records, one skip (a refused put writes none)
+
+
+class CostsSeen(SerialExecutor):
+    """A serial executor that keeps the costs it is given, as any executor may use them."""
+
+    def __init__(self):
+        self.seen = None
+
+    def map_unordered(self, fn, args, costs=None):
+        self.seen = costs
+        return super().map_unordered(fn, args, costs)
+
+
+def test_run_units_gives_the_units_costs_to_any_executor(tmp_path):
+    ex = CostsSeen()
+    units = [Unit(f"c{i}", (i,), f"unit {i}", cost) for i, cost in enumerate([1, 5, 2])]
+    with Ledger(tmp_path / "l.sqlite", "t") as ledger:
+        results, _ = run_units(ledger, units, square_or_fail, ex)
+    assert [r["i"] for r in results] == [0, 1, 2]
+    assert ex.seen == [5, 2, 1]  # in dispatch order (costliest first), as the units were handed to it

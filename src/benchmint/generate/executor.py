@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +32,8 @@ class RoleExecutor:
     def __init__(self, roles: Mapping[str, Role]) -> None:
         self.roles = dict(roles)
 
-    def map_unordered(self, fn: Callable[..., Any], args) -> Iterator[tuple[int, Any]]:
+    def map_unordered(self, fn: Callable[..., Any], args,
+                      costs: Sequence[float] | None = None) -> Iterator[tuple[int, Any]]:
         drive = _Drive(self.roles)
         fed = 0
         try:

@@ -32,7 +32,7 @@ import contextlib
 import itertools
 import os
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -136,7 +136,8 @@ class CallExecutor:
     def __init__(self, engine: Engine, stage: str = "default", parse: Callable[[str], Any] | None = None) -> None:
         self.engine, self.stage, self.parse = engine, stage, parse
 
-    def map_unordered(self, fn: Callable[..., Any], args) -> Iterator[tuple[int, Any]]:
+    def map_unordered(self, fn: Callable[..., Any], args,
+                      costs: Sequence[float] | None = None) -> Iterator[tuple[int, Any]]:
         args = list(args)
         for i, outcome in self.engine.run_sync(((i, a[0]) for i, a in enumerate(args)), stage=self.stage,
                                                parse=self.parse):

@@ -35,7 +35,8 @@ class SharedCallExecutor:
                  parse: Callable[[str], Any] | None = None) -> None:
         self.engine, self.build, self.stage, self.parse = engine, build, stage, parse
 
-    def map_unordered(self, fn: Callable[..., Any], args) -> Iterator[tuple[int, Any]]:
+    def map_unordered(self, fn: Callable[..., Any], args,
+                      costs: Sequence[float] | None = None) -> Iterator[tuple[int, Any]]:
         args = list(args)
         groups: dict[str, list[int]] = {}
         for i, a in enumerate(args):

@@ -12,6 +12,8 @@ from __future__ import annotations
 import ctypes
 import importlib
 import os
+import pickle
+import struct
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -47,11 +49,13 @@ class UnitTimeout(RuntimeError):
 
 
 class Executor(Protocol):
-    def map_unordered(self, fn: Callable[..., Any], args: Sequence[tuple]) -> Iterator[tuple[int, Any]]:
+    def map_unordered(self, fn: Callable[..., Any], args: Sequence[tuple],
+                      costs: Sequence[float] | None = None) -> Iterator[tuple[int, Any]]:
         """Yield ``(i, fn(*args[i]))`` as calls finish; an exception is yielded as the value.
 
         ``args`` is read by index as calls are started, so units the caller appends to it while
-        iterating (the runner's follow-up units) are run too.
+        iterating (the runner's follow-up units) are run too. ``costs[i]``, when given, is the work expected
+        of ``args[i]`` (grown with ``args``): an executor may use it to group units, or ignore it.
         """
         ...
 
@@ -61,7 +65,8 @@ class Executor(Protocol):
 class SerialExecutor:
     """One unit after another in the calling thread: for tests, debugging and tiny runs."""
 
-    def map_unordered(self, fn: Callable[..., Any], args: Sequence[tuple]) -> Iterator[tuple[int, Any]]:
+    def map_unordered(self, fn: Callable[..., Any], args: Sequence[tuple],
+                      costs: Sequence[float] | None = None) -> Iterator[tuple[int, Any]]:
         for i, a in enumerate(args):
             try:
                 yield i, fn(*a)
@@ -78,7 +83,8 @@ class _PoolExecutor:
     def __init__(self, pool, workers: int) -> None:
         self._pool, self._window = pool, 2 * workers
 
-    def map_unordered(self, fn: Callable[..., Any], args: Sequence[tuple]) -> Iterator[tuple[int, Any]]:
+    def map_unordered(self, fn: Callable[..., Any], args: Sequence[tuple],
+                      costs: Sequence[float] | None = None) -> Iterator[tuple[int, Any]]:
         pending: dict[Future, int] = {}
         next_i = 0
         while next_i < len(args) or pending:
@@ -108,22 +114,26 @@ class ThreadExecutor(_PoolExecutor):
 class ProcessExecutor:
     """Worker processes, each running one unit at a time: for Python-bound work on many files.
 
-    Units go out in chunks of up to ``chunk_units`` (one message a chunk, results still sent back one a unit as
-    each ends): a unit costing the driver a pickle and a pipe write of its own cost more than its share of the
-    driver's time at many workers. A chunk shrinks as the units left run short (the last ones go one at a time,
-    so no worker idles while another works through a chunk) and, with ``costs`` given to ``map_unordered``
-    (the runner's ``Unit.cost``), holds at most ``1 / (CHUNK_COST_SHARE × workers)`` of the total cost, so a
-    long unit goes alone.
+    Units go out in chunks of up to ``chunk_units`` (one message a chunk) and come back the same way: a worker
+    writes each result into memory it shares with the driver (``_ResultRing``; one too big for it goes by the
+    pipe at once) and wakes the driver once, when its chunk ends; the driver also reads that memory at least
+    every ``POLL_SECONDS`` while a worker holds units, so a result made early in a long chunk is not held back.
+    A unit costing the driver a message, a wake-up and an unpickling of its own, both ways, cost more than its
+    share of the driver's time at many workers. A chunk shrinks as the units left run short (the last ones go
+    one at a time, so no worker idles while another works through a chunk) and, with ``costs`` given to
+    ``map_unordered`` (the runner's ``Unit.cost``), holds at most ``1 / (CHUNK_COST_SHARE × workers)`` of the
+    total cost, so a long unit goes alone.
 
     ``unit_seconds`` bounds a unit's whole run and ``stage_seconds`` the time
     between two ``stage()`` reports of a unit (say, one page of a document),
     unless the stage reported a limit of its own (``stage(label, seconds)``); both
-    start when the worker, its ``preload`` imported, takes the unit. A
+    start when the worker, its ``preload`` imported, marks the unit started in its ``_StageSlot``. A
     unit past either limit has its worker killed (MuPDF or a CIF parser stuck in
     C code cannot be interrupted any other way) and yields ``UnitTimeout``; a
-    worker that dies yields ``WorkerDied``. Either way a fresh worker takes the
-    next unit, so one bad input never stops the run. Workers exit when the
-    calling process dies, even while stuck in C code holding the GIL.
+    worker that dies yields ``WorkerDied`` for the unit it was running. Either way the results it had finished
+    are read from its shared memory, the units of its chunk it had not started go out again, and a fresh
+    worker takes the next unit, so one bad input never stops the run and costs no other unit's work. Workers
+    exit when the calling process dies, even while stuck in C code holding the GIL.
 
     ``preload`` names modules each worker imports as it starts; with ``start()``
     called before the caller's own preparation (hashing inputs, opening the
@@ -142,8 +152,9 @@ class ProcessExecutor:
     CHUNK_UNITS = 8
     CHUNKS_LEFT = 4
     CHUNK_COST_SHARE = 64
-    # How late a stage's time limit may be noticed at most (the driver reads the stage reports this often).
-    STAGE_POLL_SECONDS = 0.1
+    # How late a stage's time limit, or a finished unit's result, may be noticed at most: the driver reads the
+    # workers' shared memory this often while they hold units (and whenever one's chunk ends).
+    POLL_SECONDS = 0.1
 
     def __init__(self, workers: int = -1, *, unit_seconds: float | None = None,
                  stage_seconds: float | None = None, preload: Sequence[str] = (),
@@ -169,9 +180,9 @@ class ProcessExecutor:
                       costs: Sequence[float] | None = None) -> Iterator[tuple[int, Any]]:
         """As ``Executor.map_unordered``; ``costs[i]``: the work expected of ``args[i]`` (read as ``args`` is, so
         a caller appending to one appends to both), which bounds the chunks."""
-        # Workers persist across calls. One still holding a unit belongs to a call whose caller stopped
-        # reading; its late result would be taken for this call's, so it is replaced.
-        for stale in [w for w in self._workers if w.index >= 0]:
+        # Workers persist across calls. One still holding units belongs to a call whose caller stopped reading;
+        # its late results would be taken for this call's, so it is replaced.
+        for stale in [w for w in self._workers if w.pending]:
             self._replace(stale)
         idle = list(self._workers)
         busy: dict[Any, _Worker] = {}  # connection -> worker
@@ -181,38 +192,64 @@ class ProcessExecutor:
                 w = idle.pop() if idle else self._start()
                 w.give(fn, chunks.take(), args)
                 busy[w.conn] = w
-            for conn in mp_connection.wait(list(busy), timeout=self._wait_seconds(busy.values())):
-                w = busy[conn]
-                got = w.receive()
-                if got is None:  # the worker's word that it is ready
+            ready = mp_connection.wait(list(busy), timeout=self._wait_seconds(busy.values()))
+            # Everything below is decided on one fresh look at each worker; the results go to the caller after.
+            out: list[tuple[int, Any]] = []
+            dead = []
+            for conn in ready:
+                got, alive = busy[conn].receive()
+                out.extend(got)
+                if not alive:
+                    dead.append(busy[conn])
+            for w in busy.values():
+                if w not in dead:  # a finished unit's result waits in shared memory at most POLL_SECONDS
+                    out.extend(w.look())
+            for w in dead:
+                del busy[w.conn]
+                w.proc.join(1)  # its exit code, for the report
+                out.extend(self._end(w, chunks))
+            for w, timeout in [(w, w.overdue(self._unit_s, self._stage_s)) for w in busy.values()]:
+                if timeout is not None:
+                    del busy[w.conn]
+                    out.extend(self._end(w, chunks, timeout))
+            for w in list(busy.values()):
+                if w.pending:  # the rest of its chunk runs on
                     continue
-                if isinstance(got[1], WorkerDied):
-                    del busy[conn]
-                    chunks.hand_back(w.unstarted())
-                    self._replace(w)
-                elif w.index >= 0:  # the rest of its chunk runs on
-                    pass
-                elif chunks.left():  # the next chunk goes out before the caller records this result
+                if chunks.left():  # the next chunk goes out before the caller records these results
                     w.give(fn, chunks.take(), args)
                 else:
-                    del busy[conn]
+                    del busy[w.conn]
                     idle.append(w)
-                yield got
-            for w in [w for w in busy.values() if w.overdue(self._unit_s, self._stage_s)]:
-                del busy[w.conn]
-                timeout = w.overdue(self._unit_s, self._stage_s)
-                index = w.index
-                chunks.hand_back(w.unstarted())
-                self._replace(w)
-                yield index, timeout
+            yield from out
+
+    def _end(self, w: _Worker, chunks: _Chunks, timeout: UnitTimeout | None = None) -> list[tuple[int, Any]]:
+        """Stop a worker that died (``timeout`` None) or ran past a limit: the results it had finished, then
+        ``WorkerDied`` or ``timeout`` for the unit at fault; the units it had not started are handed back."""
+        late = w.index  # the unit found past its limit
+        w.kill()
+        results, running, rest = w.lost()
+        if timeout is None:
+            if running is not None:
+                results.append((running, WorkerDied(running, w.proc.exitcode)))
+        else:
+            # If the late unit finished before its worker was stopped, the unit started after it was stopped
+            # through no fault of its own and goes out again.
+            rest += [running] if running is not None else []
+            if late in rest:
+                rest.remove(late)
+                results.append((late, timeout))
+        chunks.hand_back(rest)
+        self._workers.remove(w)
+        return results
 
     def _wait_seconds(self, busy) -> float | None:
-        # A running unit's stage reports are read, not received (``_StageSlot``): one may bring a limit nearer than
-        # any known now, so the driver looks again at least every STAGE_POLL_SECONDS while a unit runs.
+        # A running unit's stage reports and finished results are read from shared memory, not received: a
+        # report may bring a limit nearer than any known now, and a result is due to the caller (its commit,
+        # its progress), so the driver looks again at least every POLL_SECONDS while a worker holds units.
         busy = list(busy)
         deadlines = [d for w in busy for d in w.deadlines(self._unit_s, self._stage_s)]
-        if any(w.started is not None for w in busy):
-            deadlines.append(time.monotonic() + self.STAGE_POLL_SECONDS)
+        if busy:
+            deadlines.append(time.monotonic() + self.POLL_SECONDS)
         return max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
 
     def _start(self) -> _Worker:
@@ -231,7 +268,7 @@ class ProcessExecutor:
 
     def close(self) -> None:
         for w in self._workers:
-            if w.index >= 0:  # a unit nobody will wait for (the run was interrupted)
+            if w.pending:  # a unit nobody will wait for (the run was interrupted)
                 w.proc.kill()
             w.stop()
         for w in self._workers:
@@ -302,11 +339,10 @@ def stage(label: str, seconds: float | None = None) -> None:
         _REPORT_TO.send(("stage", str(label), seconds))
 
 
-def _worker_main(conn, slot: _StageSlot, parent: int, preload: tuple[str, ...]) -> None:
+def _worker_main(conn, slot: _StageSlot, ring: _ResultRing, parent: int, preload: tuple[str, ...]) -> None:
     global _REPORT_TO
     _die_with(parent)
-    _import_all(preload)
-    conn.send(("ready",))  # a unit's time limits start now: the imports are no unit's work
+    _import_all(preload)  # before any unit is marked started: the imports are no unit's work
     while True:
         try:
             task = conn.recv()
@@ -315,19 +351,26 @@ def _worker_main(conn, slot: _StageSlot, parent: int, preload: tuple[str, ...]) 
         if task is None:
             return
         fn, chunk, ticket = task
-        for k, (i, args) in enumerate(chunk):  # each result goes back as its unit ends: the driver's clock moves on
+        for k, (i, args) in enumerate(chunk):
+            slot.begin(ticket + k)  # the driver's clock for this unit starts here
             _REPORT_TO = _SlotReports(slot, ticket + k)
             try:
-                reply = ("done", i, fn(*args))
+                result = fn(*args)
             except Exception as exc:  # the unit's failure, reported as its result
-                reply = ("done", i, exc)
+                result = exc
             finally:
                 _REPORT_TO = None
             try:
-                conn.send(reply)
+                data = pickle.dumps(result, pickle.HIGHEST_PROTOCOL)
             except Exception as exc:  # the result or exception does not pickle: say so instead
-                conn.send(("done", i, RuntimeError(f"the unit's result cannot be sent back: "
-                                                   f"{type(exc).__name__}: {exc}")))
+                why = f"{type(exc).__name__}: {exc}"
+                data = pickle.dumps(RuntimeError(f"the unit's result cannot be sent back: {why}"))
+            # Into the shared ring, where the driver finds it even if this worker dies before the chunk ends;
+            # what does not fit goes by the pipe now. The driver is woken once, as the chunk ends.
+            if not ring.put(i, data):
+                conn.send_bytes(_INDEX.pack(i) + data)
+            elif k == len(chunk) - 1:
+                conn.send_bytes(b"")
 
 
 def _import_all(names: Sequence[str]) -> None:
@@ -352,37 +395,48 @@ _LABEL_BYTES = 240  # a stage's label is cut to this many bytes of UTF-8 in its 
 
 
 class _Stage(ctypes.Structure):
-    _fields_ = [("seq", ctypes.c_uint64), ("unit", ctypes.c_int64), ("started", ctypes.c_double),
-                ("limit", ctypes.c_double), ("length", ctypes.c_uint32), ("label", ctypes.c_char * _LABEL_BYTES)]
+    _fields_ = [("seq", ctypes.c_uint64), ("unit", ctypes.c_int64), ("unit_started", ctypes.c_double),
+                ("started", ctypes.c_double), ("limit", ctypes.c_double), ("staged", ctypes.c_uint32),
+                ("length", ctypes.c_uint32), ("label", ctypes.c_char * _LABEL_BYTES)]
 
 
 class _StageSlot:
-    """A worker's running stage in memory it shares with the driver: ``stage()`` writes it there rather than
-    sending a message, which cost the driver a wake-up and a read per report (a page's, several a unit), and the
-    driver reads it when it checks the time limits. A sequence number odd while the worker writes, read again
-    after the fields, keeps a read from mixing two reports. The times are ``time.monotonic()``'s, one clock for
-    every process of the machine."""
+    """A worker's running unit and stage in memory it shares with the driver: the worker marks each unit's start
+    (``begin``) and ``stage()`` writes each report there rather than sending a message, which cost the driver a
+    wake-up and a read a unit or a report (a page's, several a unit); the driver reads it when it checks the
+    time limits. A sequence number odd while the worker writes, read again after the fields, keeps a read from
+    mixing two writes. The times are ``time.monotonic()``'s, one clock for every process of the machine."""
 
     def __init__(self, ctx: DefaultContext | SpawnContext) -> None:
         self.shared = ctx.RawValue(_Stage)
         self.shared.unit = -1
 
+    def begin(self, ticket: int) -> None:
+        """The unit numbered ``ticket`` starts now, with no stage reported yet."""
+        s = self.shared
+        s.seq += 1
+        now = time.monotonic()
+        s.unit, s.unit_started, s.started, s.limit, s.staged, s.length = ticket, now, now, 0.0, 0, 0
+        s.seq += 1
+
     def write(self, ticket: int, label: str, seconds: float | None) -> None:
         s = self.shared
         data = label.encode("utf-8", "replace")[:_LABEL_BYTES]
         s.seq += 1
-        s.unit, s.started, s.limit, s.length = ticket, time.monotonic(), seconds or 0.0, len(data)
+        s.unit, s.started, s.limit, s.staged, s.length = ticket, time.monotonic(), seconds or 0.0, 1, len(data)
         ctypes.memmove(ctypes.addressof(s) + _Stage.label.offset, data, len(data))
         s.seq += 1
 
-    def read(self) -> tuple[int, int, str, float | None, float] | None:
-        """(sequence number, unit's ticket, label, its own limit, started), or None while a write is under way."""
+    def read(self) -> tuple[int, int, float, str | None, float | None, float] | None:
+        """(sequence number, running unit's ticket, its start, its stage's label (None: none yet), the stage's
+        own limit, the stage's start), or None while a write is under way."""
         s = self.shared
         for _ in range(64):
             seq = s.seq
             if seq % 2:
                 continue
-            got = (seq, s.unit, s.label[:s.length].decode("utf-8", "replace"), s.limit or None, s.started)
+            label = s.label[:s.length].decode("utf-8", "replace") if s.staged else None
+            got = (seq, s.unit, s.unit_started, label, s.limit or None, s.started)
             if s.seq == seq:
                 return got
         return None
@@ -396,6 +450,70 @@ class _SlotReports:
 
     def send(self, msg: tuple) -> None:
         self.slot.write(self.ticket, msg[1], msg[2])
+
+
+_INDEX = struct.Struct("<q")  # a result's unit index, before its pickle (in the ring and on the pipe)
+_RECORD = struct.Struct("<Iq")  # a result's record in the ring: the pickle's length, the unit's index
+_LENGTH = struct.Struct("<I")
+_WRAP = 0xFFFFFFFF  # a record length meaning "the rest of the ring is unused: go on at its start"
+
+
+class _Ends(ctypes.Structure):
+    _fields_ = [("head", ctypes.c_uint64), ("tail", ctypes.c_uint64)]
+
+
+class _ResultRing:
+    """A worker's finished results in memory it shares with the driver: a ring written by the worker alone
+    (``head``: bytes written, moved past a record once it is whole) and read by the driver alone (``tail``:
+    bytes taken). A result stays readable after its worker dies, so a worker killed in the middle of a chunk
+    loses only the unit it was running, and the results of a chunk cost the driver one wake-up, not one each."""
+
+    SIZE = 1 << 20
+
+    def __init__(self, ctx: DefaultContext | SpawnContext) -> None:
+        self.ends = ctx.RawValue(_Ends)
+        self.data = ctx.RawArray(ctypes.c_ubyte, self.SIZE)
+
+    def put(self, index: int, data: bytes) -> bool:
+        """Append one result; False (nothing written) when it does not fit in the space the driver left."""
+        size, ends, need = self.SIZE, self.ends, _RECORD.size + len(data)
+        head = ends.head
+        at = head % size
+        skip = size - at if size - at < need else 0  # a record is never split across the ring's end
+        if size - (head - ends.tail) < skip + need:
+            return False
+        base = ctypes.addressof(self.data)
+        if skip:
+            if skip >= 4:
+                ctypes.memmove(base + at, _LENGTH.pack(_WRAP), 4)
+            at = 0
+        ctypes.memmove(base + at, _RECORD.pack(len(data), index), _RECORD.size)
+        ctypes.memmove(base + at + _RECORD.size, data, len(data))
+        ends.head = head + skip + need  # last: the driver reads only whole records
+        return True
+
+    def drain(self) -> list[tuple[int, Any]]:
+        """Every result written since the last drain, as (index, result)."""
+        size, ends, view = self.SIZE, self.ends, memoryview(self.data)
+        head, tail = ends.head, ends.tail
+        out = []
+        while tail < head:
+            at = tail % size
+            if size - at < 4 or _LENGTH.unpack_from(view, at)[0] == _WRAP:
+                tail += size - at
+                continue
+            length, index = _RECORD.unpack_from(view, at)
+            out.append((index, _load(view[at + _RECORD.size:at + _RECORD.size + length])))
+            tail += _RECORD.size + length
+        ends.tail = tail
+        return out
+
+
+def _load(data: bytes | memoryview) -> Any:
+    try:
+        return pickle.loads(data)
+    except Exception as exc:  # noqa: BLE001 - a result that does not unpickle here is that unit's failure
+        return RuntimeError(f"the unit's result cannot be read back: {type(exc).__name__}: {exc}")
 
 
 class UnitClock:
@@ -430,77 +548,81 @@ class _Worker(UnitClock):
     def __init__(self, ctx: DefaultContext | SpawnContext, preload: tuple[str, ...] = ()) -> None:
         self.conn, child = ctx.Pipe()
         self.slot = _StageSlot(ctx)
-        self.seen = 0  # the slot's sequence number last read
-        self.ticket = -1  # the running unit's number among those this worker was given (its stage reports carry it)
-        self.proc = ctx.Process(target=_worker_main, args=(child, self.slot, os.getpid(), preload), daemon=True,
-                                name="benchmint-unit-worker")
+        self.ring = _ResultRing(ctx)
+        self.proc = ctx.Process(target=_worker_main, args=(child, self.slot, self.ring, os.getpid(), preload),
+                                daemon=True, name="benchmint-unit-worker")
         self.proc.start()
         child.close()
-        self.index = -1  # the unit it runs (the first of its chunk not yet reported), -1 for none
-        self.queue: list[int] = []  # the rest of its chunk, in the order it runs them
-        self.ready = False  # the preload imported (the worker said so)
+        self.chunk: list[int] = []  # the units it was last given, in the order it runs them
+        self.first = 0  # the ticket of the chunk's first unit; the k-th unit's is first + k
+        self.tickets = 0  # tickets given out so far: a slot's ticket names one unit of one chunk
+        self.pending: set[int] = set()  # units of its chunk whose results have not come back
+        self.seen = -1  # the slot's sequence number at the last look
+        self.index = -1  # the unit it runs, as last seen in its slot; -1 for none
         self.started = None
         self.stage_started = 0.0
         self.stage = None
         self.stage_limit = None
 
     def give(self, fn, chunk: list[int], args: Sequence[tuple]) -> None:
-        self.index, self.queue = chunk[0], chunk[1:]
-        self.ticket += 1
-        self._next_clock()
-        self.conn.send((fn, [(i, args[i]) for i in chunk], self.ticket))
+        self.chunk, self.first, self.pending = chunk, self.tickets, set(chunk)
+        self.tickets += len(chunk)
+        self.index, self.started = -1, None
+        self.conn.send((fn, [(i, args[i]) for i in chunk], self.first))
 
-    def _next_clock(self) -> None:
-        self.stage, self.stage_limit = None, None
-        self._start_clock()
-
-    def unstarted(self) -> list[int]:
-        """The units of its chunk it has not reached (its current one excluded)."""
-        rest, self.queue = self.queue, []
-        return rest
-
-    def deadlines(self, unit_s: float | None, stage_s: float | None) -> list[float]:
-        self._read_stage()
-        return super().deadlines(unit_s, stage_s)
-
-    def overdue(self, unit_s: float | None, stage_s: float | None) -> UnitTimeout | None:
-        self._read_stage()
-        return super().overdue(unit_s, stage_s)
-
-    def _read_stage(self) -> None:
-        """Take the running unit's newest stage report from the slot (one of an earlier unit is not its)."""
+    def look(self) -> list[tuple[int, Any]]:
+        """The results finished since the last look; the running unit and its clocks taken from the slot."""
+        ends = self.ring.ends
+        if self.slot.shared.seq == self.seen and ends.head == ends.tail:
+            return []  # nothing written since the last look: what it found holds
+        # The slot first: a worker files a unit's result before it marks the next unit started, so a unit seen
+        # in the slot whose result is not in the ring after it was still running when the slot was read.
         got = self.slot.read()
-        if got is None or got[0] == self.seen:
-            return
-        seq, ticket, label, limit, started = got
-        if ticket == self.ticket and self.started is not None:
-            self.seen = seq
-            self.stage, self.stage_limit, self.stage_started = label, limit, started
+        results = self._take(self.ring.drain())
+        self.index, self.started = -1, None
+        self.seen = -1  # a slot read mid-write is read again next time
+        if got is not None:
+            self.seen, ticket, unit_started, label, limit, stage_started = got
+            k = ticket - self.first
+            if 0 <= k < len(self.chunk) and self.chunk[k] in self.pending:
+                self.index, self.started = self.chunk[k], unit_started
+                self.stage, self.stage_limit, self.stage_started = label, limit, stage_started
+        return results
 
-    def _start_clock(self) -> None:
-        # A worker still importing its preload has not started the unit: its clock starts once it is ready.
-        self.started = time.monotonic() if self.ready else None
-        self.stage_started = self.started or 0.0
+    def lost(self) -> tuple[list[tuple[int, Any]], int | None, list[int]]:
+        """For a worker that has died or was stopped: (the results it finished, the unit it was running or None,
+        the units of its chunk it had not started)."""
+        got = self.slot.read()
+        results = self._take(self.ring.drain())
+        k = got[1] - self.first if got is not None else -1
+        order = [i for i in self.chunk if i in self.pending]
+        if 0 <= k < len(self.chunk):
+            running = self.chunk[k] if self.chunk[k] in self.pending else None
+        else:  # it died before it marked any unit of the chunk started: the first is blamed, as it may be at fault
+            running = order[0] if order else None
+        self.pending = set()
+        self.index, self.started = -1, None
+        return results, running, [i for i in order if i != running]
 
-    def receive(self) -> tuple[int, Any] | None:
-        """(index, result) when the unit ended, None for the worker's word that it is ready."""
+    def _take(self, results: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
+        for i, _ in results:
+            self.pending.discard(i)
+        return results
+
+    def receive(self) -> tuple[list[tuple[int, Any]], bool]:
+        """(the results sent by the pipe: those too big for the ring; none for its word that a chunk ended,
+        whether the worker is still alive)."""
+        out = []
         try:
-            msg = self.conn.recv()
+            while True:
+                msg = self.conn.recv_bytes()
+                if msg:
+                    out.append((_INDEX.unpack_from(msg)[0], _load(msg[_INDEX.size:])))
+                    self.seen = -1  # the unit the slot shows may be this one: the next look reads it again
+                if not self.conn.poll():
+                    return self._take(out), True
         except (EOFError, OSError):
-            self.proc.join(1)
-            return self.index, WorkerDied(self.index, self.proc.exitcode)
-        if msg[0] == "ready":
-            self.ready = True
-            if self.index >= 0:
-                self._start_clock()
-            return None
-        if self.queue:  # the worker went on to the next unit of its chunk as it sent this
-            self.index = self.queue.pop(0)
-            self.ticket += 1
-            self._next_clock()
-        else:
-            self.index, self.started = -1, None
-        return msg[1], msg[2]
+            return self._take(out), False
 
     def kill(self) -> None:
         self.proc.kill()

@@ -248,7 +248,8 @@ class RayExecutor:
             warm = self._ray.remote(num_cpus=1, max_retries=0)(_warm)
             self._warmers = [warm.remote(self._preload) for _ in range(self._window // 2)]
 
-    def map_unordered(self, fn: Callable[..., Any], args: Sequence[tuple]) -> Iterator[tuple[int, Any]]:
+    def map_unordered(self, fn: Callable[..., Any], args: Sequence[tuple],
+                      costs: Sequence[float] | None = None) -> Iterator[tuple[int, Any]]:
         ray = self._ray
         fn_ref = ray.put(fn)  # once per call, not once per unit
         self._cancel_live()  # units of an earlier call whose caller stopped reading

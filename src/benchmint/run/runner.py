@@ -142,15 +142,14 @@ def run_units(ledger: Ledger, units: Sequence[Unit], work: Callable[..., dict | 
         return (unit.key, *unit.args) if keyed else unit.args
 
     args = [args_of(u) for u in todo]
-    costs = [u.cost for u in todo]  # for the executor that hands units out in chunks
+    costs = [u.cost for u in todo]  # for an executor that groups units (the local workers' chunks)
     bar = None
     if progress and todo:
         from benchmint.progress import Progress
 
         bar = Progress(desc, total=len(todo), unit="units")
     follow = _FollowUps(ledger, then, units, todo, args, args_of, costs, bar)
-    results = (executor.map_unordered(work, args, costs=costs) if isinstance(executor, ProcessExecutor)
-               else executor.map_unordered(work, args))
+    results = executor.map_unordered(work, args, costs=costs)
     try:
         # ``args`` grows while the executor reads it: every executor takes the next unit by index.
         for i, result in results:
