@@ -14,10 +14,10 @@
 // extractor leaves undecided, any problem to report) goes to the Python
 // reference for that one line, so rows and errors equal the reference path.
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
