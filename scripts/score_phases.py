@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -34,7 +35,8 @@ from pathlib import Path
 from serial_fraction import score_inputs  # the same generated gold and raw outputs as the sweep's
 
 # Runs the CLI with the pipeline's phases wrapped; writes {phase: [wall, main-thread CPU, process CPU]} and the
-# whole process's figures to $SCORE_PHASES.
+# process's figures when the command returns to $SCORE_PHASES. The process's whole CPU, its exit included, is
+# taken by the parent from the child's resource usage.
 WRAP = """import json, os, resource, sys, time
 t_start = time.perf_counter()
 phases = {}
@@ -52,15 +54,16 @@ def timed(name, fn):
 from benchmint.metrics import pipeline
 for name in os.environ["SCORE_PHASE_NAMES"].split(","):
     setattr(pipeline, name, timed(name, getattr(pipeline, name)))
-from benchmint.cli import main
+from benchmint import cli
+# the command's own entry where the build has one (its exit as the command's), else main and sys.exit
+command = getattr(cli, "entry", None) or (lambda argv: sys.exit(cli.main(argv)))
 try:
-    code = main(sys.argv[1:])
+    command(sys.argv[1:])
 finally:
     me = resource.getrusage(resource.RUSAGE_SELF)
     with open(os.environ["SCORE_PHASES"], "w") as fh:
         json.dump({"phases": phases, "in_process_wall": time.perf_counter() - t_start,
-                   "cpu": me.ru_utime + me.ru_stime, "max_rss_kib": me.ru_maxrss}, fh)
-sys.exit(code)
+                   "cpu_at_return": me.ru_utime + me.ru_stime, "max_rss_kib": me.ru_maxrss}, fh)
 """
 # The names score_files looks up in benchmint.metrics.pipeline at call time.
 # _row_counts and _model_rows run inside summarize: the summary's per-row counting and its per-model rows
@@ -77,15 +80,18 @@ def run_once(pred: Path, gold: Path, out: Path, workers: int, by: str, extra: li
     writer.unlink(missing_ok=True)
     cmd = [sys.executable, "-c", WRAP, "score", str(pred), "--gold", str(gold), "--task", "mcq", "--out", str(out),
            "--workers", str(workers), "--quiet", *(["--by", by] if by else []), *extra]
-    t0 = time.perf_counter()
+    t0, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(cmd, stderr=subprocess.PIPE, env={**os.environ, "SCORE_PHASES": str(report),
                                                             "SCORE_PHASE_NAMES": ",".join(names),
                                                             "BENCHMINT_WRITER_TIMES": str(writer)})
-    wall = time.perf_counter() - t0
+    wall, after = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode not in (0, 1):
         raise SystemExit(f"score failed ({done.returncode}):\n{done.stderr.decode()[-2000:]}")
     got = json.loads(report.read_text())
     got["wall"] = wall
+    # the whole process, its teardown included (what the command returned with is "cpu_at_return")
+    got["cpu"] = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    got["exit_cpu"] = got["cpu"] - got["cpu_at_return"]
     if writer.exists():  # the stream's writer timed itself: its wall and its threads' CPU
         own = json.loads(writer.read_text())
         got["write_rows_cpu"], got["writer_wall"] = own["cpu"], own["wall"]
@@ -107,7 +113,6 @@ def run_once(pred: Path, gold: Path, out: Path, workers: int, by: str, extra: li
 def write_cost(rows: Path) -> float:
     """CPU seconds of writing ``rows``' bytes again in 4 MiB pieces, standing for the stream's writer thread where
     the compiled module does not time it (``BENCHMINT_WRITER_TIMES``)."""
-    import resource
 
     data = rows.read_bytes()
     copy = rows.with_name("copy.jsonl")
@@ -123,7 +128,8 @@ def write_cost(rows: Path) -> float:
 def serial_split(run: dict) -> dict:
     """CPU seconds that do not spread over the workers against those that do, and Amdahl's speed-up at 16.
 
-    Serial: start-up and exit (the process's CPU outside the phases), the calling thread's CPU in the gold index
+    Serial: start-up and exit (the process's CPU outside the phases, its teardown after the command returned
+    included), the calling thread's CPU in the gold index
     and in the stream (the ordered merges), the rows' writing, and the summary but for its passes by row ranges
     (its other threads are one per model and stratum field, not per worker). Spread: the rest of the gold index
     and the stream (parse, extraction, rows) and the summary's passes by row ranges (the counting, each model's
@@ -178,7 +184,7 @@ def main() -> None:
             in_phases = sum(v[0] for k, v in best["phases"].items() if k not in NESTED)
             rows[w] = {"wall": round(best["wall"], 3), "cpu": round(best["cpu"], 3),
                        "start_and_exit": round(best["wall"] - in_phases, 3), "phases": phases,
-                       "write_rows_cpu": round(best["write_rows_cpu"], 3),
+                       "exit_cpu": round(best["exit_cpu"], 3), "write_rows_cpu": round(best["write_rows_cpu"], 3),
                        **({"writer_wall": round(best["writer_wall"], 3)} if "writer_wall" in best else {}),
                        **{k: best[k] for k in ("writer_parts", "writer_shared_bytes", "writer_handed_bytes")
                           if k in best},

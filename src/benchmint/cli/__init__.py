@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import importlib
 import os
@@ -121,6 +122,54 @@ def _plain_warning(message, category, filename, lineno, file=None, line=None) ->
     # The warnings a command gives (a result file found damaged, say) name what they concern; the line of
     # benchmint's source that raised them means nothing at the command line.
     print(f"warning: {message}", file=file or sys.stderr)
+
+
+# What a command asked to be left to the operating system at exit (``hold_until_exit``), and the exit status
+# ``entry`` got from ``main``; both stay empty when ``main`` is called from a program or a test.
+_HELD: list = []
+_EXIT_STATUS: list[int] = []
+_IN_ENTRY = False
+
+
+def hold_until_exit(*objects) -> None:
+    """Keeps ``objects`` alive until the process ends and has it end without the interpreter's teardown.
+
+    A command calls it once all its outputs are written and closed. At 10M rows ``score`` holds 0.45 GB of
+    columns and a gold index of 2.5M ids: freeing them, then the interpreter's own teardown, took some 0.05 s of
+    CPU after the work was done, while the OS takes the whole address space back at once. Only in the command's
+    own process (``entry``); where ``main`` is called from a program nothing is held.
+    """
+    if _IN_ENTRY:
+        _HELD.extend(objects)
+
+
+def _leave() -> None:
+    """The last exit handler: the other handlers have run and the non-daemon threads were joined before them;
+    with something held and the status known, flush the standard streams and end the process here."""
+    if not _HELD or not _EXIT_STATUS:
+        return
+    status = _EXIT_STATUS[0]
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):  # a closed pipe: the status Python gives when its own flush at exit fails
+            status = 120
+    os._exit(status)
+
+
+# Exit handlers run last-registered first: registered as this module is imported, _leave runs after every
+# handler of a module imported later (Ray's shutdown, logging's flush, multiprocessing's clean-up).
+atexit.register(_leave)
+
+
+def entry(argv: list[str] | None = None) -> None:
+    """The ``benchmint`` command and ``python -m benchmint.cli``: ``main``, then ``sys.exit`` with its status."""
+    global _IN_ENTRY
+    _IN_ENTRY = True
+    status = main(argv)
+    _EXIT_STATUS.append(status)
+    sys.exit(status)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,5 @@
 """``python -m benchmint.cli``."""
 
-import sys
+from benchmint.cli import entry
 
-from benchmint.cli import main
-
-sys.exit(main())
+entry()

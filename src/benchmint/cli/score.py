@@ -35,13 +35,13 @@ def _rows_per_file(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from benchmint.cli import engine_session, engine_unavailable
+    from benchmint.cli import engine_session, engine_unavailable, hold_until_exit
     from benchmint.io import InputError
     from benchmint.metrics.pipeline import ScoreConfig, score_files
-    from benchmint.metrics.report import render
 
     if engine_unavailable(args, "score"):
         return 2
+    held: list = []
     try:
         user_metrics = _user_metrics(getattr(args, "metric", None) or [])
         cfg = ScoreConfig(task=args.task, sip_lambda=args.sip_lambda, sip_gamma=args.sip_gamma, by=tuple(args.by or ()),
@@ -49,14 +49,17 @@ def run(args: argparse.Namespace) -> int:
                           progress=not args.quiet, symmetry=args.symmetry,
                           user_metrics=user_metrics, engine=args.engine, rows_per_file=args.rows_per_file)
         with engine_session(args):
-            result = score_files(args.pred, args.gold, args.out, cfg)
+            result = score_files(args.pred, args.gold, args.out, cfg, keep=held)
     except (InputError, ValueError) as exc:
         print(f"benchmint score: error: {exc}", file=sys.stderr)
         return 2
     if not args.quiet:
+        from benchmint.metrics.report import render  # the table alone needs it: --quiet goes without
+
         print(render(result.summary))
         rows = "scores/ (parts and manifest.json)" if args.rows_per_file else "scores.jsonl"
         print(f"\nwrote {result.out_dir}/{rows}, summary.json, errors.jsonl")
+    hold_until_exit(held, result)  # every file is written and closed: the columns go with the process
     return result.exit_code
 
 

@@ -241,8 +241,6 @@ def _strata_fields(by: tuple[str, ...]) -> tuple[str, ...]:
 def load_gold(path: str | os.PathLike, task: str | AnswerKind, by: tuple[str, ...] = (), workers: int = 1,
               symmetry: bool = False) -> Gold:
     """The gold items. With ``symmetry`` (always the reference path) answers are folded by each item's data."""
-    from benchmint.metrics import pipeline_ref
-
     kind = tasks.get(task)
     path, fields = str(path), _strata_fields(by)
     if not _dispatch.use_reference("pipeline", available=kind.compiled is not None and not symmetry):
@@ -252,6 +250,8 @@ def load_gold(path: str | os.PathLike, task: str | AnswerKind, by: tuple[str, ..
                                                      partial(_gold_line, path=path, kind=kind, fields=fields),
                                                      event_error)
         return Gold(path, native.n_items, native.strata(), list(native.errors), native=native)
+    from benchmint.metrics import pipeline_ref  # the reference path alone
+
     return pipeline_ref.load_gold(path, kind, fields, symmetry)
 
 
@@ -785,10 +785,12 @@ def _no_usable_gold(gold_path, out_dir: Path, errors: list[dict] | None, n_error
                      f"listed in {out_dir / 'errors.jsonl'}")
 
 
-def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult:
-    """Score one or more prediction files; writes scores.jsonl, summary.json and errors.jsonl into ``out_dir``."""
-    from benchmint.metrics import pipeline_ref
+def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig, keep: list | None = None) -> ScoreResult:
+    """Score one or more prediction files; writes scores.jsonl, summary.json and errors.jsonl into ``out_dir``.
 
+    ``keep``: a list the run's columns and gold index are appended to once everything is written, for a caller
+    that frees them later or never (the command leaves them to the OS at exit); without it they go on return.
+    """
     if isinstance(pred_paths, (str, os.PathLike)):
         pred_paths = [pred_paths]
     for p in pred_paths:
@@ -806,6 +808,8 @@ def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult
     try:
         with atomic_rows(out_dir, cfg.rows_per_file) as target:
             if gold.native is None:
+                from benchmint.metrics import pipeline_ref
+
                 with target.text() as out:
                     cols, seen = pipeline_ref.stream(pred_paths, gold, cfg, out, errors, progress)
                     cols = pipeline_ref.append_missing(cols, seen, gold, cfg, out, errors)
@@ -824,6 +828,8 @@ def score_files(pred_paths, gold_path, out_dir, cfg: ScoreConfig) -> ScoreResult
     models = summarize(cols, gold, cfg)
     summary = _summary_head(pred_paths, gold_path, gold, cfg, Counter(e["kind"] for e in errors), models)
     write_summary(out_dir / "summary.json", summary)
+    if keep is not None:
+        keep.extend((cols, gold))
     return ScoreResult(summary, errors, out_dir)
 
 
