@@ -639,7 +639,7 @@ class BuildResult:
 _WORKER_MODULES = ("benchmint.xrd.preload",)
 
 
-def share_imports(workers: int) -> bool:
+def share_imports(workers: int, cores: int | None = None) -> bool:
     """Whether the driver imports ``_WORKER_MODULES`` once before forking the workers (``share_preload``),
     rather than each worker importing them as it starts while the driver hashes the CIFs.
 
@@ -647,11 +647,12 @@ def share_imports(workers: int) -> bool:
     import and overlaps the hashing: free where every worker has a core of its own. Where they have not (the
     selection helper imports scikit-learn at the same time), the extra imports take cores from the other
     processes' imports and delay every worker's first CIF. So: shared when the workers and the helper
-    outnumber the cores (2 workers on 2 cores; all 16 on 16), in parallel otherwise.
+    outnumber the cores (2 workers on 2 cores; all 16 on 16), in parallel otherwise. ``cores``: this machine's
+    when not given (another's, for a measurement that counts a run on it).
     """
     from benchmint.parallel import resolve_workers
 
-    return resolve_workers(workers) + 1 > (os.cpu_count() or 1)
+    return resolve_workers(workers) + 1 > (cores or os.cpu_count() or 1)
 
 
 def build(inputs, out_dir, cfg: BuildConfig = BuildConfig(), workers: int = 1, progress: bool = False,
