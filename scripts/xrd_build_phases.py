@@ -157,7 +157,10 @@ def at_16(line: Timeline, hash_tasks, imports: float, workers: int, cores: int, 
     total = {n: t[1] for n, t in line.totals.items()}
     hashing = hashing_report(hash_tasks, runner.hash_threads(16))
     here = total.get("the workers' imports, here", 0.0)
-    shared = share_imports(16, cores)
+    try:
+        shared = share_imports(16, cores)
+    except TypeError:  # the code before ``cores``: its rule, the workers and the helper against the cores
+        shared = 16 + 1 > cores
     forks = total.get("start the workers", 0.0) - here  # the workers' start without the imports
     serial = (driver - hashing["cpu_s"] + hashing["critical_path_16_s"] - (0.0 if shared else here)
               + forks * (16 / max(1, workers) - 1))

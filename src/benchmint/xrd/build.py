@@ -686,13 +686,17 @@ class _Relative:
         self.out = out.resolve()
         self.folders: dict[str, tuple[str, str]] = {}  # as given -> (resolved, relative to out)
 
-    def __call__(self, path) -> str:
+    def __call__(self, path, link: bool | None = None) -> str:
+        """``link``: whether the file itself is a symbolic link, when its folder's listing told (``FoundFile.link``);
+        else one lstat asks."""
         folder, name = os.path.split(os.fspath(path))
         got = self.folders.get(folder)
         if got is None:
             real = Path(folder).resolve()
             got = self.folders[folder] = (str(real), Path(os.path.relpath(real, self.out)).as_posix())
-        if os.path.islink(os.path.join(got[0], name)):  # the file itself is a link: resolved as a whole
+        if link is None:
+            link = os.path.islink(os.path.join(got[0], name))
+        if link:  # the file itself is a link: resolved as a whole
             return Path(os.path.relpath(Path(got[0], name).resolve(), self.out)).as_posix()
         return name if got[1] == "." else f"{got[1]}/{name}"
 
@@ -781,7 +785,8 @@ class _Finish:
         # convention. A member of an archive is named by the archive's path and its name in it; its item
         # carries its text.
         assert self.items_fh is not None and self.relative is not None
-        cif = self.relative(f.member.archive if f.member else f.path) + (f"/{f.member.name}" if f.member else "")
+        cif = (self.relative(f.member.archive) + f"/{f.member.name}" if f.member
+               else self.relative(f.path, f.link))
         row = b.get("row")
         out = self.items_out
         if row is not None:  # encoded by the worker (``_as_row``, ``_read_rows``): the driver's fields joined in
