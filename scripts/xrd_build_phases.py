@@ -168,8 +168,9 @@ def at_16(line: Timeline, hash_tasks, imports: float, workers: int, cores: int, 
     share = serial / (serial + others)
     per = 1000 / max(1, files)
     print(f"  at 16 workers on {cores} cores ({files} files):", file=sys.stderr)
-    print(f"    imports of the command {imports:.3f} s; the workers' imports here {here:.3f} s, counted "
-          f"{'as the driver' if shared else 'as each worker' + chr(39) + 's (not the driver)'}'s; "
+    how = ("not made here (this run's workers made them: give it 2 workers or more, and the machine's cores or more, to count them)"
+           if not here else "counted as the driver's" if shared else "counted as each worker's, not the driver's")
+    print(f"    imports of the command {imports:.3f} s; the workers' imports here {here:.3f} s, {how}; "
           f"the forks {forks:.3f} s for {workers}, {forks * 16 / max(1, workers):.3f} s for 16", file=sys.stderr)
     print(f"    hashing: {len(hash_tasks)} tasks, {hashing['cpu_s']:.3f} s CPU on {len(hashing['threads_cpu_s'])} "
           f"threads, critical path {hashing['critical_path_s']:.3f} s here, {hashing['critical_path_16_s']:.3f} s "
