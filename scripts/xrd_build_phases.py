@@ -7,8 +7,16 @@ the imports, listing the files, starting the workers (with several, the imports 
 the first and the last result, recording results in the ledger, reading them back and finishing them in input
 order (while the units run), the KMeans selection (its answer awaited from the helper process) and putting the
 files in place. Times are seconds since the interpreter started;
-CPU is the driver process's own (its workers' and helper's CPU is reported apart, once they are reaped).
-OUT must not hold an earlier run (its ledger would skip every CIF).
+CPU is the driver process's own, its threads included (its workers' and helper's CPU is reported apart, once
+they are reaped). OUT must not hold an earlier run (its ledger would skip every CIF).
+
+Then each phase as a run of 16 workers on a machine of ``--cores`` cores would pay it (the driver's
+serial-equivalent CPU): the hashing by its critical path on the threads such a run hashes with
+(``harvest_phases.hashing_report``: each hashing task's CPU laid on ``hash_threads(16)`` threads); the workers'
+shared imports as the driver's only when such a run imports them there (``xrd.build.share_imports``), else as
+each worker's own; the forks of the workers once a worker, so 16 times the CPU of one fork here. The report
+gives the driver's share raw (all its CPU against its workers' and helper's) and so counted, with the speed-up
+at 16 it gives by Amdahl.
 """
 
 from __future__ import annotations
@@ -16,10 +24,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 import time
 from pathlib import Path
 
 from cpu_time import CHILDREN, cpu  # scripts/ is the first on sys.path
+from harvest_phases import amdahl, hashing_report
 
 START = time.perf_counter()
 
@@ -59,6 +69,7 @@ def main() -> None:
     ap.add_argument("cifs")
     ap.add_argument("out")
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--cores", type=int, default=16, help="the cores of the 16-worker run counted (default 16)")
     ap.add_argument("--json", help="also write the phases here")
     args = ap.parse_args()
     if Path(args.out).exists():
@@ -69,6 +80,28 @@ def main() -> None:
     from benchmint.run import executors, ledger, runner
 
     line.mark("imports of the command and xrd.build")
+    imports = line.marks[-1][2]
+    hash_tasks: list[tuple[int, float, float]] = []  # (thread id, CPU s, start) of each hashing task, in order
+    inner_chunk = runner._hash_chunk
+
+    def hash_chunk(jobs):
+        t0, c0 = time.perf_counter(), time.thread_time()
+        try:
+            return inner_chunk(jobs)
+        finally:
+            hash_tasks.append((threading.get_ident(), time.thread_time() - c0, t0))
+
+    runner._hash_chunk = hash_chunk
+    listed: list[int] = []
+    inner_find = runner.find_files_into
+
+    def find_files_into(*a, **k):
+        got = inner_find(*a, **k)
+        listed.append(len(got))
+        return got
+
+    runner.find_files_into = find_files_into
+    line.around(executors, "_import_all", "the workers' imports, here")
     line.around(runner, "find_files_into", "list the files")
     line.around(executors.ProcessExecutor, "start", "start the workers")
     line.around(runner, "hash_files", "hash the files")
@@ -109,9 +142,45 @@ def main() -> None:
         print(f"  {n}: {t['wall_s']:.3f} s wall, {t['cpu_s']:.3f} s CPU, {t['calls']} calls", file=sys.stderr)
     others = round(cpu(CHILDREN), 3)
     print(f"  workers and helper: {others} s CPU; exit status {code}", file=sys.stderr)
+    at16 = at_16(line, hash_tasks, imports, args.workers, args.cores, others, listed[0] if listed else 0)
     if args.json:
         Path(args.json).write_text(json.dumps({"workers": args.workers, "phases": rows, "totals": totals,
-                                               "children_cpu_s": others}, indent=1) + "\n")
+                                               "children_cpu_s": others, "at_16": at16}, indent=1) + "\n")
+
+
+def at_16(line: Timeline, hash_tasks, imports: float, workers: int, cores: int, others: float, files: int) -> dict:
+    """The driver's CPU phase by phase as a 16-worker run on ``cores`` cores pays it, and its shares."""
+    from benchmint.run import runner
+    from benchmint.xrd.build import share_imports
+
+    driver = line.marks[-1][2]
+    total = {n: t[1] for n, t in line.totals.items()}
+    hashing = hashing_report(hash_tasks, runner.hash_threads(16))
+    here = total.get("the workers' imports, here", 0.0)
+    try:
+        shared = share_imports(16, cores)
+    except TypeError:  # the code before ``cores``: its rule, the workers and the helper against the cores
+        shared = 16 + 1 > cores
+    forks = total.get("start the workers", 0.0) - here  # the workers' start without the imports
+    serial = (driver - hashing["cpu_s"] + hashing["critical_path_16_s"] - (0.0 if shared else here)
+              + forks * (16 / max(1, workers) - 1))
+    raw = driver / (driver + others)
+    share = serial / (serial + others)
+    per = 1000 / max(1, files)
+    print(f"  at 16 workers on {cores} cores ({files} files):", file=sys.stderr)
+    how = ("not made here (this run's workers made them: give it 2 workers or more, and the machine's cores or more, to count them)"
+           if not here else "counted as the driver's" if shared else "counted as each worker's, not the driver's")
+    print(f"    imports of the command {imports:.3f} s; the workers' imports here {here:.3f} s, {how}; "
+          f"the forks {forks:.3f} s for {workers}, {forks * 16 / max(1, workers):.3f} s for 16", file=sys.stderr)
+    print(f"    hashing: {len(hash_tasks)} tasks, {hashing['cpu_s']:.3f} s CPU on {len(hashing['threads_cpu_s'])} "
+          f"threads, critical path {hashing['critical_path_s']:.3f} s here, {hashing['critical_path_16_s']:.3f} s "
+          f"on {runner.hash_threads(16)} threads", file=sys.stderr)
+    print(f"    driver CPU raw {driver:.3f} s ({per * driver:.3f} ms a CIF), share {raw:.4f} "
+          f"({amdahl(raw, 16):.1f}x at 16); serial-equivalent {serial:.3f} s ({per * serial:.3f} ms a CIF), "
+          f"share {share:.4f} ({amdahl(share, 16):.1f}x at 16)", file=sys.stderr)
+    return {"cores": cores, "files": files, "imports_s": imports, "workers_imports_here_s": here,
+            "imports_shared_at_16": shared, "forks_s": forks, "hashing": hashing, "driver_cpu_s": driver,
+            "share_raw": raw, "serial_equivalent_cpu_s": serial, "share_serial_equivalent": share}
 
 
 if __name__ == "__main__":

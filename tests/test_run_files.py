@@ -279,3 +279,29 @@ def test_hash_files_keys_equal_hash_file_and_content_key_around_the_block(files)
             want = (content_key(data, s), hashlib.sha256(data).hexdigest())
             assert hash_file(p, s) == want
             assert (a.key, a.sha256, a.size) == (b.key, b.sha256, b.size) == (*want, len(data))
+
+
+def test_folders_are_listed_as_sorted_rglob_lists_them(tmp_path):
+    """The listing by os.scandir finds the files, in the order, that ``sorted(folder.rglob("*"))`` filtered by
+    the suffix gives (a path's parts sort, not its text: "a/z.cif" before "a-b.cif"); a link to a folder is not
+    followed, a folder named like a CIF is no file, and each file knows whether it is itself a link."""
+    from benchmint.run.archives import is_archive
+    from benchmint.run.runner import find_files
+
+    root = tmp_path / "in"
+    for rel in ("a/z.cif", "a-b.cif", "a.b/c.CIF", ".hidden.cif", "B.cif", "b.cif", "x.cif.", ".cif",
+                "deep/er/still/y.Cif", "notes.txt", "pack.tar.gz", "a/ü.cif"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(rel.encode())
+    (root / "folder.cif").mkdir()
+    (root / "linked").symlink_to(root / "a", target_is_directory=True)  # not followed: its files are a/'s
+    (root / "link.cif").symlink_to(root / "b.cif")
+    (root / "loop.cif").symlink_to(root / "loop.cif")
+    want = [q for q in sorted(root.rglob("*")) if q.suffix.lower() == ".cif" or is_archive(q)]
+    got = find_files([root], ".cif")
+    assert [f.path for f in got] == [q for q in want if not q.is_dir()]
+    assert [f.path.relative_to(root).as_posix() for f in got][:4] == [".hidden.cif", "B.cif", "a/z.cif", "a/ü.cif"]
+    by_name = {f.path.name: f for f in got}
+    assert by_name["link.cif"].link is True and by_name["link.cif"].same_as == root / "b.cif"
+    assert by_name["b.cif"].link is False and by_name["loop.cif"].problem.startswith("cannot be read: a loop")
+    assert find_files([root / "b.cif"], ".cif")[0].link is None  # named, not listed: not known

@@ -430,3 +430,28 @@ def test_a_fresh_run_reads_each_result_once_from_where_it_was_filed_without_quer
     calls.update(get=0, read_filed=0, pread=0)
     assert build(["cif"], "out", BuildConfig(per_db=3), workers=2).skipped == 11
     assert calls == {"get": 12, "read_filed": 0, "pread": 24}, calls  # each of 12 files checked done, then read
+
+
+def test_an_items_cif_path_from_the_listings_link_flag_is_the_one_an_lstat_gives(tmp_path):
+    """The listing tells each file whether it is itself a link (``FoundFile.link``), and the item's path relative
+    to the output folder taken with it equals the one found by asking the file system (an lstat a file), for
+    plain files, links, chains of links and files reached through a linked folder."""
+    from benchmint.run.runner import find_files
+    from benchmint.xrd.build import _Relative
+
+    real, out = tmp_path / "data" / "real", tmp_path / "runs" / "out"
+    (real / "sub").mkdir(parents=True)
+    out.mkdir(parents=True)
+    (tmp_path / "other").mkdir()
+    (real / "a.cif").write_text("a")
+    (real / "sub" / "s.cif").write_text("s")
+    (tmp_path / "other" / "b.cif").write_text("b")
+    (real / "link.cif").symlink_to(tmp_path / "other" / "b.cif")
+    (real / "sub" / "chain.cif").symlink_to(os.path.join("..", "link.cif"))
+    (tmp_path / "via").symlink_to(real, target_is_directory=True)
+    found = find_files([tmp_path / "via"], ".cif")
+    assert [(f.path.relative_to(tmp_path / "via").as_posix(), f.link) for f in found] == [
+        ("a.cif", False), ("link.cif", True), ("sub/chain.cif", True), ("sub/s.cif", False)]
+    told, asked = _Relative(out), _Relative(out)
+    assert [told(f.path, f.link) for f in found] == [asked(f.path) for f in found] == [
+        "../../data/real/a.cif", "../../other/b.cif", "../../other/b.cif", "../../data/real/sub/s.cif"]

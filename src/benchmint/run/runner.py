@@ -9,7 +9,7 @@ import os
 import stat
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -314,7 +314,7 @@ class _FollowUps:
                     self.bar.add_total(1)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FoundFile:
     """A file ``find_files`` found: its path as found from the input as given, and what keeps it out of the run.
 
@@ -332,6 +332,8 @@ class FoundFile:
     problem: str | None = None
     same_as: Path | None = None
     member: Member | None = None
+    # Whether the path found is itself a symbolic link, as its folder's listing told (None: not known).
+    link: bool | None = field(default=None, compare=False)
 
     def where(self) -> dict:
         """The archive and member of a row, for a file inside an archive."""
@@ -361,12 +363,12 @@ def find_files(inputs: Sequence[str | os.PathLike], suffix: str, listings: Listi
     first: dict[tuple[int, int], Path] = {}  # (device, inode) -> the first path found for it
     first_member: dict[tuple, Path] = {}  # (name, size, stamp) and (archive, name) -> the first member found
 
-    def add(path: Path, st: os.stat_result) -> None:
+    def add(path: Path, st: os.stat_result, link: bool | None, archive: bool) -> None:
         ident = (st.st_dev, st.st_ino)
         same_as = first.get(ident)
         first.setdefault(ident, path)
-        if same_as is not None or not is_archive(path):
-            found.append(FoundFile(path, same_as=same_as))
+        if same_as is not None or not archive:
+            found.append(FoundFile(path, same_as=same_as, link=link))
             return
         try:
             members, damage = (listings.members(path, suffix) if listings is not None
@@ -384,25 +386,53 @@ def find_files(inputs: Sequence[str | os.PathLike], suffix: str, listings: Listi
     for item in inputs:
         p = Path(item)
         if p.is_dir():
-            for q in sorted(p.rglob("*")):
-                if q.suffix.lower() != suffix and not is_archive(q):
-                    continue
+            for q, entry, archive in _walk(p, suffix):
                 try:
-                    st = q.stat()
+                    st = entry.stat()
                 except OSError as exc:  # a link to nothing, a loop of links, a file gone since the listing
                     why = "a loop of symbolic links" if exc.errno == errno.ELOOP else (
                         "a symbolic link to nothing" if q.is_symlink() else "gone since the folder was listed")
                     found.append(FoundFile(q, problem=f"cannot be read: {why} ({exc.strerror})"))
                     continue
                 if stat.S_ISREG(st.st_mode):
-                    add(q, st)
+                    add(q, st, entry.is_symlink(), archive)
         elif p.is_file():
-            add(p, p.stat())
+            add(p, p.stat(), None, is_archive(p))
         else:
             raise InputError(f"no such file or directory: {p}")
     if not found:
         raise InputError(f"no {suffix} files found in " + ", ".join(map(str, inputs)))
     return found
+
+
+def _walk(root: Path, suffix: str) -> list[tuple[Path, os.DirEntry, bool]]:
+    """The entries under ``root`` named with ``suffix`` (any case) or as an archive (the third field), with
+    their paths, in ``sorted(root.rglob("*"))``'s order and from the same folders (links to folders not
+    followed, a folder that cannot be listed skipped). Listed by ``os.scandir``: its entries know whether they
+    are links without a call a file, and each path is made once and sorted by its parts as strings, where
+    rglob made, hashed and compared ``Path`` objects."""
+    found: list[tuple[tuple[str, ...], Path, os.DirEntry, bool]] = []
+    folders: list[tuple[tuple[str, ...], Path]] = [((), root)]
+    while folders:
+        parts, folder = folders.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = list(listing)
+        except PermissionError:  # as rglob: a folder that cannot be listed adds nothing
+            continue
+        for entry in entries:
+            name = entry.name
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(((*parts, name), folder / name))
+            except OSError:
+                pass
+            dot = name.rfind(".")  # Path.suffix: from the last dot, if the name neither starts nor ends there
+            archive = is_archive(name)
+            if archive or (name[dot:] if 0 < dot < len(name) - 1 else "").lower() == suffix:
+                found.append(((*parts, name), folder / name, entry, archive))
+    found.sort(key=lambda f: f[0])  # a path's order is its parts' (Path's own), not its text's
+    return [(path, entry, archive) for _, path, entry, archive in found]
 
 
 def read_error(exc: OSError) -> dict:

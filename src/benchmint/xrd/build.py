@@ -639,7 +639,7 @@ class BuildResult:
 _WORKER_MODULES = ("benchmint.xrd.preload",)
 
 
-def share_imports(workers: int) -> bool:
+def share_imports(workers: int, cores: int | None = None) -> bool:
     """Whether the driver imports ``_WORKER_MODULES`` once before forking the workers (``share_preload``),
     rather than each worker importing them as it starts while the driver hashes the CIFs.
 
@@ -647,11 +647,12 @@ def share_imports(workers: int) -> bool:
     import and overlaps the hashing: free where every worker has a core of its own. Where they have not (the
     selection helper imports scikit-learn at the same time), the extra imports take cores from the other
     processes' imports and delay every worker's first CIF. So: shared when the workers and the helper
-    outnumber the cores (2 workers on 2 cores; all 16 on 16), in parallel otherwise.
+    outnumber the cores (2 workers on 2 cores; all 16 on 16), in parallel otherwise. ``cores``: this machine's
+    when not given (another's, for a measurement that counts a run on it).
     """
     from benchmint.parallel import resolve_workers
 
-    return resolve_workers(workers) + 1 > (os.cpu_count() or 1)
+    return resolve_workers(workers) + 1 > (cores or os.cpu_count() or 1)
 
 
 def build(inputs, out_dir, cfg: BuildConfig = BuildConfig(), workers: int = 1, progress: bool = False,
@@ -685,13 +686,17 @@ class _Relative:
         self.out = out.resolve()
         self.folders: dict[str, tuple[str, str]] = {}  # as given -> (resolved, relative to out)
 
-    def __call__(self, path) -> str:
+    def __call__(self, path, link: bool | None = None) -> str:
+        """``link``: whether the file itself is a symbolic link, when its folder's listing told (``FoundFile.link``);
+        else one lstat asks."""
         folder, name = os.path.split(os.fspath(path))
         got = self.folders.get(folder)
         if got is None:
             real = Path(folder).resolve()
             got = self.folders[folder] = (str(real), Path(os.path.relpath(real, self.out)).as_posix())
-        if os.path.islink(os.path.join(got[0], name)):  # the file itself is a link: resolved as a whole
+        if link is None:
+            link = os.path.islink(os.path.join(got[0], name))
+        if link:  # the file itself is a link: resolved as a whole
             return Path(os.path.relpath(Path(got[0], name).resolve(), self.out)).as_posix()
         return name if got[1] == "." else f"{got[1]}/{name}"
 
@@ -780,7 +785,8 @@ class _Finish:
         # convention. A member of an archive is named by the archive's path and its name in it; its item
         # carries its text.
         assert self.items_fh is not None and self.relative is not None
-        cif = self.relative(f.member.archive if f.member else f.path) + (f"/{f.member.name}" if f.member else "")
+        cif = (self.relative(f.member.archive) + f"/{f.member.name}" if f.member
+               else self.relative(f.path, f.link))
         row = b.get("row")
         out = self.items_out
         if row is not None:  # encoded by the worker (``_as_row``, ``_read_rows``): the driver's fields joined in
