@@ -7,6 +7,7 @@ import zipfile
 
 import pymupdf
 import pytest
+from killing import kill_once_recorded
 
 from benchmint.arxiv import Filters, MetadataIndex, joined, parse_id
 from benchmint.cli import main
@@ -268,12 +269,9 @@ def test_filter_options_are_checked_before_any_work(dump, tmp_path, capsys):
 
 
 def test_a_killed_run_over_several_archives_resumes_to_the_same_files_without_reading_finished_members(tmp_path):
-    import os
-    import signal
     import sqlite3
     import subprocess
     import sys
-    import time
     from importlib.resources import files
 
     sample = (files("benchmint") / "samples" / "sample_paper.pdf").read_bytes()
@@ -286,18 +284,7 @@ def test_a_killed_run_over_several_archives_resumes_to_the_same_files_without_re
                 add(tf, f"23{a:02d}/{name}", sample + f"%{a} {i}\n".encode())
     run = [sys.executable, "-m", "benchmint.cli", "harvest", *map(str, tars), "--workers", "2", "--out"]
     killed = tmp_path / "killed"
-    proc = subprocess.Popen([*run, str(killed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 60
-    while time.time() < deadline:  # kill it once some members are recorded, long before the end
-        try:
-            with sqlite3.connect(f"file:{killed / 'ledger.sqlite'}?mode=ro", uri=True) as db:
-                if db.execute("SELECT COUNT(*) FROM units").fetchone()[0] >= 3:
-                    break
-        except sqlite3.Error:  # not created yet
-            pass
-        time.sleep(0.01)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    kill_once_recorded([*run, str(killed)], killed / "ledger.sqlite", 3)  # some members, long before the end
     with sqlite3.connect(killed / "ledger.sqlite") as db:
         assert 3 <= db.execute("SELECT COUNT(*) FROM units").fetchone()[0] < 120
     assert subprocess.run([*run, str(killed)], capture_output=True).returncode == 0

@@ -4,6 +4,7 @@ import io
 import json
 
 import pytest
+from killing import kill_once_recorded
 from PIL import Image
 
 from benchmint.cli import main
@@ -146,12 +147,9 @@ def test_crystalxrd_baseline_through_the_same_path_scores_jaccard_one(tmp_path, 
 def test_killed_eval_resumes_asking_nothing_answered_again(tmp_path):
     """SIGKILL mid-run (the settings users get), then rerun: the predictions of an uninterrupted run, and no
     request answered before the kill asked again (only those in flight: at most --concurrency)."""
-    import os
-    import signal
     import sqlite3
     import subprocess
     import sys
-    import time
 
     (tmp_path / "fig.png").write_bytes(png_bytes(120))
     n = 150
@@ -164,18 +162,7 @@ def test_killed_eval_resumes_asking_nothing_answered_again(tmp_path):
         cmd = [sys.executable, "-m", "benchmint.cli", "eval", str(items), "--benchmark", "spm", "--model", "tiny",
                "--base-url", server.url, "--concurrency", "4", "--out"]
         killed = tmp_path / "killed"
-        proc = subprocess.Popen([*cmd, str(killed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                with sqlite3.connect(f"file:{killed / 'ledger.sqlite'}?mode=ro", uri=True) as db:
-                    if db.execute("SELECT COUNT(*) FROM units").fetchone()[0] >= 30:
-                        break
-            except sqlite3.Error:
-                pass
-            time.sleep(0.01)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+        kill_once_recorded([*cmd, str(killed)], killed / "ledger.sqlite", 30)
         with sqlite3.connect(killed / "ledger.sqlite") as db:
             recorded = db.execute("SELECT COUNT(*) FROM units").fetchone()[0]
         assert 30 <= recorded < n
@@ -260,12 +247,9 @@ def test_duplicate_ids_are_an_error_naming_both_lines_and_the_run_goes_on(tmp_pa
 def test_killed_eval_with_coinciding_prompts_resumes_paying_each_request_once(tmp_path):
     """SIGKILL mid-run over items that share prompts in pairs, then rerun: every item has its own row, the outputs
     equal an uninterrupted run's, and each distinct request was paid once (bar those in flight at the kill)."""
-    import os
-    import signal
     import sqlite3
     import subprocess
     import sys
-    import time
 
     (tmp_path / "fig.png").write_bytes(png_bytes(120))
     n = 160  # 80 distinct questions, each asked by two items
@@ -277,18 +261,7 @@ def test_killed_eval_with_coinciding_prompts_resumes_paying_each_request_once(tm
         cmd = [sys.executable, "-m", "benchmint.cli", "eval", str(items), "--benchmark", "spm", "--model", "tiny",
                "--base-url", server.url, "--concurrency", "4", "--out"]
         killed = tmp_path / "killed"
-        proc = subprocess.Popen([*cmd, str(killed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                with sqlite3.connect(f"file:{killed / 'ledger.sqlite'}?mode=ro", uri=True) as db:
-                    if db.execute("SELECT COUNT(*) FROM units").fetchone()[0] >= 40:
-                        break
-            except sqlite3.Error:
-                pass
-            time.sleep(0.01)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+        kill_once_recorded([*cmd, str(killed)], killed / "ledger.sqlite", 40)
         with sqlite3.connect(killed / "ledger.sqlite") as db:
             recorded = db.execute("SELECT COUNT(*) FROM units").fetchone()[0]
         assert 40 <= recorded < n

@@ -8,6 +8,7 @@ import struct
 import zlib
 
 import pytest
+from killing import wait_until_recorded
 from PIL import Image
 
 from benchmint import benchmarks
@@ -251,7 +252,6 @@ def test_ctrl_c_writes_the_finished_items_and_says_how_to_resume(tmp_path):
     import sqlite3
     import subprocess
     import sys
-    import time
 
     items = spm_items(tmp_path, 60)
     out = tmp_path / "out"
@@ -260,15 +260,7 @@ def test_ctrl_c_writes_the_finished_items_and_says_how_to_resume(tmp_path):
         cmd = [sys.executable, "-m", "benchmint.cli", "eval", str(items), "--benchmark", "spm", "--model", "m",
                "--base-url", server.url, "--concurrency", "2", "--out", str(out)]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                with sqlite3.connect(f"file:{out / 'ledger.sqlite'}?mode=ro", uri=True) as db:
-                    if db.execute("SELECT COUNT(*) FROM units").fetchone()[0] >= 8:
-                        break
-            except sqlite3.Error:
-                pass
-            time.sleep(0.01)
+        wait_until_recorded(out / "ledger.sqlite", 8)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 130, err
@@ -378,10 +370,8 @@ def test_repeats_are_scored_with_their_mean_and_spread(tmp_path, capsys):
 
 
 def test_a_second_eval_into_an_out_in_use_is_refused(tmp_path):
-    import sqlite3
     import subprocess
     import sys
-    import time
 
     items = spm_items(tmp_path, 30)
     out = tmp_path / "out"
@@ -389,15 +379,7 @@ def test_a_second_eval_into_an_out_in_use_is_refused(tmp_path):
         server.default = Reply(text="Answer: A", delay=0.1)
         cmd = [sys.executable, "-m", "benchmint.cli", *spm_argv(items, out, server, "--concurrency", "1")]
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                with sqlite3.connect(f"file:{out / 'ledger.sqlite'}?mode=ro", uri=True) as db:
-                    if db.execute("SELECT COUNT(*) FROM units").fetchone()[0] >= 1:
-                        break
-            except sqlite3.Error:
-                pass
-            time.sleep(0.01)
+        wait_until_recorded(out / "ledger.sqlite", 1)
         second = subprocess.run(cmd, capture_output=True, text=True)
         assert proc.wait(60) == 0
         assert server.count == 30  # every item asked once

@@ -7,6 +7,7 @@ from importlib.resources import files
 
 import pymupdf
 import pytest
+from killing import kill_once_recorded
 
 from benchmint.cli import main
 from benchmint.pdf.harvest import HarvestConfig, harvest
@@ -98,12 +99,8 @@ def test_cli(corpus, tmp_path, capsys):
 
 
 def test_killed_harvest_resumes_to_the_same_files(corpus, tmp_path):
-    import os
-    import signal
-    import sqlite3
     import subprocess
     import sys
-    import time
 
     from benchmint.run import Ledger
 
@@ -113,19 +110,8 @@ def test_killed_harvest_resumes_to_the_same_files(corpus, tmp_path):
         (dump / f"paper{i:02d}.pdf").write_bytes(SAMPLE.read_bytes() + f"%{i}\n".encode())
     run = [sys.executable, "-m", "benchmint.cli", "harvest", str(dump), "--out"]  # the settings users get
     killed = tmp_path / "killed"
-    proc = subprocess.Popen([*run, str(killed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ledger_file = killed / "ledger.sqlite"
-    deadline = time.time() + 60
-    while time.time() < deadline:  # kill it once some PDFs are recorded, long before the end
-        try:
-            with sqlite3.connect(f"file:{ledger_file}?mode=ro", uri=True) as db:
-                if db.execute("SELECT COUNT(*) FROM units").fetchone()[0] >= 3:
-                    break
-        except sqlite3.Error:  # not created yet
-            pass
-        time.sleep(0.01)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    kill_once_recorded([*run, str(killed)], ledger_file, 3)  # some PDFs, long before the end
     with Ledger(ledger_file, "harvest") as ledger:
         assert 3 <= len(ledger) < 150
     assert subprocess.run([*run, str(killed)], capture_output=True).returncode == 0

@@ -6,6 +6,7 @@ from importlib.resources import files
 
 import pymupdf
 import pytest
+from killing import kill_once_recorded
 
 from benchmint import io as bio
 from benchmint.pdf import harvest as hv
@@ -277,12 +278,8 @@ def test_a_killed_triage_in_groups_resumes_to_the_same_files(tmp_path):
     """--triage-only over GROUP_MIN_DOCS documents and more (the settings users get: groups of documents), killed
     with SIGKILL once some units are recorded: the rerun forms the same groups, runs none it recorded again, and
     writes the files of an uninterrupted run."""
-    import os
-    import signal
-    import sqlite3
     import subprocess
     import sys
-    import time
 
     dump = tmp_path / "dump"
     dump.mkdir()
@@ -290,19 +287,7 @@ def test_a_killed_triage_in_groups_resumes_to_the_same_files(tmp_path):
         (dump / f"paper{i:03d}.pdf").write_bytes(SAMPLE.read_bytes() + f"%{i}\n".encode())
     run = [sys.executable, "-m", "benchmint.cli", "harvest", str(dump), "--triage-only", "--workers", "2", "--out"]
     killed = tmp_path / "killed"
-    proc = subprocess.Popen([*run, str(killed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    ledger_file = killed / "ledger.sqlite"
-    deadline = time.time() + 60
-    while time.time() < deadline:  # kill it once some groups are recorded, long before the end
-        try:
-            with sqlite3.connect(f"file:{ledger_file}?mode=ro", uri=True) as db:
-                if db.execute("SELECT COUNT(*) FROM units").fetchone()[0] >= 3:
-                    break
-        except sqlite3.Error:  # not created yet
-            pass
-        time.sleep(0.01)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    kill_once_recorded([*run, str(killed)], killed / "ledger.sqlite", 3)  # some groups, long before the end
     before = units_of(killed)
     assert len(before) >= 3
     assert subprocess.run([*run, str(killed)], capture_output=True).returncode == 0
