@@ -66,19 +66,7 @@ def main() -> None:
     from benchmint.run import executors, ledger, runner
 
     imports = time.perf_counter() - START, cpu()
-    hash_tasks: list[tuple[int, float, float]] = []  # (thread id, CPU s, start) of each hashing task, in order
-
-    def hash_task(inner):
-        def timed(jobs):
-            t0, c0 = time.perf_counter(), time.thread_time()
-            try:
-                return inner(jobs)
-            finally:
-                hash_tasks.append((threading.get_ident(), time.thread_time() - c0, t0))
-
-        return timed
-
-    runner._hash_chunk = hash_task(runner._hash_chunk)
+    hash_tasks = time_hashing(runner)
     around(harvest, "find_files_into", "list the files")
     around(executors.ProcessExecutor, "start", "start the workers")
     around(harvest, "hash_files", "hash the files")
@@ -118,6 +106,23 @@ def main() -> None:
             "workers_cpu_s": workers, "imports": imports, "main_thread_cpu_s": main_thread,
             "hashing": hashing, "serial_equivalent_cpu_s": serial,
             "totals": {n: {"wall_s": w, "cpu_s": c, "calls": k} for n, (w, c, k) in totals.items()}}, indent=1))
+
+
+def time_hashing(runner) -> list[tuple[int, float, float]]:
+    """Time each hashing task of ``runner.hash_files`` on its own thread from now on: the list it fills with
+    (thread id, CPU s, start) a task, in the order they end."""
+    tasks: list[tuple[int, float, float]] = []
+    inner = runner._hash_chunk
+
+    def timed(jobs):
+        t0, c0 = time.perf_counter(), time.thread_time()
+        try:
+            return inner(jobs)
+        finally:
+            tasks.append((threading.get_ident(), time.thread_time() - c0, t0))
+
+    runner._hash_chunk = timed
+    return tasks
 
 
 def hashing_report(tasks: list[tuple[int, float, float]], threads_16: int) -> dict:

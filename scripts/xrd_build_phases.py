@@ -24,12 +24,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import threading
 import time
 from pathlib import Path
 
 from cpu_time import CHILDREN, cpu  # scripts/ is the first on sys.path
-from harvest_phases import amdahl, hashing_report
+from harvest_phases import amdahl, hashing_report, time_hashing
 
 START = time.perf_counter()
 
@@ -81,17 +80,7 @@ def main() -> None:
 
     line.mark("imports of the command and xrd.build")
     imports = line.marks[-1][2]
-    hash_tasks: list[tuple[int, float, float]] = []  # (thread id, CPU s, start) of each hashing task, in order
-    inner_chunk = runner._hash_chunk
-
-    def hash_chunk(jobs):
-        t0, c0 = time.perf_counter(), time.thread_time()
-        try:
-            return inner_chunk(jobs)
-        finally:
-            hash_tasks.append((threading.get_ident(), time.thread_time() - c0, t0))
-
-    runner._hash_chunk = hash_chunk
+    hash_tasks = time_hashing(runner)
     listed: list[int] = []
     inner_find = runner.find_files_into
 
